@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * herald L2 responder: answers ARP requests for the service IPs this node owns,
+ * straight from tc ingress, and counts replies and address conflicts per IP.
+ *
+ * Stricter than Cilium's responder (bpf/lib/arp.h): the protocol type and both
+ * address lengths are checked too, frames from broadcast/multicast sources are
+ * never answered, tagged frames on a parent device are left to the VLAN
+ * sub-interface, and the liveness gate treats a never-written stamp as dead.
+ * Anything not answered passes to the kernel untouched (TC_ACT_OK).
+ */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define ETH_ALEN_ 6
+/* From linux/if_arp.h, which drags in libc headers unusable for -target bpf. */
+#define ARPHRD_ETHER 1
+#define ARPOP_REQUEST 1
+#define ARPOP_REPLY 2
+#define ARP_FRAME_LEN (ETH_HLEN + 28) /* Ethernet + ARP for IPv4 over Ethernet */
+
+/* Shared with src/datapath/l2-responder/layout.ts: keep in sync. */
+struct responder_key {
+	__u32 ip4;     /* network byte order */
+	__u32 ifindex; /* the interface the request must arrive on */
+};
+
+struct responder_stats {
+	__u64 replies;   /* ARP replies sent for this (IP, ifindex) */
+	__u64 conflicts; /* ARP frames from a foreign MAC claiming this IP */
+};
+
+struct iface_info {
+	__u8 mac[ETH_ALEN_]; /* the interface's own MAC: reply source */
+	__u8 pad[2];
+};
+
+enum runtime_config_slot {
+	CONFIG_LIVENESS_NS = 0, /* CLOCK_MONOTONIC ns of the agent's last heartbeat; 0 = never */
+	CONFIG_MAX_AGE_NS = 1,  /* heartbeat older than this => the agent is dead, stay silent */
+	CONFIG_SLOTS = 2,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct responder_key);
+	__type(value, struct responder_stats);
+	__uint(max_entries, 65536); /* overridden at load time (--responder-map-size) */
+} responder_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32); /* ifindex */
+	__type(value, struct iface_info);
+	__uint(max_entries, 1024);
+} interfaces SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, CONFIG_SLOTS);
+} runtime_config SEC(".maps");
+
+struct arp_ipv4 {
+	__be16 htype;
+	__be16 ptype;
+	__u8 hlen;
+	__u8 plen;
+	__be16 op;
+	__u8 sha[ETH_ALEN_];
+	__u8 spa[4]; /* byte arrays: SPA/TPA are not 4-byte aligned in the frame */
+	__u8 tha[ETH_ALEN_];
+	__u8 tpa[4];
+} __attribute__((packed));
+
+static __always_inline int mac_equal(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] &&
+	       a[5] == b[5];
+}
+
+static __always_inline int mac_is_broadcast(const __u8 *a)
+{
+	return (a[0] & a[1] & a[2] & a[3] & a[4] & a[5]) == 0xff;
+}
+
+static __always_inline int mac_is_multicast(const __u8 *a)
+{
+	return a[0] & 0x01; /* includes broadcast */
+}
+
+static __always_inline int mac_is_zero(const __u8 *a)
+{
+	return (a[0] | a[1] | a[2] | a[3] | a[4] | a[5]) == 0;
+}
+
+static __always_inline __u32 read_ip(const __u8 *p)
+{
+	__u32 ip;
+	__builtin_memcpy(&ip, p, 4);
+	return ip;
+}
+
+/* The agent is alive when its heartbeat is fresh. Never written (0) = dead. */
+static __always_inline int agent_alive(void)
+{
+	__u32 slot = CONFIG_LIVENESS_NS;
+	__u64 *stamp = bpf_map_lookup_elem(&runtime_config, &slot);
+	slot = CONFIG_MAX_AGE_NS;
+	__u64 *max_age = bpf_map_lookup_elem(&runtime_config, &slot);
+	if (!stamp || !max_age || *stamp == 0 || *max_age == 0)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	/* A stamp slightly in the future (written between our read of the clock and
+	 * now) is fresh; only an old one is stale. */
+	return now <= *stamp || now - *stamp <= *max_age;
+}
+
+SEC("tc")
+int herald_l2_ingress(struct __sk_buff *skb)
+{
+	if (skb->protocol != bpf_htons(ETH_P_ARP))
+		return TC_ACT_OK;
+	/* A tagged frame seen on the parent device belongs to a VLAN: the program
+	 * attached to that VLAN's sub-interface answers it (Cilium #37959). */
+	if (skb->vlan_present)
+		return TC_ACT_OK;
+
+	__u32 ifindex = skb->ifindex;
+	struct iface_info *iface = bpf_map_lookup_elem(&interfaces, &ifindex);
+	if (!iface)
+		return TC_ACT_OK; /* not an interface we serve, or not Ethernet */
+
+	if (skb->len < ARP_FRAME_LEN)
+		return TC_ACT_OK; /* truncated: never answer */
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	if (data + ARP_FRAME_LEN > data_end) {
+		if (bpf_skb_pull_data(skb, ARP_FRAME_LEN) < 0)
+			return TC_ACT_OK;
+		data = (void *)(long)skb->data;
+		data_end = (void *)(long)skb->data_end;
+		if (data + ARP_FRAME_LEN > data_end)
+			return TC_ACT_OK;
+	}
+	struct ethhdr *eth = data;
+	struct arp_ipv4 *arp = data + ETH_HLEN;
+
+	if (arp->htype != bpf_htons(ARPHRD_ETHER) || arp->ptype != bpf_htons(ETH_P_IP) ||
+	    arp->hlen != ETH_ALEN_ || arp->plen != 4)
+		return TC_ACT_OK;
+
+	/* Conflict detection: any ARP frame (request or reply) from a MAC that is
+	 * not ours, claiming an IP we announce on this interface as its sender. */
+	__u32 spa = read_ip(arp->spa);
+	if (spa != 0 && (!mac_equal(eth->h_source, iface->mac) || !mac_equal(arp->sha, iface->mac))) {
+		struct responder_key ckey = { .ip4 = spa, .ifindex = ifindex };
+		struct responder_stats *cstats = bpf_map_lookup_elem(&responder_v4, &ckey);
+		if (cstats)
+			__sync_fetch_and_add(&cstats->conflicts, 1);
+	}
+
+	if (arp->op != bpf_htons(ARPOP_REQUEST))
+		return TC_ACT_OK;
+	if (!mac_is_broadcast(eth->h_dest) && !mac_equal(eth->h_dest, iface->mac))
+		return TC_ACT_OK; /* unicast to someone else */
+	if (mac_is_multicast(eth->h_source) || mac_is_zero(eth->h_source) || mac_is_multicast(arp->sha))
+		return TC_ACT_OK; /* nobody to answer to */
+
+	__u32 tpa = read_ip(arp->tpa);
+	if (spa == tpa)
+		return TC_ACT_OK; /* someone else's announcement, not a question (counted above) */
+
+	struct responder_key key = { .ip4 = tpa, .ifindex = ifindex };
+	struct responder_stats *stats = bpf_map_lookup_elem(&responder_v4, &key);
+	if (!stats)
+		return TC_ACT_OK;
+	if (!agent_alive())
+		return TC_ACT_OK;
+
+	/* Build the reply in place. For an RFC 5227 probe (SPA 0.0.0.0) this gives
+	 * TPA 0.0.0.0 and THA = the prober, as the Linux kernel answers probes. */
+	__u8 requester_mac[ETH_ALEN_];
+	__u8 requester_sha[ETH_ALEN_];
+	__builtin_memcpy(requester_mac, eth->h_source, ETH_ALEN_);
+	__builtin_memcpy(requester_sha, arp->sha, ETH_ALEN_);
+
+	__builtin_memcpy(eth->h_dest, requester_mac, ETH_ALEN_);
+	__builtin_memcpy(eth->h_source, iface->mac, ETH_ALEN_);
+	arp->op = bpf_htons(ARPOP_REPLY);
+	__builtin_memcpy(arp->tha, requester_sha, ETH_ALEN_);
+	__builtin_memcpy(arp->tpa, arp->spa, 4);
+	__builtin_memcpy(arp->sha, iface->mac, ETH_ALEN_);
+	__builtin_memcpy(arp->spa, &tpa, 4);
+
+	__sync_fetch_and_add(&stats->replies, 1);
+	return bpf_redirect(ifindex, 0);
+}
+
+char LICENSE[] SEC("license") = "GPL";

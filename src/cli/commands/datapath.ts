@@ -1,0 +1,37 @@
+import { rmSync } from 'node:fs';
+import { Command } from 'commander';
+import { detach, openPinnedMaps } from '../../datapath/l2-responder/program.js';
+import { NetlinkLinks } from '../../os/links.js';
+import { defaultNodeName, parseNodeName, pinDirFor } from '../options.js';
+
+export function datapathCommand(): Command {
+  const dp = new Command('datapath').description('manage the kernel side of the datapath');
+  dp.command('remove')
+    .description('detach the L2 responder from every interface it serves and remove its pinned maps')
+    .option('--node <name>', 'the node whose datapath to remove', parseNodeName, defaultNodeName())
+    .option('--bpf-pin-dir <dir>', 'pin directory (default /sys/fs/bpf/herald/<node>)')
+    .action(async (opts: { node: string; bpfPinDir?: string }) => {
+      const pinDir = pinDirFor(opts);
+      const links = new NetlinkLinks();
+      try {
+        const names = new Map((await links.list()).map((l) => [l.ifindex, l.name]));
+        let detached = 0;
+        try {
+          const maps = openPinnedMaps(pinDir);
+          for (const ifindex of maps.interfaces.keys()) {
+            if (detach(ifindex, names.get(ifindex))) detached++;
+          }
+          maps.responders.dispose();
+          maps.interfaces.dispose();
+          maps.config.dispose();
+        } catch (e) {
+          if ((e as { code?: string }).code !== 'HERALD_BPF_MAP') throw e;
+        }
+        rmSync(pinDir, { recursive: true, force: true });
+        process.stdout.write(`detached from ${detached} interface(s); removed ${pinDir}\n`);
+      } finally {
+        links.dispose();
+      }
+    });
+  return dp;
+}

@@ -1,0 +1,33 @@
+import { Command } from 'commander';
+import { systemClock } from '../../core/clock.js';
+import { GarpAnnouncer, garpDefaults } from '../../datapath/garp.js';
+import { PacketFrameSender } from '../../datapath/packet-sender.js';
+import { isIpv4 } from '../../net/addr.js';
+import { NetlinkLinks, requireEthernetLink } from '../../os/links.js';
+import { createLogger } from '../logging.js';
+import { parseCount, parseDuration } from '../options.js';
+
+export function garpCommand(): Command {
+  return new Command('garp')
+    .description('send a gratuitous ARP burst for an IP from an interface (works without an IPv4 address on it)')
+    .argument('<interface>', 'interface to send from')
+    .argument('<ip>', 'IPv4 address to announce')
+    .option('--count <n>', 'rounds (each sends the request and the reply form)', parseCount, garpDefaults.count)
+    .option('--interval <duration>', 'time between rounds', parseDuration, garpDefaults.intervalMs)
+    .action(async (ifname: string, ip: string, opts: { count: number; interval: number }) => {
+      if (!isIpv4(ip)) throw new Error(`"${ip}" is not an IPv4 address`);
+      const links = new NetlinkLinks();
+      const link = await requireEthernetLink(links, ifname);
+      links.dispose();
+      const sender = new PacketFrameSender();
+      const log = createLogger({ format: 'text', level: 'info' });
+      const garp = new GarpAnnouncer({ sender, clock: systemClock, log }, { count: opts.count, intervalMs: opts.interval });
+      garp.announce({ ip, ifindex: link.ifindex, mac: link.mac });
+      const waitMs = Math.max(0, opts.count - 1) * opts.interval;
+      await new Promise((r) => setTimeout(r, waitMs + 10));
+      garp.dispose();
+      sender.dispose();
+      process.stdout.write(`sent ${garp.stats.sent} frame(s), ${garp.stats.failed} failed\n`);
+      if (garp.stats.failed > 0) process.exitCode = 1;
+    });
+}

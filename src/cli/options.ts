@@ -1,0 +1,51 @@
+/** Parsing of CLI option values with precise errors (commander calls these). */
+import { InvalidArgumentError } from 'commander';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+
+const DURATION_RE = /^(\d+(?:\.\d+)?)(ms|s|m)?$/;
+
+/** "250ms", "1.5s", "2m" or a bare number of milliseconds → milliseconds. */
+export function parseDuration(text: string): number {
+  const m = DURATION_RE.exec(text.trim());
+  if (!m) throw new InvalidArgumentError(`"${text}" is not a duration (use e.g. 500ms, 3s, 5m)`);
+  const n = Number(m[1]);
+  const unit = m[2] ?? 'ms';
+  const ms = unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000;
+  if (!Number.isFinite(ms)) throw new InvalidArgumentError(`"${text}" is out of range`);
+  return Math.round(ms);
+}
+
+export function parseCount(text: string): number {
+  if (!/^\d+$/.test(text.trim())) throw new InvalidArgumentError(`"${text}" is not a non-negative integer`);
+  return Number(text);
+}
+
+export function parsePositiveInt(text: string): number {
+  const n = parseCount(text);
+  if (n < 1) throw new InvalidArgumentError(`"${text}" must be at least 1`);
+  return n;
+}
+
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+const NODE_NAME_RE = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+export function parseNodeName(text: string): string {
+  if (!NODE_NAME_RE.test(text)) {
+    throw new InvalidArgumentError(`"${text}" is not a valid node name (lower-case DNS subdomain)`);
+  }
+  return text;
+}
+
+export function defaultNodeName(): string {
+  return hostname().toLowerCase();
+}
+
+export const DEFAULT_PIN_ROOT = '/sys/fs/bpf/herald';
+
+export function pinDirFor(opts: { bpfPinDir?: string; node?: string }): string {
+  return opts.bpfPinDir ?? join(DEFAULT_PIN_ROOT, opts.node ?? defaultNodeName());
+}

@@ -1,0 +1,75 @@
+/**
+ * The liveness gate's heartbeat: the agent stamps CLOCK_MONOTONIC nanoseconds
+ * into the runtime_config map on its own timer; the BPF program stops answering
+ * once the stamp is older than the configured limit. Independent of every other
+ * loop, so a stuck reconciler does not silence a healthy node, while a stuck or
+ * dead agent does.
+ */
+import type { Clock, TimerHandle } from '../../core/clock.js';
+import type { Disposable } from '../../core/disposable.js';
+import type { Logger } from '../../core/logger.js';
+import { describeError } from '../../core/errors.js';
+import type { BpfMap } from '../../os/bpf-map.js';
+import { CONFIG_LIVENESS_NS, CONFIG_MAX_AGE_NS } from './layout.js';
+
+export interface LivenessOptions {
+  /** How often the stamp is written. */
+  intervalMs: number;
+  /** The program goes silent when the stamp is older than this. */
+  maxAgeMs: number;
+}
+
+export const livenessDefaults: LivenessOptions = { intervalMs: 1000, maxAgeMs: 3000 };
+
+export class LivenessWriter implements Disposable {
+  private timer: TimerHandle | undefined;
+  private disposed = false;
+  failures = 0;
+
+  constructor(
+    private readonly deps: { config: BpfMap<number, bigint>; clock: Clock; log: Logger },
+    private readonly opts: LivenessOptions,
+  ) {
+    if (opts.intervalMs <= 0 || opts.maxAgeMs <= 0) throw new Error('liveness interval and max age must be > 0');
+    if (opts.intervalMs >= opts.maxAgeMs) {
+      throw new Error(`liveness interval (${opts.intervalMs} ms) must be shorter than its limit (${opts.maxAgeMs} ms)`);
+    }
+  }
+
+  start(): void {
+    this.deps.config.update(CONFIG_MAX_AGE_NS, BigInt(this.opts.maxAgeMs) * 1_000_000n);
+    this.tick();
+  }
+
+  /** Writes a fresh stamp now. */
+  stamp(): void {
+    this.deps.config.update(CONFIG_LIVENESS_NS, this.deps.clock.monotonicNs());
+  }
+
+  private tick(): void {
+    if (this.disposed) return;
+    try {
+      this.stamp();
+    } catch (e) {
+      this.failures++;
+      this.deps.log.error({ err: describeError(e) }, 'writing the liveness stamp failed');
+    }
+    this.timer = this.deps.clock.setTimeout(() => this.tick(), this.opts.intervalMs);
+  }
+
+  /** Stops stamping; the stamp goes stale by itself and the program falls silent. */
+  dispose(): void {
+    this.disposed = true;
+    this.timer?.cancel();
+  }
+}
+
+/** Age of the current stamp, for status output. undefined = never written. */
+export function livenessAge(config: BpfMap<number, bigint>, nowNs: bigint): { ageMs?: number; maxAgeMs: number } {
+  const stamp = config.lookup(CONFIG_LIVENESS_NS) ?? 0n;
+  const maxAge = config.lookup(CONFIG_MAX_AGE_NS) ?? 0n;
+  return {
+    ...(stamp === 0n ? {} : { ageMs: Number(nowNs - stamp) / 1e6 }),
+    maxAgeMs: Number(maxAge) / 1e6,
+  };
+}

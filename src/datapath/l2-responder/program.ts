@@ -1,0 +1,151 @@
+/**
+ * Loads the L2 responder object, reusing the maps pinned under the pin
+ * directory (so a restarting agent keeps the entries the node answers from),
+ * and attaches the program to tc ingress of the interfaces it serves.
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import type { Disposable } from '../../core/disposable.js';
+import { HeraldError } from '../../core/errors.js';
+import { BpfMap, mapInfoByFd } from '../../os/bpf-map.js';
+import { ensurePinDir } from '../../os/bpffs.js';
+import { check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
+import { attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
+import {
+  MAP_INTERFACES,
+  MAP_RESPONDER_V4,
+  MAP_RUNTIME_CONFIG,
+  PROGRAM_NAME,
+  interfacesCodec,
+  responderKeyCodec,
+  runtimeConfigCodec,
+  type InterfaceInfo,
+  type ResponderKey,
+  type ResponderStats,
+} from './layout.js';
+
+/** herald's filter slot on tc ingress: 'HR' handle, first priority. */
+export const TC_SLOT: TcSlot = { handle: 0x4852, priority: 1 };
+
+export const DEFAULT_OBJECT_PATH = fileURLToPath(new URL('../../../build/bpf/l2_responder.bpf.o', import.meta.url));
+
+export interface L2ResponderLoadOptions {
+  pinDir: string;
+  responderMapSize: number;
+  objectPath?: string;
+}
+
+export interface L2ResponderMaps {
+  responders: BpfMap<ResponderKey, ResponderStats>;
+  interfaces: BpfMap<number, InterfaceInfo>;
+  config: BpfMap<number, bigint>;
+}
+
+export class L2ResponderProgram implements Disposable {
+  private closed = false;
+
+  private constructor(
+    private readonly obj: unknown,
+    readonly progFd: number,
+    readonly maps: L2ResponderMaps,
+  ) {}
+
+  static load(opts: L2ResponderLoadOptions): L2ResponderProgram {
+    const objectPath = opts.objectPath ?? DEFAULT_OBJECT_PATH;
+    if (!existsSync(objectPath)) {
+      throw new HeraldError('HERALD_BPF_LOAD', `BPF object ${objectPath} is missing (run npm run build)`);
+    }
+    ensurePinDir(opts.pinDir);
+    const lib = libbpf();
+    const obj = checkPtr('HERALD_BPF_LOAD', `open ${objectPath}`, lib.objectOpenFile(objectPath));
+    try {
+      for (const name of [MAP_RESPONDER_V4, MAP_INTERFACES, MAP_RUNTIME_CONFIG]) {
+        const map = checkPtr('HERALD_BPF_LOAD', `find map ${name}`, lib.objectFindMapByName(obj, name));
+        check('HERALD_BPF_LOAD', `pin path for ${name}`, lib.mapSetPinPath(map, join(opts.pinDir, name)));
+        if (name === MAP_RESPONDER_V4) check('HERALD_BPF_LOAD', 'set max entries', lib.mapSetMaxEntries(map, opts.responderMapSize));
+      }
+      takeLibbpfLog();
+      const rc = lib.objectLoad(obj);
+      if (rc < 0) throw L2ResponderProgram.explainLoadFailure(rc, opts);
+      const prog = checkPtr('HERALD_BPF_LOAD', `find program ${PROGRAM_NAME}`, lib.objectFindProgramByName(obj, PROGRAM_NAME));
+      const progFd = check('HERALD_BPF_LOAD', 'program fd', lib.programFd(prog));
+      const fd = (name: string) =>
+        check('HERALD_BPF_LOAD', `map fd ${name}`, lib.mapFd(checkPtr('HERALD_BPF_LOAD', name, lib.objectFindMapByName(obj, name))));
+      const maps: L2ResponderMaps = {
+        responders: BpfMap.fromObjectFd(MAP_RESPONDER_V4, fd(MAP_RESPONDER_V4), responderKeyCodec),
+        interfaces: BpfMap.fromObjectFd(MAP_INTERFACES, fd(MAP_INTERFACES), interfacesCodec),
+        config: BpfMap.fromObjectFd(MAP_RUNTIME_CONFIG, fd(MAP_RUNTIME_CONFIG), runtimeConfigCodec),
+      };
+      return new L2ResponderProgram(obj, progFd, maps);
+    } catch (e) {
+      lib.objectClose(obj);
+      throw e;
+    }
+  }
+
+  /** Turns libbpf's "couldn't reuse pinned map" into an error an operator can act on. */
+  private static explainLoadFailure(rc: number, opts: L2ResponderLoadOptions): Error {
+    const log = takeLibbpfLog().join('\n');
+    if (/reuse pinned map|pinned map .* incompatible|couldn't reuse/i.test(log)) {
+      let detail = '';
+      const lib = libbpf();
+      const pinned = lib.objGet(join(opts.pinDir, MAP_RESPONDER_V4));
+      if (pinned >= 0) {
+        const info = mapInfoByFd(pinned);
+        lib.close(pinned);
+        if (info.maxEntries !== opts.responderMapSize) {
+          detail = `: the pinned ${MAP_RESPONDER_V4} holds ${info.maxEntries} entries, configured ${opts.responderMapSize}`;
+        }
+      }
+      return new HeraldError(
+        'HERALD_BPF_PIN_MISMATCH',
+        `maps pinned in ${opts.pinDir} do not match this configuration${detail} ` +
+          `(keep the old size, or remove the pins with 'herald datapath remove')`,
+      );
+    }
+    const code = rc === -13 ? 'HERALD_BPF_VERIFIER' : 'HERALD_BPF_LOAD';
+    return new HeraldError(code, `loading the L2 responder failed (errno ${-rc})${log ? `:\n${log}` : ''}`);
+  }
+
+  /** Attach (or atomically replace) on tc ingress. */
+  attach(ifindex: number): number {
+    this.assertOpen();
+    return attachIngress(ifindex, this.progFd, TC_SLOT);
+  }
+
+  dispose(): void {
+    if (this.closed) return;
+    this.closed = true;
+    // Closing our fds does not detach the program or unpin maps: the kernel keeps
+    // answering from them until the next agent replaces them.
+    libbpf().objectClose(this.obj);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'L2 responder program is closed');
+  }
+}
+
+export function attachedProgramId(ifindex: number): number | undefined {
+  return queryIngress(ifindex, TC_SLOT);
+}
+
+export function detach(ifindex: number, ifname?: string): boolean {
+  return detachIngress(ifindex, TC_SLOT, ifname);
+}
+
+/** Opens the pinned maps of a running (or stopped) agent, for inspection tools. */
+export function openPinnedMaps(pinDir: string): L2ResponderMaps {
+  const responders = BpfMap.openPinned(join(pinDir, MAP_RESPONDER_V4), responderKeyCodec);
+  try {
+    return {
+      responders,
+      interfaces: BpfMap.openPinned(join(pinDir, MAP_INTERFACES), interfacesCodec),
+      config: BpfMap.openPinned(join(pinDir, MAP_RUNTIME_CONFIG), runtimeConfigCodec),
+    };
+  } catch (e) {
+    responders.dispose();
+    throw e;
+  }
+}

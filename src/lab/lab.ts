@@ -1,0 +1,299 @@
+/**
+ * The lab: hosts as uniquely named network namespaces on one Ethernet segment
+ * (a bridge in a "switch" namespace), for tests, benchmarks and the demo.
+ *
+ * Everything it creates is torn down by destroy(), and also when the process
+ * exits or is interrupted (SIGINT/SIGTERM), so a failing test leaves nothing.
+ * Commands run through `nsenter --net` — never `ip netns exec`, which remounts
+ * /sys and hides /sys/fs/bpf. Only documentation address ranges are used.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const LAB_HOST_SUBNET = '192.0.2.0/24';
+export const LAB_SERVICE_SUBNET = '198.51.100.0/24';
+export const LAB_SECOND_SUBNET = '203.0.113.0/24';
+export const LAB_PIN_ROOT = '/sys/fs/bpf/herald';
+
+export interface ExecResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface LabOptions {
+  /** Number of node hosts (n1…nN). */
+  nodes: number;
+  /** Also give every host an eth1 on a second segment (203.0.113.0/24). */
+  secondSegment?: boolean;
+  /** Short tag in namespace names, for reading `ip netns` output. */
+  tag?: string;
+}
+
+const liveLabs = new Set<Lab>();
+let exitHooksInstalled = false;
+
+function installExitHooks(): void {
+  if (exitHooksInstalled) return;
+  exitHooksInstalled = true;
+  process.on('exit', () => {
+    for (const lab of liveLabs) lab.destroySync();
+  });
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(sig, () => {
+      for (const lab of liveLabs) lab.destroySync();
+      process.exit(128 + (sig === 'SIGINT' ? 2 : sig === 'SIGTERM' ? 15 : 1));
+    });
+  }
+}
+
+function run(cmd: string, args: string[], input?: string): ExecResult {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', input });
+  return { code: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? (r.error ? String(r.error) : '') };
+}
+
+function must(cmd: string, args: string[], input?: string): string {
+  const r = run(cmd, args, input);
+  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+export class LabProcess {
+  readonly output: string[] = [];
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+  ) {
+    const collect = (chunk: Buffer) => {
+      this.output.push(chunk.toString());
+      if (this.output.length > 2000) this.output.splice(0, 1000);
+    };
+    child.stdout?.on('data', collect);
+    child.stderr?.on('data', collect);
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  text(): string {
+    return this.output.join('');
+  }
+
+  /** Signals the whole process group (nsenter and what it runs). */
+  signal(sig: NodeJS.Signals): void {
+    if (!this.running) return;
+    try {
+      process.kill(-this.pid, sig);
+    } catch {
+      /* already gone */
+    }
+  }
+
+  async stop(sig: NodeJS.Signals = 'SIGTERM', timeoutMs = 5000): Promise<void> {
+    if (!this.running) return;
+    this.signal(sig);
+    const timer = setTimeout(() => this.signal('SIGKILL'), timeoutMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  /** Resolves when the output contains `pattern`. */
+  async waitForOutput(pattern: RegExp | string, timeoutMs = 10_000): Promise<void> {
+    await waitFor(() => (typeof pattern === 'string' ? this.text().includes(pattern) : pattern.test(this.text())), {
+      timeoutMs,
+      what: `${this.name} to print ${pattern}`,
+      onTimeout: () => this.text().slice(-2000),
+      abortIf: () => (this.running ? undefined : `${this.name} exited:\n${this.text().slice(-2000)}`),
+    });
+  }
+}
+
+export class Host {
+  constructor(
+    readonly lab: Lab,
+    /** Logical name: client, n1, n2 … */
+    readonly name: string,
+    readonly netns: string,
+    readonly ip: string,
+    readonly ip2: string | undefined,
+  ) {}
+
+  /** Argument prefix that runs a command inside this host. */
+  private prefix(): string[] {
+    return ['--net=/run/netns/' + this.netns, '--'];
+  }
+
+  exec(cmd: string, args: string[] = [], input?: string): ExecResult {
+    return run('nsenter', [...this.prefix(), cmd, ...args], input);
+  }
+
+  /** Like exec, but throws on a non-zero exit. */
+  must(cmd: string, args: string[] = [], input?: string): string {
+    return must('nsenter', [...this.prefix(), cmd, ...args], input);
+  }
+
+  /** Asynchronous command (for tools that run while the test drives others). */
+  execAsync(cmd: string, args: string[] = []): Promise<ExecResult> {
+    const p = this.spawn(`${cmd}`, cmd, args);
+    return p.exited.then(({ code }) => ({ code: code ?? -1, stdout: p.text(), stderr: '' }));
+  }
+
+  /** A long-lived process inside this host, killed by lab.destroy(). */
+  spawn(label: string, cmd: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): LabProcess {
+    const child = spawn('nsenter', [...this.prefix(), cmd, ...args], {
+      detached: true, // own process group, so stop() reaches every descendant
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
+    const proc = new LabProcess(`${this.name}/${label}`, child);
+    this.lab.track(proc);
+    return proc;
+  }
+
+  mac(iface = 'eth0'): string {
+    const out = JSON.parse(this.must('ip', ['-j', 'link', 'show', 'dev', iface])) as Array<{ address: string }>;
+    return out[0]?.address ?? '';
+  }
+
+  ifindex(iface = 'eth0'): number {
+    const out = JSON.parse(this.must('ip', ['-j', 'link', 'show', 'dev', iface])) as Array<{ ifindex: number }>;
+    return out[0]?.ifindex ?? 0;
+  }
+
+  /** The neighbour entry's MAC for `ip` on this host ('' when none). */
+  neighbourMac(ip: string, iface = 'eth0'): string {
+    const out = JSON.parse(this.must('ip', ['-j', 'neigh', 'show', ip, 'dev', iface]) || '[]') as Array<{ lladdr?: string }>;
+    return out[0]?.lladdr ?? '';
+  }
+
+  /** This host's pin directory when it runs an agent. */
+  get pinDir(): string {
+    return join(LAB_PIN_ROOT, this.netns);
+  }
+}
+
+export class Lab {
+  readonly id: string;
+  readonly client: Host;
+  readonly nodes: Host[];
+  private readonly switchNs: string;
+  private readonly namespaces: string[] = [];
+  private readonly processes = new Set<LabProcess>();
+  private destroyed = false;
+
+  private constructor(readonly opts: LabOptions) {
+    this.id = `hl${opts.tag ?? ''}${randomBytes(3).toString('hex')}`;
+    this.switchNs = `${this.id}-sw`;
+    const second = (i: number) => (opts.secondSegment ? `203.0.113.${i}` : undefined);
+    this.client = new Host(this, 'client', `${this.id}-client`, '192.0.2.1', second(1));
+    this.nodes = Array.from({ length: opts.nodes }, (_, i) => new Host(this, `n${i + 1}`, `${this.id}-n${i + 1}`, `192.0.2.${11 + i}`, second(11 + i)));
+  }
+
+  static create(opts: LabOptions): Lab {
+    if (process.getuid?.() !== 0) throw new Error('the lab needs root (network namespaces, BPF)');
+    if (opts.nodes < 0 || opts.nodes > 200) throw new Error('lab nodes must be 0..200');
+    installExitHooks();
+    const lab = new Lab(opts);
+    liveLabs.add(lab);
+    try {
+      lab.build();
+    } catch (e) {
+      lab.destroySync();
+      throw e;
+    }
+    return lab;
+  }
+
+  get hosts(): Host[] {
+    return [this.client, ...this.nodes];
+  }
+
+  private addNetns(name: string): void {
+    must('ip', ['netns', 'add', name]);
+    this.namespaces.push(name);
+    must('ip', ['-n', name, 'link', 'set', 'lo', 'up']);
+  }
+
+  private build(): void {
+    this.addNetns(this.switchNs);
+    const bridges = this.opts.secondSegment ? ['br0', 'br1'] : ['br0'];
+    for (const br of bridges) {
+      must('ip', ['-n', this.switchNs, 'link', 'add', br, 'type', 'bridge', 'stp_state', '0', 'forward_delay', '0', 'mcast_snooping', '0']);
+      must('ip', ['-n', this.switchNs, 'link', 'set', br, 'up']);
+    }
+    for (const host of this.hosts) {
+      this.addNetns(host.netns);
+      this.plug(host, 'eth0', 'br0', host.ip, '24');
+      if (host.ip2) this.plug(host, 'eth1', 'br1', host.ip2, '24');
+    }
+    // The client reaches service IPs on-link, so it ARPs for them directly.
+    must('ip', ['-n', this.client.netns, 'route', 'add', LAB_SERVICE_SUBNET, 'dev', 'eth0']);
+  }
+
+  /** A veth from `host` (as `iface`) to a bridge port in the switch. */
+  private plug(host: Host, iface: string, bridge: string, ip: string, prefix: string): void {
+    const port = `${host.name}-${iface}`.slice(0, 15);
+    const tmp = `t${randomBytes(4).toString('hex')}`;
+    must('ip', ['-n', this.switchNs, 'link', 'add', port, 'type', 'veth', 'peer', 'name', tmp, 'netns', host.netns]);
+    must('ip', ['-n', host.netns, 'link', 'set', tmp, 'name', iface]);
+    must('ip', ['-n', this.switchNs, 'link', 'set', port, 'master', bridge, 'up']);
+    must('ip', ['-n', host.netns, 'addr', 'add', `${ip}/${prefix}`, 'dev', iface]);
+    must('ip', ['-n', host.netns, 'link', 'set', iface, 'up']);
+  }
+
+  /** Bring a host's switch port down/up (the host's link loses carrier). */
+  setPort(host: Host, iface: string, up: boolean): void {
+    const port = `${host.name}-${iface}`.slice(0, 15);
+    must('ip', ['-n', this.switchNs, 'link', 'set', port, up ? 'up' : 'down']);
+  }
+
+  track(proc: LabProcess): void {
+    this.processes.add(proc);
+    void proc.exited.then(() => this.processes.delete(proc));
+  }
+
+  async destroy(): Promise<void> {
+    await Promise.all([...this.processes].map((p) => p.stop('SIGTERM', 3000)));
+    this.destroySync();
+  }
+
+  /** Synchronous teardown (also used from exit handlers). Idempotent. */
+  destroySync(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    liveLabs.delete(this);
+    for (const p of this.processes) p.signal('SIGKILL');
+    for (const ns of [...this.namespaces].reverse()) run('ip', ['netns', 'del', ns]);
+    for (const host of this.hosts) rmSync(host.pinDir, { recursive: true, force: true });
+  }
+}
+
+export async function waitFor(
+  cond: () => boolean | Promise<boolean>,
+  opts: { timeoutMs?: number; intervalMs?: number; what?: string; onTimeout?: () => string; abortIf?: () => string | undefined } = {},
+): Promise<void> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 10_000);
+  for (;;) {
+    if (await cond()) return;
+    const abort = opts.abortIf?.();
+    if (abort) throw new Error(`while waiting for ${opts.what ?? 'a condition'}: ${abort}`);
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${opts.what ?? 'a condition'}${opts.onTimeout ? `\n${opts.onTimeout()}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 50));
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

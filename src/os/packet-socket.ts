@@ -1,0 +1,152 @@
+/**
+ * AF_PACKET sockets bound to one interface: raw Ethernet frames out (gratuitous
+ * ARP works on interfaces with no IPv4 address, Cilium #31691 / #41641) and in
+ * (benchmarks, tools). Non-blocking; receiving is driven by libuv's poll.
+ */
+import koffi from 'koffi';
+import type { Disposable } from '../core/disposable.js';
+import { HeraldError } from '../core/errors.js';
+import { errnoName } from './libbpf.js';
+
+export const ETH_P_ALL = 0x0003;
+export const ETH_P_ARP = 0x0806;
+export const ETH_P_IPV6 = 0x86dd;
+const AF_PACKET = 17;
+const SOCK_RAW = 3;
+const SOCK_NONBLOCK = 0o4000;
+const SOCK_CLOEXEC = 0o2000000;
+export const PACKET_OUTGOING = 4;
+
+interface SockaddrLl {
+  sll_family: number;
+  sll_protocol: number;
+  sll_ifindex: number;
+  sll_hatype: number;
+  sll_pkttype: number;
+  sll_halen: number;
+  sll_addr: number[];
+}
+
+let libc: ReturnType<typeof bindLibc> | undefined;
+function bindLibc() {
+  const lib = koffi.load('libc.so.6');
+  const sockaddrLl = koffi.struct('sockaddr_ll', {
+    sll_family: 'uint16_t',
+    sll_protocol: 'uint16_be_t', // koffi byte-swaps to network order
+    sll_ifindex: 'int',
+    sll_hatype: 'uint16_t',
+    sll_pkttype: 'uint8_t',
+    sll_halen: 'uint8_t',
+    sll_addr: koffi.array('uint8_t', 8),
+  });
+  return {
+    sockaddrLlSize: koffi.sizeof(sockaddrLl),
+    socket: lib.func('int socket(int domain, int type, int protocol)'),
+    bind: lib.func('int bind(int fd, const sockaddr_ll *addr, uint32_t addrlen)'),
+    sendto: lib.func('intptr_t sendto(int fd, const void *buf, size_t len, int flags, const sockaddr_ll *addr, uint32_t addrlen)'),
+    recvfrom: lib.func(
+      'intptr_t recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ sockaddr_ll *addr, _Inout_ uint32_t *addrlen)',
+    ),
+    close: lib.func('int close(int fd)'),
+    strerror: lib.func('const char *strerror(int errnum)'),
+  };
+}
+function c() {
+  libc ??= bindLibc();
+  return libc;
+}
+
+function sysError(op: string): HeraldError & { errno: number } {
+  const errno = koffi.errno();
+  const e = new HeraldError('HERALD_PACKET_SOCKET', `${op}: ${errnoName(errno)} (${c().strerror(errno)})`);
+  return Object.assign(e, { errno });
+}
+
+const htons = (x: number) => ((x & 0xff) << 8) | ((x >> 8) & 0xff);
+
+function sockaddr(ifindex: number, ethType: number, mac: Buffer | undefined): SockaddrLl {
+  const addr = [0, 0, 0, 0, 0, 0, 0, 0];
+  if (mac) for (let i = 0; i < 6; i++) addr[i] = mac[i] ?? 0;
+  return {
+    sll_family: AF_PACKET,
+    sll_protocol: ethType,
+    sll_ifindex: ifindex,
+    sll_hatype: 0,
+    sll_pkttype: 0,
+    sll_halen: mac ? 6 : 0,
+    sll_addr: addr,
+  };
+}
+
+export interface ReceivedFrame {
+  frame: Buffer;
+  /** PACKET_HOST 0, BROADCAST 1, MULTICAST 2, OTHERHOST 3, OUTGOING 4. */
+  packetType: number;
+}
+
+export class PacketSocket implements Disposable {
+  private closed = false;
+  private poller: { close(): void } | undefined;
+  private readonly rxBuf = Buffer.alloc(65536);
+
+  private constructor(
+    readonly ifindex: number,
+    readonly ethType: number,
+    private readonly fd: number,
+  ) {}
+
+  /** Opens a socket in the calling thread's network namespace. */
+  static open(ifindex: number, ethType: number): PacketSocket {
+    const lib = c();
+    const fd = lib.socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ethType)) as number;
+    if (fd < 0) throw sysError('socket(AF_PACKET)');
+    if ((lib.bind(fd, sockaddr(ifindex, ethType, undefined), lib.sockaddrLlSize) as number) < 0) {
+      const e = sysError(`bind(AF_PACKET, ifindex ${ifindex})`);
+      lib.close(fd);
+      throw e;
+    }
+    return new PacketSocket(ifindex, ethType, fd);
+  }
+
+  /** Sends one complete Ethernet frame (header included). Throws on failure. */
+  send(frame: Buffer): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
+    const lib = c();
+    const dst = frame.subarray(0, 6);
+    const n = Number(lib.sendto(this.fd, frame, frame.length, 0, sockaddr(this.ifindex, this.ethType, dst), lib.sockaddrLlSize));
+    if (n < 0) throw sysError(`sendto(ifindex ${this.ifindex})`);
+  }
+
+  /** One frame if one is queued, else undefined (never blocks). */
+  tryReceive(): ReceivedFrame | undefined {
+    if (this.closed) return undefined;
+    const lib = c();
+    const from: Partial<SockaddrLl> = {};
+    const len = [lib.sockaddrLlSize];
+    const n = Number(lib.recvfrom(this.fd, this.rxBuf, this.rxBuf.length, 0, from, len));
+    if (n < 0) {
+      if (koffi.errno() === koffi.os.errno.EAGAIN) return undefined;
+      throw sysError('recvfrom');
+    }
+    return { frame: Buffer.from(this.rxBuf.subarray(0, n)), packetType: from.sll_pkttype ?? 0 };
+  }
+
+  /** Calls back for every received frame until disposed. */
+  onFrames(cb: (rx: ReceivedFrame) => void): void {
+    if (this.poller) throw new Error('onFrames already set');
+    this.poller = koffi.node.poll(this.fd, { readable: true } as never, () => {
+      for (;;) {
+        const rx = this.tryReceive();
+        if (!rx) break;
+        cb(rx);
+      }
+    }) as unknown as { close(): void };
+  }
+
+  dispose(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.poller?.close();
+    c().close(this.fd);
+  }
+}
