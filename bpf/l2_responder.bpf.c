@@ -7,7 +7,8 @@
  * address lengths are checked too, frames from broadcast/multicast sources are
  * never answered, tagged frames on a parent device are left to the VLAN
  * sub-interface, and the liveness gate treats a never-written stamp as dead.
- * Anything not answered passes to the kernel untouched (TC_ACT_OK).
+ * Anything not answered passes on untouched: TC_ACT_UNSPEC lets any later tc
+ * filter on the device run, then the kernel stack gets the frame.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -20,6 +21,7 @@
 #define ARPHRD_ETHER 1
 #define ARPOP_REQUEST 1
 #define ARPOP_REPLY 2
+#define PASS TC_ACT_UNSPEC
 #define ARP_FRAME_LEN (ETH_HLEN + 28) /* Ethernet + ARP for IPv4 over Ethernet */
 
 /* Shared with src/datapath/l2-responder/layout.ts: keep in sync. */
@@ -125,35 +127,35 @@ SEC("tc")
 int herald_l2_ingress(struct __sk_buff *skb)
 {
 	if (skb->protocol != bpf_htons(ETH_P_ARP))
-		return TC_ACT_OK;
+		return PASS;
 	/* A tagged frame seen on the parent device belongs to a VLAN: the program
 	 * attached to that VLAN's sub-interface answers it (Cilium #37959). */
 	if (skb->vlan_present)
-		return TC_ACT_OK;
+		return PASS;
 
 	__u32 ifindex = skb->ifindex;
 	struct iface_info *iface = bpf_map_lookup_elem(&interfaces, &ifindex);
 	if (!iface)
-		return TC_ACT_OK; /* not an interface we serve, or not Ethernet */
+		return PASS; /* not an interface we serve, or not Ethernet */
 
 	if (skb->len < ARP_FRAME_LEN)
-		return TC_ACT_OK; /* truncated: never answer */
+		return PASS; /* truncated: never answer */
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	if (data + ARP_FRAME_LEN > data_end) {
 		if (bpf_skb_pull_data(skb, ARP_FRAME_LEN) < 0)
-			return TC_ACT_OK;
+			return PASS;
 		data = (void *)(long)skb->data;
 		data_end = (void *)(long)skb->data_end;
 		if (data + ARP_FRAME_LEN > data_end)
-			return TC_ACT_OK;
+			return PASS;
 	}
 	struct ethhdr *eth = data;
 	struct arp_ipv4 *arp = data + ETH_HLEN;
 
 	if (arp->htype != bpf_htons(ARPHRD_ETHER) || arp->ptype != bpf_htons(ETH_P_IP) ||
 	    arp->hlen != ETH_ALEN_ || arp->plen != 4)
-		return TC_ACT_OK;
+		return PASS;
 
 	/* Conflict detection: any ARP frame (request or reply) from a MAC that is
 	 * not ours, claiming an IP we announce on this interface as its sender. */
@@ -166,22 +168,22 @@ int herald_l2_ingress(struct __sk_buff *skb)
 	}
 
 	if (arp->op != bpf_htons(ARPOP_REQUEST))
-		return TC_ACT_OK;
+		return PASS;
 	if (!mac_is_broadcast(eth->h_dest) && !mac_equal(eth->h_dest, iface->mac))
-		return TC_ACT_OK; /* unicast to someone else */
+		return PASS; /* unicast to someone else */
 	if (mac_is_multicast(eth->h_source) || mac_is_zero(eth->h_source) || mac_is_multicast(arp->sha))
-		return TC_ACT_OK; /* nobody to answer to */
+		return PASS; /* nobody to answer to */
 
 	__u32 tpa = read_ip(arp->tpa);
 	if (spa == tpa)
-		return TC_ACT_OK; /* someone else's announcement, not a question (counted above) */
+		return PASS; /* someone else's announcement, not a question (counted above) */
 
 	struct responder_key key = { .ip4 = tpa, .ifindex = ifindex };
 	struct responder_stats *stats = bpf_map_lookup_elem(&responder_v4, &key);
 	if (!stats)
-		return TC_ACT_OK;
+		return PASS;
 	if (!agent_alive())
-		return TC_ACT_OK;
+		return PASS;
 
 	/* Build the reply in place. For an RFC 5227 probe (SPA 0.0.0.0) this gives
 	 * TPA 0.0.0.0 and THA = the prober, as the Linux kernel answers probes. */

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 
 export const LAB_HOST_SUBNET = '192.0.2.0/24';
 export const LAB_SERVICE_SUBNET = '198.51.100.0/24';
-export const LAB_SECOND_SUBNET = '203.0.113.0/24';
+export const LAB_SECOND_SUBNET = '203.0.113.0/25';
 export const LAB_PIN_ROOT = '/sys/fs/bpf/herald';
 
 export interface ExecResult {
@@ -26,7 +26,7 @@ export interface ExecResult {
 export interface LabOptions {
   /** Number of node hosts (n1…nN). */
   nodes: number;
-  /** Also give every host an eth1 on a second segment (203.0.113.0/24). */
+  /** Also give every host an eth1 on a second segment (203.0.113.0/25). */
   secondSegment?: boolean;
   /** Short tag in namespace names, for reading `ip netns` output. */
   tag?: string;
@@ -234,7 +234,7 @@ export class Lab {
     for (const host of this.hosts) {
       this.addNetns(host.netns);
       this.plug(host, 'eth0', 'br0', host.ip, '24');
-      if (host.ip2) this.plug(host, 'eth1', 'br1', host.ip2, '24');
+      if (host.ip2) this.plug(host, 'eth1', 'br1', host.ip2, '25');
     }
     // The client reaches service IPs on-link, so it ARPs for them directly.
     must('ip', ['-n', this.client.netns, 'route', 'add', LAB_SERVICE_SUBNET, 'dev', 'eth0']);

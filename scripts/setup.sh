@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything herald needs on a fresh Debian 12 machine (as root) and builds it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  clang llvm libbpf-dev libbpf1 bpftool   # build and load the eBPF datapath
+  iproute2 ethtool                        # tc, netns, links
+  iputils-arping tcpdump python3-scapy    # tests, benchmarks and the demo's client
+  etcd-server keepalived bird2            # coordination store and the peers we measure against
+  ca-certificates curl gcc
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# Debian's etcd package starts a system etcd on the default ports; herald's tests
+# and demo run their own on other ports, so the packaged service is not needed.
+if systemctl is-active --quiet etcd 2>/dev/null; then systemctl disable --now etcd >/dev/null 2>&1 || true; fi
+
+if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  echo "setup: Node.js 20 or newer is required" >&2
+  exit 1
+fi
+if [ package-lock.json -nt node_modules/.package-lock.json ] || [ ! -d node_modules ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+npm run --silent build
+echo "setup: ready"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything, builds, and runs the whole test suite (root needed for the lab tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+# A test run killed by SIGKILL cannot clean up after itself: remove lab
+# namespaces (hl*) and pins left by such a run before starting.
+bash scripts/lab-sweep.sh
+
+unit_tests=(
+  test/net/arp.test.ts
+  test/datapath/garp.test.ts
+)
+lab_tests=(
+  test/datapath/l2-responder.lab.test.ts
+)
+# Lab tests share the host's bpffs and CPU: one file at a time.
+node --import tsx --test --test-concurrency=1 "${unit_tests[@]}" "${lab_tests[@]}"

@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { silentLogger } from '../../src/core/logger.js';
+import { GarpAnnouncer, type FrameSender } from '../../src/datapath/garp.js';
+import { parseArpFrame } from '../../src/net/arp.js';
+import { ManualClock } from '../helpers/manual-clock.js';
+
+class RecordingSender implements FrameSender {
+  sent: Array<{ ifindex: number; at: number; op: number; ip: string }> = [];
+  failNext = 0;
+  constructor(private readonly clock: ManualClock) {}
+  send(ifindex: number, frame: Buffer): void {
+    if (this.failNext > 0) {
+      this.failNext--;
+      throw new Error('ENETDOWN');
+    }
+    const p = parseArpFrame(frame)!;
+    this.sent.push({ ifindex, at: this.clock.now(), op: p.op, ip: p.spa });
+  }
+}
+
+const target = { ip: '198.51.100.7', ifindex: 4, mac: '02:00:5e:00:53:0a' };
+
+test('default burst: at once, then 4 more rounds 1 s apart, each a request and a reply', () => {
+  const clock = new ManualClock();
+  const sender = new RecordingSender(clock);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 5, intervalMs: 1000 });
+  garp.announce(target);
+  assert.equal(sender.sent.length, 2, 'the first round goes out synchronously');
+  clock.advance(10_000);
+  assert.deepEqual(
+    sender.sent.map((s) => [s.at, s.op]),
+    [0, 1000, 2000, 3000, 4000].flatMap((t) => [[t, 1], [t, 2]]),
+  );
+  assert.equal(garp.stats.sent, 10);
+  assert.equal(garp.activeBursts, 0);
+  assert.equal(clock.pending, 0);
+});
+
+test('a failed send is counted and the burst goes on', () => {
+  const clock = new ManualClock();
+  const sender = new RecordingSender(clock);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 3, intervalMs: 500 });
+  sender.failNext = 3;
+  garp.announce(target);
+  clock.advance(2000);
+  assert.equal(garp.stats.failed, 3);
+  assert.equal(garp.stats.sent, 3);
+  assert.deepEqual(garp.perIp.get(target.ip), { sent: 3, failed: 3 });
+});
+
+test('announcing again restarts the burst; cancel stops it', () => {
+  const clock = new ManualClock();
+  const sender = new RecordingSender(clock);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 3, intervalMs: 1000 });
+  garp.announce(target);
+  clock.advance(1500);
+  garp.announce(target); // e.g. ownership moved away and back
+  clock.advance(5000);
+  assert.deepEqual(sender.sent.filter((s) => s.op === 1).map((s) => s.at), [0, 1000, 1500, 2500, 3500]);
+  garp.announce(target);
+  garp.cancel(target.ip, target.ifindex);
+  clock.advance(5000);
+  assert.equal(sender.sent.filter((s) => s.op === 1).length, 6);
+  assert.equal(garp.activeBursts, 0);
+});
+
+test('count 0 disables gratuitous ARP', () => {
+  const clock = new ManualClock();
+  const sender = new RecordingSender(clock);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 0, intervalMs: 1000 });
+  garp.announce(target);
+  assert.equal(sender.sent.length, 0);
+});

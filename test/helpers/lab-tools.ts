@@ -1,0 +1,126 @@
+/** Real tools run inside lab hosts: iputils arping, scapy, tcpdump, herald itself. */
+import { fileURLToPath } from 'node:url';
+import { spawnSync } from 'node:child_process';
+import type { Host, LabProcess } from '../../src/lab/lab.js';
+import { waitFor } from '../../src/lab/lab.js';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const HERALD = `${ROOT}bin/herald`;
+const ARP_CRAFT = `${ROOT}test/tools/arp_craft.py`;
+
+/** Root, network namespaces and the built agent are all needed for lab tests. */
+export function labSkipReason(): string | false {
+  if (process.getuid?.() !== 0) return 'needs root';
+  const probe = `hlprobe${process.pid}`;
+  const add = spawnSync('ip', ['netns', 'add', probe]);
+  if (add.status !== 0) return 'cannot create network namespaces';
+  spawnSync('ip', ['netns', 'del', probe]);
+  return false;
+}
+
+export interface ArpingResult {
+  sent: number;
+  received: number;
+  /** Upper-case MACs as arping prints them, lower-cased here, one per reply. */
+  macs: string[];
+  code: number;
+  output: string;
+}
+
+export function parseArping(output: string, code: number): ArpingResult {
+  const macs = [...output.matchAll(/reply from \S+ \[([0-9A-Fa-f:]{17})\]/g)].map((m) => m[1]!.toLowerCase());
+  const sent = Number(/Sent (\d+) probe/.exec(output)?.[1] ?? 0);
+  const received = Number(/Received (\d+) response/.exec(output)?.[1] ?? 0);
+  return { sent, received, macs, code, output };
+}
+
+export function arping(
+  host: Host,
+  ip: string,
+  opts: { count?: number; iface?: string; source?: string; timeoutS?: number; dad?: boolean } = {},
+): ArpingResult {
+  const count = opts.count ?? 3;
+  const args = ['-c', String(count), '-w', String(opts.timeoutS ?? count + 1), '-I', opts.iface ?? 'eth0'];
+  if (opts.source) args.push('-s', opts.source);
+  if (opts.dad) args.push('-D');
+  args.push(ip);
+  const r = host.exec('arping', args);
+  return parseArping(r.stdout + r.stderr, r.code);
+}
+
+export interface CraftResult {
+  variant: string;
+  sent: number;
+  replies: Array<{ mac: string; tpa: string; tha: string }>;
+}
+
+export function craftAsync(
+  host: Host,
+  target: string,
+  variant: string,
+  opts: { iface?: string; count?: number; wait?: number; interval?: number } = {},
+): Promise<CraftResult> {
+  const args = [ARP_CRAFT, opts.iface ?? 'eth0', target, variant, '--count', String(opts.count ?? 3), '--wait', String(opts.wait ?? 0.5)];
+  if (opts.interval !== undefined) args.push('--interval', String(opts.interval));
+  return host.execAsync('/usr/bin/python3', args).then((r) => {
+    if (r.code !== 0) throw new Error(`arp_craft ${variant} failed: ${r.stdout}`);
+    return JSON.parse(r.stdout.trim().split('\n').pop()!) as CraftResult;
+  });
+}
+
+export function craft(
+  host: Host,
+  target: string,
+  variant: string,
+  opts: { iface?: string; count?: number; wait?: number; interval?: number; spa?: string; dstMac?: string } = {},
+): CraftResult {
+  const args = [ARP_CRAFT, opts.iface ?? 'eth0', target, variant, '--count', String(opts.count ?? 3), '--wait', String(opts.wait ?? 0.5)];
+  if (opts.interval !== undefined) args.push('--interval', String(opts.interval));
+  if (opts.spa) args.push('--spa', opts.spa);
+  if (opts.dstMac) args.push('--dst-mac', opts.dstMac);
+  const r = host.exec('/usr/bin/python3', args);
+  if (r.code !== 0) throw new Error(`arp_craft ${variant} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as CraftResult;
+}
+
+export interface MapDump {
+  pinDir: string;
+  capacity: number;
+  liveness: { ageMs?: number; maxAgeMs: number };
+  entries: Array<{ ip: string; interface: string; ifindex: number; replies: number; conflicts: number }>;
+}
+
+export function mapDump(host: Host, pinDir = host.pinDir): MapDump {
+  return JSON.parse(host.must(HERALD, ['map', 'dump', '--json', '--bpf-pin-dir', pinDir])) as MapDump;
+}
+
+export function entry(dump: MapDump, ip: string, iface = 'eth0') {
+  return dump.entries.find((e) => e.ip === ip && e.interface === iface);
+}
+
+export function startAgent(host: Host, args: string[], label = 'agent'): LabProcess {
+  return host.spawn(label, HERALD, ['agent', '--node', host.netns, '--bpf-pin-dir', host.pinDir, ...args]);
+}
+
+export async function startAgentReady(host: Host, args: string[], label = 'agent'): Promise<LabProcess> {
+  const p = startAgent(host, args, label);
+  await p.waitForOutput('agent running', 20_000);
+  return p;
+}
+
+/** tcpdump in a host, printing link-level headers, one line per packet. */
+export async function startCapture(host: Host, filter: string, iface = 'eth0'): Promise<LabProcess> {
+  const p = host.spawn('tcpdump', 'tcpdump', ['-i', iface, '-n', '-e', '-l', '--immediate-mode', filter]);
+  await p.waitForOutput('listening on', 10_000);
+  return p;
+}
+
+export async function stopCapture(p: LabProcess): Promise<string[]> {
+  await p.stop('SIGINT');
+  return p
+    .text()
+    .split('\n')
+    .filter((l) => /^\d\d:\d\d/.test(l));
+}
+
+export { waitFor };
