@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 packages=(
   clang llvm libbpf-dev libbpf1 bpftool   # build and load the eBPF datapath
   iproute2 ethtool                        # tc, netns, links
-  iputils-arping tcpdump python3-scapy    # tests, benchmarks and the demo's client
+  iputils-arping iputils-ping tcpdump python3-scapy    # tests, benchmarks and the demo's client
   etcd-server keepalived bird2            # coordination store and the peers we measure against
   ca-certificates curl gcc
 )

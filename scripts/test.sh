@@ -9,6 +9,12 @@ bash scripts/setup.sh
 bash scripts/lab-sweep.sh
 
 unit_tests=(
+  test/core/statedb/txn.test.ts
+  test/core/statedb/indexes.test.ts
+  test/core/statedb/changes.test.ts
+  test/core/statedb/watch.test.ts
+  test/core/statedb/show.test.ts
+  test/core/statedb/model.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
 )

@@ -154,6 +154,7 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
       return filters.find((f) => f.options?.prog?.id)?.options?.prog?.id;
     };
     const oldProg = progId();
+    const repliesBefore = entry(mapDump(node), VIP)!.replies;
     // The client believes VIP_NEW lives at some old MAC, as after a failover.
     client.must('ip', ['neigh', 'replace', VIP_NEW, 'lladdr', '02:00:5e:00:53:01', 'dev', 'eth0', 'nud', 'stale']);
     const capture = await startCapture(client, `arp and host ${VIP_NEW}`);
@@ -168,6 +169,7 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
     const pings = await pinger;
     assert.equal(pings.replies.length, pings.sent, `${pings.sent - pings.replies.length} requests went unanswered during the restart`);
     assert.notEqual(progId(), oldProg, 'the new agent replaced the program');
+    assert.ok(entry(mapDump(node), VIP)!.replies >= repliesBefore + pings.sent, 'the pinned entry and its counter survived');
 
     // Gratuitous burst for the new IP: 5 rounds, each a request and a reply.
     await sleep(1300);
@@ -179,6 +181,24 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
     assert.equal(replies.length, 5, lines.join('\n'));
     assert.ok([...requests, ...replies].every((l) => l.includes(mac) && l.includes('ff:ff:ff:ff:ff:ff')), lines.join('\n'));
     assert.equal(client.neighbourMac(VIP_NEW), mac, "the client's neighbour entry follows the burst");
+  });
+
+  test('a pinned map of another size is refused with a precise error, and the running node is untouched', () => {
+    const r = node.exec(HERALD, ['agent', '--node', 'x', '--bpf-pin-dir', node.pinDir, '--interface', 'eth0', '--responder-map-size', '1024']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /the pinned responder_v4 holds 65536 entries, configured 1024/);
+    assert.equal(arping(client, VIP, { count: 1 }).received, 1);
+  });
+
+  test('gratuitous ARP goes out of an interface that has no IPv4 address', async () => {
+    node.must('ip', ['addr', 'flush', 'dev', 'eth1']);
+    const capture = await startCapture(client, 'arp and host 198.51.100.60', 'eth1');
+    const r = node.exec(HERALD, ['garp', 'eth1', '198.51.100.60', '--count', '2', '--interval', '100ms']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /sent 4 frame\(s\), 0 failed/);
+    await sleep(300);
+    const lines = await stopCapture(capture);
+    assert.equal(lines.filter((l) => l.includes(node.mac('eth1'))).length, 4, lines.join('\n'));
   });
 
   test('herald map dump shows IP, interface, replies and conflicts read from the pinned map', () => {
