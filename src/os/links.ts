@@ -71,7 +71,7 @@ export class NetlinkLinks implements Links, Disposable {
       return first ? toLinkInfo(first) : undefined;
     } catch (e) {
       if (String(e).includes('ENODEV')) return undefined;
-      throw new HeraldError('HERALD_LINK_NOT_FOUND', `reading link ${name}`, { cause: e });
+      throw new HeraldError('HERALD_LINK_LOOKUP', `reading link ${name} over rtnetlink failed`, { cause: e });
     }
   }
 

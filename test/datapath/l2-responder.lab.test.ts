@@ -36,8 +36,6 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
   let node: Host;
   let agent: LabProcess;
   const baseArgs = [
-    '--interface', 'eth0',
-    '--interface', 'eth1',
     '--announce', `${VIP}@eth0`,
     '--announce', `${VIP_ETH1}@eth1`,
     '--announce', `${VIP_COUNT}@eth0`,
@@ -184,7 +182,7 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
   });
 
   test('a pinned map of another size is refused with a precise error, and the running node is untouched', () => {
-    const r = node.exec(HERALD, ['agent', '--node', 'x', '--bpf-pin-dir', node.pinDir, '--interface', 'eth0', '--responder-map-size', '1024']);
+    const r = node.exec(HERALD, ['agent', '--node', 'x', '--bpf-pin-dir', node.pinDir, '--responder-map-size', '1024']);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /the pinned responder_v4 holds 65536 entries, configured 1024/);
     assert.equal(arping(client, VIP, { count: 1 }).received, 1);
@@ -208,11 +206,17 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
     assert.match(r.stdout, new RegExp(`${VIP_ETH1.replace(/\./g, '\\.')}\\s+eth1\\s+\\d+\\s+0`));
   });
 
-  test('the agent refuses an interface without an Ethernet header, with a precise error', () => {
+  test('an interface without an Ethernet header is refused with a precise error, and other IPs are unaffected', async () => {
     node.must('ip', ['tuntap', 'add', 'mode', 'tun', 'name', 'tun0']);
-    const r = node.exec(HERALD, ['agent', '--node', 'x', '--bpf-pin-dir', `${node.pinDir}-tun`, '--interface', 'tun0']);
-    assert.equal(r.code, 1);
-    assert.match(r.stderr, /tun0 has no Ethernet header/);
+    node.must('ip', ['link', 'set', 'tun0', 'up']);
+    const other = await startAgentReady(lab.nodes[0]!, ['--node', 'x', '--bpf-pin-dir', `${node.pinDir}-tun`, '--announce', '198.51.100.70@tun0'], 'agent-tun');
+    try {
+      await other.waitForOutput(/tun0 has no Ethernet header/);
+      assert.equal(entry(mapDump(node, `${node.pinDir}-tun`), '198.51.100.70', 'tun0'), undefined);
+    } finally {
+      await other.stop();
+      node.exec(HERALD, ['datapath', 'remove', '--bpf-pin-dir', `${node.pinDir}-tun`]);
+    }
   });
 
   test('herald datapath remove detaches cleanly and unpins', async () => {
