@@ -17,9 +17,12 @@ unit_tests=(
   test/core/statedb/model.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
+  test/datapath/l2-reconciler.test.ts
+  test/datapath/responder-map.contract.test.ts
 )
 lab_tests=(
   test/datapath/l2-responder.lab.test.ts
+  test/datapath/l2-reconciler.lab.test.ts
 )
 # Lab tests share the host's bpffs and CPU: one file at a time.
 node --import tsx --test --test-concurrency=1 "${unit_tests[@]}" "${lab_tests[@]}"

@@ -76,6 +76,11 @@ export class Agent implements Disposable {
     return this.reconciler?.health();
   }
 
+  /** Runs a full datapath reconciliation now (operators, benchmarks). */
+  triggerFullReconcile(): void {
+    this.reconciler?.triggerFull();
+  }
+
   dispose(): void {
     this.store.dispose();
   }
