@@ -15,6 +15,14 @@ unit_tests=(
   test/core/statedb/watch.test.ts
   test/core/statedb/show.test.ts
   test/core/statedb/model.test.ts
+  test/intent/annotations.test.ts
+  test/intent/errors.test.ts
+  test/intent/fixtures.test.ts
+  test/intent/ip.test.ts
+  test/intent/load.test.ts
+  test/intent/names.test.ts
+  test/intent/re2.test.ts
+  test/intent/selector.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
   test/datapath/l2-reconciler.test.ts

@@ -1,0 +1,60 @@
+/** The kinds herald reads, their API versions, scope and schema. */
+import type { z } from 'zod';
+import type { SourceRef } from './diagnostics.js';
+import { nodeSchema, type NodeManifest } from './node.js';
+import { l2PolicySchema, l2PolicyWarnings, POLICY_API_VERSIONS, type L2PolicyManifest } from './policy.js';
+import { poolSchema, poolWarnings, POOL_API_VERSIONS, type IPPoolManifest } from './pool.js';
+import { serviceSchema, type ServiceManifest } from './service.js';
+
+/** A manifest object plus where it was read from (for later messages). */
+export type Sourced<T> = T & { readonly source: SourceRef };
+
+/** A parsed manifest object of one of the supported kinds. */
+export type IntentManifest = ServiceManifest | IPPoolManifest | L2PolicyManifest | NodeManifest;
+
+export type IntentObject =
+  | Sourced<ServiceManifest>
+  | Sourced<IPPoolManifest>
+  | Sourced<L2PolicyManifest>
+  | Sourced<NodeManifest>;
+
+export type IntentKind = IntentManifest['kind'];
+
+interface KindInfo {
+  readonly apiVersions: readonly string[];
+  readonly namespaced: boolean;
+  readonly schema: z.ZodType<IntentManifest>;
+}
+
+export const KINDS: Readonly<Record<IntentKind, KindInfo>> = {
+  Service: { apiVersions: ['v1'], namespaced: true, schema: serviceSchema },
+  CiliumLoadBalancerIPPool: { apiVersions: POOL_API_VERSIONS, namespaced: false, schema: poolSchema },
+  CiliumL2AnnouncementPolicy: { apiVersions: POLICY_API_VERSIONS, namespaced: false, schema: l2PolicySchema },
+  Node: { apiVersions: ['v1'], namespaced: false, schema: nodeSchema },
+};
+
+export function isIntentKind(kind: string): kind is IntentKind {
+  return Object.hasOwn(KINDS, kind);
+}
+
+/** `namespace/name` for namespaced kinds, `name` for cluster-scoped ones. */
+export function objectKey(kind: IntentKind, name: string, namespace: string | undefined): string {
+  return KINDS[kind].namespaced ? `${namespace ?? 'default'}/${name}` : name;
+}
+
+/** The key of a parsed object (see `objectKey`). */
+export function keyOf(obj: IntentManifest): string {
+  return obj.kind === 'Service' ? `${obj.metadata.namespace}/${obj.metadata.name}` : obj.metadata.name;
+}
+
+/** Non-fatal remarks about a valid object (field path and message). */
+export function manifestWarnings(obj: IntentManifest): { path: string; message: string }[] {
+  switch (obj.kind) {
+    case 'CiliumLoadBalancerIPPool':
+      return poolWarnings(obj);
+    case 'CiliumL2AnnouncementPolicy':
+      return l2PolicyWarnings(obj);
+    default:
+      return [];
+  }
+}

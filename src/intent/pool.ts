@@ -1,0 +1,88 @@
+/**
+ * CiliumLoadBalancerIPPool (cilium.io/v2 and v2alpha1, cluster-scoped):
+ * blocks are parsed into canonical CIDRs and inclusive ranges.
+ */
+import { z } from 'zod';
+import { compareIps, parseCidr, parseIp, type IpFamily } from './ip.js';
+import { clusterMetadata } from './metadata.js';
+import { checkDns1123Subdomain } from './names.js';
+import { removedField } from './fields.js';
+import { labelSelectorSchema } from './selector.js';
+
+export const POOL_API_VERSIONS = ['cilium.io/v2', 'cilium.io/v2alpha1'] as const;
+
+const q = (s: string): string => JSON.stringify(s);
+
+/** One block of a pool, canonical. A `start` without `stop` is the range start..start. */
+export type PoolBlock =
+  | { readonly type: 'cidr'; readonly family: IpFamily; readonly cidr: string }
+  | { readonly type: 'range'; readonly family: IpFamily; readonly start: string; readonly stop: string };
+
+export const poolBlockSchema = z
+  .object({
+    // Empty strings are unset: the Go type writes `cidr: ""` for range blocks.
+    cidr: z.string().optional(),
+    start: z.string().optional(),
+    stop: z.string().optional(),
+  })
+  .transform((raw, ctx): PoolBlock => {
+    const cidr = raw.cidr || undefined;
+    const start = raw.start || undefined;
+    const stop = raw.stop || undefined;
+    const fail = (path: string[], message: string, input: unknown): PoolBlock => {
+      ctx.issues.push({ code: 'custom', message, input, path });
+      return z.NEVER;
+    };
+    if (cidr !== undefined) {
+      if (start !== undefined || stop !== undefined) {
+        return fail([], 'a block has either cidr or start/stop, not both', raw);
+      }
+      const parsed = parseCidr(cidr);
+      if (!parsed.ok) return fail(['cidr'], `invalid CIDR ${q(cidr)}: ${parsed.reason}`, cidr);
+      return { type: 'cidr', family: parsed.cidr.family, cidr: parsed.cidr.text };
+    }
+    if (start === undefined) {
+      return stop === undefined
+        ? fail([], 'a block needs cidr, or start (and optionally stop)', raw)
+        : fail(['start'], 'required when stop is set', undefined);
+    }
+    const first = parseIp(start);
+    const last = stop === undefined ? first : parseIp(stop);
+    if (!first) fail(['start'], `invalid IP address ${q(start)}`, start);
+    if (stop !== undefined && !last) fail(['stop'], `invalid IP address ${q(stop)}`, stop);
+    if (!first || !last) return z.NEVER;
+    if (first.family !== last.family) {
+      return fail(['stop'], `stop ${q(last.text)} is ${last.family} but start ${q(first.text)} is ${first.family}`, stop);
+    }
+    if (compareIps(first, last) > 0) {
+      return fail(['stop'], `stop ${q(last.text)} is before start ${q(first.text)}`, stop);
+    }
+    return { type: 'range', family: first.family, start: first.text, stop: last.text };
+  });
+
+export const poolSpecSchema = z
+  .object({
+    blocks: z.array(poolBlockSchema).default([]),
+    cidrs: removedField('removed in Cilium 1.16: rename it to spec.blocks (the {cidr: ...} entries stay the same)'),
+    serviceSelector: labelSelectorSchema.optional(),
+    /** Unset means Yes (Cilium ≥ 1.16). */
+    allowFirstLastIPs: z.enum(['Yes', 'No']).default('Yes'),
+    disabled: z.boolean().default(false),
+  })
+  .transform(({ cidrs: _removed, ...spec }) => spec);
+
+export const poolSchema = z.object({
+  apiVersion: z.enum(POOL_API_VERSIONS),
+  kind: z.literal('CiliumLoadBalancerIPPool'),
+  metadata: clusterMetadata((s) => checkDns1123Subdomain(s)),
+  spec: poolSpecSchema,
+});
+
+export type PoolSpec = z.output<typeof poolSpecSchema>;
+export type IPPoolManifest = z.output<typeof poolSchema>;
+
+/** Non-fatal remarks about a valid pool. */
+export function poolWarnings(pool: IPPoolManifest): { path: string; message: string }[] {
+  if (pool.spec.blocks.length === 0) return [{ path: 'spec.blocks', message: 'the pool has no blocks, so it allocates nothing' }];
+  return [];
+}

@@ -1,0 +1,116 @@
+/**
+ * IntentSnapshot: the immutable result of a successful load, one map per
+ * kind keyed by `namespace/name` (Services) or `name` (cluster-scoped kinds).
+ * Objects are deep-frozen and keep their `source` for later messages.
+ */
+import { HeraldError } from '../core/errors.js';
+import type { SourceRef } from './diagnostics.js';
+import { keyOf, type IntentObject, type Sourced } from './kinds.js';
+import type { NodeManifest } from './node.js';
+import type { L2PolicyManifest } from './policy.js';
+import type { IPPoolManifest } from './pool.js';
+import type { ServiceManifest } from './service.js';
+
+export interface IntentSnapshot {
+  readonly services: ReadonlyMap<string, Sourced<ServiceManifest>>;
+  readonly pools: ReadonlyMap<string, Sourced<IPPoolManifest>>;
+  readonly policies: ReadonlyMap<string, Sourced<L2PolicyManifest>>;
+  readonly nodes: ReadonlyMap<string, Sourced<NodeManifest>>;
+}
+
+/** A ReadonlyMap with no way to mutate it, even by a cast (a frozen `Map` still has `set`). */
+class FrozenMap<K, V> implements ReadonlyMap<K, V> {
+  readonly #map: Map<K, V>;
+  constructor(entries: Iterable<readonly [K, V]>) {
+    this.#map = new Map(entries);
+    Object.freeze(this);
+  }
+  get size(): number {
+    return this.#map.size;
+  }
+  get(key: K): V | undefined {
+    return this.#map.get(key);
+  }
+  has(key: K): boolean {
+    return this.#map.has(key);
+  }
+  forEach(fn: (value: V, key: K, map: ReadonlyMap<K, V>) => void, thisArg?: unknown): void {
+    this.#map.forEach((v, k) => fn.call(thisArg, v, k, this));
+  }
+  entries(): MapIterator<[K, V]> {
+    return this.#map.entries();
+  }
+  keys(): MapIterator<K> {
+    return this.#map.keys();
+  }
+  values(): MapIterator<V> {
+    return this.#map.values();
+  }
+  [Symbol.iterator](): MapIterator<[K, V]> {
+    return this.#map[Symbol.iterator]();
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/** "a.yaml document 2, item 1 (line 7)": a place, for use inside a message. */
+export function describePlace(src: SourceRef): string {
+  let out = src.file;
+  if (src.document !== undefined) out += ` document ${src.document}`;
+  if (src.item !== undefined) out += `, item ${src.item}`;
+  if (src.line !== undefined) out += ` (line ${src.line})`;
+  return out;
+}
+
+/**
+ * Builds a snapshot from valid objects. Throws HERALD_BAD_MANIFEST on a
+ * duplicate kind+key (the loaders report those as ManifestErrors instead and
+ * only call this once there are none).
+ */
+export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
+  const services = new Map<string, Sourced<ServiceManifest>>();
+  const pools = new Map<string, Sourced<IPPoolManifest>>();
+  const policies = new Map<string, Sourced<L2PolicyManifest>>();
+  const nodes = new Map<string, Sourced<NodeManifest>>();
+  const add = <T extends IntentObject>(map: Map<string, T>, obj: T): void => {
+    const key = keyOf(obj);
+    const first = map.get(key);
+    if (first) {
+      throw new HeraldError(
+        'HERALD_BAD_MANIFEST',
+        `duplicate ${obj.kind} ${JSON.stringify(key)}: in ${describePlace(first.source)} and ${describePlace(obj.source)}`,
+      );
+    }
+    map.set(key, deepFreeze(obj));
+  };
+  for (const obj of objects) {
+    switch (obj.kind) {
+      case 'Service':
+        add(services, obj);
+        break;
+      case 'CiliumLoadBalancerIPPool':
+        add(pools, obj);
+        break;
+      case 'CiliumL2AnnouncementPolicy':
+        add(policies, obj);
+        break;
+      case 'Node':
+        add(nodes, obj);
+        break;
+    }
+  }
+  return Object.freeze({
+    services: new FrozenMap(services),
+    pools: new FrozenMap(pools),
+    policies: new FrozenMap(policies),
+    nodes: new FrozenMap(nodes),
+  });
+}
+
+export const emptySnapshot: IntentSnapshot = buildSnapshot([]);
