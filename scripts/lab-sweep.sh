@@ -10,7 +10,7 @@ for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^hl[a-z0-9]*
   ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
   ip netns del "$ns" 2>/dev/null && echo "lab-sweep: removed stale namespace $ns"
 done
-for d in /sys/fs/bpf/herald/hl*; do
+for d in /sys/fs/bpf/herald/hl* /run/herald-lab/hl*; do
   [ -e "$d" ] && rm -rf "$d" && echo "lab-sweep: removed stale pins $d"
 done
 exit 0

@@ -23,6 +23,7 @@ unit_tests=(
   test/intent/names.test.ts
   test/intent/re2.test.ts
   test/intent/selector.test.ts
+  test/controlplane/candidates.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
   test/datapath/l2-reconciler.test.ts
@@ -31,6 +32,7 @@ unit_tests=(
 lab_tests=(
   test/datapath/l2-responder.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
+  test/controlplane/agent.lab.test.ts
 )
 # Lab tests share the host's bpffs and CPU: one file at a time.
 node --import tsx --test --test-concurrency=1 "${unit_tests[@]}" "${lab_tests[@]}"

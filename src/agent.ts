@@ -2,38 +2,64 @@
  * The composition root: builds the whole agent by hand, one line per module.
  *
  *   infra         clock, logger, links (rtnetlink), frame sender (AF_PACKET), state tables
- *   control plane sources of desired state → the l2-announce table
+ *   control plane intent source → LB-IPAM (persisted) → announcement policy →
+ *                 per-IP ownership → the l2-announce table
  *   datapath      L2 responder program + pinned maps + heartbeat, gratuitous ARP,
  *                 and the reconciler that applies the table to the kernel
+ *   api           status socket, Prometheus metrics (opt-in)
  */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { MetricsServer, buildRegistry } from './api/metrics.js';
+import { StatusServer } from './api/status-server.js';
+import { buildStatus } from './api/status.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { DisposableStore, type Disposable } from './core/disposable.js';
+import { describeError } from './core/errors.js';
 import type { Logger } from './core/logger.js';
-import { Reconciler, type ReconcilerConfig } from './core/reconciler/reconciler.js';
+import type { ReconcilerConfig } from './core/reconciler/reconciler.js';
 import { StateDB } from './core/statedb/index.js';
-import { writeStaticAnnouncements, type StaticAnnouncement } from './controlplane/static-announcements.js';
-import { GarpAnnouncer, type GarpSchedule } from './datapath/garp.js';
-import { L2Datapath, type L2DatapathOptions } from './datapath/l2-responder/datapath.js';
-import { L2ResponderOps } from './datapath/l2-responder/reconcile-ops.js';
+import { ControlPlane, type AllocationStore } from './controlplane/controller.js';
+import { allocationStateSchema, type AllocationState } from './controlplane/ipam/state.js';
+import { LocalOwnership } from './controlplane/ownership/local.js';
+import type { StaticAnnouncement } from './controlplane/static-announcements.js';
+import type { GarpSchedule } from './datapath/garp.js';
+import type { L2DatapathOptions } from './datapath/l2-responder/datapath.js';
+import { L2Stack } from './datapath/l2-responder/stack.js';
 import { PacketFrameSender } from './datapath/packet-sender.js';
-import { l2AnnounceTable, type L2AnnounceRow } from './datapath/tables/l2-announce.js';
+import { l2AnnounceTable } from './datapath/tables/l2-announce.js';
+import { emptySnapshot } from './intent/snapshot.js';
+import { formatErrors } from './intent/diagnostics.js';
+import { FileIntentSource } from './intent/sources/files.js';
+import { EtcdIntentSource } from './intent/sources/etcd.js';
+import type { IntentSource } from './intent/sources/source.js';
 import { NetlinkLinks } from './os/links.js';
+import { StateFile } from './os/state-file.js';
 
 export interface AgentConfig {
   node: string;
+  /** A file or directory of manifests (the embedded default source). */
+  manifests?: string;
+  store: 'local' | 'etcd';
+  etcd: { endpoints: string[]; prefix: string };
+  stateDir: string;
   announcements: StaticAnnouncement[];
   datapath: L2DatapathOptions;
   garp: GarpSchedule;
   reconciler: ReconcilerConfig;
+  statusSocket?: string;
+  metricsListen?: { host: string; port: number };
 }
 
 export class Agent implements Disposable {
   private readonly store = new DisposableStore();
   readonly db = new StateDB([l2AnnounceTable]);
-  readonly datapath: L2Datapath;
-  readonly garp: GarpAnnouncer;
+  readonly l2: L2Stack;
+  readonly controlPlane: ControlPlane;
   private readonly links: NetlinkLinks;
-  private reconciler: Reconciler<L2AnnounceRow> | undefined;
+  private readonly ownership: LocalOwnership;
+  private readonly source: IntentSource | undefined;
+  readonly startedAt = Date.now();
 
   constructor(
     readonly config: AgentConfig,
@@ -43,42 +69,118 @@ export class Agent implements Disposable {
     // infra
     this.links = this.store.add(new NetlinkLinks()); // interface lookups and link events
     const sender = this.store.add(new PacketFrameSender()); // gratuitous ARP frames out
-    // datapath
-    this.datapath = this.store.add(new L2Datapath({ clock, log }, config.datapath)); // program, pinned maps, heartbeat
-    this.garp = this.store.add(new GarpAnnouncer({ sender, clock, log }, config.garp)); // bursts on new entries
+    // control plane
+    this.source = this.makeSource(); // manifests from files or etcd
+    this.ownership = this.store.add(new LocalOwnership(config.node)); // per-IP ownership
+    this.controlPlane = this.store.add(
+      new ControlPlane({
+        db: this.db,
+        nodeName: config.node,
+        links: this.links,
+        ownership: this.ownership,
+        allocations: this.makeAllocationStore(),
+        staticAnnouncements: config.announcements,
+        clock,
+        log: log.child({ module: 'control-plane' }),
+      }),
+    );
+    // datapath: program, pinned maps, heartbeat, gratuitous ARP, table → map reconciler
+    this.l2 = this.store.add(new L2Stack({ db: this.db, links: this.links, sender, clock, log }, config));
+  }
+
+  private makeSource(): IntentSource | undefined {
+    const log = this.log.child({ module: 'intent' });
+    if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log }));
+    if (this.config.store === 'etcd') {
+      return this.store.add(new EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: this.config.etcd.prefix, log }));
+    }
+    return undefined;
+  }
+
+  private makeAllocationStore(): AllocationStore {
+    const file = new StateFile<AllocationState>({ path: join(this.config.stateDir, 'ipam.json'), schema: allocationStateSchema, indent: 1 });
+    return { kind: 'local', load: () => file.load(), save: (s) => file.save(s) };
   }
 
   async start(): Promise<void> {
-    this.datapath.start();
-    const ops = new L2ResponderOps({ map: this.datapath.map, interfaces: this.datapath, links: this.links, garp: this.garp, log: this.log });
-    // Sources register before the reconciler starts, so it cannot prune early.
-    const staticSource = this.db.registerInitializer(l2AnnounceTable, 'static-announcements');
-    const reconciler = new Reconciler<L2AnnounceRow>(
-      { name: 'l2-responder', db: this.db, table: l2AnnounceTable, ops, clock: this.clock, log: this.log },
-      this.config.reconciler,
-    );
-    this.reconciler = reconciler;
-    this.store.add({ dispose: () => void reconciler.dispose() });
-    reconciler.start();
-    // An interface deleted and recreated gets a new ifindex: re-resolve everything.
+    mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
+    this.l2.start();
+    await this.controlPlane.start();
+    // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
+    // policy (an interface losing carrier withdraws its IPs, Cilium #35507).
     this.store.add(
       this.links.subscribe(() => {
-        ops.invalidateLinks();
-        reconciler.triggerFull();
+        this.l2.linksChanged();
+        this.controlPlane.linksChanged();
       }),
     );
-    // control plane
-    writeStaticAnnouncements(this.db, this.config.announcements);
-    staticSource.done();
+    if (this.source) {
+      await this.source.start({
+        onSnapshot: (snapshot) => {
+          this.log.info(
+            { services: snapshot.services.size, pools: snapshot.pools.size, policies: snapshot.policies.size, nodes: snapshot.nodes.size },
+            'intent loaded',
+          );
+          void this.controlPlane.setSnapshot(snapshot);
+        },
+        onError: (problem) => {
+          const text = 'errors' in problem ? formatErrors(problem.errors) : describeError(problem.error);
+          this.log.error({ source: this.source?.name, errors: text }, 'intent rejected; the previous good state stays in force');
+        },
+        onWarnings: (warnings) => this.log.warn({ warnings: formatErrors(warnings) }, 'intent warnings'),
+      });
+    } else {
+      await this.controlPlane.setSnapshot(emptySnapshot);
+    }
+    if (this.config.statusSocket) {
+      const server = new StatusServer(this.config.statusSocket, () => this.status());
+      await server.start();
+      this.store.add(server);
+    }
+    if (this.config.metricsListen) {
+      const metrics = new MetricsServer(this.config.metricsListen, buildRegistry(this.metricsSource()));
+      await metrics.start();
+      this.store.add(metrics);
+    }
   }
 
-  health() {
-    return this.reconciler?.health();
+  status() {
+    return buildStatus({
+      config: this.config,
+      startedAt: this.startedAt,
+      controlPlane: this.controlPlane.status(),
+      reconciler: this.l2.reconciler?.health(),
+      rowStatuses: this.l2.reconciler?.allStatuses() ?? new Map(),
+      table: this.db.readTxn().list(l2AnnounceTable),
+      datapath: this.l2.datapath,
+      garp: this.l2.garp.stats,
+      now: this.clock.monotonicNs(),
+    });
   }
 
-  /** Runs a full datapath reconciliation now (operators, benchmarks). */
-  triggerFullReconcile(): void {
-    this.reconciler?.triggerFull();
+  private metricsSource() {
+    return {
+      responderEntries: () => {
+        const st = this.status();
+        return st.datapath.entries.map((e) => ({ ip: e.ip, iface: e.interface, replies: e.replies, conflicts: e.conflicts }));
+      },
+      garp: () => this.l2.garp.stats,
+      ownershipChanges: () => this.controlPlane.stats.ownershipChanges,
+      ownedIps: () => this.ownership.view().owned.size,
+      reconciler: () => this.l2.reconciler?.health(),
+      pools: () =>
+        [...(this.controlPlane.status().ipam?.pools ?? new Map())].map(([pool, p]) => ({
+          pool,
+          total: Number(p.total),
+          used: Number(p.used),
+          available: Number(p.available),
+        })),
+    };
+  }
+
+  /** Graceful stop: give up ownership at once, then stop. */
+  async drain(): Promise<void> {
+    await this.ownership.release();
   }
 
   dispose(): void {

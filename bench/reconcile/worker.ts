@@ -3,27 +3,32 @@
  * from a committed l2-announce row to its responder-map entry, and full
  * reconciliations of large tables. Prints one JSON line.
  */
-import { Agent } from '../../src/agent.js';
+import { systemClock } from '../../src/core/clock.js';
+import { StateDB } from '../../src/core/statedb/index.js';
+import { L2Stack } from '../../src/datapath/l2-responder/stack.js';
+import { PacketFrameSender } from '../../src/datapath/packet-sender.js';
+import { NetlinkLinks } from '../../src/os/links.js';
 import { reconcilerDefaults } from '../../src/core/reconciler/reconciler.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
-import { NetlinkLinks } from '../../src/os/links.js';
 
 const pinDir = process.argv[2]!;
 const latencySamples = Number(process.argv[3] ?? 1000);
 const sizes = (process.argv[4] ?? '10000,60000').split(',').map(Number);
 
-const agent = new Agent(
+const db = new StateDB([l2AnnounceTable]);
+const stackLinks = new NetlinkLinks();
+const agent = new L2Stack(
+  { db, links: stackLinks, sender: new PacketFrameSender(), clock: systemClock, log: silentLogger },
   {
-    node: 'bench',
-    announcements: [],
     datapath: { pinDir, responderMapSize: 65536, liveness: { intervalMs: 1000, maxAgeMs: 3000 } },
     garp: { count: 0, intervalMs: 1000 }, // measure the map path alone
     reconciler: reconcilerDefaults,
   },
-  silentLogger,
 );
-await agent.start();
+db.registerInitializer(l2AnnounceTable, 'driver').done();
+stackLinks.subscribe(() => agent.linksChanged());
+agent.start();
 const links = new NetlinkLinks();
 const idx = (await links.byName('eth0'))!.ifindex;
 links.dispose();
@@ -42,37 +47,37 @@ const lat: number[] = [];
 for (let i = 0; i < latencySamples; i++) {
   const row = { ip: ip(i), iface: 'eth0', origins: ['bench'] };
   const t0 = process.hrtime.bigint();
-  agent.db.update([l2AnnounceTable], (t) => t.insert(l2AnnounceTable, row));
+  db.update([l2AnnounceTable], (t) => t.insert(l2AnnounceTable, row));
   await waitUntil(() => agent.datapath.map.has({ ip: row.ip, ifindex: idx }));
   lat.push(Number(process.hrtime.bigint() - t0) / 1000);
 }
 lat.sort((a, b) => a - b);
 const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]!;
-agent.db.update([l2AnnounceTable], (t) => t.deleteAll(l2AnnounceTable));
+db.update([l2AnnounceTable], (t) => t.deleteAll(l2AnnounceTable));
 await waitUntil(() => agent.datapath.map.keys().length === 0);
 
 // 2. Bulk: N rows in one transaction until all are in the map, then a full pass over them.
 const bulk: Array<{ rows: number; applyMs: number; fullMs: number; pruneOnlyMs: number }> = [];
 for (const n of sizes) {
   const t0 = process.hrtime.bigint();
-  agent.db.update([l2AnnounceTable], (t) => {
+  db.update([l2AnnounceTable], (t) => {
     for (let i = 0; i < n; i++) t.insert(l2AnnounceTable, { ip: ip(i), iface: 'eth0', origins: ['bench'] });
   });
-  await waitUntil(() => agent.health()!.lastPartial?.rows === n && agent.datapath.map.has({ ip: ip(n - 1), ifindex: idx }));
+  await waitUntil(() => agent.reconciler.health()!.lastPartial?.rows === n && agent.datapath.map.has({ ip: ip(n - 1), ifindex: idx }));
   const applyMs = Number(process.hrtime.bigint() - t0) / 1e6;
-  const before = agent.health()!.fullRounds;
-  agent.triggerFullReconcile();
-  await waitUntil(() => agent.health()!.fullRounds > before);
-  const fullMs = agent.health()!.lastFull!.durationMs;
+  const before = agent.reconciler.health()!.fullRounds;
+  agent.reconciler.triggerFull();
+  await waitUntil(() => agent.reconciler.health()!.fullRounds > before);
+  const fullMs = agent.reconciler.health()!.lastFull!.durationMs;
   // A full pass that finds 10% of the entries missing (e.g. removed behind our back) and repairs them.
   for (let i = 0; i < n; i += 10) agent.datapath.map.delete({ ip: ip(i), ifindex: idx });
-  const before2 = agent.health()!.fullRounds;
-  agent.triggerFullReconcile();
-  await waitUntil(() => agent.health()!.fullRounds > before2);
-  const repairMs = agent.health()!.lastFull!.durationMs;
+  const before2 = agent.reconciler.health()!.fullRounds;
+  agent.reconciler.triggerFull();
+  await waitUntil(() => agent.reconciler.health()!.fullRounds > before2);
+  const repairMs = agent.reconciler.health()!.lastFull!.durationMs;
   if (agent.datapath.map.keys().length !== n) throw new Error('full reconciliation did not repair the map');
   bulk.push({ rows: n, applyMs, fullMs, pruneOnlyMs: repairMs });
-  agent.db.update([l2AnnounceTable], (t) => t.deleteAll(l2AnnounceTable));
+  db.update([l2AnnounceTable], (t) => t.deleteAll(l2AnnounceTable));
   await waitUntil(() => agent.datapath.map.keys().length === 0);
 }
 

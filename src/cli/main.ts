@@ -5,6 +5,8 @@ import { agentCommand } from './commands/agent.js';
 import { datapathCommand } from './commands/datapath.js';
 import { garpCommand } from './commands/garp.js';
 import { mapCommand } from './commands/map.js';
+import { applyCommand, deleteCommand, validateCommand } from './commands/manifests.js';
+import { statusCommand } from './commands/status.js';
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command('herald')
@@ -12,9 +14,13 @@ export async function main(argv: string[]): Promise<void> {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   program.addCommand(agentCommand());
+  program.addCommand(statusCommand());
   program.addCommand(mapCommand());
   program.addCommand(datapathCommand());
   program.addCommand(garpCommand());
+  program.addCommand(validateCommand());
+  program.addCommand(applyCommand());
+  program.addCommand(deleteCommand());
   try {
     await program.parseAsync(argv);
   } catch (e) {

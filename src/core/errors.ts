@@ -16,6 +16,7 @@ export type HeraldErrorCode =
   | 'HERALD_BAD_ARGUMENT'
   | 'HERALD_BAD_MANIFEST'
   | 'HERALD_STOPPED'
+  | 'HERALD_STORE'
   | 'HERALD_TXN'
   | 'HERALD_INTERNAL';
 

@@ -16,6 +16,7 @@ export const LAB_HOST_SUBNET = '192.0.2.0/24';
 export const LAB_SERVICE_SUBNET = '198.51.100.0/24';
 export const LAB_SECOND_SUBNET = '203.0.113.0/25';
 export const LAB_PIN_ROOT = '/sys/fs/bpf/herald';
+export const LAB_RUN_ROOT = '/run/herald-lab';
 
 export interface ExecResult {
   code: number;
@@ -180,6 +181,16 @@ export class Host {
   get pinDir(): string {
     return join(LAB_PIN_ROOT, this.netns);
   }
+
+  /** This host's agent state directory (LB-IPAM allocations), removed with the lab. */
+  get stateDir(): string {
+    return join(LAB_RUN_ROOT, this.netns);
+  }
+
+  /** This host's agent status socket. */
+  get statusSocket(): string {
+    return join(LAB_RUN_ROOT, `${this.netns}.sock`);
+  }
 }
 
 export class Lab {
@@ -274,7 +285,9 @@ export class Lab {
     liveLabs.delete(this);
     for (const p of this.processes) p.signal('SIGKILL');
     for (const ns of [...this.namespaces].reverse()) run('ip', ['netns', 'del', ns]);
-    for (const host of this.hosts) rmSync(host.pinDir, { recursive: true, force: true });
+    for (const host of this.hosts) {
+      for (const path of [host.pinDir, host.stateDir, host.statusSocket]) rmSync(path, { recursive: true, force: true });
+    }
   }
 }
 

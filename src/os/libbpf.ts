@@ -44,6 +44,7 @@ export interface Libbpf {
   close(fd: number): number;
   strerror(errno: number): string;
   ifNameToIndex(name: string): number;
+  ifIndexToName(ifindex: number): string | undefined;
   errno(): number;
   koffi: typeof koffi;
   types: { tcHook: TypeObject; tcOpts: TypeObject; mapInfo: TypeObject };
@@ -133,6 +134,7 @@ export function libbpf(): Libbpf {
     close: libc.func('int close(int fd)'),
     strerror: libc.func('const char *strerror(int errnum)'),
     ifNameToIndex: libc.func('unsigned int if_nametoindex(const char *ifname)'),
+    ifIndexToName: libc.func('char *if_indextoname(unsigned int ifindex, _Out_ char *ifname)'),
   };
   // Route libbpf's own log lines through a quiet sink (it would print to stderr);
   // errors are reported through return codes and HeraldErrors instead.
@@ -163,6 +165,11 @@ export function libbpf(): Libbpf {
     close: (fd) => f.close(fd),
     strerror: (errno) => f.strerror(errno),
     ifNameToIndex: (name) => f.ifNameToIndex(name),
+    ifIndexToName: (ifindex) => {
+      const buf = Buffer.alloc(16); // IF_NAMESIZE
+      const p = f.ifIndexToName(ifindex, buf);
+      return p ? buf.subarray(0, buf.indexOf(0)).toString() : undefined;
+    },
     errno: () => koffi.errno(),
     koffi,
     types: { tcHook, tcOpts, mapInfo },

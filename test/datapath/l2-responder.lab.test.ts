@@ -182,7 +182,7 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
   });
 
   test('a pinned map of another size is refused with a precise error, and the running node is untouched', () => {
-    const r = node.exec(HERALD, ['agent', '--node', 'x', '--bpf-pin-dir', node.pinDir, '--responder-map-size', '1024']);
+    const r = node.exec(HERALD, ['agent', '--node', 'x', '--bpf-pin-dir', node.pinDir, '--state-dir', node.stateDir, '--status-socket', `${node.statusSocket}-x`, '--responder-map-size', '1024']);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /the pinned responder_v4 holds 65536 entries, configured 1024/);
     assert.equal(arping(client, VIP, { count: 1 }).received, 1);
@@ -209,7 +209,7 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
   test('an interface without an Ethernet header is refused with a precise error, and other IPs are unaffected', async () => {
     node.must('ip', ['tuntap', 'add', 'mode', 'tun', 'name', 'tun0']);
     node.must('ip', ['link', 'set', 'tun0', 'up']);
-    const other = await startAgentReady(lab.nodes[0]!, ['--node', 'x', '--bpf-pin-dir', `${node.pinDir}-tun`, '--announce', '198.51.100.70@tun0'], 'agent-tun');
+    const other = await startAgentReady(lab.nodes[0]!, ['--node', 'x', '--bpf-pin-dir', `${node.pinDir}-tun`, '--status-socket', `${node.statusSocket}-tun`, '--announce', '198.51.100.70@tun0'], 'agent-tun');
     try {
       await other.waitForOutput(/tun0 has no Ethernet header/);
       assert.equal(entry(mapDump(node, `${node.pinDir}-tun`), '198.51.100.70', 'tun0'), undefined);

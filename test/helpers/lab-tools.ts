@@ -99,7 +99,9 @@ export function entry(dump: MapDump, ip: string, iface = 'eth0') {
 }
 
 export function startAgent(host: Host, args: string[], label = 'agent'): LabProcess {
-  return host.spawn(label, HERALD, ['agent', '--node', host.netns, '--bpf-pin-dir', host.pinDir, ...args]);
+  return host.spawn(label, HERALD, [
+    'agent', '--node', host.netns, '--bpf-pin-dir', host.pinDir, '--state-dir', host.stateDir, '--status-socket', host.statusSocket, ...args,
+  ]);
 }
 
 export async function startAgentReady(host: Host, args: string[], label = 'agent'): Promise<LabProcess> {

@@ -6,23 +6,29 @@
  * lab host: nsenter --net=/run/netns/NS node --import tsx test/tools/l2-driver.ts PIN_DIR
  */
 import { createInterface } from 'node:readline';
-import { Agent } from '../../src/agent.js';
+import { systemClock } from '../../src/core/clock.js';
+import { StateDB } from '../../src/core/statedb/index.js';
+import { L2Stack } from '../../src/datapath/l2-responder/stack.js';
+import { PacketFrameSender } from '../../src/datapath/packet-sender.js';
+import { NetlinkLinks } from '../../src/os/links.js';
 import { reconcilerDefaults } from '../../src/core/reconciler/reconciler.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { l2AnnounceKey, l2AnnounceTable, withOrigin, withoutOrigin } from '../../src/datapath/tables/l2-announce.js';
 
 const pinDir = process.argv[2]!;
-const agent = new Agent(
+const db = new StateDB([l2AnnounceTable]);
+const stackLinks = new NetlinkLinks();
+const agent = new L2Stack(
+  { db, links: stackLinks, sender: new PacketFrameSender(), clock: systemClock, log: silentLogger },
   {
-    node: 'driver',
-    announcements: [],
     datapath: { pinDir, responderMapSize: 1024, liveness: { intervalMs: 250, maxAgeMs: 3000 } },
     garp: { count: 1, intervalMs: 1000 },
     reconciler: reconcilerDefaults,
   },
-  silentLogger,
 );
-await agent.start();
+db.registerInitializer(l2AnnounceTable, 'driver').done();
+stackLinks.subscribe(() => agent.linksChanged());
+agent.start();
 process.stdout.write('ready\n');
 
 const settle = async () => {
@@ -32,7 +38,7 @@ const settle = async () => {
 for await (const line of createInterface({ input: process.stdin })) {
   const [cmd, ip, iface, origin] = line.trim().split(/\s+/);
   if (cmd === 'add' || cmd === 'del') {
-    agent.db.update([l2AnnounceTable], (t) => {
+    db.update([l2AnnounceTable], (t) => {
       const row = t.get(l2AnnounceTable, l2AnnounceKey(ip!, iface!));
       if (cmd === 'add') t.insert(l2AnnounceTable, withOrigin(row, ip!, iface!, origin!));
       else if (row) {
@@ -44,7 +50,7 @@ for await (const line of createInterface({ input: process.stdin })) {
     await settle();
     process.stdout.write(`ok ${line.trim()}\n`);
   } else if (cmd === 'health') {
-    process.stdout.write(`health ${JSON.stringify(agent.health())}\n`);
+    process.stdout.write(`health ${JSON.stringify(agent.reconciler.health())}\n`);
   }
 }
 agent.dispose();

@@ -1,8 +1,11 @@
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { join } from 'node:path';
 import { Agent } from '../../agent.js';
+import { parseListen } from '../../api/metrics.js';
+import { defaultStatusSocket } from '../../api/status-server.js';
 import { parseAnnouncement } from '../../controlplane/static-announcements.js';
-import { reconcilerDefaults } from '../../core/reconciler/reconciler.js';
 import { describeError } from '../../core/errors.js';
+import { reconcilerDefaults } from '../../core/reconciler/reconciler.js';
 import { RESPONDER_MAP_SIZE_DEFAULT } from '../../datapath/l2-responder/datapath.js';
 import { livenessDefaults } from '../../datapath/l2-responder/liveness.js';
 import { garpDefaults } from '../../datapath/garp.js';
@@ -11,6 +14,11 @@ import { collect, defaultNodeName, parseCount, parseDuration, parseNodeName, par
 
 interface AgentOptions {
   node: string;
+  manifests?: string;
+  store: 'local' | 'etcd';
+  etcd: string[];
+  etcdPrefix: string;
+  stateDir?: string;
   announce: string[];
   bpfPinDir?: string;
   responderMapSize: number;
@@ -20,15 +28,31 @@ interface AgentOptions {
   garpInterval: number;
   fullReconcileInterval: number;
   pruneGrace: number;
+  statusSocket?: string;
+  metricsListen?: string;
   logFormat: LogFormat;
   logLevel: string;
 }
 
+const ETCD_URL_RE = /^(https?:\/\/[^\s/]+|unix:\/\/\/\S+)$/;
+function parseEtcdUrls(value: string, previous: string[] = []): string[] {
+  const urls = value.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const u of urls) {
+    if (!ETCD_URL_RE.test(u)) throw new InvalidArgumentError(`"${u}" is not an etcd endpoint (http://host:port or unix:///path)`);
+  }
+  return [...previous, ...urls];
+}
+
 export function agentCommand(): Command {
   return new Command('agent')
-    .description('run the node agent: load the L2 responder, keep it alive, announce service IPs')
-    .option('--node <name>', 'this node\'s name', parseNodeName, defaultNodeName())
-    .option('--announce <ip@interface>', 'answer ARP for this IPv4 address on this interface (repeatable)', collect, [])
+    .description('run the node agent: intent → LB-IPAM → announcement policy → ownership → eBPF ARP responder')
+    .option('--node <name>', "this node's name", parseNodeName, defaultNodeName())
+    .option('--manifests <path>', 'a file or directory of manifests (CiliumLoadBalancerIPPool, CiliumL2AnnouncementPolicy, Service, Node), watched')
+    .addOption(new Option('--store <kind>', 'coordination store: local (one node) or etcd').choices(['local', 'etcd']).default('local'))
+    .option('--etcd <url...>', 'etcd endpoints (http://host:port or unix:///path; repeatable or comma-separated)', parseEtcdUrls, [])
+    .option('--etcd-prefix <prefix>', 'key prefix of herald in etcd', '/herald/')
+    .option('--state-dir <dir>', 'where local state (LB-IPAM allocations) is kept (default /var/lib/herald/<node>)')
+    .option('--announce <ip@interface>', 'also answer ARP for this IPv4 address on this interface (repeatable)', collect, [])
     .option('--bpf-pin-dir <dir>', 'where the maps are pinned (default /sys/fs/bpf/herald/<node>)')
     .option('--responder-map-size <n>', 'capacity of the responder map', parsePositiveInt, RESPONDER_MAP_SIZE_DEFAULT)
     .option('--liveness-interval <duration>', 'how often the datapath heartbeat is written', parseDuration, livenessDefaults.intervalMs)
@@ -37,15 +61,23 @@ export function agentCommand(): Command {
     .option('--garp-interval <duration>', 'time between gratuitous ARP rounds', parseDuration, garpDefaults.intervalMs)
     .option('--full-reconcile-interval <duration>', 'period of the full datapath reconciliation', parseDuration, reconcilerDefaults.fullIntervalMs)
     .option('--prune-grace <duration>', 'at start, keep pinned entries this long at most while intent loads', parseDuration, reconcilerDefaults.initGraceMs)
+    .option('--status-socket <path>', 'unix socket of the read-only status API (default /run/herald/<node>.sock)')
+    .option('--metrics-listen <addr>', 'serve Prometheus metrics on host:port (off by default)')
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
       const log = createLogger({ format: opts.logFormat, level: opts.logLevel, name: opts.node });
       let agent: Agent | undefined;
       try {
+        if (opts.store === 'etcd' && opts.etcd.length === 0) throw new Error('--store etcd needs --etcd <url>');
+        if (opts.store === 'local' && opts.etcd.length > 0) throw new Error('--etcd is only used with --store etcd');
         agent = new Agent(
           {
             node: opts.node,
+            ...(opts.manifests ? { manifests: opts.manifests } : {}),
+            store: opts.store,
+            etcd: { endpoints: opts.etcd, prefix: opts.etcdPrefix },
+            stateDir: opts.stateDir ?? join('/var/lib/herald', opts.node),
             announcements: opts.announce.map(parseAnnouncement),
             datapath: {
               pinDir: pinDirFor(opts),
@@ -54,23 +86,33 @@ export function agentCommand(): Command {
             },
             garp: { count: opts.garpCount, intervalMs: opts.garpInterval },
             reconciler: { ...reconcilerDefaults, fullIntervalMs: opts.fullReconcileInterval, initGraceMs: opts.pruneGrace },
+            statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
+            ...(opts.metricsListen ? { metricsListen: parseListen(opts.metricsListen) } : {}),
           },
           log,
         );
         await agent.start();
-        log.info({ pinDir: pinDirFor(opts) }, 'agent running');
+        log.info({ pinDir: pinDirFor(opts), store: opts.store, manifests: opts.manifests ?? null }, 'agent running');
       } catch (e) {
         log.error({ err: describeError(e), code: (e as { code?: string }).code }, 'agent failed to start');
         agent?.dispose();
-        process.exitCode = 1;
-        return;
+        process.exit(1);
       }
-      const stop = (signal: string) => {
-        log.info({ signal }, 'stopping; the datapath keeps answering until the liveness limit passes');
+      let stopping = false;
+      const stop = async (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        log.info({ signal }, 'stopping: releasing ownership');
+        try {
+          await agent?.drain();
+        } catch (e) {
+          log.warn({ err: describeError(e) }, 'release failed');
+        }
         agent?.dispose();
+        log.info({}, 'stopped');
         process.exit(0);
       };
-      process.once('SIGTERM', () => stop('SIGTERM'));
-      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => void stop('SIGTERM'));
+      process.once('SIGINT', () => void stop('SIGINT'));
     });
 }

@@ -1,0 +1,173 @@
+/**
+ * Prometheus metrics on an opt-in listen address. Only this module imports
+ * prom-client; every value is read from the agent's own state at scrape time
+ * (the per-IP ARP counters straight from the pinned BPF map).
+ */
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { HeraldError } from '../core/errors.js';
+
+export interface MetricsSource {
+  responderEntries(): Array<{ ip: string; iface: string; replies: number; conflicts: number }>;
+  garp(): { sent: number; failed: number };
+  ownershipChanges(): number;
+  ownedIps(): number;
+  reconciler():
+    | { errorCount: number; lastPartial?: { durationMs: number }; lastFull?: { durationMs: number }; partialRounds: number; fullRounds: number }
+    | undefined;
+  pools(): Array<{ pool: string; total: number; used: number; available: number }>;
+}
+
+export function parseListen(text: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(text);
+  const port = Number(m?.[3]);
+  if (!m || port < 1 || port > 65535) {
+    throw new HeraldError('HERALD_BAD_ARGUMENT', `metrics listen address "${text}" must look like 127.0.0.1:9464 or [::1]:9464`);
+  }
+  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+export function buildRegistry(src: MetricsSource): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'herald_process_' });
+  const setCounter = (c: Counter<string>, value: number, labels?: Record<string, string>) => {
+    if (labels) c.inc(labels, value);
+    else c.inc(value);
+  };
+  new Counter({
+    name: 'herald_arp_replies_total',
+    help: 'ARP replies sent by the eBPF responder, per IP and interface (from the BPF map)',
+    labelNames: ['ip', 'interface'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const e of src.responderEntries()) setCounter(this, e.replies, { ip: e.ip, interface: e.iface });
+    },
+  });
+  new Counter({
+    name: 'herald_arp_conflicts_total',
+    help: 'ARP frames from a foreign MAC claiming an announced IP, per IP and interface',
+    labelNames: ['ip', 'interface'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const e of src.responderEntries()) setCounter(this, e.conflicts, { ip: e.ip, interface: e.iface });
+    },
+  });
+  new Counter({
+    name: 'herald_garp_sent_total',
+    help: 'Gratuitous ARP frames sent',
+    registers: [registry],
+    collect() {
+      this.reset();
+      setCounter(this, src.garp().sent);
+    },
+  });
+  new Counter({
+    name: 'herald_garp_failed_total',
+    help: 'Gratuitous ARP frames that failed to send',
+    registers: [registry],
+    collect() {
+      this.reset();
+      setCounter(this, src.garp().failed);
+    },
+  });
+  new Counter({
+    name: 'herald_ownership_changes_total',
+    help: 'Changes of the set of IPs this node owns',
+    registers: [registry],
+    collect() {
+      this.reset();
+      setCounter(this, src.ownershipChanges());
+    },
+  });
+  new Gauge({
+    name: 'herald_owned_ips',
+    help: 'IPs this node owns',
+    registers: [registry],
+    collect() {
+      this.set(src.ownedIps());
+    },
+  });
+  new Gauge({
+    name: 'herald_reconcile_last_duration_seconds',
+    help: 'Duration of the last datapath reconciliation round',
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      const h = src.reconciler();
+      this.reset();
+      if (h?.lastPartial) this.set({ kind: 'partial' }, h.lastPartial.durationMs / 1000);
+      if (h?.lastFull) this.set({ kind: 'full' }, h.lastFull.durationMs / 1000);
+    },
+  });
+  new Counter({
+    name: 'herald_reconcile_rounds_total',
+    help: 'Datapath reconciliation rounds',
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      const h = src.reconciler();
+      this.reset();
+      if (h) {
+        setCounter(this, h.partialRounds, { kind: 'partial' });
+        setCounter(this, h.fullRounds, { kind: 'full' });
+      }
+    },
+  });
+  new Counter({
+    name: 'herald_reconcile_errors_total',
+    help: 'Failed datapath reconciliation operations (retried with backoff)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      setCounter(this, src.reconciler()?.errorCount ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'herald_ipam_pool_ips',
+    help: 'Addresses per LB-IPAM pool, by state',
+    labelNames: ['pool', 'state'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const p of src.pools()) {
+        this.set({ pool: p.pool, state: 'total' }, p.total);
+        this.set({ pool: p.pool, state: 'used' }, p.used);
+        this.set({ pool: p.pool, state: 'available' }, p.available);
+      }
+    },
+  });
+  return registry;
+}
+
+export class MetricsServer {
+  private server: Server | undefined;
+  constructor(
+    private readonly listen: { host: string; port: number },
+    private readonly registry: Registry,
+  ) {}
+
+  async start(): Promise<void> {
+    const server = createServer((req, res) => {
+      if (req.url !== '/metrics') {
+        res.writeHead(404).end('see /metrics\n');
+        return;
+      }
+      this.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
+        (e: unknown) => res.writeHead(500).end(String(e)),
+      );
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (e) => reject(new HeraldError('HERALD_BAD_ARGUMENT', `metrics listener ${this.listen.host}:${this.listen.port}: ${String(e)}`)));
+      server.listen(this.listen.port, this.listen.host, () => resolve());
+    });
+    server.unref();
+    this.server = server;
+  }
+
+  dispose(): void {
+    this.server?.close();
+  }
+}

@@ -1,0 +1,106 @@
+/** The agent's status document (served on the status socket) and its text rendering. */
+import type { ReconcilerHealth, RowStatus } from '../core/reconciler/reconciler.js';
+import type { ControlPlaneStatus } from '../controlplane/controller.js';
+import type { L2Datapath } from '../datapath/l2-responder/datapath.js';
+import { livenessAge } from '../datapath/l2-responder/liveness.js';
+import type { L2AnnounceRow } from '../datapath/tables/l2-announce.js';
+import { libbpf } from '../os/libbpf.js';
+
+export interface StatusInput {
+  config: { node: string; store: string; manifests?: string; datapath: { pinDir: string } };
+  startedAt: number;
+  controlPlane: ControlPlaneStatus;
+  reconciler: ReconcilerHealth | undefined;
+  rowStatuses: ReadonlyMap<string, RowStatus>;
+  table: readonly L2AnnounceRow[];
+  datapath: L2Datapath;
+  garp: { sent: number; failed: number };
+  now: bigint;
+}
+
+export type AgentStatus = ReturnType<typeof buildStatus>;
+
+export function buildStatus(i: StatusInput) {
+  const cp = i.controlPlane;
+  const maps = i.datapath.maps;
+  const names = new Map<number, string>();
+  const nameOf = (ifindex: number) => {
+    if (!names.has(ifindex)) names.set(ifindex, libbpf().ifIndexToName(ifindex) ?? `ifindex ${ifindex}`);
+    return names.get(ifindex)!;
+  };
+  const entries = maps.responders
+    .entries()
+    .map(([k, v]) => ({ ip: k.ip, interface: nameOf(k.ifindex), ifindex: k.ifindex, replies: Number(v.replies), conflicts: Number(v.conflicts) }))
+    .sort((a, b) => a.ip.localeCompare(b.ip, undefined, { numeric: true }) || a.ifindex - b.ifindex);
+  const owned = cp.ownership.owned;
+  return {
+    node: i.config.node,
+    store: i.config.store,
+    source: i.config.manifests ?? (i.config.store === 'etcd' ? 'etcd' : 'none'),
+    startedAt: new Date(i.startedAt).toISOString(),
+    intentLoaded: cp.snapshotLoaded,
+    ...(cp.lastError ? { lastError: cp.lastError } : {}),
+    owned: [...owned].sort().map((ip) => ({
+      ip,
+      interfaces: i.table.filter((r) => r.ip === ip).map((r) => r.iface),
+      origins: [...new Set(i.table.filter((r) => r.ip === ip).flatMap((r) => r.origins))],
+    })),
+    candidates: cp.candidates.map((c) => ({ ...c, owner: cp.ownership.owners.get(c.ip) ?? null })),
+    services: [...(cp.ipam?.services ?? new Map())].map(([service, a]) => ({ service, ingress: a.ingress, condition: a.condition })),
+    pools: [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({
+      pool,
+      total: p.total.toString(),
+      used: p.used.toString(),
+      available: p.available.toString(),
+      conflicting: p.conflicting,
+      disabled: p.disabled,
+      conditions: p.conditions,
+    })),
+    datapath: {
+      pinDir: i.config.datapath.pinDir,
+      capacity: i.datapath.map.capacity,
+      liveness: livenessAge(maps.config, i.now),
+      entries,
+    },
+    reconciler: i.reconciler ?? null,
+    rowErrors: [...i.rowStatuses].flatMap(([key, s]) => (s.kind === 'error' ? [{ key, error: s.error, attempts: s.attempts }] : [])),
+    garp: i.garp,
+  };
+}
+
+export function renderStatus(s: AgentStatus): string {
+  const out: string[] = [];
+  const table = (headers: string[], rows: string[][]) => {
+    const w = headers.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
+    const line = (cells: string[]) => '  ' + cells.map((x, c) => x.padEnd(w[c] ?? 0)).join('  ').trimEnd();
+    out.push(line(headers), ...rows.map(line));
+  };
+  out.push(`node ${s.node}  store ${s.store}  intent ${s.source}${s.intentLoaded ? '' : ' (not loaded yet)'}  up since ${s.startedAt}`);
+  if (s.lastError) out.push(`last error: ${s.lastError}`);
+  out.push('', `owned IPs (${s.owned.length}):`);
+  table(['IP', 'INTERFACES', 'ORIGINS'], s.owned.map((o) => [o.ip, o.interfaces.join(',') || '-', o.origins.join(',')]));
+  out.push('', `candidates (${s.candidates.length}):`);
+  table(['IP', 'INTERFACES', 'SERVICES', 'POLICIES', 'OWNER'], s.candidates.map((c) => [c.ip, c.interfaces.join(','), c.services.join(','), c.policies.join(','), c.owner ?? '-']));
+  out.push('', `services (${s.services.length}):`);
+  table(
+    ['SERVICE', 'INGRESS', 'SATISFIED', 'REASON', 'MESSAGE'],
+    s.services.map((x) => [x.service, x.ingress.join(',') || '-', x.condition.status, x.condition.reason, x.condition.message]),
+  );
+  out.push('', `pools (${s.pools.length}):`);
+  table(
+    ['POOL', 'TOTAL', 'USED', 'AVAILABLE', 'DISABLED', 'CONFLICTING'],
+    s.pools.map((p) => [p.pool, p.total, p.used, p.available, String(p.disabled), String(p.conflicting)]),
+  );
+  const live = s.datapath.liveness;
+  const age = live.ageMs === undefined ? 'never written' : `${(live.ageMs / 1000).toFixed(1)}s ago`;
+  out.push('', `responder map ${s.datapath.pinDir}: ${s.datapath.entries.length}/${s.datapath.capacity}; heartbeat ${age} (limit ${live.maxAgeMs / 1000}s)`);
+  table(['IP', 'INTERFACE', 'REPLIES', 'CONFLICTS'], s.datapath.entries.map((e) => [e.ip, e.interface, String(e.replies), String(e.conflicts)]));
+  const r = s.reconciler;
+  if (r) {
+    const when = (o?: { at: number; ok: boolean; durationMs: number }) => (o ? `${new Date(o.at).toISOString()} ${o.ok ? 'ok' : 'FAILED'} in ${o.durationMs} ms` : 'never');
+    out.push('', `reconciler: initialized ${r.initialized}; last partial ${when(r.lastPartial)}; last full ${when(r.lastFull)}; errors ${r.errorCount}; retrying ${r.retrying}`);
+  }
+  for (const e of s.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);
+  out.push(`gratuitous ARP: ${s.garp.sent} sent, ${s.garp.failed} failed`);
+  return out.join('\n') + '\n';
+}

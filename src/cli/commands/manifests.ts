@@ -1,0 +1,175 @@
+/**
+ * `herald validate PATH...`, `herald apply -f PATH --etcd URL`, `herald delete -f PATH --etcd URL`.
+ *
+ * validate: every diagnostic and a one-line summary on stdout; exit 1 on any error.
+ * apply/delete: validate first (nothing is written if anything is wrong), then
+ * one etcd transaction for every object, and one kubectl-style line per object
+ * on stdout (`service/web created`). Problems go to stderr with exit 1.
+ */
+import { Command, Option } from 'commander';
+import { readFile } from 'node:fs/promises';
+import { HeraldError } from '../../core/errors.js';
+import { formatErrors, type ManifestError, type ManifestWarning } from '../../intent/diagnostics.js';
+import { loadManifestPath } from '../../intent/load.js';
+import { createEtcdClient, parseEtcdEndpoints, storeError } from '../../intent/sources/etcd-client.js';
+import { writeManifests, type StoreChange } from '../../intent/sources/etcd-store.js';
+import {
+  DEFAULT_MANIFEST_PREFIX,
+  manifestsForStorage,
+  normalizeManifestPrefix,
+  readStoredManifests,
+  type StoredManifest,
+} from '../../intent/sources/stored-manifest.js';
+import { parseDuration } from '../options.js';
+
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** `3 files, 7 objects: ok` / `…: ok, 1 warning` / `…: 2 errors, 1 warning` (objects = valid ones). */
+export function validationSummary(files: number, objects: number, errors: number, warnings: number): string {
+  const head = `${plural(files, 'file')}, ${plural(objects, 'object')}`;
+  if (errors === 0) return `${head}: ok${warnings > 0 ? `, ${plural(warnings, 'warning')}` : ''}`;
+  return `${head}: ${plural(errors, 'error')}${warnings > 0 ? `, ${plural(warnings, 'warning')}` : ''}`;
+}
+
+export interface ValidationReport {
+  readonly files: number;
+  readonly objects: number;
+  readonly errors: readonly ManifestError[];
+  readonly warnings: readonly ManifestWarning[];
+}
+
+/** Each path is loaded on its own, as the agent would load it. */
+export async function validatePaths(paths: readonly string[]): Promise<ValidationReport> {
+  let files = 0;
+  let objects = 0;
+  const errors: ManifestError[] = [];
+  const warnings: ManifestWarning[] = [];
+  for (const path of paths) {
+    const load = await loadManifestPath(path);
+    files += load.files.length;
+    objects += load.objects.length;
+    errors.push(...load.errors);
+    warnings.push(...load.warnings);
+  }
+  return { files, objects, errors, warnings };
+}
+
+export interface StoreWriteOptions {
+  readonly path: string;
+  readonly endpoints: readonly string[];
+  readonly prefix?: string;
+  readonly mode: 'apply' | 'delete';
+  /** Bound on all etcd calls together (ms); default 5 s. */
+  readonly timeoutMs?: number;
+}
+
+export type StoreWriteResult =
+  | { readonly ok: false; readonly errors: readonly ManifestError[]; readonly warnings: readonly ManifestWarning[] }
+  | { readonly ok: true; readonly changes: readonly StoreChange[]; readonly warnings: readonly ManifestWarning[] };
+
+/**
+ * Validates `path` and, only if it has no errors, writes (or deletes) every
+ * object in one transaction. Manifest errors are returned; store problems
+ * throw HERALD_STORE (one line, cause kept).
+ */
+export async function writeManifestPath(opts: StoreWriteOptions): Promise<StoreWriteResult> {
+  const prefix = normalizeManifestPrefix(opts.prefix ?? DEFAULT_MANIFEST_PREFIX);
+  const endpoints = parseEtcdEndpoints(opts.endpoints);
+  const load = await loadManifestPath(opts.path);
+  if (load.errors.length > 0) return { ok: false, errors: load.errors, warnings: load.warnings };
+
+  const items: StoredManifest[] = [];
+  for (const file of load.files) items.push(...manifestsForStorage(await readFile(file, 'utf8'), prefix));
+  // What is stored must read back exactly as the source will read it; this
+  // also catches a file edited between validation and now.
+  const check = readStoredManifests(prefix, items);
+  if (check.errors.length > 0 || items.length !== load.objects.length) {
+    const errors = check.errors.length > 0
+      ? check.errors
+      : [{ severity: 'error' as const, file: opts.path, path: '', message: `read ${items.length} objects to store but validated ${load.objects.length} (did a file change?)` }];
+    return { ok: false, errors, warnings: load.warnings };
+  }
+
+  const timeoutMs = opts.timeoutMs ?? 5000;
+  const client = createEtcdClient({ endpoints, callTimeoutMs: Math.min(timeoutMs, 2000), deadline: Date.now() + timeoutMs });
+  try {
+    const changes = await writeManifests(client, prefix, items, opts.mode);
+    return { ok: true, changes, warnings: load.warnings };
+  } catch (e) {
+    throw storeError(opts.mode === 'apply' ? 'write to' : 'delete from', endpoints, e, timeoutMs);
+  } finally {
+    client.close();
+  }
+}
+
+/** Prints a HeraldError as one line and sets exit code 1; anything else goes to main's handler. */
+function reportFailure(e: unknown): void {
+  if (!(e instanceof HeraldError)) throw e;
+  process.stderr.write(`herald: ${e.message}\n`);
+  process.exitCode = 1;
+}
+
+export function validateCommand(): Command {
+  return new Command('validate')
+    .description('check manifest files or directories offline: every error with file, line, document and field')
+    .argument('<path...>', 'manifest files or directories (directories are read recursively)')
+    .action(async (paths: string[]) => {
+      const report = await validatePaths(paths);
+      const lines = [...report.errors, ...report.warnings];
+      if (lines.length > 0) process.stdout.write(`${formatErrors(lines)}\n`);
+      process.stdout.write(`${validationSummary(report.files, report.objects, report.errors.length, report.warnings.length)}\n`);
+      if (report.errors.length > 0) process.exitCode = 1;
+    });
+}
+
+interface StoreCommandOptions {
+  filename: string;
+  etcd?: string;
+  prefix: string;
+  ignoreNotFound?: boolean;
+  timeout: number;
+}
+
+function storeCommand(mode: 'apply' | 'delete'): Command {
+  const cmd = new Command(mode)
+    .description(
+      mode === 'apply'
+        ? 'validate manifests and store them in etcd in one transaction (created / configured / unchanged)'
+        : 'validate manifests and delete their objects from etcd in one transaction',
+    )
+    .requiredOption('-f, --filename <path>', 'a manifest file or a directory of them')
+    .addOption(new Option('--etcd <urls>', 'etcd endpoints, comma-separated: http://host:port or unix:///path').env('HERALD_ETCD'))
+    .option('--prefix <prefix>', 'key prefix of the manifests in etcd', DEFAULT_MANIFEST_PREFIX)
+    .option('--timeout <duration>', 'give up on etcd after this long', parseDuration, 5000);
+  if (mode === 'delete') cmd.option('--ignore-not-found', 'objects that are not stored are not an error');
+  return cmd.action(async (opts: StoreCommandOptions) => {
+    try {
+      if (opts.etcd === undefined || opts.etcd.trim() === '') {
+        throw new HeraldError('HERALD_BAD_ARGUMENT', 'no etcd endpoint: use --etcd URL[,URL] or set HERALD_ETCD');
+      }
+      const result = await writeManifestPath({ path: opts.filename, endpoints: [opts.etcd], prefix: opts.prefix, mode, timeoutMs: opts.timeout });
+      if (!result.ok) {
+        const lines = [...result.errors, ...result.warnings];
+        process.stderr.write(`${formatErrors(lines)}\n`);
+        process.stderr.write(`herald: ${plural(result.errors.length, 'error')} in manifests; nothing written\n`);
+        process.exitCode = 1;
+        return;
+      }
+      if (result.warnings.length > 0) process.stderr.write(`${formatErrors(result.warnings)}\n`);
+      let missing = 0;
+      for (const c of result.changes) {
+        if (c.result === 'not found') {
+          missing++;
+          if (opts.ignoreNotFound) continue;
+        }
+        process.stdout.write(`${c.ref} ${c.result}\n`);
+      }
+      if (missing > 0 && !opts.ignoreNotFound) process.exitCode = 1;
+    } catch (e) {
+      reportFailure(e);
+    }
+  });
+}
+
+export const applyCommand = (): Command => storeCommand('apply');
+export const deleteCommand = (): Command => storeCommand('delete');

@@ -1,0 +1,202 @@
+/**
+ * The control plane: intent in, the l2-announce table out.
+ *
+ *   snapshot ─► LB-IPAM (persisted first) ─► candidates (policy × node × links)
+ *            ─► ownership (per IP) ─► l2-announce rows (owned IP × interface)
+ *
+ * Every step is a pure function except the two edges it calls: the allocation
+ * store (IPAM results are persisted before anything is announced, so an IP is
+ * never handed out twice across a crash) and the ownership backend. The
+ * controller is the only writer of the l2-announce table.
+ */
+import type { Clock, TimerHandle } from '../core/clock.js';
+import type { Disposable } from '../core/disposable.js';
+import { describeError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import type { Initializer, StateDB } from '../core/statedb/index.js';
+import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../datapath/tables/l2-announce.js';
+import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
+import type { LinkInfo, Links } from '../os/links.js';
+import { computeCandidates, nodeIdentity, type Candidate } from './announce/candidates.js';
+import { allocate } from './ipam/allocator.js';
+import { EMPTY_ALLOCATION_STATE, type AllocationState } from './ipam/state.js';
+import type { IpamResult } from './ipam/types.js';
+import type { OwnershipBackend, OwnershipView } from './ownership/backend.js';
+import type { StaticAnnouncement } from './static-announcements.js';
+import { STATIC_ORIGIN } from './static-announcements.js';
+
+export interface AllocationStore {
+  readonly kind: string;
+  load(): Promise<AllocationState | undefined>;
+  save(state: AllocationState): Promise<void>;
+}
+
+export interface ControlPlaneDeps {
+  db: StateDB;
+  nodeName: string;
+  links: Links;
+  ownership: OwnershipBackend;
+  allocations: AllocationStore;
+  /** Announcements from the command line, kept alongside intent. */
+  staticAnnouncements: readonly StaticAnnouncement[];
+  clock: Clock;
+  log: Logger;
+}
+
+export interface ControlPlaneStatus {
+  node: string;
+  snapshotLoaded: boolean;
+  ipam?: IpamResult;
+  candidates: Candidate[];
+  ownership: OwnershipView;
+  lastError?: string;
+}
+
+export class ControlPlane implements Disposable {
+  private snapshot: IntentSnapshot = emptySnapshot;
+  private snapshotLoaded = false;
+  private allocationState: AllocationState = EMPTY_ALLOCATION_STATE;
+  private ipam: IpamResult | undefined;
+  private links: LinkInfo[] = [];
+  private candidates = new Map<string, Candidate>();
+  private readonly initializer: Initializer;
+  private initialized = false;
+  private lastError: string | undefined;
+  private linkTimer: TimerHandle | undefined;
+  /** Serialises updates: each runs to completion before the next starts. */
+  private queue: Promise<void> = Promise.resolve();
+  private disposed = false;
+  /** Counters for metrics. */
+  readonly stats = { ownershipChanges: 0, recomputes: 0 };
+
+  constructor(private readonly deps: ControlPlaneDeps) {
+    // Registered now, before the reconciler starts: no pruning until intent is in.
+    this.initializer = deps.db.registerInitializer(l2AnnounceTable, 'control-plane');
+  }
+
+  async start(): Promise<void> {
+    const stored = await this.deps.allocations.load();
+    if (stored) this.allocationState = stored;
+    this.links = await this.deps.links.list();
+    await this.deps.ownership.start((view) => this.enqueue(() => this.onOwnership(view)));
+  }
+
+  /** A new complete, valid snapshot from the intent source. */
+  setSnapshot(snapshot: IntentSnapshot): Promise<void> {
+    return this.enqueue(async () => {
+      this.snapshot = snapshot;
+      this.snapshotLoaded = true;
+      await this.runIpam();
+      this.recomputeCandidates();
+    });
+  }
+
+  /** Links changed (carrier, up/down, added/removed): debounced re-read. */
+  linksChanged(): void {
+    this.linkTimer?.cancel();
+    this.linkTimer = this.deps.clock.setTimeout(() => {
+      void this.enqueue(async () => {
+        this.links = await this.deps.links.list();
+        this.recomputeCandidates();
+      });
+    }, 50);
+  }
+
+  status(): ControlPlaneStatus {
+    return {
+      node: this.deps.nodeName,
+      snapshotLoaded: this.snapshotLoaded,
+      ...(this.ipam ? { ipam: this.ipam } : {}),
+      candidates: [...this.candidates.values()],
+      ownership: this.deps.ownership.view(),
+      ...(this.lastError ? { lastError: this.lastError } : {}),
+    };
+  }
+
+  private enqueue(fn: () => Promise<void> | void): Promise<void> {
+    const run = this.queue.then(async () => {
+      if (this.disposed) return;
+      try {
+        await fn();
+        this.lastError = undefined;
+      } catch (e) {
+        this.lastError = describeError(e);
+        this.deps.log.error({ err: this.lastError }, 'control plane update failed; the previous state stays in force');
+      }
+    });
+    this.queue = run;
+    return run;
+  }
+
+  private async runIpam(): Promise<void> {
+    const result = allocate(this.snapshot, this.allocationState);
+    if (JSON.stringify(result.state) !== JSON.stringify(this.allocationState)) {
+      // Persist before anything is announced: a crash never forgets a handed-out IP.
+      await this.deps.allocations.save(result.state);
+    }
+    this.allocationState = result.state;
+    this.ipam = result;
+    for (const [key, svc] of result.services) {
+      if (svc.condition.status === 'False') {
+        this.deps.log.debug({ service: key, reason: svc.condition.reason, message: svc.condition.message }, 'LB-IPAM request not satisfied');
+      }
+    }
+  }
+
+  private recomputeCandidates(): void {
+    const ingress = new Map([...(this.ipam?.services ?? new Map())].map(([k, v]) => [k, v.ingress] as const));
+    this.candidates = computeCandidates({
+      snapshot: this.snapshot,
+      ingress,
+      node: nodeIdentity(this.snapshot, this.deps.nodeName),
+      links: this.links,
+    });
+    this.stats.recomputes++;
+    // Static announcements qualify on their own, on their named interface.
+    const ips = new Set([...this.candidates.keys(), ...this.deps.staticAnnouncements.map((a) => a.ip)]);
+    this.deps.ownership.setCandidates(ips);
+    this.writeTable(this.deps.ownership.view());
+  }
+
+  private onOwnership(view: OwnershipView): void {
+    this.stats.ownershipChanges++;
+    this.writeTable(view);
+  }
+
+  /** The desired l2-announce rows for what this node owns, written as one diff. */
+  private writeTable(view: OwnershipView): void {
+    if (!this.snapshotLoaded) return; // nothing is known yet: leave the pinned state alone
+    const desired = new Map<string, L2AnnounceRow>();
+    const add = (ip: string, iface: string, origin: string) => {
+      const key = l2AnnounceKey(ip, iface);
+      const row = desired.get(key);
+      const origins = new Set(row?.origins ?? []);
+      origins.add(origin);
+      desired.set(key, { ip, iface, origins: [...origins].sort() });
+    };
+    for (const c of this.candidates.values()) {
+      if (!view.owned.has(c.ip)) continue;
+      for (const iface of c.interfaces) for (const svc of c.services) add(c.ip, iface, `service:${svc}`);
+    }
+    for (const a of this.deps.staticAnnouncements) if (view.owned.has(a.ip)) add(a.ip, a.interface, STATIC_ORIGIN);
+
+    this.deps.db.update([l2AnnounceTable], (txn) => {
+      for (const row of txn.list(l2AnnounceTable)) {
+        if (!desired.has(l2AnnounceKey(row.ip, row.iface))) txn.delete(l2AnnounceTable, row);
+      }
+      for (const [key, row] of desired) {
+        const old = txn.get(l2AnnounceTable, key);
+        if (!old || old.origins.join(',') !== row.origins.join(',')) txn.insert(l2AnnounceTable, row);
+      }
+    });
+    if (!this.initialized) {
+      this.initialized = true;
+      this.initializer.done();
+    }
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.linkTimer?.cancel();
+  }
+}

@@ -1,0 +1,233 @@
+/**
+ * LB-IPAM: a pure, deterministic allocator with Cilium's semantics
+ * (cilium:operator/pkg/lbipam/lbipam.go), rebuilt from scratch on every run
+ * from the intent snapshot and the previously persisted state.
+ *
+ * One run:
+ *   1. Dormant if no pool exists: nothing is allocated or stripped.
+ *   2. Import. Every Service's previous IPs (the persisted state, or
+ *      `status.loadBalancer.ingress` for a Service the state does not know)
+ *      are re-validated and kept when still valid. Services are visited in
+ *      three groups (state with unchanged inputs, state with changed inputs,
+ *      status only), oldest creationTimestamp first within a group, then
+ *      namespace/name. So an unchanged Service never loses its IP to a
+ *      changed or new one (cilium/cilium#40358, #41458, #39033, #43131).
+ *   3. Serve. Then, in the same age order, each Service's missing IPs are
+ *      requested: first every Service's specific IPs (so a generic request
+ *      cannot take an address another Service names in the same run), then
+ *      one IP per missing family for the others.
+ *
+ * New addresses come from the pools in name order, their blocks in spec
+ * order, lowest free address first (Cilium takes the first address of the
+ * smallest free block; this order is simpler to predict and just as stable).
+ */
+import type { IntentSnapshot, IpFamily } from '../../intent/index.js';
+import { addrOf, formatAddr, isReserved, type Addr } from './blocks.js';
+import { allocationResult, dormantResult, type ServiceOutcome } from './report.js';
+import { Ledger, type Holding } from './ledger.js';
+import { blockOf, compilePools, poolMatches, type PoolView } from './pools.js';
+import { compareAge, incompatibility, isHandledService, serviceView, type ServiceView } from './service-view.js';
+import { EMPTY_ALLOCATION_STATE, type AllocationState } from './state.js';
+import type { IpamResult, RequestReason } from './types.js';
+
+interface Failure {
+  readonly reason: RequestReason;
+  readonly message: string;
+}
+
+/**
+ * Allocates LoadBalancer IPs for every handled Service of `snapshot`.
+ * `previous` is what the last run returned as `state` (empty on a fresh
+ * store: the Services' status ingress IPs are imported instead).
+ */
+export function allocate(snapshot: IntentSnapshot, previous: AllocationState = EMPTY_ALLOCATION_STATE): IpamResult {
+  const views: ServiceView[] = [];
+  for (const [key, svc] of snapshot.services) if (isHandledService(svc)) views.push(serviceView(key, svc));
+  views.sort(compareAge);
+  if (snapshot.pools.size === 0) return dormantResult(views, previous);
+
+  const pools = compilePools(snapshot.pools.values());
+  const run = new Run(pools);
+  for (const { view, ips } of importOrder(views, snapshot, previous)) {
+    for (const ip of ips) run.keep(view, ip);
+  }
+  // Specific requests first, so a generic request never takes an address
+  // that another Service names in this same run.
+  const specific = views.filter((v) => v.requested.length > 0);
+  const generic = views.filter((v) => v.requested.length === 0);
+  const outcomes: ServiceOutcome[] = [...specific, ...generic].map((view) => ({ view, failures: run.serve(view) }));
+  return allocationResult(pools, run.ledger, outcomes);
+}
+
+/** Services with their previous IPs, in import order (see the file comment). */
+function importOrder(
+  views: readonly ServiceView[],
+  snapshot: IntentSnapshot,
+  previous: AllocationState,
+): { view: ServiceView; ips: readonly string[] }[] {
+  const groups: { view: ServiceView; ips: readonly string[] }[][] = [[], [], []];
+  for (const view of views) {
+    const persisted = Object.hasOwn(previous.allocations, view.key) ? previous.allocations[view.key] : undefined;
+    if (persisted !== undefined) {
+      const unchanged = previous.fingerprints?.[view.key] === view.fingerprint;
+      groups[unchanged ? 0 : 1]?.push({ view, ips: persisted });
+    } else {
+      const ingress = snapshot.services.get(view.key)?.status.loadBalancer.ingress ?? [];
+      groups[2]?.push({ view, ips: ingress.flatMap((i) => (i.ip === undefined ? [] : [i.ip])) });
+    }
+  }
+  return groups.flat();
+}
+
+class Run {
+  readonly ledger = new Ledger();
+  readonly #pools: readonly PoolView[];
+
+  constructor(pools: readonly PoolView[]) {
+    this.#pools = pools;
+  }
+
+  /** Re-validates one previous IP of `view` and keeps it if it is still valid. */
+  keep(view: ServiceView, ip: string): void {
+    const addr = addrOf(ip);
+    if (!addr) return;
+    const text = formatAddr(addr);
+    if (this.ledger.holds(view, text)) return;
+    // Still asked for: a specific request names it, or (no specific request) its family is wanted.
+    if (view.requested.length > 0 ? !view.requested.some((r) => r.text === text) : !view.wanted.includes(addr.family)) {
+      return;
+    }
+    // Still inside a pool that selects the Service. A disabled or conflicting
+    // pool still counts: those only stop new allocations.
+    const matching = this.#pools.filter((p) => blockOf(p, addr) && poolMatches(p, view.labels));
+    const pool = matching.find((p) => p.usable) ?? matching[0];
+    if (!pool) return;
+    const holding = this.ledger.get(text);
+    if (!holding) {
+      this.ledger.take(view, addr, text, pool);
+    } else if (holding.owners.every((o) => incompatibility(o, view) === undefined)) {
+      this.ledger.join(view, holding);
+    }
+  }
+
+  /** Requests what `view` still misses; returns the failures (none = satisfied). */
+  serve(view: ServiceView): Failure[] {
+    const failures: Failure[] = [];
+    if (view.requested.length > 0) {
+      for (const { text, addr } of view.requested) {
+        if (this.ledger.holds(view, text)) continue;
+        const failure = this.#specific(view, addr, text);
+        if (failure) failures.push(failure);
+      }
+      return failures;
+    }
+    for (const family of this.#requiredFamilies(view)) {
+      if (this.ledger.of(view).some((h) => h.addr.family === family)) continue;
+      const failure = this.#generic(view, family);
+      if (failure) failures.push(failure);
+    }
+    return failures;
+  }
+
+  /** Pools open for new allocations that select `view`. */
+  #usablePools(view: ServiceView): PoolView[] {
+    return this.#pools.filter((p) => p.usable && poolMatches(p, view.labels));
+  }
+
+  /**
+   * The families `view` must get. PreferDualStack keeps the wanted families
+   * that a usable, matching pool offers (or that it already holds); if none,
+   * the first wanted family, so the Service reports why it got nothing.
+   */
+  #requiredFamilies(view: ServiceView): readonly IpFamily[] {
+    if (view.familyPolicy !== 'PreferDualStack') return view.wanted;
+    const offered = new Set<IpFamily>(this.ledger.of(view).map((h) => h.addr.family));
+    for (const pool of this.#usablePools(view)) for (const b of pool.blocks) offered.add(b.family);
+    const families = view.wanted.filter((f) => offered.has(f));
+    return families.length > 0 ? families : view.wanted.slice(0, 1);
+  }
+
+  #specific(view: ServiceView, addr: Addr, text: string): Failure | undefined {
+    const containing = this.#pools.filter((p) => p.usable && blockOf(p, addr));
+    const pool = containing.find((p) => poolMatches(p, view.labels));
+    if (!pool) {
+      return containing.length > 0
+        ? { reason: 'pool_selector_mismatch', message: `The pool containing '${text}' (${names(containing)}) doesn't select this service` }
+        : { reason: 'no_pool', message: `No enabled, non-conflicting pool has a block containing '${text}'` };
+    }
+    const holding = this.ledger.get(text);
+    if (!holding) {
+      const block = blockOf(pool, addr);
+      if (block && isReserved(block, addr)) {
+        return {
+          reason: 'already_allocated',
+          message: `The IP '${text}' is reserved: pool '${pool.name}' has allowFirstLastIPs: No`,
+        };
+      }
+      this.ledger.take(view, addr, text, pool);
+      return undefined;
+    }
+    if (view.sharingKey === undefined) {
+      return {
+        reason: 'already_allocated',
+        message: `The IP '${text}' is already allocated to another service (${ownerKeys(holding)}); set a sharing key on both to share it`,
+      };
+    }
+    const why = firstIncompatibility(holding, view);
+    if (why !== undefined) {
+      return {
+        reason: 'already_allocated_incompatible_service',
+        message: `The IP '${text}' is already allocated to an incompatible service: ${why}`,
+      };
+    }
+    this.ledger.join(view, holding);
+    return undefined;
+  }
+
+  #generic(view: ServiceView, family: IpFamily): Failure | undefined {
+    const usable = this.#usablePools(view);
+    if (view.sharingKey !== undefined) {
+      // Reuse an IP of the sharing key if every holder is compatible and a
+      // usable pool that selects this Service contains it.
+      for (const holding of this.ledger.sharing(view.sharingKey)) {
+        if (holding.addr.family !== family) continue;
+        if (!usable.some((p) => blockOf(p, holding.addr))) continue;
+        if (firstIncompatibility(holding, view) !== undefined) continue;
+        this.ledger.join(view, holding);
+        return undefined;
+      }
+    }
+    let offered = false;
+    const used = this.ledger.used(family);
+    for (const pool of usable) {
+      for (const block of pool.blocks) {
+        if (block.family !== family) continue;
+        offered = true;
+        const value = used.firstFree(block.lo, block.hi);
+        if (value === undefined) continue;
+        const addr = { family, value };
+        this.ledger.take(view, addr, formatAddr(addr), pool);
+        return undefined;
+      }
+    }
+    return offered
+      ? { reason: 'out_of_ips', message: `All enabled pools that match this service ran out of ${family} addresses` }
+      : { reason: 'no_pool', message: `There are no enabled pools with ${family} blocks that match this service` };
+  }
+}
+
+function firstIncompatibility(holding: Holding, view: ServiceView): string | undefined {
+  for (const owner of holding.owners) {
+    const why = incompatibility(owner, view);
+    if (why !== undefined) return `${owner.key}: ${why}`;
+  }
+  return undefined;
+}
+
+function ownerKeys(holding: Holding): string {
+  return holding.owners.map((o) => o.key).join(', ');
+}
+
+function names(pools: readonly PoolView[]): string {
+  return pools.map((p) => `'${p.name}'`).join(', ');
+}

@@ -1,0 +1,130 @@
+/** Turns one allocation run into an `IpamResult`: Service conditions, pool counts, state to persist. */
+import { blockSize, compareAddrs, formatAddr, type Block } from './blocks.js';
+import type { Ledger } from './ledger.js';
+import type { PoolView } from './pools.js';
+import type { ServiceView } from './service-view.js';
+import type { AllocationState } from './state.js';
+import {
+  CONDITION_IPS_AVAILABLE,
+  CONDITION_IPS_TOTAL,
+  CONDITION_IPS_USED,
+  CONDITION_POOL_CONFLICT,
+  CONDITION_REQUEST_SATISFIED,
+  type IpamCondition,
+  type IpamResult,
+  type PoolStatus,
+  type RequestReason,
+  type ServiceAllocation,
+  type ServiceCondition,
+} from './types.js';
+
+export interface ServiceOutcome {
+  readonly view: ServiceView;
+  /** Why requests failed, in request order; empty = satisfied. */
+  readonly failures: readonly { readonly reason: RequestReason; readonly message: string }[];
+}
+
+const byKey = <T extends { readonly view: ServiceView }>(a: T, b: T): number =>
+  a.view.key < b.view.key ? -1 : a.view.key > b.view.key ? 1 : 0;
+
+function serviceCondition(ingress: readonly string[], outcome: ServiceOutcome): ServiceCondition {
+  const [first] = outcome.failures;
+  if (first === undefined) {
+    return { type: CONDITION_REQUEST_SATISFIED, status: 'True', reason: 'satisfied', message: `Allocated ${ingress.join(', ')}` };
+  }
+  // The first failure names the reason; the message lists them all.
+  const message = outcome.failures.map((f) => f.message).join('; ');
+  return { type: CONDITION_REQUEST_SATISFIED, status: 'False', reason: first.reason, message };
+}
+
+function countCondition(type: string, value: bigint): IpamCondition {
+  return { type, status: 'Unknown', reason: 'noreason', message: value.toString() };
+}
+
+/** Counts as Cilium's `updatePoolCounts` reports them: reserved addresses count as used. */
+function poolStatus(pool: PoolView, heldHere: bigint, ledger: Ledger): PoolStatus {
+  let total = 0n;
+  let reservedFree = 0n;
+  const isFree = (block: Block, value: bigint): boolean => !ledger.get(formatAddr({ family: block.family, value }));
+  for (const block of pool.blocks) {
+    total += blockSize(block);
+    if (block.reserved > 0n) {
+      if (isFree(block, block.first)) reservedFree += 1n;
+      if (isFree(block, block.last)) reservedFree += 1n;
+    }
+  }
+  const used = heldHere + reservedFree;
+  const available = total - used;
+  const conflict: IpamCondition = pool.conflict
+    ? { type: CONDITION_POOL_CONFLICT, status: 'True', reason: 'cidr_overlap', message: pool.conflict.message }
+    : { type: CONDITION_POOL_CONFLICT, status: 'False', reason: 'resolved', message: '' };
+  return {
+    conditions: [
+      conflict,
+      countCondition(CONDITION_IPS_TOTAL, total),
+      countCondition(CONDITION_IPS_AVAILABLE, available),
+      countCondition(CONDITION_IPS_USED, used),
+    ],
+    total,
+    used,
+    available,
+    conflicting: pool.conflict !== undefined,
+    disabled: pool.disabled,
+  };
+}
+
+export function allocationResult(pools: readonly PoolView[], ledger: Ledger, outcomes: readonly ServiceOutcome[]): IpamResult {
+  const services = new Map<string, ServiceAllocation>();
+  const allocations: Record<string, readonly string[]> = {};
+  const fingerprints: Record<string, string> = {};
+  for (const outcome of [...outcomes].sort(byKey)) {
+    const key = outcome.view.key;
+    const ingress = [...ledger.of(outcome.view)]
+      .sort((a, b) => compareAddrs(a.addr, b.addr))
+      .map((h) => h.text);
+    services.set(key, { ingress, condition: serviceCondition(ingress, outcome) });
+    allocations[key] = ingress;
+    fingerprints[key] = outcome.view.fingerprint;
+  }
+
+  const ipOwners = new Map<string, readonly string[]>();
+  const heldPerPool = new Map<string, bigint>();
+  for (const holding of ledger.all()) {
+    ipOwners.set(holding.text, holding.owners.map((o) => o.key).sort());
+    heldPerPool.set(holding.pool.name, (heldPerPool.get(holding.pool.name) ?? 0n) + 1n);
+  }
+  const poolStatuses = new Map<string, PoolStatus>();
+  for (const pool of pools) poolStatuses.set(pool.name, poolStatus(pool, heldPerPool.get(pool.name) ?? 0n, ledger));
+
+  return {
+    dormant: false,
+    state: { version: 1, allocations, fingerprints },
+    services,
+    pools: poolStatuses,
+    ipOwners,
+  };
+}
+
+/**
+ * No pool exists: Cilium's LB-IPAM goes dormant and touches nothing. The
+ * state is carried over for the Services that still exist, so pools coming
+ * back re-import the same IPs.
+ */
+export function dormantResult(views: readonly ServiceView[], previous: AllocationState): IpamResult {
+  const allocations: Record<string, readonly string[]> = {};
+  const fingerprints: Record<string, string> = {};
+  for (const view of [...views].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
+    const ips = Object.hasOwn(previous.allocations, view.key) ? previous.allocations[view.key] : undefined;
+    if (ips === undefined) continue;
+    allocations[view.key] = ips;
+    const fp = previous.fingerprints?.[view.key];
+    if (fp !== undefined) fingerprints[view.key] = fp;
+  }
+  return {
+    dormant: true,
+    state: { version: 1, allocations, fingerprints },
+    services: new Map(),
+    pools: new Map(),
+    ipOwners: new Map(),
+  };
+}

@@ -1,0 +1,24 @@
+/**
+ * Ownership: exactly one node answers for each IP at a time. Ownership is per
+ * IP, not per service, so an IP shared by several services can never be
+ * answered by two nodes (Cilium #48419). Backends: local (one node owns all it
+ * qualifies for), etcd (leases; next), Kubernetes Leases (later).
+ */
+import type { Disposable } from '../../core/disposable.js';
+
+export interface OwnershipView {
+  /** IPs this node owns now. */
+  owned: ReadonlySet<string>;
+  /** Known owner per IP (this node or others), for status. */
+  owners: ReadonlyMap<string, string>;
+}
+
+export interface OwnershipBackend extends Disposable {
+  readonly kind: 'local' | 'etcd';
+  start(onChange: (view: OwnershipView) => void): Promise<void>;
+  /** The IPs this node qualifies for; the backend contends for them and gives up the rest. */
+  setCandidates(ips: ReadonlySet<string>): void;
+  /** Graceful stop: give up every IP at once so another node can take over without waiting. */
+  release(): Promise<void>;
+  view(): OwnershipView;
+}
