@@ -24,6 +24,12 @@ unit_tests=(
   test/intent/re2.test.ts
   test/intent/selector.test.ts
   test/controlplane/candidates.test.ts
+  test/controlplane/ipam/allocator.test.ts
+  test/controlplane/ipam/blocks.test.ts
+  test/controlplane/ipam/perf.test.ts
+  test/controlplane/ipam/property.test.ts
+  test/controlplane/ipam/reshuffle.test.ts
+  test/os/state-file.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
   test/datapath/l2-reconciler.test.ts

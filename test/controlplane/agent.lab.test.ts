@@ -35,7 +35,7 @@ spec:
 
 interface Status {
   owned: Array<{ ip: string; interfaces: string[] }>;
-  services: Array<{ service: string; ingress: string[]; condition: { status: string; reason: string } }>;
+  services: Array<{ service: string; ingress: string[]; condition: { type: string; status: string; reason: string; message: string } }>;
   pools: Array<{ pool: string; total: string; used: string; available: string }>;
   reconciler: { initialized: boolean } | null;
 }
@@ -79,7 +79,7 @@ describe('herald agent with manifests (single node, lab)', { skip: labSkipReason
       {
         service: 'default/web',
         ingress: ['198.51.100.10'],
-        condition: { type: 'cilium.io/IPAMRequestSatisfied', status: 'True', reason: 'satisfied', message: st.services[0]!.condition.message } as never,
+        condition: { type: 'cilium.io/IPAMRequestSatisfied', status: 'True', reason: 'satisfied', message: st.services[0]!.condition.message },
       },
     ]);
     assert.deepEqual(st.owned[0]!.interfaces, ['eth0']);

@@ -17,9 +17,19 @@
  *      cannot take an address another Service names in the same run), then
  *      one IP per missing family for the others.
  *
+ * A previous IP stays valid while the Service still asks for it (its specific
+ * request names it or, without one, its family is wanted), it lies in a
+ * block of a pool whose selector matches the Service, and every co-owner is
+ * still compatible. A disabled or conflicting pool still validates IPs: both
+ * only stop new allocations (Cilium keeps such IPs in-process but loses them
+ * on restart). A held first/last address that `allowFirstLastIPs: No` now
+ * reserves is kept too, as Cilium does when that field changes.
+ *
  * New addresses come from the pools in name order, their blocks in spec
  * order, lowest free address first (Cilium takes the first address of the
  * smallest free block; this order is simpler to predict and just as stable).
+ * Joining a sharing key's IP also needs a usable pool that selects the
+ * Service (Cilium reuses any IP of the key, whichever pool it came from).
  */
 import type { IntentSnapshot, IpFamily } from '../../intent/index.js';
 import { addrOf, formatAddr, isReserved, type Addr } from './blocks.js';

@@ -79,9 +79,8 @@ export function allocationResult(pools: readonly PoolView[], ledger: Ledger, out
   const fingerprints: Record<string, string> = {};
   for (const outcome of [...outcomes].sort(byKey)) {
     const key = outcome.view.key;
-    const ingress = [...ledger.of(outcome.view)]
-      .sort((a, b) => compareAddrs(a.addr, b.addr))
-      .map((h) => h.text);
+    const held = ledger.of(outcome.view);
+    const ingress = (held.length > 1 ? [...held].sort((a, b) => compareAddrs(a.addr, b.addr)) : held).map((h) => h.text);
     services.set(key, { ingress, condition: serviceCondition(ingress, outcome) });
     allocations[key] = ingress;
     fingerprints[key] = outcome.view.fingerprint;

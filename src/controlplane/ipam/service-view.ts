@@ -94,7 +94,7 @@ export function serviceView(key: string, svc: ServiceManifest): ServiceView {
   };
   const inputs = JSON.stringify([
     base.namespace,
-    sortedEntries(base.labels),
+    sortedEntries(svc.metadata.labels),
     requested.map((r) => r.text),
     base.sharingKey ?? null,
     [...base.crossNamespace].sort(),
