@@ -30,6 +30,9 @@ unit_tests=(
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
   test/os/state-file.test.ts
+  test/intent/sources/files.test.ts
+  test/intent/sources/etcd.test.ts
+  test/cli/manifests.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
   test/datapath/l2-reconciler.test.ts

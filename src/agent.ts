@@ -19,8 +19,9 @@ import { describeError } from './core/errors.js';
 import type { Logger } from './core/logger.js';
 import type { ReconcilerConfig } from './core/reconciler/reconciler.js';
 import { StateDB } from './core/statedb/index.js';
-import { ControlPlane, type AllocationStore } from './controlplane/controller.js';
-import { allocationStateSchema, type AllocationState } from './controlplane/ipam/state.js';
+import { ControlPlane } from './controlplane/controller.js';
+import type { IpamCoordinator } from './controlplane/ipam/coordinator.js';
+import type { OwnershipBackend } from './controlplane/ownership/backend.js';
 import { LocalOwnership } from './controlplane/ownership/local.js';
 import type { StaticAnnouncement } from './controlplane/static-announcements.js';
 import type { GarpSchedule } from './datapath/garp.js';
@@ -34,7 +35,10 @@ import { FileIntentSource } from './intent/sources/files.js';
 import { EtcdIntentSource } from './intent/sources/etcd.js';
 import type { IntentSource } from './intent/sources/source.js';
 import { NetlinkLinks } from './os/links.js';
-import { StateFile } from './os/state-file.js';
+import { EtcdIpamCoordinator } from './store/etcd/ipam.js';
+import { EtcdOwnership } from './store/etcd/ownership.js';
+import { EtcdSession, etcdSessionDefaults } from './store/etcd/session.js';
+import { LocalIpamCoordinator } from './store/local-ipam.js';
 
 export interface AgentConfig {
   node: string;
@@ -57,8 +61,9 @@ export class Agent implements Disposable {
   readonly l2: L2Stack;
   readonly controlPlane: ControlPlane;
   private readonly links: NetlinkLinks;
-  private readonly ownership: LocalOwnership;
+  private readonly ownership: OwnershipBackend;
   private readonly source: IntentSource | undefined;
+  private readonly session: EtcdSession | undefined;
   readonly startedAt = Date.now();
 
   constructor(
@@ -69,16 +74,19 @@ export class Agent implements Disposable {
     // infra
     this.links = this.store.add(new NetlinkLinks()); // interface lookups and link events
     const sender = this.store.add(new PacketFrameSender()); // gratuitous ARP frames out
+    this.session = config.store === 'etcd' ? this.store.add(new EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
     this.source = this.makeSource(); // manifests from files or etcd
-    this.ownership = this.store.add(new LocalOwnership(config.node)); // per-IP ownership
+    this.ownership = this.store.add(
+      this.session ? new EtcdOwnership(this.session, config.node, { clock, log: log.child({ module: 'ownership' }) }) : new LocalOwnership(config.node),
+    ); // per-IP ownership
     this.controlPlane = this.store.add(
       new ControlPlane({
         db: this.db,
         nodeName: config.node,
         links: this.links,
         ownership: this.ownership,
-        allocations: this.makeAllocationStore(),
+        ipam: this.makeIpamCoordinator(), // one allocator at a time, state persisted
         staticAnnouncements: config.announcements,
         clock,
         log: log.child({ module: 'control-plane' }),
@@ -92,19 +100,20 @@ export class Agent implements Disposable {
     const log = this.log.child({ module: 'intent' });
     if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log }));
     if (this.config.store === 'etcd') {
-      return this.store.add(new EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: this.config.etcd.prefix, log }));
+      return this.store.add(new EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log }));
     }
     return undefined;
   }
 
-  private makeAllocationStore(): AllocationStore {
-    const file = new StateFile<AllocationState>({ path: join(this.config.stateDir, 'ipam.json'), schema: allocationStateSchema, indent: 1 });
-    return { kind: 'local', load: () => file.load(), save: (s) => file.save(s) };
+  private makeIpamCoordinator(): IpamCoordinator {
+    if (this.session) return this.store.add(new EtcdIpamCoordinator(this.session, this.config.node, this.log.child({ module: 'ipam' })));
+    return this.store.add(new LocalIpamCoordinator(join(this.config.stateDir, 'ipam.json'), this.config.node));
   }
 
   async start(): Promise<void> {
     mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
     this.l2.start();
+    await this.session?.start();
     await this.controlPlane.start();
     // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
     // policy (an interface losing carrier withdraws its IPs, Cilium #35507).
@@ -178,9 +187,16 @@ export class Agent implements Disposable {
     };
   }
 
-  /** Graceful stop: give up ownership at once, then stop. */
+  /**
+   * Graceful stop: stop answering for what we own (the map entries are removed),
+   * then free every IP at once by revoking the lease, so a successor takes over
+   * without waiting for the lease to expire — and never while we still answer.
+   */
   async drain(): Promise<void> {
     await this.ownership.release();
+    await this.controlPlane.idle();
+    await this.l2.reconciler?.settled();
+    await this.session?.revoke();
   }
 
   dispose(): void {

@@ -19,24 +19,19 @@ import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
 import { computeCandidates, nodeIdentity, type Candidate } from './announce/candidates.js';
 import { allocate } from './ipam/allocator.js';
-import { EMPTY_ALLOCATION_STATE, type AllocationState } from './ipam/state.js';
-import type { IpamResult } from './ipam/types.js';
+import type { IpamCoordinator } from './ipam/coordinator.js';
+import type { AllocationState } from './ipam/state.js';
+import type { IpamResult, ServiceAllocation } from './ipam/types.js';
 import type { OwnershipBackend, OwnershipView } from './ownership/backend.js';
 import type { StaticAnnouncement } from './static-announcements.js';
 import { STATIC_ORIGIN } from './static-announcements.js';
-
-export interface AllocationStore {
-  readonly kind: string;
-  load(): Promise<AllocationState | undefined>;
-  save(state: AllocationState): Promise<void>;
-}
 
 export interface ControlPlaneDeps {
   db: StateDB;
   nodeName: string;
   links: Links;
   ownership: OwnershipBackend;
-  allocations: AllocationStore;
+  ipam: IpamCoordinator;
   /** Announcements from the command line, kept alongside intent. */
   staticAnnouncements: readonly StaticAnnouncement[];
   clock: Clock;
@@ -47,6 +42,7 @@ export interface ControlPlaneStatus {
   node: string;
   snapshotLoaded: boolean;
   ipam?: IpamResult;
+  allocator?: string;
   candidates: Candidate[];
   ownership: OwnershipView;
   lastError?: string;
@@ -55,7 +51,6 @@ export interface ControlPlaneStatus {
 export class ControlPlane implements Disposable {
   private snapshot: IntentSnapshot = emptySnapshot;
   private snapshotLoaded = false;
-  private allocationState: AllocationState = EMPTY_ALLOCATION_STATE;
   private ipam: IpamResult | undefined;
   private links: LinkInfo[] = [];
   private candidates = new Map<string, Candidate>();
@@ -75,8 +70,13 @@ export class ControlPlane implements Disposable {
   }
 
   async start(): Promise<void> {
-    const stored = await this.deps.allocations.load();
-    if (stored) this.allocationState = stored;
+    await this.deps.ipam.start(() => {
+      // The persisted state or the allocator role changed (another node wrote it).
+      if (this.snapshotLoaded) void this.enqueue(async () => {
+        await this.runIpam();
+        this.recomputeCandidates();
+      });
+    });
     this.links = await this.deps.links.list();
     await this.deps.ownership.start((view) => this.enqueue(() => this.onOwnership(view)));
   }
@@ -107,10 +107,16 @@ export class ControlPlane implements Disposable {
       node: this.deps.nodeName,
       snapshotLoaded: this.snapshotLoaded,
       ...(this.ipam ? { ipam: this.ipam } : {}),
+      ...(this.deps.ipam.allocator() ? { allocator: this.deps.ipam.allocator()! } : {}),
       candidates: [...this.candidates.values()],
       ownership: this.deps.ownership.view(),
       ...(this.lastError ? { lastError: this.lastError } : {}),
     };
+  }
+
+  /** Resolves when every queued update has been applied. */
+  async idle(): Promise<void> {
+    await this.queue;
   }
 
   private enqueue(fn: () => Promise<void> | void): Promise<void> {
@@ -129,12 +135,16 @@ export class ControlPlane implements Disposable {
   }
 
   private async runIpam(): Promise<void> {
-    const result = allocate(this.snapshot, this.allocationState);
-    if (JSON.stringify(result.state) !== JSON.stringify(this.allocationState)) {
+    const persisted = this.deps.ipam.current();
+    let result = allocate(this.snapshot, persisted);
+    if (this.deps.ipam.isAllocator()) {
       // Persist before anything is announced: a crash never forgets a handed-out IP.
-      await this.deps.allocations.save(result.state);
+      const changed = JSON.stringify(result.state) !== JSON.stringify(persisted);
+      if (changed && !(await this.deps.ipam.save(result.state))) result = onlyPersisted(result, this.deps.ipam.current());
+    } else {
+      // Not the allocator: announce only what the allocator has persisted.
+      result = onlyPersisted(result, persisted);
     }
-    this.allocationState = result.state;
     this.ipam = result;
     for (const [key, svc] of result.services) {
       if (svc.condition.status === 'False') {
@@ -199,4 +209,20 @@ export class ControlPlane implements Disposable {
     this.disposed = true;
     this.linkTimer?.cancel();
   }
+}
+
+/** Keeps only the ingress IPs the allocator has persisted for each service. */
+function onlyPersisted(result: IpamResult, persisted: AllocationState): IpamResult {
+  const services = new Map<string, ServiceAllocation>();
+  for (const [key, svc] of result.services) {
+    const held = new Set(persisted.allocations[key] ?? []);
+    const ingress = svc.ingress.filter((ip) => held.has(ip));
+    services.set(
+      key,
+      ingress.length === svc.ingress.length
+        ? svc
+        : { ingress, condition: { ...svc.condition, status: 'False', message: 'waiting for the LB-IPAM allocator to persist the allocation' } },
+    );
+  }
+  return { ...result, services };
 }

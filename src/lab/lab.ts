@@ -31,6 +31,8 @@ export interface LabOptions {
   secondSegment?: boolean;
   /** Short tag in namespace names, for reading `ip netns` output. */
   tag?: string;
+  /** Also a "store" host (192.0.2.2) on the segment, e.g. for etcd. */
+  storeHost?: boolean;
 }
 
 const liveLabs = new Set<Lab>();
@@ -197,6 +199,8 @@ export class Lab {
   readonly id: string;
   readonly client: Host;
   readonly nodes: Host[];
+  /** The store host (192.0.2.2), when asked for. */
+  readonly store: Host | undefined;
   private readonly switchNs: string;
   private readonly namespaces: string[] = [];
   private readonly processes = new Set<LabProcess>();
@@ -208,6 +212,7 @@ export class Lab {
     const second = (i: number) => (opts.secondSegment ? `203.0.113.${i}` : undefined);
     this.client = new Host(this, 'client', `${this.id}-client`, '192.0.2.1', second(1));
     this.nodes = Array.from({ length: opts.nodes }, (_, i) => new Host(this, `n${i + 1}`, `${this.id}-n${i + 1}`, `192.0.2.${11 + i}`, second(11 + i)));
+    this.store = opts.storeHost ? new Host(this, 'store', `${this.id}-store`, '192.0.2.2', second(2)) : undefined;
   }
 
   static create(opts: LabOptions): Lab {
@@ -226,7 +231,7 @@ export class Lab {
   }
 
   get hosts(): Host[] {
-    return [this.client, ...this.nodes];
+    return [this.client, ...this.nodes, ...(this.store ? [this.store] : [])];
   }
 
   private addNetns(name: string): void {

@@ -2,9 +2,10 @@
  * A real, throw-away etcd server for tests: Debian's /usr/bin/etcd (3.4) on
  * loopback, free ports, a temp data dir, fast raft timings.
  *
- * Cleanup: call `stop()` from an `after` hook. As a last resort a process
- * 'exit' hook kills the server and removes the temp dir (synchronously), so a
- * failing or aborted test file does not leave an etcd behind.
+ * Cleanup: call `stop()` from an `after` hook. As a last resort, process
+ * 'exit', SIGINT and SIGTERM hooks kill the server and remove the temp dir
+ * (synchronously), so a failing or interrupted test file leaves no etcd
+ * behind. Only SIGKILL of the test process itself can.
  *
  * etcd 3.4 creates a unix socket listener `unix://localhost:NNNN` as a file
  * literally named `localhost:NNNN` in its working directory, so the server
@@ -57,9 +58,18 @@ export async function freePort(): Promise<number> {
 }
 
 const live = new Set<() => void>();
-process.once('exit', () => {
+const cleanupAll = (): void => {
   for (const cleanup of live) cleanup();
-});
+  live.clear();
+};
+process.once('exit', cleanupAll);
+// A test run interrupted by a signal emits no 'exit': clean up, then die of the same signal.
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    cleanupAll();
+    process.kill(process.pid, sig);
+  });
+}
 
 export async function startEtcd(opts: StartEtcdOptions = {}): Promise<EtcdServer> {
   const dir = mkdtempSync(join(tmpdir(), 'herald-etcd-'));

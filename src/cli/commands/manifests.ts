@@ -77,6 +77,7 @@ export async function writeManifestPath(opts: StoreWriteOptions): Promise<StoreW
   const endpoints = parseEtcdEndpoints(opts.endpoints);
   const load = await loadManifestPath(opts.path);
   if (load.errors.length > 0) return { ok: false, errors: load.errors, warnings: load.warnings };
+  if (load.objects.length === 0) throw new HeraldError('HERALD_BAD_ARGUMENT', `no objects to ${opts.mode} in ${opts.path}`);
 
   const items: StoredManifest[] = [];
   for (const file of load.files) items.push(...manifestsForStorage(await readFile(file, 'utf8'), prefix));

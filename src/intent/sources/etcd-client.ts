@@ -119,7 +119,9 @@ export function etcdErrorReason(e: unknown, timeoutMs?: number): string {
   if (/DEADLINE_EXCEEDED/.test(e.message)) {
     return timeoutMs !== undefined ? `no answer within ${timeoutMs / 1000} s` : 'no answer before the call deadline';
   }
-  return e.message.replace(/^\d+ [A-Z_]+: /, '').trim();
+  const text = e.message.replace(/^\d+ [A-Z_]+: /, '').trim();
+  if (/too many operations in txn/.test(text)) return `${text} (etcd --max-txn-ops, 128 by default: write fewer objects at a time)`;
+  return text;
 }
 
 /** `cannot <action> etcd at <endpoints>: <reason>` as HERALD_STORE, keeping the cause. */

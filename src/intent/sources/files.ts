@@ -23,7 +23,7 @@
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { readFile, readdir, realpath, stat } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 import { DisposableMap, toDisposable, type Disposable } from '../../core/disposable.js';
 import { HeraldError, describeError } from '../../core/errors.js';
@@ -46,10 +46,14 @@ export interface FileIntentSourceOptions {
 
 export const fileSourceDefaults = { debounceMs: 200, rescanMs: 10_000 } as const;
 
-interface Scan {
+export interface ManifestScan {
   /** False when the path itself does not exist. */
   readonly exists: boolean;
-  /** Directories to watch: `path\0inode` → path. */
+  /**
+   * Directories to watch, `path\0inode` → path (the inode, so that a
+   * directory deleted and created again gets a new watch). The first entry
+   * is the parent of the path, when it exists.
+   */
   readonly dirs: ReadonlyMap<string, string>;
   readonly files: readonly { readonly file: string; readonly text: string }[];
   readonly errors: readonly ManifestError[];
@@ -66,7 +70,7 @@ const isManifestFile = (name: string): boolean => MANIFEST_EXTENSIONS.some((ext)
 const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /** Reads the tree once (see the header for the rules). Never throws. */
-export async function scanManifestPath(path: string): Promise<Scan> {
+export async function scanManifestPath(path: string): Promise<ManifestScan> {
   const dirs = new Map<string, string>();
   const names: string[] = [];
   const errors: ManifestError[] = [];
@@ -128,6 +132,8 @@ export class FileIntentSource implements IntentSource {
   private readonly rescanMs: number;
   private readonly clock: Clock;
   private readonly log: Logger;
+  private readonly parent: string;
+  private readonly base: string;
   private readonly watchers = new DisposableMap<string, Disposable>();
   private publisher: SnapshotPublisher | undefined;
   private debounce: TimerHandle | undefined;
@@ -144,6 +150,8 @@ export class FileIntentSource implements IntentSource {
       throw new HeraldError('HERALD_BAD_ARGUMENT', 'debounceMs and rescanMs must be >= 0');
     }
     this.clock = opts.clock ?? systemClock;
+    this.parent = dirname(resolve(opts.path));
+    this.base = basename(resolve(opts.path));
     this.name = `files ${opts.path}`;
     this.log = opts.log.child({ source: this.name });
   }
@@ -218,8 +226,12 @@ export class FileIntentSource implements IntentSource {
     for (const [id, dir] of dirs) {
       if (this.watchers.has(id)) continue;
       let w: FSWatcher;
+      // In the parent only the path itself matters (created, deleted, replaced).
+      const only = dir === this.parent ? this.base : undefined;
       try {
-        w = watch(dir, { persistent: false }, () => this.scheduleScan());
+        w = watch(dir, { persistent: false }, (_event, name) => {
+          if (only === undefined || name === null || String(name) === only) this.scheduleScan();
+        });
       } catch (e) {
         this.log.debug({ dir, err: describeError(e) }, 'cannot watch a directory (the periodic re-scan covers it)');
         continue;

@@ -123,7 +123,12 @@ export function manifestsForStorage(text: string, prefix: string): StoredManifes
   };
   for (const doc of Array.isArray(docs) ? docs : [docs]) {
     if (doc.errors.length > 0) continue;
-    const value: unknown = doc.toJS({ maxAliasCount: 100 });
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: 100 });
+    } catch {
+      continue; // validation reports it
+    }
     if (!isRecord(value)) continue;
     if (typeof value.kind === 'string' && value.kind.endsWith('List')) {
       const itemKind = value.kind === 'List' ? undefined : value.kind.slice(0, -'List'.length);

@@ -1,0 +1,238 @@
+/**
+ * Per-IP ownership on etcd.
+ *
+ *   <prefix>owners/<ip>               → owner node, attached to the owner's lease
+ *   <prefix>candidates/<ip>/<node>    → "", attached to the candidate's lease
+ *
+ * Owning an IP is a key created in a transaction only if absent: the key is the
+ * fence, so two nodes never own one IP. Keys live on the agent's one lease, so
+ * steady-state store load is one keep-alive per node, whatever the IP count.
+ *
+ * Spread: the preferred owner of an IP is the live candidate with the highest
+ * rendezvous score sha256(node#ip) (MetalLB hashes the same way since
+ * MetalLB PR 976); it contends at once, others only after `contendDelayMs`, so
+ * ownership is deterministic instead of first come first served (Cilium
+ * #28326). An owner hands an IP over to a more preferred candidate that has
+ * been present for `handoverHoldMs`. A lost ownership is always contended
+ * again (Cilium PR 30340, kube-vip #475): every owner-key delete triggers
+ * contention by every remaining candidate.
+ */
+import { createHash } from 'node:crypto';
+import type { Watcher } from 'etcd3';
+import type { Clock, TimerHandle } from '../../core/clock.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
+import type { EtcdSession } from './session.js';
+
+export interface EtcdOwnershipOptions {
+  /** Non-preferred candidates wait this long before contending for a free IP. */
+  contendDelayMs: number;
+  /** A more preferred candidate must be present this long before the owner hands over. */
+  handoverHoldMs: number;
+}
+
+export const etcdOwnershipDefaults: EtcdOwnershipOptions = { contendDelayMs: 300, handoverHoldMs: 5000 };
+
+export function rendezvousScore(node: string, ip: string): string {
+  return createHash('sha256').update(`${node}#${ip}`).digest('hex');
+}
+
+interface OwnerRecord {
+  node: string;
+  lease: string;
+}
+
+export class EtcdOwnership implements OwnershipBackend {
+  readonly kind = 'etcd' as const;
+  private candidates: ReadonlySet<string> = new Set();
+  /** Candidacy keys we have written, by IP. */
+  private published = new Set<string>();
+  private owners = new Map<string, OwnerRecord>();
+  /** ip → node → first seen (clock ms). */
+  private others = new Map<string, Map<string, number>>();
+  private watcher: Watcher | undefined;
+  private onChange: (view: OwnershipView) => void = () => {};
+  private lastOwned: ReadonlySet<string> = new Set();
+  private readonly timers = new Map<string, TimerHandle>();
+  private disposed = false;
+  private released = false;
+  private readonly ownersPrefix: string;
+  private readonly candidatesPrefix: string;
+
+  constructor(
+    private readonly session: EtcdSession,
+    private readonly nodeName: string,
+    private readonly deps: { clock: Clock; log: Logger },
+    private readonly opts: EtcdOwnershipOptions = etcdOwnershipDefaults,
+  ) {
+    this.ownersPrefix = `${session.prefix}owners/`;
+    this.candidatesPrefix = `${session.prefix}candidates/`;
+  }
+
+  async start(onChange: (view: OwnershipView) => void): Promise<void> {
+    this.onChange = onChange;
+    this.watcher = await this.session.client.watch().prefix(this.session.prefix).create();
+    const refresh = () => void this.refresh();
+    this.watcher.on('put', refresh);
+    this.watcher.on('delete', refresh);
+    this.watcher.on('connected', refresh);
+    this.watcher.on('error', (e) => this.deps.log.warn({ err: describeError(e) }, 'etcd ownership watch error'));
+    this.session.onState((s) => {
+      if (s === 'lost') {
+        // Our keys are (or are about to be) gone: stop answering at once.
+        this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
+        this.published.clear();
+        this.emit();
+      } else if (s === 'live') {
+        void this.sync();
+      }
+    });
+    await this.refresh();
+  }
+
+  setCandidates(ips: ReadonlySet<string>): void {
+    this.candidates = new Set(ips);
+    void this.sync();
+  }
+
+  /** Re-reads owners and candidates from etcd, then acts. */
+  private async refresh(): Promise<void> {
+    if (this.disposed) return;
+    try {
+      const res = await this.session.client.getAll().prefix(this.session.prefix).exec();
+      const owners = new Map<string, OwnerRecord>();
+      const others = new Map<string, Map<string, number>>();
+      const now = this.deps.clock.now();
+      for (const kv of res.kvs) {
+        const key = kv.key.toString();
+        if (key.startsWith(this.ownersPrefix)) {
+          owners.set(key.slice(this.ownersPrefix.length), { node: kv.value.toString(), lease: String(kv.lease) });
+        } else if (key.startsWith(this.candidatesPrefix)) {
+          const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
+          if (!ip || !node || node === this.nodeName) continue;
+          const seen = others.get(ip) ?? new Map<string, number>();
+          seen.set(node, this.others.get(ip)?.get(node) ?? now);
+          others.set(ip, seen);
+        }
+      }
+      this.owners = owners;
+      this.others = others;
+      this.emit();
+      await this.sync();
+    } catch (e) {
+      this.deps.log.debug({ err: describeError(e) }, 'etcd ownership refresh failed');
+    }
+  }
+
+  /** Publishes candidacy, contends for free IPs, gives up what we no longer qualify for. */
+  private async sync(): Promise<void> {
+    const lease = this.session.leaseId;
+    if (this.disposed || this.released || !lease) return;
+    const client = this.session.client;
+    try {
+      // Candidacy keys: written once per IP, live as long as the lease.
+      for (const ip of this.candidates) {
+        if (this.published.has(ip)) continue;
+        await client.put(`${this.candidatesPrefix}${ip}/${this.nodeName}`).value('').lease(lease);
+        this.published.add(ip);
+      }
+      for (const ip of [...this.published]) {
+        if (this.candidates.has(ip)) continue;
+        await client.delete().key(`${this.candidatesPrefix}${ip}/${this.nodeName}`);
+        this.published.delete(ip);
+      }
+      // Give up IPs we no longer qualify for, and hand over to a more preferred candidate.
+      for (const [ip, owner] of this.owners) {
+        if (owner.node !== this.nodeName) continue;
+        if (!this.candidates.has(ip)) await this.giveUp(ip, 'no longer a candidate');
+        else if (this.handoverDue(ip)) await this.giveUp(ip, 'handing over to the preferred node');
+      }
+      // Contend for free IPs: the preferred node at once, the others after a delay.
+      for (const ip of this.candidates) {
+        if (this.owners.has(ip)) continue;
+        if (this.isPreferred(ip)) await this.contend(ip);
+        else this.contendLater(ip);
+      }
+    } catch (e) {
+      this.deps.log.debug({ err: describeError(e) }, 'etcd ownership sync failed; retried on the next change');
+    }
+  }
+
+  private isPreferred(ip: string): boolean {
+    const mine = rendezvousScore(this.nodeName, ip);
+    for (const node of this.others.get(ip)?.keys() ?? []) if (rendezvousScore(node, ip) > mine) return false;
+    return true;
+  }
+
+  private handoverDue(ip: string): boolean {
+    const mine = rendezvousScore(this.nodeName, ip);
+    const now = this.deps.clock.now();
+    for (const [node, since] of this.others.get(ip) ?? []) {
+      if (rendezvousScore(node, ip) > mine && now - since >= this.opts.handoverHoldMs) return true;
+    }
+    return false;
+  }
+
+  private contendLater(ip: string): void {
+    if (this.timers.has(ip)) return;
+    this.timers.set(
+      ip,
+      this.deps.clock.setTimeout(() => {
+        this.timers.delete(ip);
+        if (this.candidates.has(ip) && !this.owners.has(ip)) void this.contend(ip);
+      }, this.opts.contendDelayMs),
+    );
+  }
+
+  private async contend(ip: string): Promise<void> {
+    const lease = this.session.leaseId;
+    if (!lease || this.released) return;
+    const key = `${this.ownersPrefix}${ip}`;
+    const res = await this.session.client.if(key, 'Create', '==', 0).then(this.session.client.put(key).value(this.nodeName).lease(lease)).commit();
+    if (res.succeeded) {
+      this.owners.set(ip, { node: this.nodeName, lease });
+      this.deps.log.info({ ip }, 'took ownership');
+      this.emit();
+    }
+  }
+
+  private async giveUp(ip: string, why: string): Promise<void> {
+    const lease = this.session.leaseId;
+    // Withdraw locally first, so two nodes never answer at once.
+    this.owners.delete(ip);
+    this.emit();
+    const key = `${this.ownersPrefix}${ip}`;
+    if (lease) await this.session.client.if(key, 'Lease', '==', lease).then(this.session.client.delete().key(key)).commit();
+    this.deps.log.info({ ip, why }, 'released ownership');
+  }
+
+  private emit(): void {
+    const owned = new Set<string>();
+    const lease = this.session.leaseId;
+    for (const [ip, o] of this.owners) if (o.node === this.nodeName && lease !== undefined && o.lease === lease) owned.add(ip);
+    const same = owned.size === this.lastOwned.size && [...owned].every((ip) => this.lastOwned.has(ip));
+    if (same) return;
+    this.lastOwned = owned;
+    this.onChange(this.view());
+  }
+
+  view(): OwnershipView {
+    return { owned: this.lastOwned, owners: new Map([...this.owners].map(([ip, o]) => [ip, o.node])) };
+  }
+
+  /** Graceful stop: withdraw locally, then revoke the lease so every IP is free at once. */
+  async release(): Promise<void> {
+    this.released = true;
+    for (const t of this.timers.values()) t.cancel();
+    this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
+    this.lastOwned = new Set();
+    this.onChange(this.view());
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    for (const t of this.timers.values()) t.cancel();
+    void this.watcher?.cancel();
+  }
+}
