@@ -6,7 +6,7 @@ set -uo pipefail
 if pgrep -f 'node.*--test' >/dev/null 2>&1 && [ "${1:-}" != "--force" ]; then
   exit 0 # another test run may own them
 fi
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^hl[a-z0-9]*-(sw|client|n[0-9]+)$'); do
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^hl[a-z0-9]*-(sw|client|store|n[0-9]+)$'); do
   ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
   ip netns del "$ns" 2>/dev/null && echo "lab-sweep: removed stale namespace $ns"
 done

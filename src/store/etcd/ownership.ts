@@ -169,9 +169,24 @@ export class EtcdOwnership implements OwnershipBackend {
     const mine = rendezvousScore(this.nodeName, ip);
     const now = this.deps.clock.now();
     for (const [node, since] of this.others.get(ip) ?? []) {
-      if (rendezvousScore(node, ip) > mine && now - since >= this.opts.handoverHoldMs) return true;
+      if (rendezvousScore(node, ip) <= mine) continue;
+      if (now - since >= this.opts.handoverHoldMs) return true;
+      this.resyncAt(since + this.opts.handoverHoldMs);
     }
     return false;
+  }
+
+  private resyncTimer: { at: number; handle: TimerHandle } | undefined;
+
+  /** Runs sync() again at `at` (the earliest pending handover). */
+  private resyncAt(at: number): void {
+    if (this.resyncTimer && this.resyncTimer.at <= at) return;
+    this.resyncTimer?.handle.cancel();
+    const handle = this.deps.clock.setTimeout(() => {
+      this.resyncTimer = undefined;
+      void this.sync();
+    }, Math.max(0, at - this.deps.clock.now()) + 10);
+    this.resyncTimer = { at, handle };
   }
 
   private contendLater(ip: string): void {
@@ -232,6 +247,7 @@ export class EtcdOwnership implements OwnershipBackend {
 
   dispose(): void {
     this.disposed = true;
+    this.resyncTimer?.handle.cancel();
     for (const t of this.timers.values()) t.cancel();
     void this.watcher?.cancel();
   }

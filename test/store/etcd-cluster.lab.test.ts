@@ -1,0 +1,172 @@
+/**
+ * Three nodes, a client and a real etcd (in its own lab host) on one segment:
+ * intent applied with `herald apply`, allocation by one elected allocator,
+ * exactly one owner per IP, and ownership moving on SIGTERM, kill -9 and link
+ * loss, with the client's neighbour entry following the gratuitous burst.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { LabEtcd } from '../../src/lab/etcd.js';
+import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { Lab, sleep, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { HERALD, arping, craft, labSkipReason, mapDump, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+
+const MANIFESTS = `apiVersion: cilium.io/v2
+kind: CiliumLoadBalancerIPPool
+metadata: { name: ha-pool }
+spec:
+  blocks: [{ start: 198.51.100.10, stop: 198.51.100.29 }]
+---
+apiVersion: cilium.io/v2alpha1
+kind: CiliumL2AnnouncementPolicy
+metadata: { name: ha-policy }
+spec:
+  loadBalancerIPs: true
+  interfaces: ['^eth0$']
+${['a', 'b', 'c', 'd', 'e', 'f']
+  .map(
+    (n) => `---
+apiVersion: v1
+kind: Service
+metadata: { name: svc-${n}, namespace: default }
+spec:
+  type: LoadBalancer
+  ports: [{ port: 80 }]`,
+  )
+  .join('\n')}
+`;
+
+interface Status {
+  owned: Array<{ ip: string }>;
+  services: Array<{ service: string; ingress: string[] }>;
+  candidates: Array<{ ip: string; owner: string | null }>;
+}
+const status = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])) as Status;
+const IPS = ['198.51.100.10', '198.51.100.11', '198.51.100.12', '198.51.100.13', '198.51.100.14', '198.51.100.15'];
+
+describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
+  let lab: Lab;
+  let etcd: LabEtcd;
+  let dir: string;
+  const agents = new Map<Host, LabProcess>();
+  const start = async (n: Host) => {
+    agents.set(n, await startAgentReady(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--garp-interval', '200ms', '--liveness-interval', '250ms', '--liveness-max-age', '1s'], `agent-${Date.now()}`));
+  };
+  /** Owner of each IP according to the nodes themselves (what they own). */
+  const ownersByNodes = () => {
+    const owners = new Map<string, string[]>();
+    for (const n of lab.nodes) {
+      if (!agents.get(n)?.running) continue;
+      for (const o of status(n).owned) owners.set(o.ip, [...(owners.get(o.ip) ?? []), n.name]);
+    }
+    return owners;
+  };
+  const preferred = (ip: string) =>
+    lab.nodes.reduce((best, n) => (rendezvousScore(n.netns, ip) > rendezvousScore(best.netns, ip) ? n : best)).name;
+  /** Every IP owned once, by its preferred node: the settled state. */
+  const spreadAsPreferred = () => {
+    const o = ownersByNodes();
+    return IPS.every((ip) => o.get(ip)?.length === 1 && o.get(ip)![0] === preferred(ip));
+  };
+  const settle = () => waitFor(spreadAsPreferred, { timeoutMs: 25_000, what: 'every IP owned once by its preferred node', onTimeout: () => JSON.stringify([...ownersByNodes()]) });
+  const allOwnedOnce = () => {
+    const o = ownersByNodes();
+    return IPS.every((ip) => o.get(ip)?.length === 1);
+  };
+
+  before(async () => {
+    lab = Lab.create({ nodes: 3, storeHost: true, tag: 'ha' });
+    etcd = new LabEtcd(lab.store!);
+    await etcd.start();
+    dir = mkdtempSync(join(tmpdir(), 'herald-ha-'));
+    writeFileSync(join(dir, 'ha.yaml'), MANIFESTS);
+    const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'ha.yaml'), '--etcd', etcd.endpoint]);
+    assert.equal(applied.code, 0, applied.stdout + applied.stderr);
+    assert.match(applied.stdout, /ciliumloadbalancerippool\.cilium\.io\/ha-pool created/);
+    for (const n of lab.nodes) await start(n);
+    await waitFor(allOwnedOnce, { timeoutMs: 20_000, what: 'every IP owned by exactly one node' });
+  });
+
+  after(async () => {
+    await lab?.destroy();
+    await etcd?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('allocation is the same on every node, and each IP has exactly one owner, spread over the nodes', () => {
+    const views = lab.nodes.map((n) => status(n).services.map((s) => `${s.service}=${s.ingress.join(',')}`).sort().join(' '));
+    assert.equal(new Set(views).size, 1, views.join('\n'));
+    assert.match(views[0]!, /default\/svc-a=198\.51\.100\.10/);
+  });
+
+  test('ownership spreads over the nodes deterministically (rendezvous hashing, Cilium #28326), one owner per IP', async () => {
+    // The first agent up took everything; the others become preferred for
+    // their share and the owner hands those IPs over after the hold-down.
+    await waitFor(spreadAsPreferred, { timeoutMs: 20_000, what: 'every IP owned by its preferred node', onTimeout: () => JSON.stringify([...ownersByNodes()]) });
+    assert.ok(new Set(IPS.map(preferred)).size >= 2, 'these names spread the IPs');
+    // On the wire: one MAC per IP.
+    for (const ip of IPS.slice(0, 3)) {
+      const r = craft(lab.client, ip, 'valid', { count: 2 });
+      assert.equal(new Set(r.replies.map((x) => x.mac)).size, 1, `${ip} answered by ${r.replies.map((x) => x.mac)}`);
+    }
+  });
+
+  const ownerOf = (ip: string): Host => lab.nodes.find((n) => ownersByNodes().get(ip)?.includes(n.name))!;
+
+  test('SIGTERM of the owner hands its IPs over; the client follows the gratuitous burst', async () => {
+    const ip = IPS[0]!;
+    const owner = ownerOf(ip);
+    lab.client.must('ip', ['neigh', 'replace', ip, 'lladdr', owner.mac('eth0'), 'dev', 'eth0', 'nud', 'stale']);
+    await agents.get(owner)!.stop('SIGTERM');
+    await waitFor(() => ownersByNodes().get(ip)?.length === 1, { what: 'a new owner' });
+    const next = ownerOf(ip);
+    assert.notEqual(next, owner);
+    await waitFor(() => lab.client.neighbourMac(ip) === next.mac('eth0'), { what: "the client's neighbour entry to follow" });
+    assert.deepEqual(mapDump(owner).entries, [], 'the stopped node answers for nothing');
+    const r = arping(lab.client, ip, { count: 2 });
+    assert.deepEqual(new Set(r.macs), new Set([next.mac('eth0')]));
+    await start(owner);
+    await settle();
+  });
+
+  test('kill -9 of the owner moves its IPs once its lease is gone, and the killed node goes silent', async () => {
+    const ip = IPS[1]!;
+    const owner = ownerOf(ip);
+    await agents.get(owner)!.stop('SIGKILL');
+    await waitFor(() => ownersByNodes().get(ip)?.length === 1, { timeoutMs: 15_000, what: 'a new owner after the crash' });
+    assert.notEqual(ownerOf(ip), owner);
+    await sleep(1200); // the dead agent's liveness limit (1 s)
+    const r = craft(lab.client, ip, 'valid', { count: 3 });
+    assert.deepEqual(new Set(r.replies.map((x) => x.mac)), new Set([ownerOf(ip).mac('eth0')]), 'only the new owner answers');
+    await start(owner);
+    await settle();
+  });
+
+  test('link loss on the owner moves its IPs (Cilium #35507)', async () => {
+    const ip = IPS[2]!;
+    const owner = ownerOf(ip);
+    lab.setPort(owner, 'eth0', false);
+    try {
+      await waitFor(() => lab.nodes.some((n) => n !== owner && status(n).owned.some((o) => o.ip === ip)), { timeoutMs: 15_000, what: 'another node to own the IP' });
+      const r = arping(lab.client, ip, { count: 2 });
+      assert.equal(r.received, 2);
+      assert.ok(!r.macs.includes(owner.mac('eth0')));
+    } finally {
+      lab.setPort(owner, 'eth0', true);
+    }
+    await settle();
+  });
+
+  test('restarting etcd loses no allocation and causes no double ownership', async () => {
+    const before = lab.nodes.map((n) => status(n).services.map((s) => `${s.service}=${s.ingress.join(',')}`).sort().join(' '));
+    await etcd.restart();
+    await sleep(2000);
+    await settle();
+    const afterViews = lab.nodes.map((n) => status(n).services.map((s) => `${s.service}=${s.ingress.join(',')}`).sort().join(' '));
+    assert.deepEqual(afterViews, before);
+    for (const ip of IPS) assert.ok((ownersByNodes().get(ip)?.length ?? 0) <= 1);
+  });
+});
