@@ -36,9 +36,13 @@ import { EtcdIntentSource } from './intent/sources/etcd.js';
 import type { IntentSource } from './intent/sources/source.js';
 import { NetlinkLinks } from './os/links.js';
 import { EtcdIpamCoordinator } from './store/etcd/ipam.js';
-import { EtcdOwnership } from './store/etcd/ownership.js';
+import { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
+import { PacketOwnerWatch } from './datapath/owner-watch.js';
 import { EtcdSession, etcdSessionDefaults } from './store/etcd/session.js';
 import { LocalIpamCoordinator } from './store/local-ipam.js';
+import { Reconciler } from './core/reconciler/reconciler.js';
+import { LocalRoutesOps } from './datapath/routes/local-routes-ops.js';
+import { IprouteLocalRoutes } from './os/local-routes.js';
 
 export interface AgentConfig {
   node: string;
@@ -52,6 +56,10 @@ export interface AgentConfig {
   garp: GarpSchedule;
   reconciler: ReconcilerConfig;
   statusSocket?: string;
+  /** etcd store: what to do when it is unreachable. */
+  onStoreLoss: 'withdraw' | 'keep';
+  /** Install a local route for each owned IP so host services can serve it. */
+  localRoutes: boolean;
   metricsListen?: { host: string; port: number };
 }
 
@@ -78,7 +86,14 @@ export class Agent implements Disposable {
     // control plane
     this.source = this.makeSource(); // manifests from files or etcd
     this.ownership = this.store.add(
-      this.session ? new EtcdOwnership(this.session, config.node, { clock, log: log.child({ module: 'ownership' }) }) : new LocalOwnership(config.node),
+      this.session
+        ? new EtcdOwnership(
+            this.session,
+            config.node,
+            { clock, log: log.child({ module: 'ownership' }), watch: this.store.add(new PacketOwnerWatch({ links: this.links, clock, log })) },
+            { ...etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
+          )
+        : new LocalOwnership(config.node),
     ); // per-IP ownership
     this.controlPlane = this.store.add(
       new ControlPlane({
@@ -113,6 +128,7 @@ export class Agent implements Disposable {
   async start(): Promise<void> {
     mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
     this.l2.start();
+    if (this.config.localRoutes) this.startLocalRoutes();
     await this.session?.start();
     await this.controlPlane.start();
     // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
@@ -151,6 +167,14 @@ export class Agent implements Disposable {
       await metrics.start();
       this.store.add(metrics);
     }
+  }
+
+  /** A local route per owned IP, so host services serve it (plain hosts; keepalived's users). */
+  private startLocalRoutes(): void {
+    const ops = new LocalRoutesOps(new IprouteLocalRoutes(), (ip) => this.db.readTxn().listBy(l2AnnounceTable, 'ip', ip).length > 0);
+    const routes = new Reconciler({ name: 'local-routes', db: this.db, table: l2AnnounceTable, ops, clock: this.clock, log: this.log }, this.config.reconciler);
+    routes.start();
+    this.store.add({ dispose: () => void routes.dispose() });
   }
 
   status() {

@@ -163,8 +163,9 @@ export class ControlPlane implements Disposable {
     });
     this.stats.recomputes++;
     // Static announcements qualify on their own, on their named interface.
-    const ips = new Set([...this.candidates.keys(), ...this.deps.staticAnnouncements.map((a) => a.ip)]);
-    this.deps.ownership.setCandidates(ips);
+    const wanted = new Map<string, string[]>([...this.candidates].map(([ip, c]) => [ip, [...c.interfaces]]));
+    for (const a of this.deps.staticAnnouncements) wanted.set(a.ip, [...new Set([...(wanted.get(a.ip) ?? []), a.interface])]);
+    this.deps.ownership.setCandidates(wanted);
     this.writeTable(this.deps.ownership.view());
   }
 

@@ -30,6 +30,8 @@ interface AgentOptions {
   pruneGrace: number;
   statusSocket?: string;
   metricsListen?: string;
+  onStoreLoss: 'withdraw' | 'keep';
+  localRoutes?: boolean;
   logFormat: LogFormat;
   logLevel: string;
 }
@@ -63,6 +65,12 @@ export function agentCommand(): Command {
     .option('--prune-grace <duration>', 'at start, keep pinned entries this long at most while intent loads', parseDuration, reconcilerDefaults.initGraceMs)
     .option('--status-socket <path>', 'unix socket of the read-only status API (default /run/herald/<node>.sock)')
     .option('--metrics-listen <addr>', 'serve Prometheus metrics on host:port (off by default)')
+    .addOption(
+      new Option('--on-store-loss <mode>', 'etcd unreachable: withdraw (never two owners) or keep announcing (availability first)')
+        .choices(['withdraw', 'keep'])
+        .default('withdraw'),
+    )
+    .option('--local-routes', 'install a local route for each owned IP so host services can serve it (plain hosts)')
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
@@ -87,6 +95,8 @@ export function agentCommand(): Command {
             garp: { count: opts.garpCount, intervalMs: opts.garpInterval },
             reconciler: { ...reconcilerDefaults, fullIntervalMs: opts.fullReconcileInterval, initGraceMs: opts.pruneGrace },
             statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
+            onStoreLoss: opts.onStoreLoss,
+            localRoutes: Boolean(opts.localRoutes),
             ...(opts.metricsListen ? { metricsListen: parseListen(opts.metricsListen) } : {}),
           },
           log,

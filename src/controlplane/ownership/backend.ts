@@ -16,8 +16,11 @@ export interface OwnershipView {
 export interface OwnershipBackend extends Disposable {
   readonly kind: 'local' | 'etcd';
   start(onChange: (view: OwnershipView) => void): Promise<void>;
-  /** The IPs this node qualifies for; the backend contends for them and gives up the rest. */
-  setCandidates(ips: ReadonlySet<string>): void;
+  /**
+   * The IPs this node qualifies for, with the interfaces it would announce each
+   * on; the backend contends for them and gives up the rest.
+   */
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void;
   /** Graceful stop: give up every IP at once so another node can take over without waiting. */
   release(): Promise<void>;
   view(): OwnershipView;

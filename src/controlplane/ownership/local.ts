@@ -16,7 +16,8 @@ export class LocalOwnership implements OwnershipBackend {
     this.onChange = onChange;
   }
 
-  setCandidates(ips: ReadonlySet<string>): void {
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
+    const ips = new Set(candidates.keys());
     const same = ips.size === this.owned.size && [...ips].every((ip) => this.owned.has(ip));
     if (same) return;
     this.owned = new Set(ips);

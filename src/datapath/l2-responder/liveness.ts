@@ -19,7 +19,9 @@ export interface LivenessOptions {
   maxAgeMs: number;
 }
 
-export const livenessDefaults: LivenessOptions = { intervalMs: 1000, maxAgeMs: 3000 };
+// The limit sits well below the etcd lease TTL (3 s): a crashed agent's node goes silent
+// before anyone may take over, and candidates can fence it out on the wire within ~1 s.
+export const livenessDefaults: LivenessOptions = { intervalMs: 200, maxAgeMs: 800 };
 
 export class LivenessWriter implements Disposable {
   private timer: TimerHandle | undefined;

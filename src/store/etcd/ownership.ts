@@ -23,16 +23,23 @@ import type { Clock, TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
+import type { OwnerWatch, WatchTarget } from '../../datapath/owner-watch.js';
 import type { EtcdSession } from './session.js';
 
 export interface EtcdOwnershipOptions {
+  /**
+   * When the store is unreachable: 'withdraw' (never two owners; the default)
+   * or 'keep' announcing what we own (availability first, Cilium #40735; two
+   * nodes may answer if another one takes over meanwhile).
+   */
+  onStoreLoss: 'withdraw' | 'keep';
   /** Non-preferred candidates wait this long before contending for a free IP. */
   contendDelayMs: number;
   /** A more preferred candidate must be present this long before the owner hands over. */
   handoverHoldMs: number;
 }
 
-export const etcdOwnershipDefaults: EtcdOwnershipOptions = { contendDelayMs: 300, handoverHoldMs: 5000 };
+export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000 };
 
 export function rendezvousScore(node: string, ip: string): string {
   return createHash('sha256').update(`${node}#${ip}`).digest('hex');
@@ -45,7 +52,7 @@ interface OwnerRecord {
 
 export class EtcdOwnership implements OwnershipBackend {
   readonly kind = 'etcd' as const;
-  private candidates: ReadonlySet<string> = new Set();
+  private candidates: ReadonlyMap<string, readonly string[]> = new Map();
   /** Candidacy keys we have written, by IP. */
   private published = new Set<string>();
   private owners = new Map<string, OwnerRecord>();
@@ -63,7 +70,7 @@ export class EtcdOwnership implements OwnershipBackend {
   constructor(
     private readonly session: EtcdSession,
     private readonly nodeName: string,
-    private readonly deps: { clock: Clock; log: Logger },
+    private readonly deps: { clock: Clock; log: Logger; watch?: OwnerWatch },
     private readonly opts: EtcdOwnershipOptions = etcdOwnershipDefaults,
   ) {
     this.ownersPrefix = `${session.prefix}owners/`;
@@ -80,19 +87,24 @@ export class EtcdOwnership implements OwnershipBackend {
     this.watcher.on('error', (e) => this.deps.log.warn({ err: describeError(e) }, 'etcd ownership watch error'));
     this.session.onState((s) => {
       if (s === 'lost') {
+        this.published.clear();
+        if (this.opts.onStoreLoss === 'keep' && !this.released) {
+          this.deps.log.warn({ owned: this.lastOwned.size }, 'etcd unreachable: keeping announcements (--on-store-loss keep)');
+          return;
+        }
         // Our keys are (or are about to be) gone: stop answering at once.
         this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
-        this.published.clear();
         this.emit();
       } else if (s === 'live') {
         void this.sync();
       }
     });
+    this.deps.watch?.onSilent((node) => void this.fence(node));
     await this.refresh();
   }
 
-  setCandidates(ips: ReadonlySet<string>): void {
-    this.candidates = new Set(ips);
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
+    this.candidates = new Map(candidates);
     void this.sync();
   }
 
@@ -119,6 +131,7 @@ export class EtcdOwnership implements OwnershipBackend {
       this.owners = owners;
       this.others = others;
       this.emit();
+      this.updateWatch();
       await this.sync();
     } catch (e) {
       this.deps.log.debug({ err: describeError(e) }, 'etcd ownership refresh failed');
@@ -132,7 +145,7 @@ export class EtcdOwnership implements OwnershipBackend {
     const client = this.session.client;
     try {
       // Candidacy keys: written once per IP, live as long as the lease.
-      for (const ip of this.candidates) {
+      for (const ip of this.candidates.keys()) {
         if (this.published.has(ip)) continue;
         await client.put(`${this.candidatesPrefix}${ip}/${this.nodeName}`).value('').lease(lease);
         this.published.add(ip);
@@ -149,7 +162,7 @@ export class EtcdOwnership implements OwnershipBackend {
         else if (this.handoverDue(ip)) await this.giveUp(ip, 'handing over to the preferred node');
       }
       // Contend for free IPs: the preferred node at once, the others after a delay.
-      for (const ip of this.candidates) {
+      for (const ip of this.candidates.keys()) {
         if (this.owners.has(ip)) continue;
         if (this.isPreferred(ip)) await this.contend(ip);
         else this.contendLater(ip);
@@ -157,6 +170,37 @@ export class EtcdOwnership implements OwnershipBackend {
     } catch (e) {
       this.deps.log.debug({ err: describeError(e) }, 'etcd ownership sync failed; retried on the next change');
     }
+  }
+
+  /** Watch, on the wire, one IP of every other node that owns something we could take over. */
+  private updateWatch(): void {
+    const watch = this.deps.watch;
+    if (!watch) return;
+    const perNode = new Map<string, WatchTarget>();
+    for (const [ip, owner] of [...this.owners].sort(([a], [b]) => a.localeCompare(b))) {
+      if (owner.node === this.nodeName || perNode.has(owner.node)) continue;
+      const iface = this.candidates.get(ip)?.[0];
+      if (iface) perNode.set(owner.node, { node: owner.node, ip, iface });
+    }
+    watch.setTargets([...perNode.values()]);
+  }
+
+  /**
+   * A node went silent on the wire while its lease still runs (crashed agent,
+   * lost node): revoke its lease so its IPs are free now, not at lease expiry.
+   */
+  private async fence(node: string): Promise<void> {
+    if (this.disposed || this.released || !this.session.leaseId) return;
+    const leases = new Set([...this.owners.values()].filter((o) => o.node === node).map((o) => o.lease));
+    for (const lease of leases) {
+      try {
+        await this.session.client.leaseClient.leaseRevoke({ ID: lease });
+        this.deps.log.warn({ node, lease }, 'fenced out a silent owner: revoked its lease');
+      } catch (e) {
+        this.deps.log.debug({ node, err: describeError(e) }, 'revoking a silent owner failed (already gone?)');
+      }
+    }
+    await this.refresh();
   }
 
   private isPreferred(ip: string): boolean {
@@ -195,7 +239,7 @@ export class EtcdOwnership implements OwnershipBackend {
       ip,
       this.deps.clock.setTimeout(() => {
         this.timers.delete(ip);
-        if (this.candidates.has(ip) && !this.owners.has(ip)) void this.contend(ip);
+        if (this.candidates.has(ip) && !this.owners.has(ip)) void this.contend(ip).catch(() => {});
       }, this.opts.contendDelayMs),
     );
   }
@@ -223,6 +267,7 @@ export class EtcdOwnership implements OwnershipBackend {
   }
 
   private emit(): void {
+    if (this.opts.onStoreLoss === 'keep' && !this.released && this.session.state === 'lost') return; // hold what we have
     const owned = new Set<string>();
     const lease = this.session.leaseId;
     for (const [ip, o] of this.owners) if (o.node === this.nodeName && lease !== undefined && o.lease === lease) owned.add(ip);

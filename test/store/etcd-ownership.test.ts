@@ -1,0 +1,145 @@
+/**
+ * Per-IP ownership against a real etcd (loopback): sessions, the fence key,
+ * rendezvous preference, hand-over, fencing a silent owner, release, and
+ * stepping down on our own clock when etcd becomes unreachable.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { systemClock } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/logger.js';
+import type { OwnerWatch, WatchTarget } from '../../src/datapath/owner-watch.js';
+import { EtcdOwnership, rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { EtcdSession } from '../../src/store/etcd/session.js';
+import { TcpProxy, hostPort, startEtcd, type EtcdServer } from '../helpers/etcd.js';
+import { waitFor } from '../../src/lab/lab.js';
+
+class ManualWatch implements OwnerWatch {
+  targets: readonly WatchTarget[] = [];
+  private cb: (node: string) => void = () => {};
+  setTargets(t: readonly WatchTarget[]): void {
+    this.targets = t;
+  }
+  onSilent(cb: (node: string) => void): void {
+    this.cb = cb;
+  }
+  silence(node: string): void {
+    this.cb(node);
+  }
+}
+
+const IP = '198.51.100.7';
+
+describe('etcd ownership', () => {
+  let etcd: EtcdServer;
+  const cleanups: Array<() => void | Promise<void>> = [];
+  let prefixN = 0;
+
+  before(async () => {
+    etcd = await startEtcd();
+  });
+  after(async () => {
+    for (const c of cleanups.reverse()) await c();
+    await etcd?.stop();
+  });
+
+  async function member(node: string, prefix: string, opts: { endpoint?: string; handoverHoldMs?: number } = {}) {
+    const session = new EtcdSession(
+      { endpoints: [opts.endpoint ?? etcd.endpoint], prefix, ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 },
+      { clock: systemClock, log: silentLogger },
+    );
+    await session.start();
+    const watch = new ManualWatch();
+    const own = new EtcdOwnership(session, node, { clock: systemClock, log: silentLogger, watch }, {
+      onStoreLoss: 'withdraw',
+      contendDelayMs: 300,
+      handoverHoldMs: opts.handoverHoldMs ?? 60_000,
+    });
+    const owned = { current: new Set<string>() };
+    await own.start((v) => (owned.current = new Set(v.owned)));
+    cleanups.push(() => {
+      own.dispose();
+      session.dispose();
+    });
+    return { session, own, watch, owned };
+  }
+  const freshPrefix = () => `/herald-test-${process.pid}-${prefixN++}/`;
+  const cand = new Map([[IP, ['eth0']]]);
+
+  test('one owner per IP; the rendezvous-preferred candidate wins a free IP', async () => {
+    const prefix = freshPrefix();
+    const [a, b] = [await member('node-a', prefix), await member('node-b', prefix)];
+    await new Promise((r) => setTimeout(r, 200)); // both candidacies are visible first
+    a.own.setCandidates(cand);
+    b.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.size + b.owned.current.size === 1, { what: 'one owner' });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(a.owned.current.size + b.owned.current.size, 1, 'never two owners');
+    const preferred = rendezvousScore('node-a', IP) > rendezvousScore('node-b', IP) ? a : b;
+    assert.equal(preferred.owned.current.has(IP), true);
+  });
+
+  test('release withdraws locally and the other candidate takes over once the lease is revoked', async () => {
+    const prefix = freshPrefix();
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(cand);
+    await a.own.release();
+    assert.equal(a.owned.current.size, 0, 'withdrawn before the lease goes');
+    assert.equal(b.owned.current.size, 0, 'nobody else yet: the key is still held');
+    await a.session.revoke();
+    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 3000, what: 'b takes over after the revoke' });
+  });
+
+  test('a silent owner is fenced out: its lease is revoked and a candidate takes over long before expiry', async () => {
+    const prefix = freshPrefix();
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(cand);
+    await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a' && t.ip === IP), { what: 'b watches a on the wire' });
+    const t0 = Date.now();
+    b.watch.silence('node-a');
+    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 2000, what: 'b takes over' });
+    assert.ok(Date.now() - t0 < 1500, 'well before the 3 s lease could expire');
+    await waitFor(() => a.session.state === 'lost' || !a.owned.current.has(IP), { timeoutMs: 5000, what: 'a learns it lost its lease' });
+    assert.equal(a.owned.current.has(IP), false);
+  });
+
+  test('an owner hands an IP over to a more preferred candidate after the hold-down', async () => {
+    const prefix = freshPrefix();
+    // Find which of two names is preferred for IP, and let the other own it first.
+    const [hi, lo] = rendezvousScore('node-a', IP) > rendezvousScore('node-b', IP) ? ['node-a', 'node-b'] : ['node-b', 'node-a'];
+    const first = await member(lo, prefix, { handoverHoldMs: 500 });
+    first.own.setCandidates(cand);
+    await waitFor(() => first.owned.current.has(IP), { what: 'the less preferred node owns it first' });
+    const second = await member(hi, prefix, { handoverHoldMs: 500 });
+    second.own.setCandidates(cand);
+    await waitFor(() => second.owned.current.has(IP), { timeoutMs: 5000, what: 'hand-over to the preferred node' });
+    assert.equal(first.owned.current.has(IP), false);
+  });
+
+  test('cut off from etcd, an owner steps down on its own clock before its lease can expire at the server', async () => {
+    const prefix = freshPrefix();
+    const proxy = new TcpProxy(hostPort(etcd.endpoint));
+    await proxy.start();
+    cleanups.push(() => proxy.close());
+    const a = await member('node-a', prefix, { endpoint: proxy.endpoint });
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(cand);
+    let aDroppedAt = 0;
+    let bTookAt = 0;
+    const poll = setInterval(() => {
+      if (!aDroppedAt && !a.owned.current.has(IP)) aDroppedAt = Date.now();
+      if (!bTookAt && b.owned.current.has(IP)) bTookAt = Date.now();
+    }, 5);
+    await proxy.cut();
+    await waitFor(() => bTookAt > 0, { timeoutMs: 8000, what: 'b takes over after a\'s lease expires' });
+    clearInterval(poll);
+    assert.ok(aDroppedAt > 0 && aDroppedAt < bTookAt, `a stepped down (${aDroppedAt}) before b took over (${bTookAt})`);
+  });
+});
