@@ -44,8 +44,26 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
     await this.contend();
   }
 
-  /** Re-reads the leader and the state, and contends when there is no leader. */
+  private refreshing: Promise<void> | undefined;
+  private refreshAgain = false;
+
+  /** Re-reads the leader and the state (one read at a time; bursts coalesce). */
   private async refresh(): Promise<void> {
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return this.refreshing;
+    }
+    this.refreshing = (async () => {
+      do {
+        this.refreshAgain = false;
+        await this.readOnce();
+      } while (this.refreshAgain && !this.disposed);
+    })().finally(() => (this.refreshing = undefined));
+    return this.refreshing;
+  }
+
+  /** Reads the leader and the state, and contends when there is no leader. */
+  private async readOnce(): Promise<void> {
     if (this.disposed) return;
     try {
       const res = await this.session.client.getAll().prefix(`${this.session.prefix}ipam/`).exec();

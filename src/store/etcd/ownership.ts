@@ -80,10 +80,16 @@ export class EtcdOwnership implements OwnershipBackend {
   async start(onChange: (view: OwnershipView) => void): Promise<void> {
     this.onChange = onChange;
     this.watcher = await this.session.client.watch().prefix(this.session.prefix).create();
-    const refresh = () => void this.refresh();
-    this.watcher.on('put', refresh);
-    this.watcher.on('delete', refresh);
-    this.watcher.on('connected', refresh);
+    // Events update the in-memory view; a reconnect re-reads everything.
+    this.watcher.on('put', (kv) => {
+      this.applyPut(kv.key.toString(), kv.value.toString(), String(kv.lease));
+      this.markDirty();
+    });
+    this.watcher.on('delete', (kv) => {
+      this.applyDelete(kv.key.toString());
+      this.markDirty();
+    });
+    this.watcher.on('connected', () => void this.refresh());
     this.watcher.on('error', (e) => this.deps.log.warn({ err: describeError(e) }, 'etcd ownership watch error'));
     this.session.onState((s) => {
       if (s === 'lost') {
@@ -96,7 +102,7 @@ export class EtcdOwnership implements OwnershipBackend {
         this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
         this.emit();
       } else if (s === 'live') {
-        void this.sync();
+        this.markDirty();
       }
     });
     this.deps.watch?.onSilent((node) => void this.fence(node));
@@ -105,7 +111,63 @@ export class EtcdOwnership implements OwnershipBackend {
 
   setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
     this.candidates = new Map(candidates);
-    void this.sync();
+    this.markDirty();
+  }
+
+  private applyPut(key: string, value: string, lease: string): void {
+    if (key.startsWith(this.ownersPrefix)) {
+      this.owners.set(key.slice(this.ownersPrefix.length), { node: value, lease });
+    } else if (key.startsWith(this.candidatesPrefix)) {
+      const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
+      if (!ip || !node || node === this.nodeName) return;
+      const seen = this.others.get(ip) ?? new Map<string, number>();
+      if (!seen.has(node)) seen.set(node, this.deps.clock.now());
+      this.others.set(ip, seen);
+    }
+  }
+
+  private applyDelete(key: string): void {
+    if (key.startsWith(this.ownersPrefix)) {
+      this.owners.delete(key.slice(this.ownersPrefix.length));
+    } else if (key.startsWith(this.candidatesPrefix)) {
+      const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
+      if (!ip || !node) return;
+      this.others.get(ip)?.delete(node);
+      if (this.others.get(ip)?.size === 0) this.others.delete(ip);
+    }
+  }
+
+  private dirty = false;
+  private running = false;
+  private dirtyTimer: TimerHandle | undefined;
+
+  /**
+   * Coalesces events into one pass at a time: a burst of watch events (a
+   * node joining with 10k candidacies) costs one pass, not 10k concurrent ones.
+   */
+  private markDirty(): void {
+    this.dirty = true;
+    if (this.running || this.dirtyTimer || this.disposed) return;
+    this.dirtyTimer = this.deps.clock.setTimeout(() => {
+      this.dirtyTimer = undefined;
+      void this.pass();
+    }, 10);
+  }
+
+  private async pass(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      while (this.dirty && !this.disposed) {
+        this.dirty = false;
+        this.emit();
+        this.updateWatch();
+        await this.sync();
+        this.emit();
+      }
+    } finally {
+      this.running = false;
+    }
   }
 
   /** Re-reads owners and candidates from etcd, then acts. */
@@ -130,9 +192,7 @@ export class EtcdOwnership implements OwnershipBackend {
       }
       this.owners = owners;
       this.others = others;
-      this.emit();
-      this.updateWatch();
-      await this.sync();
+      this.markDirty();
     } catch (e) {
       this.deps.log.debug({ err: describeError(e) }, 'etcd ownership refresh failed');
     }
@@ -144,16 +204,19 @@ export class EtcdOwnership implements OwnershipBackend {
     if (this.disposed || this.released || !lease) return;
     const client = this.session.client;
     try {
-      // Candidacy keys: written once per IP, live as long as the lease.
-      for (const ip of this.candidates.keys()) {
-        if (this.published.has(ip)) continue;
-        await client.put(`${this.candidatesPrefix}${ip}/${this.nodeName}`).value('').lease(lease);
-        this.published.add(ip);
+      // Candidacy keys: written once per IP, live as long as the lease; in
+      // transactions of up to 100 operations (etcd's default limit is 128).
+      const toPublish = [...this.candidates.keys()].filter((ip) => !this.published.has(ip));
+      const toRetract = [...this.published].filter((ip) => !this.candidates.has(ip));
+      for (let i = 0; i < toPublish.length; i += 100) {
+        const chunk = toPublish.slice(i, i + 100);
+        await client.if(this.ownersPrefix, 'Version', '>', -1).then(...chunk.map((ip) => client.put(`${this.candidatesPrefix}${ip}/${this.nodeName}`).value('').lease(lease))).commit();
+        for (const ip of chunk) this.published.add(ip);
       }
-      for (const ip of [...this.published]) {
-        if (this.candidates.has(ip)) continue;
-        await client.delete().key(`${this.candidatesPrefix}${ip}/${this.nodeName}`);
-        this.published.delete(ip);
+      for (let i = 0; i < toRetract.length; i += 100) {
+        const chunk = toRetract.slice(i, i + 100);
+        await client.if(this.ownersPrefix, 'Version', '>', -1).then(...chunk.map((ip) => client.delete().key(`${this.candidatesPrefix}${ip}/${this.nodeName}`))).commit();
+        for (const ip of chunk) this.published.delete(ip);
       }
       // Give up IPs we no longer qualify for, and hand over to a more preferred candidate.
       for (const [ip, owner] of this.owners) {
@@ -163,8 +226,11 @@ export class EtcdOwnership implements OwnershipBackend {
       }
       // Contend for free IPs: the preferred node at once, the others after a delay.
       for (const ip of this.candidates.keys()) {
-        if (this.owners.has(ip)) continue;
-        if (this.isPreferred(ip)) await this.contend(ip);
+        if (this.owners.has(ip)) {
+          this.lateContenders.delete(ip);
+          continue;
+        }
+        if (this.isPreferred(ip) || this.lateContenders.delete(ip)) await this.contend(ip);
         else this.contendLater(ip);
       }
     } catch (e) {
@@ -228,7 +294,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.resyncTimer?.handle.cancel();
     const handle = this.deps.clock.setTimeout(() => {
       this.resyncTimer = undefined;
-      void this.sync();
+      this.markDirty();
     }, Math.max(0, at - this.deps.clock.now()) + 10);
     this.resyncTimer = { at, handle };
   }
@@ -239,10 +305,14 @@ export class EtcdOwnership implements OwnershipBackend {
       ip,
       this.deps.clock.setTimeout(() => {
         this.timers.delete(ip);
-        if (this.candidates.has(ip) && !this.owners.has(ip)) void this.contend(ip).catch(() => {});
+        this.lateContenders.add(ip);
+        this.markDirty();
       }, this.opts.contendDelayMs),
     );
   }
+
+  /** IPs whose contention delay has passed: contend in the next pass if still free. */
+  private readonly lateContenders = new Set<string>();
 
   private async contend(ip: string): Promise<void> {
     const lease = this.session.leaseId;
@@ -292,6 +362,7 @@ export class EtcdOwnership implements OwnershipBackend {
 
   dispose(): void {
     this.disposed = true;
+    this.dirtyTimer?.cancel();
     this.resyncTimer?.handle.cancel();
     for (const t of this.timers.values()) t.cancel();
     void this.watcher?.cancel();

@@ -32,7 +32,13 @@ export const etcdSessionDefaults = { ttlSeconds: 3, keepaliveMs: 500, marginMs: 
 export type SessionState = 'connecting' | 'live' | 'lost';
 
 export class EtcdSession implements Disposable {
+  /** For everything the agent stores (ownership, allocations). */
   readonly client: Etcd3;
+  /**
+   * Keep-alives on their own connection, with short deadlines and their own
+   * circuit breaker: a burst of slow store writes never starves the lease.
+   */
+  private readonly keepaliveClient: Etcd3;
   private lease: Lease | undefined;
   private leaseIdValue: string | undefined;
   private lastKeepaliveOk = 0;
@@ -51,7 +57,8 @@ export class EtcdSession implements Disposable {
     if (opts.keepaliveMs * 2 > opts.ttlSeconds * 1000 - opts.marginMs) {
       throw new HeraldError('HERALD_BAD_ARGUMENT', 'etcd keep-alive period must leave room for two attempts within TTL − margin');
     }
-    this.client = createEtcdClient({ endpoints: opts.endpoints, callTimeoutMs: Math.max(250, Math.floor(opts.keepaliveMs * 0.8)) });
+    this.client = createEtcdClient({ endpoints: opts.endpoints });
+    this.keepaliveClient = createEtcdClient({ endpoints: opts.endpoints, callTimeoutMs: Math.max(250, Math.floor(opts.keepaliveMs * 0.8)) });
   }
 
   get prefix(): string {
@@ -86,7 +93,7 @@ export class EtcdSession implements Disposable {
   private async grant(): Promise<void> {
     for (let attempt = 0; !this.disposed; attempt++) {
       try {
-        const lease = this.client.lease(this.opts.ttlSeconds, { autoKeepAlive: false });
+        const lease = this.keepaliveClient.lease(this.opts.ttlSeconds, { autoKeepAlive: false });
         this.requests++;
         this.leaseIdValue = await lease.grant();
         this.lease = lease;
@@ -163,5 +170,6 @@ export class EtcdSession implements Disposable {
     this.deadline?.cancel();
     this.listeners.clear();
     void this.client.close();
+    void this.keepaliveClient.close();
   }
 }
