@@ -108,7 +108,9 @@ export class Agent implements Disposable {
       }),
     );
     // datapath: program, pinned maps, heartbeat, gratuitous ARP, table → map reconciler
-    this.l2 = this.store.add(new L2Stack({ db: this.db, links: this.links, sender, clock, log }, config));
+    this.l2 = this.store.add(
+      new L2Stack({ db: this.db, links: this.links, sender, clock, log }, { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' } }),
+    );
   }
 
   private makeSource(): IntentSource | undefined {

@@ -9,7 +9,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const LAB_HOST_SUBNET = '192.0.2.0/24';
@@ -221,6 +221,9 @@ export class Lab {
     installExitHooks();
     const lab = new Lab(opts);
     liveLabs.add(lab);
+    // Marks the lab as alive for scripts/lab-sweep.sh, which only removes labs whose owner died.
+    mkdirSync(LAB_RUN_ROOT, { recursive: true });
+    writeFileSync(lab.ownerFile, `${process.pid}\n`);
     try {
       lab.build();
     } catch (e) {
@@ -228,6 +231,10 @@ export class Lab {
       throw e;
     }
     return lab;
+  }
+
+  private get ownerFile(): string {
+    return join(LAB_RUN_ROOT, `${this.id}.owner`);
   }
 
   get hosts(): Host[] {
@@ -293,6 +300,7 @@ export class Lab {
     for (const host of this.hosts) {
       for (const path of [host.pinDir, host.stateDir, host.statusSocket]) rmSync(path, { recursive: true, force: true });
     }
+    rmSync(this.ownerFile, { force: true });
   }
 }
 

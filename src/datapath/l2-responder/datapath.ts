@@ -19,6 +19,13 @@ export interface L2DatapathOptions {
   pinDir: string;
   responderMapSize: number;
   liveness: LivenessOptions;
+  /**
+   * Start with an empty responder map instead of answering from the pinned
+   * entries. Right with a shared store: a restarted agent has a new lease and
+   * owns nothing until it wins IPs again, so the entries of its previous life
+   * may belong to another node by now. (Local store: keep them — hitless restart.)
+   */
+  resetEntriesOnStart?: boolean;
 }
 
 export const RESPONDER_MAP_SIZE_DEFAULT = 65536;
@@ -44,6 +51,9 @@ export class L2Datapath implements InterfacePreparer, Disposable {
     );
     this.program = program;
     this.responderMap = new BpfResponderMap(program.maps.responders);
+    if (this.opts.resetEntriesOnStart) {
+      for (const key of program.maps.responders.keys()) program.maps.responders.delete(key);
+    }
     // The heartbeat starts before anything is attached: a restarted agent's
     // program is alive from its first packet.
     const liveness = this.store.add(

@@ -1,0 +1,104 @@
+/**
+ * The herald half of the failover benchmark: three agents on etcd (in the
+ * lab's store host), one LoadBalancer service whose IP is bench.vip, served
+ * by every node's HTTP server through --local-routes. Three failures:
+ *
+ *   clean-stop  SIGTERM to the owner's agent: it withdraws, revokes its lease,
+ *               a successor takes over at once with a gratuitous burst.
+ *   crash       SIGKILL to the owner's agent: its datapath goes silent within
+ *               the liveness limit (0.8 s), candidates see the silence on the
+ *               wire (300 ms) and fence its lease out.
+ *   node-loss   the owner's switch port goes down: silent at once, fenced out.
+ *
+ * Defaults only (see README): lease TTL 3 s, liveness 200 ms / 0.8 s, probes
+ * every 50 ms, silence 300 ms. Each trial uses a fresh etcd prefix and fresh
+ * agents; the owner is the rendezvous-preferred node for the VIP.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LabEtcd } from '../../src/lab/etcd.js';
+import { waitFor, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
+import type { FailoverBench, FailoverCase, Scenario, Setup, Trigger } from './harness.js';
+import { ownerLinkDown } from './harness.js';
+
+interface HeraldScenario extends Scenario {
+  agents: Map<Host, LabProcess>;
+}
+
+let etcd: LabEtcd | undefined;
+let trial = 0;
+const tmp = mkdtempSync(join(tmpdir(), 'herald-failover-herald-'));
+process.once('exit', () => rmSync(tmp, { recursive: true, force: true }));
+
+const manifests = (vip: string, port: number) => `apiVersion: cilium.io/v2
+kind: CiliumLoadBalancerIPPool
+metadata: { name: bench }
+spec:
+  blocks: [{ start: ${vip} }]
+---
+apiVersion: cilium.io/v2alpha1
+kind: CiliumL2AnnouncementPolicy
+metadata: { name: bench }
+spec:
+  loadBalancerIPs: true
+  interfaces: ['^eth0$']
+---
+apiVersion: v1
+kind: Service
+metadata: { name: web, namespace: bench }
+spec:
+  type: LoadBalancer
+  ports: [{ port: ${port} }]
+`;
+
+const heraldSetup: Setup = async (bench: FailoverBench): Promise<HeraldScenario> => {
+  if (!etcd) {
+    etcd = new LabEtcd(bench.lab.store!);
+    await etcd.start();
+    process.once('exit', () => rmSync(etcd!.dataDir, { recursive: true, force: true }));
+  }
+  const prefix = `/herald-t${++trial}/`;
+  const file = join(tmp, `m${trial}.yaml`);
+  writeFileSync(file, manifests(bench.vip, bench.httpPort));
+  const nodes = bench.nodes;
+  nodes[0]!.must(HERALD, ['apply', '-f', file, '--etcd', etcd.endpoint, '--prefix', `${prefix}manifests/`]);
+  const agents = new Map<Host, LabProcess>();
+  for (const n of nodes) {
+    agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes'], `agent-t${trial}`));
+  }
+  const owner = nodes.reduce((best, n) => (rendezvousScore(n.netns, bench.vip) > rendezvousScore(best.netns, bench.vip) ? n : best));
+  const owns = (n: Host) => {
+    const r = n.exec(HERALD, ['status', '--json', '--status-socket', n.statusSocket]);
+    return r.code === 0 && (JSON.parse(r.stdout) as { owned: Array<{ ip: string }> }).owned.some((o) => o.ip === bench.vip);
+  };
+  await waitFor(() => owns(owner) && nodes.every((n) => n === owner || !owns(n)), { timeoutMs: 20_000, what: `${owner.name} to own ${bench.vip}` });
+  return {
+    owner,
+    agents,
+    teardown: async () => {
+      await Promise.all([...agents.values()].map((a) => a.stop('SIGKILL')));
+      for (const n of nodes) {
+        n.exec(HERALD, ['datapath', 'remove', '--bpf-pin-dir', n.pinDir]);
+        n.exec('ip', ['route', 'flush', 'table', 'local', 'proto', '250']);
+      }
+    },
+  };
+};
+
+const stopOwner =
+  (signal: NodeJS.Signals): Trigger =>
+  (_bench, scenario) => {
+    const agent = (scenario as HeraldScenario).agents.get(scenario.owner)!;
+    agent.signal(signal);
+  };
+
+export function heraldCases(): FailoverCase[] {
+  return [
+    { name: 'herald/clean-stop', setup: heraldSetup, trigger: stopOwner('SIGTERM'), options: { postMs: 3000 } },
+    { name: 'herald/crash', setup: heraldSetup, trigger: stopOwner('SIGKILL'), options: { postMs: 4000 } },
+    { name: 'herald/node-loss', setup: heraldSetup, trigger: ownerLinkDown, options: { postMs: 4000 } },
+  ];
+}

@@ -1,0 +1,103 @@
+/**
+ * bench/failover — how long a service IP is gone when its owner fails, and
+ * whether two nodes ever answer for it at once.
+ *
+ * A probe in the client namespace sends a fresh broadcast ARP request for the
+ * VIP every 10 ms (recording which MACs answer each one) and an HTTP GET every
+ * 10 ms (each node's server answers with its name). Per trial: fresh cluster,
+ * ~1 s steady (± half an advert, so the failure hits a random phase), the
+ * failure, 5 s (2 s for fast adverts) of observation.
+ *
+ *   ARP gap   last reply by the old owner at/before the failure → first reply by another MAC
+ *   HTTP gap  longest time between consecutive successful HTTP responses ('>': never recovered)
+ *   dual      trials in which some request was answered by two MACs (split brain)
+ *
+ *   node --import tsx bench/failover/main.ts [--trials N | --quick] [--only SUBSTR[,SUBSTR]]
+ *        [--json] [--raw-dir DIR]
+ */
+import { mkdirSync } from 'node:fs';
+import type { Stat } from './analyze.js';
+import { FailoverBench, type CaseResult, type FailoverCase } from './harness.js';
+import { heraldCases } from './herald-cases.js';
+import { keepalivedCases } from './keepalived-cases.js';
+
+const args = process.argv.slice(2);
+const value = (name: string): string | undefined => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const QUICK = args.includes('--quick');
+const TRIALS = Number(value('trials') ?? (QUICK ? 3 : 20));
+const JSON_OUT = args.includes('--json');
+const ONLY = value('only')?.split(',').filter(Boolean);
+const RAW_DIR = value('raw-dir');
+
+const log = (s: string) => process.stderr.write(s + '\n');
+
+function fmt(x: number | null): string {
+  if (x === null) return '—';
+  return x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${Math.round(x)} ms`;
+}
+
+function table(results: CaseResult[]): string {
+  const headers = ['case', 'n', 'ARP gap med', 'p99', 'max', 'HTTP gap med', 'p99', 'max', 'dual', 'notes'];
+  const stat3 = (s: Stat, open = 0) => [fmt(s.median), fmt(s.p99), `${open ? '>' : ''}${fmt(s.max)}`];
+  const rows = results.map((r) => {
+    const s = r.summary;
+    const notes: string[] = [];
+    if (s.noTakeover) notes.push(`no takeover in ${s.noTakeover}`);
+    if (s.oldKeptAnswering) notes.push(`old owner kept answering in ${s.oldKeptAnswering}`);
+    if (s.httpOpen) notes.push(`HTTP not back in ${s.httpOpen}`);
+    if (s.unsteady) notes.push(`${s.unsteady} unsteady`);
+    const served = new Set(r.trials.map((t) => t.httpServedBy.join('→')));
+    if (served.size) notes.push(`HTTP: ${[...served].join(' | ')}`);
+    return [r.name, String(s.trials), ...stat3(s.arpGap), ...stat3(s.httpGap, s.httpOpen), `${s.dualAnswerTrials}/${s.trials}`, notes.join('; ')];
+  });
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const right = new Set([1, 2, 3, 4, 5, 6, 7, 8]);
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : right.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n');
+}
+
+async function main(): Promise<void> {
+  if (!Number.isInteger(TRIALS) || TRIALS < 1) throw new Error('--trials must be a positive integer');
+  const all: FailoverCase[] = [...keepalivedCases(), ...heraldCases()];
+  const cases = ONLY ? all.filter((c) => ONLY.some((o) => c.name.includes(o))) : all;
+  if (cases.length === 0) throw new Error(`no case matches --only ${ONLY?.join(',')}; cases: ${all.map((c) => c.name).join(', ')}`);
+  if (RAW_DIR) mkdirSync(RAW_DIR, { recursive: true });
+
+  const started = Date.now();
+  log(`bench/failover: ${cases.length} cases × ${TRIALS} trials`);
+  const bench = await FailoverBench.create({ log, ...(RAW_DIR ? { rawDir: RAW_DIR } : {}) });
+  const results: CaseResult[] = [];
+  try {
+    for (const c of cases) {
+      log(`bench/failover: ${c.name}`);
+      const r = await bench.runTrials(c.name, c.setup, c.trigger, TRIALS, c.options);
+      results.push(r);
+      log(`bench/failover: ${c.name} done in ${(r.wallMs / 1000).toFixed(1)} s`);
+    }
+  } finally {
+    await bench.destroy();
+  }
+  const wallS = (Date.now() - started) / 1000;
+
+  if (JSON_OUT) {
+    process.stdout.write(JSON.stringify({ trialsPerCase: TRIALS, vip: bench.vip, wallSeconds: wallS, cases: results }, null, 2) + '\n');
+    return;
+  }
+  console.log(table(results));
+  console.log('');
+  console.log('ARP gap: last reply by the old owner at/before the failure → first reply by another MAC (fresh broadcast request every 10 ms).');
+  console.log('HTTP gap: longest time between consecutive successful GETs to VIP:8080 (one every 10 ms, 200 ms timeout); ">" never recovered.');
+  console.log(`dual: trials in which one ARP request was answered by two MACs. p99 is nearest-rank (the max below 100 trials). Wall time ${wallS.toFixed(0)} s.`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
