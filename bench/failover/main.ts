@@ -63,6 +63,25 @@ function table(results: CaseResult[]): string {
   return [line(headers), ...rows.map(line)].join('\n');
 }
 
+/** herald vs each keepalived variant, per failure: how many times shorter herald's p99 gaps are. */
+function ratioLines(results: CaseResult[]): string[] {
+  const by = new Map(results.map((r) => [r.name, r.summary]));
+  const out: string[] = [];
+  for (const failure of ['clean-stop', 'crash', 'node-loss']) {
+    const h = by.get(`herald/${failure}`);
+    if (!h) continue;
+    for (const variant of ['default', 'fast']) {
+      const k = by.get(`keepalived-${variant}/${failure}`);
+      if (!k) continue;
+      const arp = (k.arpGap.p99 ?? NaN) / Math.max(h.arpGap.p99 ?? NaN, 1);
+      const http = (k.httpGap.p99 ?? NaN) / Math.max(h.httpGap.p99 ?? NaN, 1);
+      const dual = k.dualAnswerTrials ? ` (keepalived: two MACs answered in ${k.dualAnswerTrials}/${k.trials} trials; herald: ${h.dualAnswerTrials}/${h.trials})` : '';
+      out.push(`${failure.padEnd(10)} herald vs keepalived-${variant.padEnd(7)} ARP gap p99 ${arp.toFixed(2)}x shorter, HTTP gap p99 ${http.toFixed(2)}x shorter${dual}`);
+    }
+  }
+  return out;
+}
+
 async function main(): Promise<void> {
   if (!Number.isInteger(TRIALS) || TRIALS < 1) throw new Error('--trials must be a positive integer');
   const all: FailoverCase[] = [...keepalivedCases(), ...heraldCases()];
@@ -92,6 +111,8 @@ async function main(): Promise<void> {
   }
   console.log(table(results));
   console.log('');
+  const ratios = ratioLines(results);
+  if (ratios.length) console.log(ratios.join('\n') + '\n');
   console.log('ARP gap: last reply by the old owner at/before the failure → first reply by another MAC (fresh broadcast request every 10 ms).');
   console.log('HTTP gap: longest time between consecutive successful GETs to VIP:8080 (one every 10 ms, 200 ms timeout); ">" never recovered.');
   console.log(`dual: trials in which one ARP request was answered by two MACs. p99 is nearest-rank (the max below 100 trials). Wall time ${wallS.toFixed(0)} s.`);

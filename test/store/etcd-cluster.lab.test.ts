@@ -5,7 +5,8 @@
  * loss, with the client's neighbour entry following the gratuitous burst.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -45,6 +46,7 @@ interface Status {
   candidates: Array<{ ip: string; owner: string | null }>;
 }
 const status = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])) as Status;
+const PROBE = fileURLToPath(new URL('../../src/lab/failover-probe.ts', import.meta.url));
 const IPS = ['198.51.100.10', '198.51.100.11', '198.51.100.12', '198.51.100.13', '198.51.100.14', '198.51.100.15'];
 
 describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
@@ -132,15 +134,17 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
     await settle();
   });
 
-  test('kill -9 of the owner moves its IPs once its lease is gone, and the killed node goes silent', async () => {
+  test('kill -9 of the owner moves its IPs, the killed node goes silent, and the client follows the burst', async () => {
     const ip = IPS[1]!;
     const owner = ownerOf(ip);
+    lab.client.must('ip', ['neigh', 'replace', ip, 'lladdr', owner.mac('eth0'), 'dev', 'eth0', 'nud', 'stale']);
     await agents.get(owner)!.stop('SIGKILL');
     await waitFor(() => ownersByNodes().get(ip)?.length === 1, { timeoutMs: 15_000, what: 'a new owner after the crash' });
     assert.notEqual(ownerOf(ip), owner);
     await sleep(1200); // the dead agent's liveness limit (1 s)
     const r = craft(lab.client, ip, 'valid', { count: 3 });
     assert.deepEqual(new Set(r.replies.map((x) => x.mac)), new Set([ownerOf(ip).mac('eth0')]), 'only the new owner answers');
+    await waitFor(() => lab.client.neighbourMac(ip) === ownerOf(ip).mac('eth0'), { what: "the client's neighbour entry to follow" });
     await start(owner);
     await settle();
   });
@@ -156,6 +160,30 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
       assert.ok(!r.macs.includes(owner.mac('eth0')));
     } finally {
       lab.setPort(owner, 'eth0', true);
+    }
+    await settle();
+  });
+
+  test('a node cut off from etcd steps down before another node takes over: never two MACs for one request', async () => {
+    const ip = IPS[3]!;
+    const owner = ownerOf(ip);
+    const out = join(dir, 'partition-probe.json');
+    const probe = lab.client.execAsync(process.execPath, [
+      '--import', 'tsx', PROBE, '--iface', 'eth0', '--src-ip', '192.0.2.250', '--src-mac', '02:00:00:00:02:fa',
+      '--target', ip, '--interval-ms', '10', '--duration-ms', '9000', '--http-port', '1', '--http-timeout-ms', '50', '--no-neigh', '--out-json', out,
+    ]);
+    await sleep(1000);
+    owner.must('ip', ['route', 'add', 'blackhole', `${lab.store!.ip}/32`]);
+    try {
+      await probe;
+      const result = JSON.parse(readFileSync(out, 'utf8')) as { arp: { dualAnswer: number; answered: number; requests: number }; macs: string[] };
+      assert.equal(result.arp.dualAnswer, 0, 'no request was answered by two nodes');
+      const next = lab.nodes.find((n) => n !== owner && status(n).owned.some((o) => o.ip === ip));
+      assert.ok(next, 'another node owns the IP after the partitioned owner stepped down');
+      assert.deepEqual(mapDump(owner).entries.filter((e) => e.ip === ip), [], 'the partitioned node answers no more');
+      assert.ok(result.macs.includes(next!.mac('eth0')));
+    } finally {
+      owner.must('ip', ['route', 'del', 'blackhole', `${lab.store!.ip}/32`]);
     }
     await settle();
   });
