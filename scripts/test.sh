@@ -26,7 +26,6 @@ unit_tests=(
   test/controlplane/candidates.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/blocks.test.ts
-  test/controlplane/ipam/perf.test.ts
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
   test/os/state-file.test.ts

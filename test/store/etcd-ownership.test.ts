@@ -106,7 +106,7 @@ describe('etcd ownership', () => {
     const t0 = Date.now();
     b.watch.silence('node-a');
     await waitFor(() => b.owned.current.has(IP), { timeoutMs: 2000, what: 'b takes over' });
-    assert.ok(Date.now() - t0 < 1500, 'well before the 3 s lease could expire');
+    assert.ok(Date.now() - t0 < 2900, 'before the 3 s lease could have expired');
     await waitFor(() => a.session.state === 'lost' || !a.owned.current.has(IP), { timeoutMs: 5000, what: 'a learns it lost its lease' });
     assert.equal(a.owned.current.has(IP), false);
   });
