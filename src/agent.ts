@@ -28,7 +28,7 @@ import type { GarpSchedule } from './datapath/garp.js';
 import type { L2DatapathOptions } from './datapath/l2-responder/datapath.js';
 import { L2Stack } from './datapath/l2-responder/stack.js';
 import { PacketFrameSender } from './datapath/packet-sender.js';
-import { l2AnnounceTable } from './datapath/tables/l2-announce.js';
+import { l2AnnounceTable, type L2AnnounceRow } from './datapath/tables/l2-announce.js';
 import { emptySnapshot } from './intent/snapshot.js';
 import { formatErrors } from './intent/diagnostics.js';
 import { FileIntentSource } from './intent/sources/files.js';
@@ -72,6 +72,7 @@ export class Agent implements Disposable {
   private readonly ownership: OwnershipBackend;
   private readonly source: IntentSource | undefined;
   private readonly session: EtcdSession | undefined;
+  private routes: Reconciler<L2AnnounceRow> | undefined;
   readonly startedAt = Date.now();
 
   constructor(
@@ -176,6 +177,7 @@ export class Agent implements Disposable {
     const ops = new LocalRoutesOps(new IprouteLocalRoutes(), (ip) => this.db.readTxn().listBy(l2AnnounceTable, 'ip', ip).length > 0);
     const routes = new Reconciler({ name: 'local-routes', db: this.db, table: l2AnnounceTable, ops, clock: this.clock, log: this.log }, this.config.reconciler);
     routes.start();
+    this.routes = routes;
     this.store.add({ dispose: () => void routes.dispose() });
   }
 
@@ -222,6 +224,7 @@ export class Agent implements Disposable {
     await this.ownership.release();
     await this.controlPlane.idle();
     await this.l2.reconciler?.settled();
+    await this.routes?.settled();
     await this.session?.revoke();
   }
 

@@ -74,18 +74,21 @@ const heraldSetup: Setup = async (bench: FailoverBench): Promise<HeraldScenario>
     const r = n.exec(HERALD, ['status', '--json', '--status-socket', n.statusSocket]);
     return r.code === 0 && (JSON.parse(r.stdout) as { owned: Array<{ ip: string }> }).owned.some((o) => o.ip === bench.vip);
   };
-  await waitFor(() => owns(owner) && nodes.every((n) => n === owner || !owns(n)), { timeoutMs: 20_000, what: `${owner.name} to own ${bench.vip}` });
-  return {
-    owner,
-    agents,
-    teardown: async () => {
-      await Promise.all([...agents.values()].map((a) => a.stop('SIGKILL')));
-      for (const n of nodes) {
-        n.exec(HERALD, ['datapath', 'remove', '--bpf-pin-dir', n.pinDir]);
-        n.exec('ip', ['route', 'flush', 'table', 'local', 'proto', '250']);
-      }
-    },
+  const teardown = async () => {
+    await Promise.all([...agents.values()].map((a) => a.stop('SIGKILL')));
+    for (const n of nodes) {
+      n.exec(HERALD, ['datapath', 'remove', '--bpf-pin-dir', n.pinDir]);
+      n.exec('ip', ['route', 'flush', 'table', 'local', 'proto', '250']);
+    }
   };
+  try {
+    await waitFor(() => owns(owner) && nodes.every((n) => n === owner || !owns(n)), { timeoutMs: 30_000, what: `${owner.name} to own ${bench.vip}` });
+  } catch (e) {
+    // A failed setup must not leave its agents answering into the next attempt.
+    await teardown();
+    throw e;
+  }
+  return { owner, agents, teardown };
 };
 
 const stopOwner =

@@ -46,6 +46,7 @@ interface Status {
   candidates: Array<{ ip: string; owner: string | null }>;
 }
 const status = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])) as Status;
+const HTTP_SERVER = fileURLToPath(new URL('../../src/lab/http-server.ts', import.meta.url));
 const PROBE = fileURLToPath(new URL('../../src/lab/failover-probe.ts', import.meta.url));
 const IPS = ['198.51.100.10', '198.51.100.11', '198.51.100.12', '198.51.100.13', '198.51.100.14', '198.51.100.15'];
 
@@ -55,7 +56,7 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
   let dir: string;
   const agents = new Map<Host, LabProcess>();
   const start = async (n: Host) => {
-    agents.set(n, await startAgentReady(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--garp-interval', '200ms', '--liveness-interval', '250ms', '--liveness-max-age', '1s'], `agent-${Date.now()}`));
+    agents.set(n, await startAgentReady(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--local-routes', '--garp-interval', '200ms'], `agent-${Date.now()}`));
   };
   /** Owner of each IP according to the nodes themselves (what they own). */
   const ownersByNodes = () => {
@@ -88,7 +89,10 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
     const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'ha.yaml'), '--etcd', etcd.endpoint]);
     assert.equal(applied.code, 0, applied.stdout + applied.stderr);
     assert.match(applied.stdout, /ciliumloadbalancerippool\.cilium\.io\/ha-pool created/);
-    for (const n of lab.nodes) await start(n);
+    for (const n of lab.nodes) {
+      n.spawn('http', process.execPath, ['--import', 'tsx', HTTP_SERVER, '--port', '8080', '--name', n.name]);
+      await start(n);
+    }
     await waitFor(allOwnedOnce, { timeoutMs: 20_000, what: 'every IP owned by exactly one node' });
   });
 
@@ -118,6 +122,17 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
 
   const ownerOf = (ip: string): Host => lab.nodes.find((n) => ownersByNodes().get(ip)?.includes(n.name))!;
 
+  test('--local-routes: the owner serves the IP to host services, and only the owner routes it', async () => {
+    const ip = IPS[4]!;
+    const owner = ownerOf(ip);
+    await waitFor(() => lab.client.exec('curl', ['-s', '-m', '1', `http://${ip}:8080/`]).stdout.trim() === owner.name, { what: `the page of ${owner.name}` });
+    for (const n of lab.nodes) {
+      const routed = n.must('ip', ['route', 'show', 'table', 'local', 'proto', '250']).includes(`local ${ip} `);
+      assert.equal(routed, n === owner, `${n.name} routes ${ip}: ${routed}`);
+      assert.equal(n.must('sysctl', ['-n', 'net.ipv4.conf.eth0.arp_ignore']).trim(), '1', 'the kernel leaves ARP to herald');
+    }
+  });
+
   test('SIGTERM of the owner hands its IPs over; the client follows the gratuitous burst', async () => {
     const ip = IPS[0]!;
     const owner = ownerOf(ip);
@@ -130,6 +145,7 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
     assert.deepEqual(mapDump(owner).entries, [], 'the stopped node answers for nothing');
     const r = arping(lab.client, ip, { count: 2 });
     assert.deepEqual(new Set(r.macs), new Set([next.mac('eth0')]));
+    assert.equal(lab.client.must('curl', ['-s', '-m', '2', `http://${ip}:8080/`]).trim(), next.name, 'the page now comes from the new owner');
     await start(owner);
     await settle();
   });

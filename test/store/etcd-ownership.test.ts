@@ -42,7 +42,7 @@ describe('etcd ownership', () => {
     await etcd?.stop();
   });
 
-  async function member(node: string, prefix: string, opts: { endpoint?: string; handoverHoldMs?: number } = {}) {
+  async function member(node: string, prefix: string, opts: { endpoint?: string; handoverHoldMs?: number; onStoreLoss?: 'withdraw' | 'keep' } = {}) {
     const session = new EtcdSession(
       { endpoints: [opts.endpoint ?? etcd.endpoint], prefix, ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 },
       { clock: systemClock, log: silentLogger },
@@ -50,7 +50,7 @@ describe('etcd ownership', () => {
     await session.start();
     const watch = new ManualWatch();
     const own = new EtcdOwnership(session, node, { clock: systemClock, log: silentLogger, watch }, {
-      onStoreLoss: 'withdraw',
+      onStoreLoss: opts.onStoreLoss ?? 'withdraw',
       contendDelayMs: 300,
       handoverHoldMs: opts.handoverHoldMs ?? 60_000,
     });
@@ -144,5 +144,22 @@ describe('etcd ownership', () => {
     await waitFor(() => bTookAt > 0, { timeoutMs: 8000, what: 'b takes over after a\'s lease expires' });
     clearInterval(poll);
     assert.ok(aDroppedAt > 0 && aDroppedAt < bTookAt, `a stepped down (${aDroppedAt}) before b took over (${bTookAt})`);
+  });
+
+  test('--on-store-loss keep: cut off from etcd, the owner keeps announcing (availability first, Cilium #40735)', async () => {
+    const prefix = freshPrefix();
+    const proxy = new TcpProxy(hostPort(etcd.endpoint));
+    await proxy.start();
+    cleanups.push(() => proxy.close());
+    const a = await member('node-a', prefix, { endpoint: proxy.endpoint, onStoreLoss: 'keep' });
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    await proxy.cut();
+    await waitFor(() => a.session.state === 'lost', { timeoutMs: 6000, what: 'the session to be lost' });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(a.owned.current.has(IP), true, 'still announcing');
+    await proxy.restore();
+    await waitFor(() => a.session.state === 'live', { timeoutMs: 8000, what: 'the session back' });
+    await waitFor(() => a.owned.current.has(IP), { timeoutMs: 5000, what: 'ownership re-established under the new lease' });
   });
 });
