@@ -2,7 +2,7 @@
  * Watches other nodes on the wire: for each node that owns an IP this node is
  * a candidate for, send an ARP probe (sender 0.0.0.0, so no neighbour cache is
  * touched) for one of its IPs every `probeIntervalMs` and note every reply.
- * A node that has not answered for `silenceMs` is reported silent — a crashed
+ * A node heard answering that then stays quiet for `silenceMs` is reported silent — a crashed
  * agent's datapath goes quiet within its liveness limit, a lost node at once —
  * so a candidate can fence it out long before its lease would expire. A live
  * owner keeps answering, so it is never reported.
@@ -42,6 +42,12 @@ export interface OwnerWatch {
 interface Tracked extends WatchTarget {
   since: number;
   lastReply: number;
+  /**
+   * Only an owner seen answering can go silent: a node that has just won an IP
+   * may take a moment to program its map, and must not be fenced for that.
+   * (An owner that died before we ever heard it is freed by lease expiry.)
+   */
+  heard: boolean;
   reported: boolean;
 }
 
@@ -67,7 +73,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     const next = new Map<string, Tracked>();
     for (const t of targets) {
       const key = `${t.node}|${t.ip}|${t.iface}`;
-      next.set(key, this.tracked.get(key) ?? { ...t, since: now, lastReply: now, reported: false });
+      next.set(key, this.tracked.get(key) ?? { ...t, since: now, lastReply: now, heard: false, reported: false });
     }
     this.tracked = next;
     if (next.size > 0 && !this.timer) this.schedule();
@@ -105,6 +111,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     for (const t of this.tracked.values()) {
       if (t.iface === iface && t.ip === arp.spa) {
         t.lastReply = now;
+        t.heard = true;
         t.reported = false;
       }
     }
@@ -130,7 +137,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
           /* a send error is a missed probe; silence is judged on replies */
         }
       }
-      if (!t.reported && now - t.lastReply >= this.opts.silenceMs && now - t.since >= this.opts.silenceMs) {
+      if (t.heard && !t.reported && now - t.lastReply >= this.opts.silenceMs) {
         t.reported = true;
         this.deps.log.warn({ node: t.node, ip: t.ip, iface: t.iface, silentMs: now - t.lastReply }, 'owner is silent on the wire');
         this.silentCb(t.node);

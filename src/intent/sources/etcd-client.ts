@@ -15,6 +15,7 @@
  *   exponential up to 30 s); capped at 2 s here so a restarted etcd is seen soon.
  */
 import { Etcd3, type IOptions } from 'etcd3';
+import { noop } from 'cockatiel';
 import { HeraldError } from '../../core/errors.js';
 
 export interface EtcdClientOptions {
@@ -29,6 +30,12 @@ export interface EtcdClientOptions {
    * (epoch ms), so an unreachable or silent server fails within it.
    */
   readonly deadline?: number;
+  /**
+   * No client-side retries and no circuit breaker: for the lease keep-alive
+   * loop, which retries on its own schedule and must never be locked out for
+   * 5 s by a breaker that three slow calls opened.
+   */
+  readonly noFaultHandling?: boolean;
 }
 
 export const etcdClientDefaults = {
@@ -106,7 +113,10 @@ export function createEtcdClient(opts: EtcdClientOptions): Etcd3 {
       'grpc.keepalive_timeout_ms': 5_000,
       'grpc.keepalive_permit_without_calls': 1,
     },
-    faultHandling: { watchBackoff: cappedBackoff(etcdClientDefaults.watchBackoffInitialMs, backoffMax) },
+    faultHandling: {
+      watchBackoff: cappedBackoff(etcdClientDefaults.watchBackoffInitialMs, backoffMax),
+      ...(opts.noFaultHandling ? { host: () => noop, global: noop } : {}),
+    },
   });
 }
 

@@ -58,7 +58,12 @@ export class EtcdSession implements Disposable {
       throw new HeraldError('HERALD_BAD_ARGUMENT', 'etcd keep-alive period must leave room for two attempts within TTL − margin');
     }
     this.client = createEtcdClient({ endpoints: opts.endpoints });
-    this.keepaliveClient = createEtcdClient({ endpoints: opts.endpoints, callTimeoutMs: Math.max(250, Math.floor(opts.keepaliveMs * 0.8)) });
+    this.keepaliveClient = createEtcdClient({
+      endpoints: opts.endpoints,
+      // Short enough for several attempts before TTL − margin, long enough for a loaded machine.
+      callTimeoutMs: Math.max(250, Math.floor((opts.ttlSeconds * 1000 - opts.marginMs) / 3)),
+      noFaultHandling: true,
+    });
   }
 
   get prefix(): string {
