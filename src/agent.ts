@@ -104,6 +104,9 @@ export class Agent implements Disposable {
         ownership: this.ownership,
         ipam: this.makeIpamCoordinator(), // one allocator at a time, state persisted
         staticAnnouncements: config.announcements,
+        onCandidateInterfaces: (names) => {
+          for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
+        },
         clock,
         log: log.child({ module: 'control-plane' }),
       }),
@@ -224,8 +227,8 @@ export class Agent implements Disposable {
     await this.ownership.release();
     await this.controlPlane.idle();
     await this.l2.reconciler?.settled();
-    await this.routes?.settled();
-    await this.session?.revoke();
+    await this.session?.revoke(); // the map entries are gone: free every IP now
+    await this.routes?.settled(); // then the local routes (ARP has already moved)
   }
 
   dispose(): void {

@@ -34,6 +34,8 @@ export interface ControlPlaneDeps {
   ipam: IpamCoordinator;
   /** Announcements from the command line, kept alongside intent. */
   staticAnnouncements: readonly StaticAnnouncement[];
+  /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
+  onCandidateInterfaces?: (interfaces: ReadonlySet<string>) => void;
   clock: Clock;
   log: Logger;
 }
@@ -165,6 +167,7 @@ export class ControlPlane implements Disposable {
     // Static announcements qualify on their own, on their named interface.
     const wanted = new Map<string, string[]>([...this.candidates].map(([ip, c]) => [ip, [...c.interfaces]]));
     for (const a of this.deps.staticAnnouncements) wanted.set(a.ip, [...new Set([...(wanted.get(a.ip) ?? []), a.interface])]);
+    this.deps.onCandidateInterfaces?.(new Set([...wanted.values()].flat()));
     this.deps.ownership.setCandidates(wanted);
     this.writeTable(this.deps.ownership.view());
   }

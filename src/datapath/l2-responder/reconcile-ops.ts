@@ -73,13 +73,25 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
     return true;
   }
 
+  /**
+   * Makes the program serve an interface ahead of any entry on it (interfaces
+   * this node is a candidate on), so taking over an IP costs only a map write.
+   */
+  async prepareInterface(name: string): Promise<void> {
+    const link = await this.resolve(name);
+    this.ensurePrepared(link);
+  }
+
+  private ensurePrepared(link: LinkInfo): void {
+    if (this.prepared.get(link.ifindex) === link.mac) return;
+    this.deps.interfaces.prepare(link);
+    this.prepared.set(link.ifindex, link.mac);
+  }
+
   async update(row: L2AnnounceRow): Promise<void> {
     if (this.skipIpv6(row)) return;
     const link = await this.resolve(row.iface);
-    if (this.prepared.get(link.ifindex) !== link.mac) {
-      this.deps.interfaces.prepare(link);
-      this.prepared.set(link.ifindex, link.mac);
-    }
+    this.ensurePrepared(link);
     const key = { ip: row.ip, ifindex: link.ifindex };
     if (this.deps.map.create(key)) {
       this.deps.log.info({ ip: row.ip, iface: row.iface, ifindex: link.ifindex, origins: row.origins }, 'announcing');

@@ -148,10 +148,11 @@ export class EtcdOwnership implements OwnershipBackend {
   private markDirty(): void {
     this.dirty = true;
     if (this.running || this.dirtyTimer || this.disposed) return;
+    // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
     this.dirtyTimer = this.deps.clock.setTimeout(() => {
       this.dirtyTimer = undefined;
       void this.pass();
-    }, 10);
+    }, 0);
   }
 
   private async pass(): Promise<void> {
