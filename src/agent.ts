@@ -104,6 +104,9 @@ export class Agent implements Disposable {
         ownership: this.ownership,
         ipam: this.makeIpamCoordinator(), // one allocator at a time, state persisted
         staticAnnouncements: config.announcements,
+        applied: async () => {
+          await this.l2.reconciler?.settled();
+        },
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
         },

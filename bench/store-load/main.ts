@@ -58,7 +58,9 @@ async function main(): Promise<void> {
         const session = new EtcdSession({ endpoints: [etcd.endpoint], prefix: '/herald/', ...etcdSessionDefaults }, { clock: systemClock, log: silentLogger });
         await session.start();
         const own = new EtcdOwnership(session, `node-${k}`, { clock: systemClock, log: silentLogger }, etcdOwnershipDefaults);
-        await own.start((v) => owned.set(`node-${k}`, v.owned.size));
+        await own.start((v) => {
+          owned.set(`node-${k}`, v.owned.size);
+        });
         own.setCandidates(candidates);
         members.push({ session, own });
       }

@@ -34,6 +34,8 @@ export interface ControlPlaneDeps {
   ipam: IpamCoordinator;
   /** Announcements from the command line, kept alongside intent. */
   staticAnnouncements: readonly StaticAnnouncement[];
+  /** Resolves when the datapath has applied the table (awaited before an IP is given away). */
+  applied?: () => Promise<void>;
   /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
   onCandidateInterfaces?: (interfaces: ReadonlySet<string>) => void;
   clock: Clock;
@@ -80,7 +82,7 @@ export class ControlPlane implements Disposable {
       });
     });
     this.links = await this.deps.links.list();
-    await this.deps.ownership.start((view) => this.enqueue(() => this.onOwnership(view)));
+    await this.deps.ownership.start((view) => this.enqueue(() => this.onOwnership(view)).then(() => this.deps.applied?.()));
   }
 
   /** A new complete, valid snapshot from the intent source. */

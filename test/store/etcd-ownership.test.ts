@@ -55,7 +55,9 @@ describe('etcd ownership', () => {
       handoverHoldMs: opts.handoverHoldMs ?? 60_000,
     });
     const owned = { current: new Set<string>() };
-    await own.start((v) => (owned.current = new Set(v.owned)));
+    await own.start((v) => {
+      owned.current = new Set(v.owned);
+    });
     cleanups.push(() => {
       own.dispose();
       session.dispose();

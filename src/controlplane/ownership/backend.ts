@@ -15,7 +15,12 @@ export interface OwnershipView {
 
 export interface OwnershipBackend extends Disposable {
   readonly kind: 'local' | 'etcd';
-  start(onChange: (view: OwnershipView) => void): Promise<void>;
+  /**
+   * `onChange` may return a promise that resolves once the datapath has applied
+   * the view; a backend giving an IP away waits for it before letting go, so
+   * the next owner never answers while this node still does.
+   */
+  start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void>;
   /**
    * The IPs this node qualifies for, with the interfaces it would announce each
    * on; the backend contends for them and gives up the rest.

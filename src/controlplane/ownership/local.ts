@@ -8,11 +8,11 @@ import type { OwnershipBackend, OwnershipView } from './backend.js';
 export class LocalOwnership implements OwnershipBackend {
   readonly kind = 'local' as const;
   private owned: ReadonlySet<string> = new Set();
-  private onChange: ((view: OwnershipView) => void) | undefined;
+  private onChange: ((view: OwnershipView) => void | Promise<void>) | undefined;
 
   constructor(private readonly nodeName: string) {}
 
-  async start(onChange: (view: OwnershipView) => void): Promise<void> {
+  async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
     this.onChange = onChange;
   }
 
@@ -21,7 +21,7 @@ export class LocalOwnership implements OwnershipBackend {
     const same = ips.size === this.owned.size && [...ips].every((ip) => this.owned.has(ip));
     if (same) return;
     this.owned = new Set(ips);
-    this.onChange?.(this.view());
+    void this.onChange?.(this.view());
   }
 
   view(): OwnershipView {

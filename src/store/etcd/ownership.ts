@@ -59,7 +59,7 @@ export class EtcdOwnership implements OwnershipBackend {
   /** ip → node → first seen (clock ms). */
   private others = new Map<string, Map<string, number>>();
   private watcher: Watcher | undefined;
-  private onChange: (view: OwnershipView) => void = () => {};
+  private onChange: (view: OwnershipView) => void | Promise<void> = () => {};
   private lastOwned: ReadonlySet<string> = new Set();
   private readonly timers = new Map<string, TimerHandle>();
   private disposed = false;
@@ -77,7 +77,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.candidatesPrefix = `${session.prefix}candidates/`;
   }
 
-  async start(onChange: (view: OwnershipView) => void): Promise<void> {
+  async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
     this.onChange = onChange;
     this.watcher = await this.session.client.watch().prefix(this.session.prefix).create();
     // Events update the in-memory view; a reconnect re-reads everything.
@@ -100,7 +100,7 @@ export class EtcdOwnership implements OwnershipBackend {
         }
         // Our keys are (or are about to be) gone: stop answering at once.
         this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
-        this.emit();
+        void this.emit();
       } else if (s === 'live') {
         this.markDirty();
       }
@@ -161,10 +161,10 @@ export class EtcdOwnership implements OwnershipBackend {
     try {
       while (this.dirty && !this.disposed) {
         this.dirty = false;
-        this.emit();
+        void this.emit();
         this.updateWatch();
         await this.sync();
-        this.emit();
+        void this.emit();
       }
     } finally {
       this.running = false;
@@ -323,29 +323,32 @@ export class EtcdOwnership implements OwnershipBackend {
     if (res.succeeded) {
       this.owners.set(ip, { node: this.nodeName, lease });
       this.deps.log.info({ ip }, 'took ownership');
-      this.emit();
+      void this.emit();
     }
   }
 
   private async giveUp(ip: string, why: string): Promise<void> {
     const lease = this.session.leaseId;
-    // Withdraw locally first, so two nodes never answer at once.
+    // Withdraw locally first — and wait until the datapath has — so two nodes never answer at once.
     this.owners.delete(ip);
-    this.emit();
+    await this.emit();
     const key = `${this.ownersPrefix}${ip}`;
     if (lease) await this.session.client.if(key, 'Lease', '==', lease).then(this.session.client.delete().key(key)).commit();
     this.deps.log.info({ ip, why }, 'released ownership');
   }
 
-  private emit(): void {
-    if (this.opts.onStoreLoss === 'keep' && !this.released && this.session.state === 'lost') return; // hold what we have
+  /** Publishes the owned set when it changed; resolves when the consumer has applied it (bounded). */
+  private emit(): Promise<void> {
+    if (this.opts.onStoreLoss === 'keep' && !this.released && this.session.state === 'lost') return Promise.resolve(); // hold what we have
     const owned = new Set<string>();
     const lease = this.session.leaseId;
     for (const [ip, o] of this.owners) if (o.node === this.nodeName && lease !== undefined && o.lease === lease) owned.add(ip);
     const same = owned.size === this.lastOwned.size && [...owned].every((ip) => this.lastOwned.has(ip));
-    if (same) return;
+    if (same) return Promise.resolve();
     this.lastOwned = owned;
-    this.onChange(this.view());
+    const applied = Promise.resolve(this.onChange(this.view())).catch(() => {});
+    // Never hang on a stuck consumer: after a bound, go on (the TTL math still holds).
+    return Promise.race([applied, new Promise<void>((r) => this.deps.clock.setTimeout(r, 2000))]);
   }
 
   view(): OwnershipView {
