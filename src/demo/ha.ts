@@ -85,7 +85,7 @@ async function main(): Promise<void> {
     await waitFor(() => ownerOf(lab.nodes, agents) !== undefined, { timeoutMs: 20_000, what: 'an owner for the service IP' });
     const owner = ownerOf(lab.nodes, agents)!;
     step(`the service got ${VIP}; its owner is ${owner.name}`);
-    show(owner.must(HERALD, ['status', '--status-socket', owner.statusSocket]).split('\n').slice(0, 12).join('\n'));
+    show(owner.must(HERALD, ['status', '--status-socket', owner.statusSocket]).split('\n').slice(0, 18).join('\n'));
 
     step(`client: who has ${VIP}? and GET http://${VIP}:8080/`);
     show(lab.client.exec('arping', ['-c', '2', '-w', '3', '-I', 'eth0', VIP]).stdout);
