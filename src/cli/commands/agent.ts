@@ -7,7 +7,7 @@ import { parseAnnouncement } from '../../controlplane/static-announcements.js';
 import { describeError } from '../../core/errors.js';
 import { reconcilerDefaults } from '../../core/reconciler/reconciler.js';
 import { RESPONDER_MAP_SIZE_DEFAULT } from '../../datapath/l2-responder/datapath.js';
-import { livenessDefaults } from '../../datapath/l2-responder/liveness.js';
+import { LOCAL_STORE_LIVENESS_MAX_AGE_MS, livenessDefaults } from '../../datapath/l2-responder/liveness.js';
 import { garpDefaults } from '../../datapath/garp.js';
 import { createLogger, type LogFormat } from '../logging.js';
 import { collect, defaultNodeName, parseCount, parseDuration, parseNodeName, parsePositiveInt, pinDirFor } from '../options.js';
@@ -23,7 +23,7 @@ interface AgentOptions {
   bpfPinDir?: string;
   responderMapSize: number;
   livenessInterval: number;
-  livenessMaxAge: number;
+  livenessMaxAge?: number;
   garpCount: number;
   garpInterval: number;
   fullReconcileInterval: number;
@@ -58,7 +58,11 @@ export function agentCommand(): Command {
     .option('--bpf-pin-dir <dir>', 'where the maps are pinned (default /sys/fs/bpf/herald/<node>)')
     .option('--responder-map-size <n>', 'capacity of the responder map', parsePositiveInt, RESPONDER_MAP_SIZE_DEFAULT)
     .option('--liveness-interval <duration>', 'how often the datapath heartbeat is written', parseDuration, livenessDefaults.intervalMs)
-    .option('--liveness-max-age <duration>', 'the datapath stops answering when the heartbeat is older', parseDuration, livenessDefaults.maxAgeMs)
+    .option(
+      '--liveness-max-age <duration>',
+      'the datapath stops answering when the heartbeat is older (default: 800ms with etcd, below the lease TTL; 3s with the local store, to outlast a restart)',
+      parseDuration,
+    )
     .option('--garp-count <n>', 'gratuitous ARP rounds per newly announced IP (0 = off)', parseCount, garpDefaults.count)
     .option('--garp-interval <duration>', 'time between gratuitous ARP rounds', parseDuration, garpDefaults.intervalMs)
     .option('--full-reconcile-interval <duration>', 'period of the full datapath reconciliation', parseDuration, reconcilerDefaults.fullIntervalMs)
@@ -90,7 +94,10 @@ export function agentCommand(): Command {
             datapath: {
               pinDir: pinDirFor(opts),
               responderMapSize: opts.responderMapSize,
-              liveness: { intervalMs: opts.livenessInterval, maxAgeMs: opts.livenessMaxAge },
+              liveness: {
+                intervalMs: opts.livenessInterval,
+                maxAgeMs: opts.livenessMaxAge ?? (opts.store === 'etcd' ? livenessDefaults.maxAgeMs : LOCAL_STORE_LIVENESS_MAX_AGE_MS),
+              },
             },
             garp: { count: opts.garpCount, intervalMs: opts.garpInterval },
             reconciler: { ...reconcilerDefaults, fullIntervalMs: opts.fullReconcileInterval, initGraceMs: opts.pruneGrace },

@@ -19,9 +19,12 @@ export interface LivenessOptions {
   maxAgeMs: number;
 }
 
-// The limit sits well below the etcd lease TTL (3 s): a crashed agent's node goes silent
-// before anyone may take over, and candidates can fence it out on the wire within ~1 s.
+// The limit is a trade-off. With a shared store it sits well below the etcd
+// lease TTL (3 s): a crashed agent's node goes silent before anyone may take
+// over, and candidates fence it out on the wire within ~1 s. With the local
+// store nobody takes over, so it must outlast an agent restart instead.
 export const livenessDefaults: LivenessOptions = { intervalMs: 200, maxAgeMs: 800 };
+export const LOCAL_STORE_LIVENESS_MAX_AGE_MS = 3000;
 
 export class LivenessWriter implements Disposable {
   private timer: TimerHandle | undefined;

@@ -34,13 +34,15 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
 
   async start(onChange: () => void): Promise<void> {
     this.onChange = onChange;
-    await this.refresh();
+    // Watch first, then read: a write between the two is seen by one or the
+    // other (reading first would miss a state written before the watch starts).
     this.watcher = await this.session.client.watch().prefix(`${this.session.prefix}ipam/`).create();
     this.watcher.on('put', () => void this.refresh());
     this.watcher.on('delete', () => void this.refresh());
     this.watcher.on('connected', () => void this.refresh()); // after an etcd restart, re-read
     this.watcher.on('error', (e) => this.log.warn({ err: describeError(e) }, 'etcd ipam watch error'));
     this.session.onState(() => void this.refresh());
+    await this.refresh();
     await this.contend();
   }
 
