@@ -46,12 +46,13 @@ const SUPPORTED = `${Object.keys(KINDS).join(', ')} and List`;
 // Dropped from the YAML 1.1 schema: sigs.k8s.io/yaml keeps these as strings.
 const STRING_TAGS = new Set(['tag:yaml.org,2002:timestamp', 'tag:yaml.org,2002:binary']);
 const STRING_TAG_NAMES = new Set(['timestamp', 'binary', 'intTime', 'floatTime']);
-const customTags = (tags: Tags): Tags =>
+/** The YAML tags as Kubernetes reads them (shared with the etcd store's canonical form). */
+export const customTags = (tags: Tags): Tags =>
   tags.filter((t) =>
     typeof t === 'string' ? !STRING_TAG_NAMES.has(t) : !STRING_TAGS.has(t.tag) && !('format' in t && t.format === 'TIME'),
   );
 
-function isRecord(v: unknown): v is Record<string, unknown> {
+export function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 

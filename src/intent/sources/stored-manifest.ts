@@ -13,11 +13,11 @@
  * Stored values are read back through the same validation as files, with the
  * key standing for the file name in every message.
  */
-import { parseAllDocuments, type Tags } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { HeraldError } from '../../core/errors.js';
 import type { ManifestError } from '../diagnostics.js';
 import { KINDS, isIntentKind, objectKey, type IntentKind } from '../kinds.js';
-import { finishLoad, parseFile, type ManifestLoad, type ParsedFile } from '../parse.js';
+import { customTags, finishLoad, isRecord, parseFile, type ManifestLoad, type ParsedFile } from '../parse.js';
 
 export const DEFAULT_MANIFEST_PREFIX = '/herald/manifests/';
 
@@ -52,19 +52,6 @@ export interface StoredManifest {
   readonly ref: string;
   /** Canonical JSON. */
   readonly value: string;
-}
-
-// As in parse.ts (which does not export it): sigs.k8s.io/yaml keeps timestamps
-// and binaries as strings. Storing exactly what validation saw depends on it.
-const STRING_TAGS = new Set(['tag:yaml.org,2002:timestamp', 'tag:yaml.org,2002:binary']);
-const STRING_TAG_NAMES = new Set(['timestamp', 'binary', 'intTime', 'floatTime']);
-const customTags = (tags: Tags): Tags =>
-  tags.filter((t) =>
-    typeof t === 'string' ? !STRING_TAG_NAMES.has(t) : !STRING_TAGS.has(t.tag) && !('format' in t && t.format === 'TIME'),
-  );
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 /** Null-valued entries dropped ("field: null" = unset), keys sorted, recursively. */
