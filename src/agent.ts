@@ -72,6 +72,7 @@ export class Agent implements Disposable {
   private readonly ownership: OwnershipBackend;
   private readonly source: IntentSource | undefined;
   private readonly session: EtcdSession | undefined;
+  private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
   readonly startedAt = Date.now();
 
@@ -86,12 +87,13 @@ export class Agent implements Disposable {
     this.session = config.store === 'etcd' ? this.store.add(new EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
     this.source = this.makeSource(); // manifests from files or etcd
+    this.ownerWatch = this.session ? this.store.add(new PacketOwnerWatch({ links: this.links, clock, log })) : undefined; // silent owners on the wire
     this.ownership = this.store.add(
       this.session
         ? new EtcdOwnership(
             this.session,
             config.node,
-            { clock, log: log.child({ module: 'ownership' }), watch: this.store.add(new PacketOwnerWatch({ links: this.links, clock, log })) },
+            { clock, log: log.child({ module: 'ownership' }), watch: this.ownerWatch! },
             { ...etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
           )
         : new LocalOwnership(config.node),
@@ -116,7 +118,11 @@ export class Agent implements Disposable {
     );
     // datapath: program, pinned maps, heartbeat, gratuitous ARP, table → map reconciler
     this.l2 = this.store.add(
-      new L2Stack({ db: this.db, links: this.links, sender, clock, log }, { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' } }),
+      new L2Stack(
+        // The heartbeat answers to the store session: no stamp while our lease may have lapsed.
+        { db: this.db, links: this.links, sender, clock, log, ...(this.ownership instanceof EtcdOwnership ? { livenessGate: this.ownership.livenessGate() } : {}) },
+        { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' } },
+      ),
     );
   }
 
@@ -198,6 +204,16 @@ export class Agent implements Disposable {
       datapath: this.l2.datapath,
       garp: this.l2.garp.stats,
       now: this.clock.monotonicNs(),
+      ...(this.session && this.ownership instanceof EtcdOwnership
+        ? {
+            ha: {
+              session: this.session.status(),
+              ownership: this.ownership.status(),
+              ...(this.ownerWatch ? { ownerWatch: this.ownerWatch.stats() } : {}),
+              ...(this.l2.datapath.liveness ? { heartbeat: { held: this.l2.datapath.liveness.held, lateWakeups: this.l2.datapath.liveness.lateWakeups, failures: this.l2.datapath.liveness.failures } } : {}),
+            },
+          }
+        : {}),
     });
   }
 
@@ -210,6 +226,19 @@ export class Agent implements Disposable {
       garp: () => this.l2.garp.stats,
       ownershipChanges: () => this.controlPlane.stats.ownershipChanges,
       ownedIps: () => this.ownership.view().owned.size,
+      ha: () => {
+        const ha = this.status().ha;
+        if (!ha) return undefined;
+        return {
+          sessionLive: ha.session.state === 'live',
+          ...(ha.session.lastKeepaliveAgeMs !== undefined ? { lastKeepaliveAgeMs: ha.session.lastKeepaliveAgeMs } : {}),
+          leasesGranted: ha.session.leasesGranted,
+          fencesIssued: ha.ownership.fencesIssued,
+          staleKeysIgnored: ha.ownership.staleKeysIgnored,
+          heartbeatHeld: ha.heartbeat?.held ?? 0,
+          lateWakeups: ha.heartbeat?.lateWakeups ?? 0,
+        };
+      },
       reconciler: () => this.l2.reconciler?.health(),
       pools: () =>
         [...(this.controlPlane.status().ipam?.pools ?? new Map())].map(([pool, p]) => ({

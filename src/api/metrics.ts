@@ -16,6 +16,8 @@ export interface MetricsSource {
     | { errorCount: number; lastPartial?: { durationMs: number }; lastFull?: { durationMs: number }; partialRounds: number; fullRounds: number }
     | undefined;
   pools(): Array<{ pool: string; total: number; used: number; available: number }>;
+  /** Store session and fencing (etcd store only). */
+  ha?(): { sessionLive: boolean; lastKeepaliveAgeMs?: number; leasesGranted: number; fencesIssued: number; staleKeysIgnored: number; heartbeatHeld: number; lateWakeups: number } | undefined;
 }
 
 export function parseListen(text: string): { host: string; port: number } {
@@ -81,6 +83,45 @@ export function buildRegistry(src: MetricsSource): Registry {
       setCounter(this, src.ownershipChanges());
     },
   });
+  const ha = () => src.ha?.();
+  new Gauge({
+    name: 'herald_store_session_live',
+    help: '1 while the etcd session (lease) is live by our own clock, 0 when lost; absent with the local store',
+    registers: [registry],
+    collect() {
+      this.reset();
+      const h = ha();
+      if (h) this.set(h.sessionLive ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'herald_store_keepalive_age_seconds',
+    help: 'Age of the last successful lease keep-alive',
+    registers: [registry],
+    collect() {
+      this.reset();
+      const h = ha();
+      if (h?.lastKeepaliveAgeMs !== undefined) this.set(h.lastKeepaliveAgeMs / 1000);
+    },
+  });
+  for (const [name, help, pick] of [
+    ['herald_store_leases_granted_total', 'Leases granted to this agent (more than 1: the session was lost and re-established)', (h: NonNullable<ReturnType<typeof ha>>) => h.leasesGranted],
+    ['herald_fences_issued_total', 'Silent owners whose lease this node revoked', (h: NonNullable<ReturnType<typeof ha>>) => h.fencesIssued],
+    ['herald_stale_store_keys_total', 'Store keys ignored because they had no live lease', (h: NonNullable<ReturnType<typeof ha>>) => h.staleKeysIgnored],
+    ['herald_heartbeat_held_total', 'Heartbeat ticks held back (lease not valid by our clock, or re-checking after a late wake-up)', (h: NonNullable<ReturnType<typeof ha>>) => h.heartbeatHeld],
+    ['herald_late_wakeups_total', 'Heartbeat timers that fired past the liveness limit (process stopped, starved or blocked)', (h: NonNullable<ReturnType<typeof ha>>) => h.lateWakeups],
+  ] as const) {
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const h = ha();
+        this.reset();
+        if (h) this.inc(pick(h));
+      },
+    });
+  }
   new Gauge({
     name: 'herald_owned_ips',
     help: 'IPs this node owns',

@@ -5,6 +5,8 @@ import type { L2Datapath } from '../datapath/l2-responder/datapath.js';
 import { livenessAge } from '../datapath/l2-responder/liveness.js';
 import type { L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { libbpf } from '../os/libbpf.js';
+import type { SessionStatus } from '../store/etcd/session.js';
+import type { OwnershipStatus } from '../store/etcd/ownership.js';
 
 export interface StatusInput {
   config: { node: string; store: string; manifests?: string; datapath: { pinDir: string } };
@@ -16,6 +18,15 @@ export interface StatusInput {
   datapath: L2Datapath;
   garp: { sent: number; failed: number };
   now: bigint;
+  /** Store session and ownership safety state (etcd store); undefined with the local store. */
+  ha?: HaStatus;
+}
+
+export interface HaStatus {
+  session: SessionStatus;
+  ownership: OwnershipStatus;
+  ownerWatch?: { targets: number; lateTicks: number; reports: number };
+  heartbeat?: { held: number; lateWakeups: number; failures: number };
 }
 
 export type AgentStatus = ReturnType<typeof buildStatus>;
@@ -40,6 +51,8 @@ export function buildStatus(i: StatusInput) {
     startedAt: new Date(i.startedAt).toISOString(),
     intentLoaded: cp.snapshotLoaded,
     ...(cp.lastError ? { lastError: cp.lastError } : {}),
+    allocator: cp.allocator ?? null,
+    ha: i.ha ?? null,
     owned: [...owned].sort().map((ip) => ({
       ip,
       interfaces: i.table.filter((r) => r.ip === ip).map((r) => r.iface),
@@ -77,7 +90,19 @@ export function renderStatus(s: AgentStatus): string {
   };
   out.push(`node ${s.node}  store ${s.store}  intent ${s.source}${s.intentLoaded ? '' : ' (not loaded yet)'}  up since ${s.startedAt}`);
   if (s.lastError) out.push(`last error: ${s.lastError}`);
-  out.push('', `owned IPs (${s.owned.length}):`);
+  if (s.ha) {
+    const se = s.ha.session;
+    const ka = se.lastKeepaliveAgeMs === undefined ? 'never' : `${(se.lastKeepaliveAgeMs / 1000).toFixed(1)}s ago`;
+    out.push(
+      `store session ${se.state}${se.lostReason ? ` (${se.lostReason})` : ''}  lease ${se.lease ?? '-'}  last keep-alive ${ka}  valid for ${(se.validForMs / 1000).toFixed(1)}s  leases granted ${se.leasesGranted}`,
+    );
+    const o = s.ha.ownership;
+    out.push(
+      `allocator ${s.allocator ?? '(none)'}  fences issued ${o.fencesIssued}  stale keys ignored ${o.staleKeysIgnored}  keys moved to a new lease ${o.keysMovedToNewLease}` +
+        (s.ha.heartbeat ? `  heartbeat held ${s.ha.heartbeat.held}, late wake-ups ${s.ha.heartbeat.lateWakeups}` : ''),
+    );
+  }
+  out.push('', `owned IPs (${s.owned.length}):${s.owned.length === 0 && s.ha?.ownership.notOwningReason ? ` ${s.ha.ownership.notOwningReason}` : ''}`);
   table(['IP', 'INTERFACES', 'ORIGINS'], s.owned.map((o) => [o.ip, o.interfaces.join(',') || '-', o.origins.join(',')]));
   out.push('', `candidates (${s.candidates.length}):`);
   table(['IP', 'INTERFACES', 'SERVICES', 'POLICIES', 'OWNER'], s.candidates.map((c) => [c.ip, c.interfaces.join(','), c.services.join(','), c.policies.join(','), c.owner ?? '-']));

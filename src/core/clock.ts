@@ -23,3 +23,12 @@ export const systemClock: Clock = {
     return { cancel: () => clearTimeout(t) };
   },
 };
+
+/**
+ * CLOCK_MONOTONIC in milliseconds: the clock for deadlines and for judging
+ * how late a timer fired (it keeps running while the process is stopped, and
+ * never jumps with the wall clock).
+ */
+export function monotonicMs(clock: Clock): number {
+  return Number(clock.monotonicNs() / 1_000_000n);
+}

@@ -6,8 +6,16 @@
  * agent's datapath goes quiet within its liveness limit, a lost node at once —
  * so a candidate can fence it out long before its lease would expire. A live
  * owner keeps answering, so it is never reported.
+ *
+ * Silence is evidence, and only evidence gathered while we ran on time
+ * counts: probes actually sent, at most `maxProbeGapMs` apart, and left
+ * unanswered for the whole window. A timer that fires late (we were stopped,
+ * starved or blocked) restarts the window, and the verdict is taken only
+ * after pending replies have been read (setImmediate runs after the poll
+ * phase), so a paused or overloaded candidate never fences a healthy owner
+ * on its own late clock.
  */
-import type { Clock, TimerHandle } from '../core/clock.js';
+import { monotonicMs, type Clock, type TimerHandle } from '../core/clock.js';
 import { DisposableMap, type Disposable } from '../core/disposable.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
@@ -19,6 +27,12 @@ export interface OwnerWatchOptions {
   probeIntervalMs: number;
   /** No reply for this long (while watched this long) ⇒ silent. */
   silenceMs: number;
+  /**
+   * Two probes further apart than this mean our own timer ran late: the
+   * evidence so far is void and the window starts again. Default: half the
+   * silence window (so at least two on-time probes span any verdict).
+   */
+  maxProbeGapMs?: number;
 }
 
 export const ownerWatchDefaults: OwnerWatchOptions = { probeIntervalMs: 50, silenceMs: 300 };
@@ -42,6 +56,10 @@ export interface OwnerWatch {
 interface Tracked extends WatchTarget {
   since: number;
   lastReply: number;
+  /** Monotonic ms from which our evidence of silence is valid (last reply, or the last time our timer ran late). */
+  evidenceFrom: number;
+  /** Probes sent since `evidenceFrom`. */
+  probes: number;
   /**
    * Only an owner seen answering can go silent: a node that has just won an IP
    * may take a moment to program its map, and must not be fenced for that.
@@ -58,6 +76,10 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
   private timer: TimerHandle | undefined;
   private silentCb: (node: string) => void = () => {};
   private disposed = false;
+  private lastTickAt: number | undefined;
+  /** Windows restarted because our own timer fired late, for status. */
+  lateTicks = 0;
+  reports = 0;
 
   constructor(
     private readonly deps: { links: Links; clock: Clock; log: Logger },
@@ -69,11 +91,11 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
   }
 
   setTargets(targets: readonly WatchTarget[]): void {
-    const now = this.deps.clock.now();
+    const now = monotonicMs(this.deps.clock);
     const next = new Map<string, Tracked>();
     for (const t of targets) {
       const key = `${t.node}|${t.ip}|${t.iface}`;
-      next.set(key, this.tracked.get(key) ?? { ...t, since: now, lastReply: now, heard: false, reported: false });
+      next.set(key, this.tracked.get(key) ?? { ...t, since: now, lastReply: now, evidenceFrom: now, probes: 0, heard: false, reported: false });
     }
     this.tracked = next;
     if (next.size > 0 && !this.timer) this.schedule();
@@ -107,10 +129,12 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     if (packetType === PACKET_OUTGOING) return;
     const arp = parseArpFrame(frame);
     if (!arp || arp.op !== ARPOP_REPLY) return;
-    const now = this.deps.clock.now();
+    const now = monotonicMs(this.deps.clock);
     for (const t of this.tracked.values()) {
       if (t.iface === iface && t.ip === arp.spa) {
         t.lastReply = now;
+        t.evidenceFrom = now;
+        t.probes = 0;
         t.heard = true;
         t.reported = false;
       }
@@ -124,8 +148,22 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
 
   private tick(): void {
     this.timer = undefined;
-    if (this.tracked.size === 0) return;
-    const now = this.deps.clock.now();
+    if (this.tracked.size === 0) {
+      this.lastTickAt = undefined;
+      return;
+    }
+    const now = monotonicMs(this.deps.clock);
+    const maxGap = this.opts.maxProbeGapMs ?? this.opts.silenceMs / 2;
+    if (this.lastTickAt !== undefined && now - this.lastTickAt > maxGap) {
+      // Our timer ran late: whatever we did not hear meanwhile proves nothing.
+      this.lateTicks++;
+      this.deps.log.debug({ lateByMs: now - this.lastTickAt - this.opts.probeIntervalMs }, 'owner watch ran late: silence evidence restarts');
+      for (const t of this.tracked.values()) {
+        t.evidenceFrom = now;
+        t.probes = 0;
+      }
+    }
+    this.lastTickAt = now;
     for (const t of this.tracked.values()) {
       const link = this.links.get(t.iface);
       const sock = this.sockets.get(t.iface);
@@ -133,17 +171,40 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
         try {
           // An RFC 5227 probe: herald's responder answers it, and it updates nobody's cache.
           sock.send(arpRequest({ srcMac: link.mac, srcIp: '0.0.0.0', targetIp: t.ip }));
+          t.probes++;
         } catch {
-          /* a send error is a missed probe; silence is judged on replies */
+          /* a send error is a missed probe: no evidence */
         }
       }
-      if (t.heard && !t.reported && now - t.lastReply >= this.opts.silenceMs) {
-        t.reported = true;
-        this.deps.log.warn({ node: t.node, ip: t.ip, iface: t.iface, silentMs: now - t.lastReply }, 'owner is silent on the wire');
-        this.silentCb(t.node);
-      }
+    }
+    const suspects = [...this.tracked.values()].filter((t) => this.silentBy(t, now));
+    if (suspects.length > 0) {
+      // Read every reply already queued before judging: timers run before I/O
+      // in an event-loop turn, setImmediate after it.
+      setImmediate(() => {
+        const at = monotonicMs(this.deps.clock);
+        for (const t of suspects) {
+          if (this.disposed || !this.silentBy(t, at)) continue;
+          t.reported = true;
+          this.reports++;
+          this.deps.log.warn({ node: t.node, ip: t.ip, iface: t.iface, silentMs: at - t.lastReply, unansweredProbes: t.probes }, 'owner is silent on the wire');
+          this.silentCb(t.node);
+        }
+      });
     }
     this.schedule();
+  }
+
+  /** Heard before, and unanswered for the whole window by probes we sent on time. */
+  private silentBy(t: Tracked, now: number): boolean {
+    if (!t.heard || t.reported || !this.tracked.has(`${t.node}|${t.ip}|${t.iface}`)) return false;
+    const minProbes = Math.max(2, Math.floor(this.opts.silenceMs / this.opts.probeIntervalMs) - 1);
+    return now - t.evidenceFrom >= this.opts.silenceMs && t.probes >= minProbes;
+  }
+
+  /** For status. */
+  stats(): { targets: number; lateTicks: number; reports: number } {
+    return { targets: this.tracked.size, lateTicks: this.lateTicks, reports: this.reports };
   }
 
   dispose(): void {

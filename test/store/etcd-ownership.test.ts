@@ -53,6 +53,7 @@ describe('etcd ownership', () => {
       onStoreLoss: opts.onStoreLoss ?? 'withdraw',
       contendDelayMs: 300,
       handoverHoldMs: opts.handoverHoldMs ?? 60_000,
+      skipPreferredMs: 60_000,
     });
     const owned = { current: new Set<string>() };
     await own.start((v) => {

@@ -10,7 +10,7 @@ import { DisposableStore, type Disposable } from '../../core/disposable.js';
 import { HeraldError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { LinkInfo } from '../../os/links.js';
-import { LivenessWriter, type LivenessOptions } from './liveness.js';
+import { LivenessWriter, type LivenessGate, type LivenessOptions } from './liveness.js';
 import { L2ResponderProgram, detach } from './program.js';
 import type { InterfacePreparer } from './reconcile-ops.js';
 import { BpfResponderMap, type ResponderMap } from './responder-map.js';
@@ -34,9 +34,11 @@ export class L2Datapath implements InterfacePreparer, Disposable {
   private readonly store = new DisposableStore();
   private program: L2ResponderProgram | undefined;
   private responderMap: ResponderMap | undefined;
+  /** The heartbeat (for status: held-back stamps, late wake-ups). */
+  liveness: LivenessWriter | undefined;
 
   constructor(
-    private readonly deps: { clock: Clock; log: Logger },
+    private readonly deps: { clock: Clock; log: Logger; livenessGate?: LivenessGate },
     readonly opts: L2DatapathOptions,
   ) {
     if (!Number.isInteger(opts.responderMapSize) || opts.responderMapSize < 1) {
@@ -57,8 +59,9 @@ export class L2Datapath implements InterfacePreparer, Disposable {
     // The heartbeat starts before anything is attached: a restarted agent's
     // program is alive from its first packet.
     const liveness = this.store.add(
-      new LivenessWriter({ config: program.maps.config, clock: this.deps.clock, log: this.deps.log }, this.opts.liveness),
+      new LivenessWriter({ config: program.maps.config, clock: this.deps.clock, log: this.deps.log, ...(this.deps.livenessGate ? { gate: this.deps.livenessGate } : {}) }, this.opts.liveness),
     );
+    this.liveness = liveness;
     liveness.start();
     // A restarted agent replaces the previous program on every interface it
     // served at once (atomically), so the new code and maps are in force before

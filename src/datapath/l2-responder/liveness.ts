@@ -5,7 +5,7 @@
  * loop, so a stuck reconciler does not silence a healthy node, while a stuck or
  * dead agent does.
  */
-import type { Clock, TimerHandle } from '../../core/clock.js';
+import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import type { Disposable } from '../../core/disposable.js';
 import type { Logger } from '../../core/logger.js';
 import { describeError } from '../../core/errors.js';
@@ -26,13 +26,40 @@ export interface LivenessOptions {
 export const livenessDefaults: LivenessOptions = { intervalMs: 200, maxAgeMs: 800 };
 export const LOCAL_STORE_LIVENESS_MAX_AGE_MS = 3000;
 
+/**
+ * Whether this node may answer at all, decided by whoever holds its authority
+ * (the store session). The heartbeat is written only while the gate is open,
+ * and after a late wake-up only once the gate has re-checked ownership: a
+ * resumed owner never answers beside the node that took over meanwhile.
+ */
+export interface LivenessGate {
+  /** True while our own lease is valid by our own clock (monotonic ms). */
+  mayAnswer(nowMs: number): boolean;
+  /**
+   * We were asleep past the liveness limit: others may have fenced us out.
+   * Resolves once ownership is re-verified with the store and every IP we no
+   * longer own is withdrawn from the datapath.
+   */
+  recheck(sleptMs: number): Promise<void>;
+}
+
+/** The local store: no one else can take over, the gate is always open. */
+export const openGate: LivenessGate = { mayAnswer: () => true, recheck: async () => {} };
+
 export class LivenessWriter implements Disposable {
   private timer: TimerHandle | undefined;
   private disposed = false;
+  /** Monotonic ms of the last tick (undefined before the first). */
+  private lastTickAt: number | undefined;
+  /** A re-check after a late wake-up is in flight: no stamps until it settles. */
+  private rechecking = false;
   failures = 0;
+  /** Times the heartbeat was held back (gate closed or re-checking), for status. */
+  held = 0;
+  lateWakeups = 0;
 
   constructor(
-    private readonly deps: { config: BpfMap<number, bigint>; clock: Clock; log: Logger },
+    private readonly deps: { config: BpfMap<number, bigint>; clock: Clock; log: Logger; gate?: LivenessGate },
     private readonly opts: LivenessOptions,
   ) {
     if (opts.intervalMs <= 0 || opts.maxAgeMs <= 0) throw new Error('liveness interval and max age must be > 0');
@@ -53,13 +80,48 @@ export class LivenessWriter implements Disposable {
 
   private tick(): void {
     if (this.disposed) return;
+    this.timer = this.deps.clock.setTimeout(() => this.tick(), this.opts.intervalMs);
+    const gate = this.deps.gate ?? openGate;
+    const now = monotonicMs(this.deps.clock);
+    const sinceLastTick = this.lastTickAt === undefined ? 0 : now - this.lastTickAt;
+    this.lastTickAt = now;
+    if (this.rechecking) {
+      this.held++;
+      return;
+    }
+    // This timer fired so late that our last stamp went stale (we were
+    // stopped, starved or blocked): the datapath fell silent and a candidate
+    // may have fenced us out meanwhile. Re-check with the store before
+    // answering again, instead of resuming beside the new owner.
+    if (sinceLastTick > this.opts.maxAgeMs) {
+      this.lateWakeups++;
+      this.held++;
+      this.rechecking = true;
+      this.deps.log.warn({ sleptMs: sinceLastTick, limitMs: this.opts.maxAgeMs }, 'heartbeat woke up late: re-checking ownership before answering again');
+      gate
+        .recheck(sinceLastTick)
+        .catch((e: unknown) => this.deps.log.warn({ err: describeError(e) }, 'ownership re-check failed; the gate decides'))
+        .finally(() => {
+          this.rechecking = false;
+          if (!this.disposed) this.write(gate);
+        });
+      return;
+    }
+    this.write(gate);
+  }
+
+  private write(gate: LivenessGate): void {
+    if (!gate.mayAnswer(monotonicMs(this.deps.clock))) {
+      // Our lease may have lapsed: let the stamp go stale, the program falls silent.
+      this.held++;
+      return;
+    }
     try {
       this.stamp();
     } catch (e) {
       this.failures++;
       this.deps.log.error({ err: describeError(e) }, 'writing the liveness stamp failed');
     }
-    this.timer = this.deps.clock.setTimeout(() => this.tick(), this.opts.intervalMs);
   }
 
   /** Stops stamping; the stamp goes stale by itself and the program falls silent. */

@@ -12,6 +12,7 @@ import type { Links } from '../../os/links.js';
 import { GarpAnnouncer, type FrameSender, type GarpSchedule } from '../garp.js';
 import { l2AnnounceTable, type L2AnnounceRow } from '../tables/l2-announce.js';
 import { L2Datapath, type L2DatapathOptions } from './datapath.js';
+import type { LivenessGate } from './liveness.js';
 import { L2ResponderOps } from './reconcile-ops.js';
 
 export interface L2StackConfig {
@@ -28,10 +29,10 @@ export class L2Stack implements Disposable {
   ops!: L2ResponderOps;
 
   constructor(
-    private readonly deps: { db: StateDB; links: Links; sender: FrameSender; clock: Clock; log: Logger },
+    private readonly deps: { db: StateDB; links: Links; sender: FrameSender; clock: Clock; log: Logger; livenessGate?: LivenessGate },
     private readonly config: L2StackConfig,
   ) {
-    this.datapath = this.store.add(new L2Datapath({ clock: deps.clock, log: deps.log }, config.datapath)); // program, maps, heartbeat
+    this.datapath = this.store.add(new L2Datapath({ clock: deps.clock, log: deps.log, ...(deps.livenessGate ? { livenessGate: deps.livenessGate } : {}) }, config.datapath)); // program, maps, heartbeat
     this.garp = this.store.add(new GarpAnnouncer({ sender: deps.sender, clock: deps.clock, log: deps.log }, config.garp)); // bursts
   }
 

@@ -19,11 +19,12 @@
  */
 import { createHash } from 'node:crypto';
 import type { Watcher } from 'etcd3';
-import type { Clock, TimerHandle } from '../../core/clock.js';
+import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { OwnerWatch, WatchTarget } from '../../datapath/owner-watch.js';
+import type { LivenessGate } from '../../datapath/l2-responder/liveness.js';
 import type { EtcdSession } from './session.js';
 
 export interface EtcdOwnershipOptions {
@@ -37,9 +38,29 @@ export interface EtcdOwnershipOptions {
   contendDelayMs: number;
   /** A more preferred candidate must be present this long before the owner hands over. */
   handoverHoldMs: number;
+  /**
+   * A more preferred candidate that left a free IP unclaimed this long is
+   * skipped for that IP for `skipPreferredMs` (a broken or wedged agent must
+   * not make the IP flap between give-up and re-take forever).
+   */
+  skipPreferredMs: number;
 }
 
-export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000 };
+export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 60_000 };
+
+/** Keys without a lease carry no authority: a live agent's keys always sit on its lease. */
+const NO_LEASE = '0';
+
+export interface OwnershipStatus {
+  /** Keys ignored because they had no live lease, by kind. */
+  staleKeysIgnored: number;
+  staleKeysRemoved: number;
+  fencesIssued: number;
+  /** Our keys moved from a former lease onto the current one after an outage. */
+  keysMovedToNewLease: number;
+  /** Why this node owns nothing right now (undefined when it owns something, or nothing is expected). */
+  notOwningReason?: string;
+}
 
 export function rendezvousScore(node: string, ip: string): string {
   return createHash('sha256').update(`${node}#${ip}`).digest('hex');
@@ -64,6 +85,13 @@ export class EtcdOwnership implements OwnershipBackend {
   private readonly timers = new Map<string, TimerHandle>();
   private disposed = false;
   private released = false;
+  /** ip → monotonic ms at which we gave it up to hand it over to a more preferred node. */
+  private readonly handedOverAt = new Map<string, number>();
+  /** ip → node → monotonic ms until which that preferred node is skipped (it left the IP unclaimed). */
+  private readonly skipped = new Map<string, Map<string, number>>();
+  /** Stale (lease-less) keys already warned about, so the log names each once. */
+  private readonly warnedStale = new Set<string>();
+  private readonly counters = { staleKeysIgnored: 0, staleKeysRemoved: 0, fencesIssued: 0, keysMovedToNewLease: 0 };
   private readonly ownersPrefix: string;
   private readonly candidatesPrefix: string;
 
@@ -82,7 +110,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.watcher = await this.session.client.watch().prefix(this.session.prefix).create();
     // Events update the in-memory view; a reconnect re-reads everything.
     this.watcher.on('put', (kv) => {
-      this.applyPut(kv.key.toString(), kv.value.toString(), String(kv.lease));
+      this.applyPut(kv.key.toString(), kv.value.toString(), String(kv.lease), String(kv.mod_revision));
       this.markDirty();
     });
     this.watcher.on('delete', (kv) => {
@@ -94,7 +122,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.session.onState((s) => {
       if (s === 'lost') {
         this.published.clear();
-        if (this.opts.onStoreLoss === 'keep' && !this.released) {
+        if (this.holdingThroughOutage()) {
           this.deps.log.warn({ owned: this.lastOwned.size }, 'etcd unreachable: keeping announcements (--on-store-loss keep)');
           return;
         }
@@ -102,7 +130,9 @@ export class EtcdOwnership implements OwnershipBackend {
         this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
         void this.emit();
       } else if (s === 'live') {
-        this.markDirty();
+        // Re-read: our view dropped our keys when the session was lost, but
+        // they may still stand on the former lease (to be moved, not waited out).
+        void this.refresh();
       }
     });
     this.deps.watch?.onSilent((node) => void this.fence(node));
@@ -114,12 +144,51 @@ export class EtcdOwnership implements OwnershipBackend {
     this.markDirty();
   }
 
-  private applyPut(key: string, value: string, lease: string): void {
+  /** `--on-store-loss keep`, and the store is merely unreachable (not: it told us our lease is gone). */
+  private holdingThroughOutage(): boolean {
+    return this.opts.onStoreLoss === 'keep' && !this.released && this.session.state === 'lost' && this.session.lostReason === 'unreachable';
+  }
+
+  /**
+   * A key without a lease (written by hand, by a broken tool, or left from a
+   * store restore) would block an IP forever or make ownership flap: it is
+   * ignored, named in a warning, and removed if nobody changed it meanwhile.
+   */
+  private staleKey(key: string, modRevision: string, lease: string): void {
+    this.counters.staleKeysIgnored++;
+    if (!this.warnedStale.has(key)) {
+      this.warnedStale.add(key);
+      this.deps.log.warn({ key, lease }, 'ignoring a key without a live lease: it carries no authority; removing it');
+    }
+    void this.session.client
+      .if(key, 'Mod', '==', modRevision)
+      .then(this.session.client.delete().key(key))
+      .commit()
+      .then((r) => {
+        if (r.succeeded) this.counters.staleKeysRemoved++;
+      })
+      .catch(() => {
+        /* retried on the next read */
+      });
+  }
+
+  private applyPut(key: string, value: string, lease: string, modRevision: string): void {
     if (key.startsWith(this.ownersPrefix)) {
-      this.owners.set(key.slice(this.ownersPrefix.length), { node: value, lease });
+      const ip = key.slice(this.ownersPrefix.length);
+      if (lease === NO_LEASE) {
+        this.owners.delete(ip);
+        this.staleKey(key, modRevision, lease);
+        return;
+      }
+      this.owners.set(ip, { node: value, lease });
     } else if (key.startsWith(this.candidatesPrefix)) {
       const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
       if (!ip || !node || node === this.nodeName) return;
+      if (lease === NO_LEASE) {
+        this.others.get(ip)?.delete(node);
+        this.staleKey(key, modRevision, lease);
+        return;
+      }
       const seen = this.others.get(ip) ?? new Map<string, number>();
       if (!seen.has(node)) seen.set(node, this.deps.clock.now());
       this.others.set(ip, seen);
@@ -181,11 +250,20 @@ export class EtcdOwnership implements OwnershipBackend {
       const now = this.deps.clock.now();
       for (const kv of res.kvs) {
         const key = kv.key.toString();
+        const lease = String(kv.lease);
         if (key.startsWith(this.ownersPrefix)) {
-          owners.set(key.slice(this.ownersPrefix.length), { node: kv.value.toString(), lease: String(kv.lease) });
+          if (lease === NO_LEASE) {
+            this.staleKey(key, String(kv.mod_revision), lease);
+            continue;
+          }
+          owners.set(key.slice(this.ownersPrefix.length), { node: kv.value.toString(), lease });
         } else if (key.startsWith(this.candidatesPrefix)) {
           const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
           if (!ip || !node || node === this.nodeName) continue;
+          if (lease === NO_LEASE) {
+            this.staleKey(key, String(kv.mod_revision), lease);
+            continue;
+          }
           const seen = others.get(ip) ?? new Map<string, number>();
           seen.set(node, this.others.get(ip)?.get(node) ?? now);
           others.set(ip, seen);
@@ -205,6 +283,7 @@ export class EtcdOwnership implements OwnershipBackend {
     if (this.disposed || this.released || !lease) return;
     const client = this.session.client;
     try {
+      await this.moveKeysToCurrentLease(lease);
       // Candidacy keys: written once per IP, live as long as the lease; in
       // transactions of up to 100 operations (etcd's default limit is 128).
       const toPublish = [...this.candidates.keys()].filter((ip) => !this.published.has(ip));
@@ -223,7 +302,10 @@ export class EtcdOwnership implements OwnershipBackend {
       for (const [ip, owner] of this.owners) {
         if (owner.node !== this.nodeName) continue;
         if (!this.candidates.has(ip)) await this.giveUp(ip, 'no longer a candidate');
-        else if (this.handoverDue(ip)) await this.giveUp(ip, 'handing over to the preferred node');
+        else if (this.handoverDue(ip)) {
+          this.handedOverAt.set(ip, monotonicMs(this.deps.clock));
+          await this.giveUp(ip, 'handing over to the preferred node');
+        }
       }
       // Contend for free IPs: the preferred node at once, the others after a delay.
       for (const ip of this.candidates.keys()) {
@@ -231,12 +313,59 @@ export class EtcdOwnership implements OwnershipBackend {
           this.lateContenders.delete(ip);
           continue;
         }
-        if (this.isPreferred(ip) || this.lateContenders.delete(ip)) await this.contend(ip);
+        if (this.isPreferred(ip)) await this.contend(ip);
+        else if (this.lateContenders.delete(ip)) await this.contend(ip, true);
         else this.contendLater(ip);
       }
     } catch (e) {
-      this.deps.log.debug({ err: describeError(e) }, 'etcd ownership sync failed; retried on the next change');
+      // Retry on our own, not only on the next change: a hand-over or a
+      // contention must not wait for an unrelated watch event.
+      this.deps.log.debug({ err: describeError(e) }, 'etcd ownership sync failed; retrying');
+      this.resyncAt(this.deps.clock.now() + 500);
     }
+  }
+
+  /**
+   * After an outage the session runs on a new lease while our ownership keys
+   * still sit on the old one (etcd even renews every lease when it restarts).
+   * Move them onto the new lease in one transaction per chunk, so ownership
+   * survives the outage without an owner change, then revoke the old lease
+   * so nothing else of ours lingers on it.
+   */
+  private async moveKeysToCurrentLease(lease: string): Promise<void> {
+    const former = this.session.formerLeases;
+    if (former.size === 0) return;
+    const mine = [...this.owners].filter(([, o]) => o.node === this.nodeName && former.has(o.lease));
+    if (mine.length === 0) return;
+    const client = this.session.client;
+    for (let i = 0; i < mine.length; i += 64) {
+      const chunk = mine.slice(i, i + 64);
+      let txn = client.if(`${this.ownersPrefix}${chunk[0]![0]}`, 'Lease', '==', chunk[0]![1].lease);
+      for (const [ip, o] of chunk.slice(1)) txn = txn.and(`${this.ownersPrefix}${ip}`, 'Lease', '==', o.lease);
+      const res = await txn.then(...chunk.map(([ip]) => client.put(`${this.ownersPrefix}${ip}`).value(this.nodeName).lease(lease))).commit();
+      if (res.succeeded) {
+        for (const [ip] of chunk) this.owners.set(ip, { node: this.nodeName, lease });
+        this.counters.keysMovedToNewLease += chunk.length;
+      } else {
+        // Some key changed meanwhile: move the rest one by one, never taking a key that is no longer ours.
+        for (const [ip, o] of chunk) {
+          const key = `${this.ownersPrefix}${ip}`;
+          const r = await client.if(key, 'Lease', '==', o.lease).then(client.put(key).value(this.nodeName).lease(lease)).commit();
+          if (r.succeeded) {
+            this.owners.set(ip, { node: this.nodeName, lease });
+            this.counters.keysMovedToNewLease++;
+          }
+        }
+      }
+    }
+    this.deps.log.info({ moved: mine.length, lease }, 'moved our ownership keys onto the new lease after the store outage');
+    for (const old of former) {
+      if ([...this.owners.values()].some((o) => o.lease === old)) continue;
+      void client.leaseClient.leaseRevoke({ ID: old }).catch(() => {
+        /* already gone */
+      });
+    }
+    void this.emit();
   }
 
   /** Watch, on the wire, one IP of every other node that owns something we could take over. */
@@ -262,6 +391,7 @@ export class EtcdOwnership implements OwnershipBackend {
     for (const lease of leases) {
       try {
         await this.session.client.leaseClient.leaseRevoke({ ID: lease });
+        this.counters.fencesIssued++;
         this.deps.log.warn({ node, lease }, 'fenced out a silent owner: revoked its lease');
       } catch (e) {
         this.deps.log.debug({ node, err: describeError(e) }, 'revoking a silent owner failed (already gone?)');
@@ -270,17 +400,38 @@ export class EtcdOwnership implements OwnershipBackend {
     await this.refresh();
   }
 
+  private isSkipped(ip: string, node: string): boolean {
+    const until = this.skipped.get(ip)?.get(node);
+    if (until === undefined) return false;
+    if (monotonicMs(this.deps.clock) < until) return true;
+    this.skipped.get(ip)!.delete(node);
+    return false;
+  }
+
   private isPreferred(ip: string): boolean {
     const mine = rendezvousScore(this.nodeName, ip);
-    for (const node of this.others.get(ip)?.keys() ?? []) if (rendezvousScore(node, ip) > mine) return false;
+    for (const node of this.others.get(ip)?.keys() ?? []) if (rendezvousScore(node, ip) > mine && !this.isSkipped(ip, node)) return false;
     return true;
+  }
+
+  /** We took `ip` late: every more preferred candidate left it unclaimed, so skip them for a while. */
+  private skipUnclaimingPreferred(ip: string): void {
+    const mine = rendezvousScore(this.nodeName, ip);
+    const until = monotonicMs(this.deps.clock) + this.opts.skipPreferredMs;
+    for (const node of this.others.get(ip)?.keys() ?? []) {
+      if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
+      const perIp = this.skipped.get(ip) ?? new Map<string, number>();
+      perIp.set(node, until);
+      this.skipped.set(ip, perIp);
+      this.deps.log.warn({ ip, node, skipForMs: this.opts.skipPreferredMs }, 'the preferred node left the IP unclaimed: skipping it for this IP');
+    }
   }
 
   private handoverDue(ip: string): boolean {
     const mine = rendezvousScore(this.nodeName, ip);
     const now = this.deps.clock.now();
     for (const [node, since] of this.others.get(ip) ?? []) {
-      if (rendezvousScore(node, ip) <= mine) continue;
+      if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
       if (now - since >= this.opts.handoverHoldMs) return true;
       this.resyncAt(since + this.opts.handoverHoldMs);
     }
@@ -315,14 +466,21 @@ export class EtcdOwnership implements OwnershipBackend {
   /** IPs whose contention delay has passed: contend in the next pass if still free. */
   private readonly lateContenders = new Set<string>();
 
-  private async contend(ip: string): Promise<void> {
+  private async contend(ip: string, late = false): Promise<void> {
     const lease = this.session.leaseId;
     if (!lease || this.released) return;
     const key = `${this.ownersPrefix}${ip}`;
     const res = await this.session.client.if(key, 'Create', '==', 0).then(this.session.client.put(key).value(this.nodeName).lease(lease)).commit();
     if (res.succeeded) {
       this.owners.set(ip, { node: this.nodeName, lease });
-      this.deps.log.info({ ip }, 'took ownership');
+      this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+      // We handed this IP over and had to take it back: the preferred node
+      // never claimed it. Skip it for this IP instead of flapping forever.
+      const handedOver = this.handedOverAt.get(ip);
+      if (late && handedOver !== undefined && monotonicMs(this.deps.clock) - handedOver < 10_000) this.skipUnclaimingPreferred(ip);
+    }
+    if (res.succeeded || !late) {
+      this.handedOverAt.delete(ip);
       void this.emit();
     }
   }
@@ -339,10 +497,13 @@ export class EtcdOwnership implements OwnershipBackend {
 
   /** Publishes the owned set when it changed; resolves when the consumer has applied it (bounded). */
   private emit(): Promise<void> {
-    if (this.opts.onStoreLoss === 'keep' && !this.released && this.session.state === 'lost') return Promise.resolve(); // hold what we have
+    if (this.holdingThroughOutage()) return Promise.resolve(); // hold what we have
     const owned = new Set<string>();
     const lease = this.session.leaseId;
-    for (const [ip, o] of this.owners) if (o.node === this.nodeName && lease !== undefined && o.lease === lease) owned.add(ip);
+    // Ours: keys on our current lease, or on a lease this process held before
+    // an outage (still standing at the server, so still a fence) until moved.
+    const former = this.session.formerLeases;
+    if (!this.released) for (const [ip, o] of this.owners) if (o.node === this.nodeName && lease !== undefined && (o.lease === lease || former.has(o.lease))) owned.add(ip);
     const same = owned.size === this.lastOwned.size && [...owned].every((ip) => this.lastOwned.has(ip));
     if (same) return Promise.resolve();
     this.lastOwned = owned;
@@ -353,6 +514,41 @@ export class EtcdOwnership implements OwnershipBackend {
 
   view(): OwnershipView {
     return { owned: this.lastOwned, owners: new Map([...this.owners].map(([ip, o]) => [ip, o.node])) };
+  }
+
+  /**
+   * The datapath heartbeat's gate: answer only while our lease is valid by
+   * our own clock (or, with `keep`, while the store is merely unreachable);
+   * after a late wake-up, re-verify the lease and the owners with the store
+   * and withdraw what we lost before answering again.
+   */
+  livenessGate(): LivenessGate {
+    return {
+      mayAnswer: (nowMs) => {
+        if (this.released) return false;
+        if (this.holdingThroughOutage()) return true;
+        return this.session.state === 'live' && nowMs < this.session.validUntilMs();
+      },
+      recheck: async (sleptMs) => {
+        const verdict = await this.session.verify();
+        this.deps.log.warn({ sleptMs, lease: verdict }, 'late wake-up: lease re-checked with the store');
+        if (verdict !== 'unreachable') await this.refresh();
+        await this.emit();
+      },
+    };
+  }
+
+  status(): OwnershipStatus {
+    const session = this.session.status();
+    let notOwningReason: string | undefined;
+    if (this.lastOwned.size === 0) {
+      if (this.released) notOwningReason = 'released (agent stopping)';
+      else if (session.state === 'connecting') notOwningReason = 'waiting for an etcd session';
+      else if (session.state === 'lost') notOwningReason = session.lostReason === 'lease-gone' ? 'our etcd lease was revoked or expired; re-joining' : 'etcd unreachable: withdrawn (--on-store-loss withdraw)';
+      else if (this.candidates.size === 0) notOwningReason = 'not a candidate for any IP (no allocation, policy, node or interface match)';
+      else notOwningReason = 'every candidate IP is owned by another node';
+    }
+    return { ...this.counters, ...(notOwningReason ? { notOwningReason } : {}) };
   }
 
   /** Graceful stop: withdraw locally, then revoke the lease so every IP is free at once. */

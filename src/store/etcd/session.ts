@@ -9,7 +9,7 @@
  * by which time another node may already own what we still announce.
  */
 import type { Etcd3, Lease } from 'etcd3';
-import type { Clock, TimerHandle } from '../../core/clock.js';
+import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import type { Disposable } from '../../core/disposable.js';
 import { HeraldError, describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
@@ -30,6 +30,26 @@ export interface EtcdSessionOptions {
 export const etcdSessionDefaults = { ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 };
 
 export type SessionState = 'connecting' | 'live' | 'lost';
+/**
+ * Why the session is lost: the store could not be reached in time (our lease
+ * may well live on), or the store told us the lease is gone (revoked by a
+ * candidate that fenced us, or expired). Only the first may be ridden out
+ * with `--on-store-loss keep`; the second always means "we own nothing".
+ */
+export type LostReason = 'unreachable' | 'lease-gone' | 'released';
+
+export interface SessionStatus {
+  state: SessionState;
+  lostReason?: LostReason;
+  lease?: string;
+  /** Age of the last successful keep-alive (from when it was sent). */
+  lastKeepaliveAgeMs?: number;
+  /** How long our lease is still valid by our own clock (0 when not live). */
+  validForMs: number;
+  /** Leases granted in this process so far (1 = never lost). */
+  leasesGranted: number;
+  keepaliveFailures: number;
+}
 
 export class EtcdSession implements Disposable {
   /** For everything the agent stores (ownership, allocations). */
@@ -41,8 +61,14 @@ export class EtcdSession implements Disposable {
   private readonly keepaliveClient: Etcd3;
   private lease: Lease | undefined;
   private leaseIdValue: string | undefined;
+  /** Monotonic ms at which the last successful keep-alive (or grant) was SENT: the lease is valid TTL from then, at least. */
   private lastKeepaliveOk = 0;
   private stateValue: SessionState = 'connecting';
+  private lostReasonValue: LostReason | undefined;
+  /** Leases this process held before the current one: keys on them are ours to move onto the new lease. */
+  private readonly formerLeaseIds = new Set<string>();
+  private leasesGranted = 0;
+  private keepaliveFailures = 0;
   private timer: TimerHandle | undefined;
   private deadline: TimerHandle | undefined;
   private disposed = false;
@@ -77,15 +103,51 @@ export class EtcdSession implements Disposable {
     return this.stateValue === 'live' ? this.leaseIdValue : undefined;
   }
 
+  get lostReason(): LostReason | undefined {
+    return this.stateValue === 'lost' ? this.lostReasonValue : undefined;
+  }
+
+  /** Leases this process held before the current one (keys on them are ours). */
+  get formerLeases(): ReadonlySet<string> {
+    return this.formerLeaseIds;
+  }
+
+  /**
+   * The lease is valid by our own clock until this monotonic instant: the
+   * send time of the last successful keep-alive + TTL − margin. Past it, the
+   * server may have expired the lease and another node may own our IPs.
+   */
+  validUntilMs(): number {
+    return this.stateValue === 'live' ? this.leaseDeadlineMs() : 0;
+  }
+
+  private leaseDeadlineMs(): number {
+    return this.lastKeepaliveOk + this.opts.ttlSeconds * 1000 - this.opts.marginMs;
+  }
+
+  status(): SessionStatus {
+    const now = monotonicMs(this.deps.clock);
+    return {
+      state: this.stateValue,
+      ...(this.lostReason ? { lostReason: this.lostReason } : {}),
+      ...(this.leaseIdValue ? { lease: this.leaseIdValue } : {}),
+      ...(this.lastKeepaliveOk ? { lastKeepaliveAgeMs: now - this.lastKeepaliveOk } : {}),
+      validForMs: Math.max(0, this.validUntilMs() - now),
+      leasesGranted: this.leasesGranted,
+      keepaliveFailures: this.keepaliveFailures,
+    };
+  }
+
   onState(fn: (s: SessionState) => void): Disposable {
     this.listeners.add(fn);
     return { dispose: () => this.listeners.delete(fn) };
   }
 
-  private setState(s: SessionState): void {
+  private setState(s: SessionState, reason?: LostReason): void {
+    if (s === 'lost') this.lostReasonValue = reason ?? 'unreachable';
     if (s === this.stateValue) return;
     this.stateValue = s;
-    this.deps.log.info({ session: s, lease: this.leaseIdValue }, s === 'live' ? 'etcd session live' : `etcd session ${s}`);
+    this.deps.log.info({ session: s, lease: this.leaseIdValue, ...(s === 'lost' ? { reason: this.lostReasonValue } : {}) }, s === 'live' ? 'etcd session live' : `etcd session ${s}`);
     for (const l of [...this.listeners]) l(s);
   }
 
@@ -100,9 +162,13 @@ export class EtcdSession implements Disposable {
       try {
         const lease = this.keepaliveClient.lease(this.opts.ttlSeconds, { autoKeepAlive: false });
         this.requests++;
-        this.leaseIdValue = await lease.grant();
+        const sentAt = monotonicMs(this.deps.clock);
+        const id = await lease.grant();
+        if (this.leaseIdValue && this.leaseIdValue !== id) this.formerLeaseIds.add(this.leaseIdValue);
+        this.leaseIdValue = id;
         this.lease = lease;
-        this.lastKeepaliveOk = this.deps.clock.now();
+        this.leasesGranted++;
+        this.lastKeepaliveOk = sentAt;
         this.armDeadline();
         this.setState('live');
         return;
@@ -120,15 +186,15 @@ export class EtcdSession implements Disposable {
 
   private armDeadline(): void {
     this.deadline?.cancel();
-    const ms = this.opts.ttlSeconds * 1000 - this.opts.marginMs - (this.deps.clock.now() - this.lastKeepaliveOk);
+    const ms = this.leaseDeadlineMs() - monotonicMs(this.deps.clock);
     this.deadline = this.deps.clock.setTimeout(() => this.expireLocally(), Math.max(0, ms));
   }
 
   /** Our own clock says the server may soon expire the lease: act as if it has. */
   private expireLocally(): void {
     if (this.disposed || this.stateValue !== 'live') return;
-    this.deps.log.warn({ lastKeepaliveAgoMs: this.deps.clock.now() - this.lastKeepaliveOk }, 'etcd keep-alives failing: stepping down before the lease can expire');
-    this.setState('lost');
+    this.deps.log.warn({ lastKeepaliveAgoMs: monotonicMs(this.deps.clock) - this.lastKeepaliveOk }, 'etcd keep-alives failing: stepping down before the lease can expire');
+    this.setState('lost', 'unreachable');
   }
 
   private async keepalive(): Promise<void> {
@@ -139,20 +205,50 @@ export class EtcdSession implements Disposable {
       this.schedule();
       return;
     }
-    try {
-      this.requests++;
-      await this.lease!.keepaliveOnce();
-      this.lastKeepaliveOk = this.deps.clock.now();
-      this.armDeadline();
-    } catch (e) {
-      const msg = describeError(e);
-      if (/lease.*(not found|expired|invalid)|EtcdLeaseInvalidError|requested lease not found/i.test(msg)) {
-        this.deadline?.cancel();
-        this.deps.log.warn({ err: msg }, 'etcd lease is gone');
-        this.setState('lost');
-      }
-    }
+    await this.keepaliveNow();
     this.schedule();
+  }
+
+  private inflight: Promise<'ok' | 'lease-gone' | 'unreachable'> | undefined;
+
+  /** One keep-alive now; concurrent callers share it. */
+  private keepaliveNow(): Promise<'ok' | 'lease-gone' | 'unreachable'> {
+    this.inflight ??= (async () => {
+      const lease = this.lease;
+      if (!lease || this.stateValue !== 'live') return 'unreachable' as const;
+      const sentAt = monotonicMs(this.deps.clock);
+      try {
+        this.requests++;
+        await lease.keepaliveOnce();
+        // A late answer to an old lease's keep-alive proves nothing about the current one.
+        if (lease !== this.lease || this.stateValue !== 'live') return 'unreachable' as const;
+        this.lastKeepaliveOk = Math.max(this.lastKeepaliveOk, sentAt);
+        this.armDeadline();
+        return 'ok' as const;
+      } catch (e) {
+        this.keepaliveFailures++;
+        const msg = describeError(e);
+        if (/lease.*(not found|expired|invalid)|EtcdLeaseInvalidError|requested lease not found/i.test(msg)) {
+          if (lease === this.lease && this.stateValue === 'live') {
+            this.deadline?.cancel();
+            this.deps.log.warn({ err: msg, lease: this.leaseIdValue }, 'etcd lease is gone (revoked or expired): we own nothing');
+            this.setState('lost', 'lease-gone');
+          }
+          return 'lease-gone' as const;
+        }
+        return 'unreachable' as const;
+      }
+    })().finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+
+  /**
+   * After a late wake-up: ask the store now whether our lease still stands
+   * (renewing it if so), instead of trusting a clock that was not running.
+   */
+  async verify(): Promise<'ok' | 'lease-gone' | 'unreachable'> {
+    if (this.disposed || this.stateValue !== 'live') return this.stateValue === 'lost' && this.lostReasonValue === 'lease-gone' ? 'lease-gone' : 'unreachable';
+    return await this.keepaliveNow();
   }
 
   /** Gives up the lease now: every key attached to it disappears at once. */
@@ -160,7 +256,7 @@ export class EtcdSession implements Disposable {
     const lease = this.lease;
     if (!lease || this.stateValue !== 'live') return;
     this.deadline?.cancel();
-    this.setState('lost');
+    this.setState('lost', 'released');
     try {
       this.requests++;
       await lease.revoke();
