@@ -30,7 +30,16 @@ export class FakeTarget implements ReconcilerOps<TestRow> {
     let open!: () => void;
     const opened = new Promise<void>((r) => (open = r));
     this.holds.set(key, { opened, open });
+    this.opens.push(open);
     return open;
+  }
+
+  private readonly opens: Array<() => void> = [];
+
+  /** Opens every hold (cleanup after a failed assertion, so dispose() can finish). */
+  openAll(): void {
+    for (const open of this.opens.splice(0)) open();
+    this.holds.clear();
   }
 
   /** Whether an operation on `key` is waiting in a hold now. */
@@ -71,6 +80,10 @@ export function setupReconciler(config: Partial<ReconcilerConfig> = {}) {
   db.registerInitializer(testRows, 'test').done();
   const reconciler = new Reconciler<TestRow>({ name: 'test', db, table: testRows, ops: target, clock, log: silentLogger }, { ...reconcilerDefaults, ...config });
   reconciler.start();
+  const dispose = async () => {
+    target.openAll();
+    await reconciler.dispose();
+  };
   const put = (...rows: TestRow[]) => db.update([testRows], (t) => rows.forEach((r) => t.insert(testRows, r)));
   const remove = (...keys: string[]) =>
     db.update([testRows], (t) => {
@@ -80,7 +93,7 @@ export function setupReconciler(config: Partial<ReconcilerConfig> = {}) {
       }
     });
   const revision = () => db.readTxn().revision(testRows);
-  return { clock, db, target, reconciler, put, remove, revision };
+  return { clock, db, target, reconciler, put, remove, revision, dispose };
 }
 
 /** Lets the event loop run `turns` times (enough for every in-memory operation to finish). */

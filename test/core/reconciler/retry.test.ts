@@ -61,7 +61,7 @@ test('a failed row deleted before its retry is due is never written back to the 
 
 test('a retry that comes due while another retry is in flight retries what the table holds now, not the stale row', async () => {
   const s = setupReconciler({ retryMinMs: 100 });
-  disposers.push(() => s.reconciler.dispose());
+  disposers.push(s.dispose);
   await s.reconciler.settled();
   s.target.failing.add('a').add('b');
   s.put({ key: 'a', value: 1 }, { key: 'b', value: 1 });
@@ -89,7 +89,7 @@ test('a retry that comes due while another retry is in flight retries what the t
 
 test('a retry of a row updated meanwhile writes the newer row', async () => {
   const s = setupReconciler({ retryMinMs: 100 });
-  disposers.push(() => s.reconciler.dispose());
+  disposers.push(s.dispose);
   await s.reconciler.settled();
   s.target.failing.add('a').add('b');
   s.put({ key: 'a', value: 1 }, { key: 'b', value: 1 });

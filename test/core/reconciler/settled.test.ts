@@ -16,7 +16,7 @@ afterEach(async () => {
 
 function setup() {
   const s = setupReconciler();
-  disposers.push(() => s.reconciler.dispose());
+  disposers.push(s.dispose);
   return s;
 }
 
