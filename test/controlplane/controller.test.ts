@@ -8,13 +8,14 @@
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import { silentLogger } from '../../src/core/logger.js';
+import { Reconciler, reconcilerDefaults, type ReconcilerOps } from '../../src/core/reconciler/reconciler.js';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { ControlPlane } from '../../src/controlplane/controller.js';
 import type { IpamCoordinator } from '../../src/controlplane/ipam/coordinator.js';
 import { EMPTY_ALLOCATION_STATE, type AllocationState } from '../../src/controlplane/ipam/state.js';
 import type { OwnershipBackend, OwnershipView } from '../../src/controlplane/ownership/backend.js';
 import type { StaticAnnouncement } from '../../src/controlplane/static-announcements.js';
-import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
+import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../../src/datapath/tables/l2-announce.js';
 import { formatErrors, parseManifests, type IntentSnapshot } from '../../src/intent/index.js';
 import { FakeLinks } from '../../src/os/fake/links.js';
 import { ManualClock } from '../helpers/manual-clock.js';
@@ -99,13 +100,15 @@ class MemoryIpam implements IpamCoordinator {
   dispose(): void {}
 }
 
-const disposers: Array<() => void> = [];
-afterEach(() => {
-  for (const d of disposers.splice(0)) d();
+const disposers: Array<() => void | Promise<void>> = [];
+afterEach(async () => {
+  for (const d of disposers.splice(0)) await d();
 });
 
-async function setup(opts: { applied?: () => Promise<void>; staticAnnouncements?: StaticAnnouncement[] } = {}) {
-  const db = new StateDB([l2AnnounceTable]);
+async function setup(
+  opts: { db?: StateDB; applied?: () => Promise<void>; staticAnnouncements?: StaticAnnouncement[]; beforeStart?: () => void } = {},
+) {
+  const db = opts.db ?? new StateDB([l2AnnounceTable]);
   const links = new FakeLinks();
   links.add('eth0');
   const ownership = new FakeOwnership();
@@ -122,6 +125,7 @@ async function setup(opts: { applied?: () => Promise<void>; staticAnnouncements?
     log: silentLogger,
   });
   disposers.push(() => cp.dispose());
+  opts.beforeStart?.(); // as in the agent: the datapath starts after the control plane registered its initializer
   await cp.start();
   await cp.setSnapshot(snapshot());
   const announced = () => db.readTxn().list(l2AnnounceTable).map((r) => `${r.ip}@${r.iface} ${r.origins.join(',')}`);
@@ -184,4 +188,56 @@ test('a give-up completes only after `applied` resolves, and `applied` runs afte
   openGate();
   await giveUp;
   assert.equal(done, true);
+});
+
+/** A datapath map whose deletes the test can hold, as a slow or stuck kernel update would. */
+class HeldDeletes implements ReconcilerOps<L2AnnounceRow> {
+  readonly entries = new Set<string>();
+  private gate: Promise<void> | undefined;
+  private openGate: () => void = () => {};
+  hold(): void {
+    this.gate = new Promise<void>((r) => (this.openGate = r));
+  }
+  open(): void {
+    this.gate = undefined;
+    this.openGate();
+  }
+  update(row: L2AnnounceRow): void {
+    this.entries.add(l2AnnounceKey(row.ip, row.iface));
+  }
+  async delete(row: L2AnnounceRow): Promise<void> {
+    await this.gate;
+    this.entries.delete(l2AnnounceKey(row.ip, row.iface));
+  }
+  prune(): void {}
+}
+
+test('wired to the datapath reconciler as the agent does, a give-up completes only once the map entry is gone', async () => {
+  const db = new StateDB([l2AnnounceTable]);
+  const map = new HeldDeletes();
+  const reconciler = new Reconciler<L2AnnounceRow>({ name: 'l2-responder', db, table: l2AnnounceTable, ops: map, clock: new ManualClock(), log: silentLogger }, reconcilerDefaults);
+  disposers.push(async () => {
+    map.open();
+    await reconciler.dispose();
+  });
+  const s = await setup({
+    db,
+    beforeStart: () => reconciler.start(),
+    applied: async () => {
+      await reconciler.settled();
+    },
+  });
+  await s.ownership.own(WEB);
+  assert.deepEqual([...map.entries], [l2AnnounceKey(WEB, 'eth0')]);
+
+  map.hold();
+  let done = false;
+  const giveUp = s.ownership.own().then(() => (done = true));
+  // Far more event-loop turns than any "give up after N turns" wait would allow.
+  for (let i = 0; i < 3000; i++) await new Promise((r) => setImmediate(r));
+  assert.deepEqual(s.announced(), []);
+  assert.equal(done, false, 'the give-up completed while the datapath still answered for the IP');
+  map.open();
+  await giveUp;
+  assert.deepEqual([...map.entries], []);
 });
