@@ -120,7 +120,6 @@ describe('etcd ownership fences', () => {
     const key = `${prefix}owners/${IP}`;
     let hadIt = false;
     let takenOver = false;
-    // eslint-disable-next-line prefer-const
     let a!: Awaited<ReturnType<typeof member>>;
     a = await member('node-a', prefix, {
       onChange: async (v) => {
@@ -151,7 +150,6 @@ describe('etcd ownership fences', () => {
     await admin.put(`${prefix}owners/${IP}`).value('node-a').lease(staleLease);
     // Every time a reports IP as owned, the owner key must carry a's current lease.
     const checks: Array<Promise<string | undefined>> = [];
-    // eslint-disable-next-line prefer-const
     let a!: Awaited<ReturnType<typeof member>>;
     a = await member('node-a', prefix, {
       onChange: (v) => {
