@@ -15,6 +15,8 @@ unit_tests=(
   test/core/statedb/watch.test.ts
   test/core/statedb/show.test.ts
   test/core/statedb/model.test.ts
+  test/core/reconciler/retry.test.ts
+  test/core/reconciler/settled.test.ts
   test/intent/annotations.test.ts
   test/intent/errors.test.ts
   test/intent/fixtures.test.ts
@@ -24,6 +26,7 @@ unit_tests=(
   test/intent/re2.test.ts
   test/intent/selector.test.ts
   test/controlplane/candidates.test.ts
+  test/controlplane/controller.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/blocks.test.ts
   test/controlplane/ipam/property.test.ts
@@ -33,6 +36,7 @@ unit_tests=(
   test/intent/sources/etcd.test.ts
   test/cli/manifests.test.ts
   test/store/etcd-ownership.test.ts
+  test/store/etcd-ownership-fences.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
   test/datapath/l2-reconciler.test.ts
@@ -44,5 +48,11 @@ lab_tests=(
   test/controlplane/agent.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
 )
+# A hung test fails the run instead of hanging it: node 20 applies
+# --test-timeout to each file (and each test in it). Generous bounds, since
+# the machine may be shared; override with UNIT_TIMEOUT_MS / LAB_TIMEOUT_MS.
 # Lab tests share the host's bpffs and CPU: one file at a time.
-node --import tsx --test --test-concurrency=1 "${unit_tests[@]}" "${lab_tests[@]}"
+status=0
+node --import tsx --test --test-concurrency=1 --test-timeout="${UNIT_TIMEOUT_MS:-120000}" "${unit_tests[@]}" || status=$?
+node --import tsx --test --test-concurrency=1 --test-timeout="${LAB_TIMEOUT_MS:-600000}" "${lab_tests[@]}" || status=$?
+exit "$status"

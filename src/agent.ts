@@ -15,7 +15,7 @@ import { StatusServer } from './api/status-server.js';
 import { buildStatus } from './api/status.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { DisposableStore, type Disposable } from './core/disposable.js';
-import { describeError } from './core/errors.js';
+import { HeraldError, describeError } from './core/errors.js';
 import type { Logger } from './core/logger.js';
 import type { ReconcilerConfig } from './core/reconciler/reconciler.js';
 import { StateDB } from './core/statedb/index.js';
@@ -258,7 +258,12 @@ export class Agent implements Disposable {
   async drain(): Promise<void> {
     await this.ownership.release();
     await this.controlPlane.idle();
-    await this.l2.reconciler?.settled();
+    const withdrawn = await this.l2.reconciler?.settled();
+    if (withdrawn && withdrawn.failed.length > 0) {
+      // Still answering for some IP: freeing it now would make two answerers.
+      // Keep the lease; it expires after we exit, and the heartbeat stops first.
+      throw new HeraldError('HERALD_BPF_MAP', `withdrawing ${withdrawn.failed.join(', ')} failed: IPs are freed at lease expiry, not now`);
+    }
     await this.session?.revoke(); // the map entries are gone: free every IP now
     await this.routes?.settled(); // then the local routes (ARP has already moved)
   }

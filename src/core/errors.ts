@@ -17,6 +17,7 @@ export type HeraldErrorCode =
   | 'HERALD_BAD_MANIFEST'
   | 'HERALD_STOPPED'
   | 'HERALD_STORE'
+  | 'HERALD_RECONCILE_TIMEOUT'
   | 'HERALD_TXN'
   | 'HERALD_INTERNAL';
 

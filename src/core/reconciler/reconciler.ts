@@ -16,7 +16,7 @@
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Disposable } from '../disposable.js';
-import { describeError } from '../errors.js';
+import { HeraldError, describeError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { AnyRWTable, AnyTable, ChangeIterator, StateDB, Table } from '../statedb/index.js';
 
@@ -73,6 +73,30 @@ export interface ReconcilerHealth {
   fullRounds: number;
 }
 
+/** What settled() saw once every change up to its revision had been handled. */
+export interface SettleOutcome {
+  /** The table revision that has been reconciled. */
+  revision: number;
+  /** Keys whose change up to that revision failed and is still failing (retried with backoff). */
+  failed: string[];
+}
+
+export interface SettleOptions {
+  /** Wait for changes up to this table revision (default: the table's revision now). */
+  revision?: number;
+  /** Reject with HERALD_RECONCILE_TIMEOUT after this long (on the injected clock). Default 10 s. */
+  timeoutMs?: number;
+}
+
+export const settleTimeoutDefaultMs = 10_000;
+
+interface SettleWaiter {
+  revision: number;
+  resolve: (o: SettleOutcome) => void;
+  reject: (e: Error) => void;
+  timer: TimerHandle;
+}
+
 interface Retry<Row> {
   kind: 'upsert' | 'delete';
   row: Row;
@@ -92,6 +116,11 @@ export interface ReconcilerDeps<Row> {
 export class Reconciler<Row> implements Disposable {
   private readonly statuses = new Map<string, RowStatus>();
   private readonly retries = new Map<string, Retry<Row>>();
+  /** Keys whose last change failed, with that change's table revision (cleared when the key succeeds). */
+  private readonly failedAt = new Map<string, number>();
+  /** Every change up to this table revision has been applied or has an error status. */
+  private appliedRevision = -1;
+  private readonly settleWaiters = new Set<SettleWaiter>();
   private iterator: ChangeIterator<Row> | undefined;
   private disposed = false;
   private initialized = false;
@@ -164,15 +193,53 @@ export class Reconciler<Row> implements Disposable {
     };
   }
 
-  /** Resolves after the loop has handled everything committed so far (tests, benches). */
-  async settled(): Promise<void> {
-    for (let i = 0; i < 1000; i++) {
-      if (!this.iterator?.hasUnseen && !this.fullDue && !this.busy) return;
-      await new Promise((r) => setImmediate(r));
-    }
+  /**
+   * Resolves once every change up to `revision` (default: the table's revision
+   * now) has been applied to the target or has a recorded error status; the
+   * outcome lists the keys that failed. Rejects with HERALD_RECONCILE_TIMEOUT
+   * at the deadline and HERALD_STOPPED on dispose: it never reports a
+   * withdrawal it has not done (a caller about to give an IP away relies on it).
+   */
+  settled(opts: SettleOptions = {}): Promise<SettleOutcome> {
+    const table = this.deps.table as Table<Row>;
+    const revision = opts.revision ?? this.deps.db.readTxn().revision(table);
+    if (this.disposed) return Promise.reject(new HeraldError('HERALD_STOPPED', `reconciler ${this.deps.name} is stopped`));
+    if (this.appliedRevision >= revision) return Promise.resolve(this.outcome(revision));
+    const timeoutMs = opts.timeoutMs ?? settleTimeoutDefaultMs;
+    return new Promise<SettleOutcome>((resolve, reject) => {
+      const waiter: SettleWaiter = {
+        revision,
+        resolve,
+        reject,
+        timer: this.deps.clock.setTimeout(() => {
+          this.settleWaiters.delete(waiter);
+          reject(
+            new HeraldError(
+              'HERALD_RECONCILE_TIMEOUT',
+              `reconciler ${this.deps.name}: changes up to revision ${revision} not applied within ${timeoutMs} ms (applied up to ${this.appliedRevision})`,
+            ),
+          );
+        }, timeoutMs),
+      };
+      this.settleWaiters.add(waiter);
+    });
   }
 
-  private busy = false;
+  private outcome(revision: number): SettleOutcome {
+    const failed = [...this.failedAt].filter(([, rev]) => rev <= revision).map(([key]) => key);
+    return { revision, failed };
+  }
+
+  private markApplied(revision: number): void {
+    if (revision <= this.appliedRevision) return;
+    this.appliedRevision = revision;
+    for (const w of [...this.settleWaiters]) {
+      if (w.revision > revision) continue;
+      this.settleWaiters.delete(w);
+      w.timer.cancel();
+      w.resolve(this.outcome(w.revision));
+    }
+  }
 
   private kick(): void {
     const w = this.wake;
@@ -183,10 +250,10 @@ export class Reconciler<Row> implements Disposable {
   private async run(): Promise<void> {
     const table = this.deps.table as Table<Row>;
     while (!this.disposed) {
-      this.busy = true;
       try {
         const batch = this.iterator!.next();
         if (batch.changes.length > 0) await this.partial(batch.changes);
+        this.markApplied(batch.revision);
         await this.runDueRetries();
         if (!this.initialized && (this.deps.db.isInitialized(table) || this.graceExpired)) {
           this.initialized = true;
@@ -200,8 +267,6 @@ export class Reconciler<Row> implements Disposable {
         // Only a bug gets here (row errors are handled per row): log, back off, go on.
         this.deps.log.error({ reconciler: this.deps.name, err: describeError(e) }, 'reconciler round failed');
         await this.sleep(this.config.retryMinMs);
-      } finally {
-        this.busy = false;
       }
       if (this.disposed) break;
       if (this.iterator!.hasUnseen || this.fullDue) continue;
@@ -239,12 +304,15 @@ export class Reconciler<Row> implements Disposable {
     return at;
   }
 
-  private async partial(changes: ReadonlyArray<{ kind: 'upsert' | 'delete'; key: string; row: Row }>): Promise<void> {
+  private async partial(changes: ReadonlyArray<{ kind: 'upsert' | 'delete'; key: string; row: Row; revision: number }>): Promise<void> {
     const started = this.deps.clock.now();
     let errors = 0;
     for (const c of changes) {
       this.retries.delete(c.key); // the newest change supersedes a pending retry
-      if (!(await this.apply(c.kind, c.key, c.row, 0))) errors++;
+      if (!(await this.apply(c.kind, c.key, c.row, 0))) {
+        errors++;
+        this.failedAt.set(c.key, c.revision);
+      }
     }
     this.stats.partialRounds++;
     this.stats.lastPartial = { at: started, durationMs: this.deps.clock.now() - started, ok: errors === 0, rows: changes.length, errors };
@@ -252,10 +320,16 @@ export class Reconciler<Row> implements Disposable {
 
   private async runDueRetries(): Promise<void> {
     const now = this.deps.clock.now();
+    const table = this.deps.table as Table<Row>;
     for (const [key, r] of [...this.retries]) {
-      if (r.dueAt > now) continue;
+      // A newer change (handled meanwhile, or by an earlier retry's await) supersedes this one.
+      if (this.retries.get(key) !== r || r.dueAt > now) continue;
       this.retries.delete(key);
-      await this.apply(r.kind, key, r.row, r.attempts);
+      // Retry what the table wants now, not what it wanted when the attempt
+      // failed: a row deleted meanwhile must never be written back.
+      const current = this.deps.db.readTxn().get(table, key) as Row | undefined;
+      if (current === undefined) await this.apply('delete', key, r.row, r.attempts);
+      else await this.apply('upsert', key, current, r.attempts);
     }
   }
 
@@ -269,6 +343,7 @@ export class Reconciler<Row> implements Disposable {
         await this.deps.ops.delete(row);
         this.statuses.delete(key);
       }
+      this.failedAt.delete(key);
       return true;
     } catch (e) {
       this.recordError(kind, key, row, attempts + 1, e);
@@ -296,12 +371,15 @@ export class Reconciler<Row> implements Disposable {
     let errors = 0;
     for (const row of rows) {
       const key = table.primaryKey(row);
+      // Changed or deleted since the snapshot (while an earlier row was applied): the pending partial handles it.
+      if (this.deps.db.readTxn().get(table, key) !== row) continue;
       this.retries.delete(key);
       if (!(await this.apply('upsert', key, row, 0))) errors++;
     }
     let pruneError: string | undefined;
     try {
-      await this.deps.ops.prune(rows);
+      // Prune against the table as it is now, so a row deleted meanwhile is not kept.
+      await this.deps.ops.prune(this.deps.db.readTxn().list(table) as readonly Row[]);
     } catch (e) {
       pruneError = describeError(e);
       this.stats.errorCount++;
@@ -328,6 +406,11 @@ export class Reconciler<Row> implements Disposable {
     this.disposed = true;
     this.abort.abort();
     for (const t of this.timers) t.cancel();
+    for (const w of this.settleWaiters) {
+      w.timer.cancel();
+      w.reject(new HeraldError('HERALD_STOPPED', `reconciler ${this.deps.name} stopped before revision ${w.revision} was applied`));
+    }
+    this.settleWaiters.clear();
     this.kick();
     this.iterator?.close();
     await this.loop;

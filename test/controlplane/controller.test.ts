@@ -1,0 +1,243 @@
+/**
+ * The control plane in process: real manifests through the real parser, real
+ * LB-IPAM, candidacy and StateDB tables; fakes only at the edges (ownership
+ * backend, links, allocation store). What it must never do: announce an IP
+ * this node does not own, keep announcing one it lost, or let a give-up
+ * complete before the datapath has applied the withdrawal.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, test } from 'node:test';
+import { silentLogger } from '../../src/core/logger.js';
+import { Reconciler, reconcilerDefaults, type ReconcilerOps } from '../../src/core/reconciler/reconciler.js';
+import { StateDB } from '../../src/core/statedb/index.js';
+import { ControlPlane } from '../../src/controlplane/controller.js';
+import type { IpamCoordinator } from '../../src/controlplane/ipam/coordinator.js';
+import { EMPTY_ALLOCATION_STATE, type AllocationState } from '../../src/controlplane/ipam/state.js';
+import type { OwnershipBackend, OwnershipView } from '../../src/controlplane/ownership/backend.js';
+import type { StaticAnnouncement } from '../../src/controlplane/static-announcements.js';
+import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../../src/datapath/tables/l2-announce.js';
+import { formatErrors, parseManifests, type IntentSnapshot } from '../../src/intent/index.js';
+import { FakeLinks } from '../../src/os/fake/links.js';
+import { ManualClock } from '../helpers/manual-clock.js';
+
+const WEB = '198.51.100.20';
+const DB = '198.51.100.21';
+const STATIC = '198.51.100.30';
+
+const MANIFESTS = `
+apiVersion: cilium.io/v2
+kind: CiliumLoadBalancerIPPool
+metadata: { name: pool }
+spec:
+  blocks: [{ cidr: 198.51.100.16/28 }]
+---
+apiVersion: cilium.io/v2alpha1
+kind: CiliumL2AnnouncementPolicy
+metadata: { name: all }
+spec:
+  loadBalancerIPs: true
+---
+apiVersion: v1
+kind: Service
+metadata: { name: web, namespace: default, annotations: { lbipam.cilium.io/ips: "${WEB}" } }
+spec: { type: LoadBalancer, ports: [{ port: 80 }] }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: db, namespace: default, annotations: { lbipam.cilium.io/ips: "${DB}" } }
+spec: { type: LoadBalancer, ports: [{ port: 5432 }] }
+`;
+
+function snapshot(): IntentSnapshot {
+  const load = parseManifests(MANIFESTS, 'test.yaml');
+  assert.equal(formatErrors(load.errors), '');
+  return load.snapshot!;
+}
+
+/** An ownership backend the test drives: it owns what the test grants, among the candidates it was given. */
+class FakeOwnership implements OwnershipBackend {
+  readonly kind = 'etcd' as const;
+  candidates: ReadonlyMap<string, readonly string[]> = new Map();
+  private owned = new Set<string>();
+  private onChange: (view: OwnershipView) => void | Promise<void> = () => {};
+
+  async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
+    this.onChange = onChange;
+  }
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
+    this.candidates = new Map(candidates);
+  }
+  /** Publishes a new owned set, as a backend does; returns what onChange returned (awaited before giving an IP away). */
+  own(...ips: string[]): Promise<void> {
+    this.owned = new Set(ips);
+    return Promise.resolve(this.onChange(this.view()));
+  }
+  view(): OwnershipView {
+    return { owned: new Set(this.owned), owners: new Map([...this.owned].map((ip) => [ip, 'node-a'])) };
+  }
+  async release(): Promise<void> {}
+  dispose(): void {}
+}
+
+/** The allocation store: this node is the allocator; state in memory. */
+class MemoryIpam implements IpamCoordinator {
+  readonly kind = 'local' as const;
+  state: AllocationState = EMPTY_ALLOCATION_STATE;
+  async start(): Promise<void> {}
+  isAllocator(): boolean {
+    return true;
+  }
+  current(): AllocationState {
+    return this.state;
+  }
+  async save(state: AllocationState): Promise<boolean> {
+    this.state = state;
+    return true;
+  }
+  allocator(): string {
+    return 'node-a';
+  }
+  dispose(): void {}
+}
+
+const disposers: Array<() => void | Promise<void>> = [];
+afterEach(async () => {
+  for (const d of disposers.splice(0)) await d();
+});
+
+async function setup(
+  opts: { db?: StateDB; applied?: () => Promise<void>; staticAnnouncements?: StaticAnnouncement[]; beforeStart?: () => void } = {},
+) {
+  const db = opts.db ?? new StateDB([l2AnnounceTable]);
+  const links = new FakeLinks();
+  links.add('eth0');
+  const ownership = new FakeOwnership();
+  const ipam = new MemoryIpam();
+  const cp = new ControlPlane({
+    db,
+    nodeName: 'node-a',
+    links,
+    ownership,
+    ipam,
+    staticAnnouncements: opts.staticAnnouncements ?? [],
+    ...(opts.applied ? { applied: opts.applied } : {}),
+    clock: new ManualClock(),
+    log: silentLogger,
+  });
+  disposers.push(() => cp.dispose());
+  opts.beforeStart?.(); // as in the agent: the datapath starts after the control plane registered its initializer
+  await cp.start();
+  await cp.setSnapshot(snapshot());
+  const announced = () => db.readTxn().list(l2AnnounceTable).map((r) => `${r.ip}@${r.iface} ${r.origins.join(',')}`);
+  return { db, ownership, ipam, cp, announced };
+}
+
+test('only the IPs this node owns reach the l2-announce table, though it is a candidate for more', async () => {
+  const s = await setup();
+  assert.deepEqual([...s.ownership.candidates].sort(), [
+    [WEB, ['eth0']],
+    [DB, ['eth0']],
+  ].sort(), 'the backend contends for every candidate IP');
+  assert.deepEqual(s.announced(), [], 'nothing owned yet: nothing announced');
+  await s.ownership.own(WEB);
+  assert.deepEqual(s.announced(), [`${WEB}@eth0 service:default/web`]);
+  assert.ok(s.ipam.state.allocations['default/db']?.includes(DB), 'db has its IP allocated, just not owned here');
+});
+
+test('losing ownership of an IP removes its row; the others stay', async () => {
+  const s = await setup();
+  await s.ownership.own(WEB, DB);
+  assert.deepEqual(s.announced().sort(), [`${WEB}@eth0 service:default/web`, `${DB}@eth0 service:default/db`].sort());
+  await s.ownership.own(WEB);
+  assert.deepEqual(s.announced(), [`${WEB}@eth0 service:default/web`]);
+  await s.ownership.own();
+  assert.deepEqual(s.announced(), []);
+});
+
+test('a static announcement is announced only while owned', async () => {
+  const s = await setup({ staticAnnouncements: [{ ip: STATIC, interface: 'eth0' }] });
+  assert.ok(s.ownership.candidates.has(STATIC), 'a static announcement is a candidate');
+  assert.deepEqual(s.announced(), []);
+  await s.ownership.own(STATIC);
+  assert.deepEqual(s.announced(), [`${STATIC}@eth0 static`]);
+  await s.ownership.own();
+  assert.deepEqual(s.announced(), []);
+});
+
+test('a give-up completes only after `applied` resolves, and `applied` runs after the row is gone', async () => {
+  let openGate!: () => void;
+  let gate: Promise<void> = Promise.resolve();
+  const seenByApplied: string[][] = [];
+  const s = await setup({
+    applied: async () => {
+      seenByApplied.push(s.announced());
+      await gate;
+    },
+  });
+  await s.ownership.own(WEB);
+  assert.deepEqual(s.announced(), [`${WEB}@eth0 service:default/web`]);
+
+  gate = new Promise<void>((r) => (openGate = r));
+  let done = false;
+  const giveUp = s.ownership.own().then(() => (done = true));
+  await s.cp.idle();
+  for (let i = 0; i < 100; i++) await new Promise((r) => setImmediate(r));
+  assert.deepEqual(s.announced(), [], 'the row is withdrawn from the table');
+  assert.deepEqual(seenByApplied.at(-1), [], '`applied` was asked after the withdrawal was written');
+  assert.equal(done, false, 'the backend was told the give-up is applied before the datapath said so');
+  openGate();
+  await giveUp;
+  assert.equal(done, true);
+});
+
+/** A datapath map whose deletes the test can hold, as a slow or stuck kernel update would. */
+class HeldDeletes implements ReconcilerOps<L2AnnounceRow> {
+  readonly entries = new Set<string>();
+  private gate: Promise<void> | undefined;
+  private openGate: () => void = () => {};
+  hold(): void {
+    this.gate = new Promise<void>((r) => (this.openGate = r));
+  }
+  open(): void {
+    this.gate = undefined;
+    this.openGate();
+  }
+  update(row: L2AnnounceRow): void {
+    this.entries.add(l2AnnounceKey(row.ip, row.iface));
+  }
+  async delete(row: L2AnnounceRow): Promise<void> {
+    await this.gate;
+    this.entries.delete(l2AnnounceKey(row.ip, row.iface));
+  }
+  prune(): void {}
+}
+
+test('wired to the datapath reconciler as the agent does, a give-up completes only once the map entry is gone', async () => {
+  const db = new StateDB([l2AnnounceTable]);
+  const map = new HeldDeletes();
+  const reconciler = new Reconciler<L2AnnounceRow>({ name: 'l2-responder', db, table: l2AnnounceTable, ops: map, clock: new ManualClock(), log: silentLogger }, reconcilerDefaults);
+  disposers.push(async () => {
+    map.open();
+    await reconciler.dispose();
+  });
+  const s = await setup({
+    db,
+    beforeStart: () => reconciler.start(),
+    applied: async () => {
+      await reconciler.settled();
+    },
+  });
+  await s.ownership.own(WEB);
+  assert.deepEqual([...map.entries], [l2AnnounceKey(WEB, 'eth0')]);
+
+  map.hold();
+  let done = false;
+  const giveUp = s.ownership.own().then(() => (done = true));
+  // Far more event-loop turns than any "give up after N turns" wait would allow.
+  for (let i = 0; i < 3000; i++) await new Promise((r) => setImmediate(r));
+  assert.deepEqual(s.announced(), []);
+  assert.equal(done, false, 'the give-up completed while the datapath still answered for the IP');
+  map.open();
+  await giveUp;
+  assert.deepEqual([...map.entries], []);
+});
