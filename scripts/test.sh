@@ -47,6 +47,7 @@ lab_tests=(
   test/datapath/l2-reconciler.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
+  test/store/etcd-faults.lab.test.ts
 )
 # A hung test fails the run instead of hanging it: node 20 applies
 # --test-timeout to each file (and each test in it). Generous bounds, since
