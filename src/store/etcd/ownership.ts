@@ -43,7 +43,7 @@ export interface EtcdOwnershipOptions {
    * skipped for that IP for `skipPreferredMs` (a broken or wedged agent must
    * not make the IP flap between give-up and re-take forever).
    */
-  skipPreferredMs: number;
+  skipPreferredMs?: number;
 }
 
 export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 60_000 };
@@ -417,13 +417,14 @@ export class EtcdOwnership implements OwnershipBackend {
   /** We took `ip` late: every more preferred candidate left it unclaimed, so skip them for a while. */
   private skipUnclaimingPreferred(ip: string): void {
     const mine = rendezvousScore(this.nodeName, ip);
-    const until = monotonicMs(this.deps.clock) + this.opts.skipPreferredMs;
+    const skipMs = this.opts.skipPreferredMs ?? etcdOwnershipDefaults.skipPreferredMs!;
+    const until = monotonicMs(this.deps.clock) + skipMs;
     for (const node of this.others.get(ip)?.keys() ?? []) {
       if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
       const perIp = this.skipped.get(ip) ?? new Map<string, number>();
       perIp.set(node, until);
       this.skipped.set(ip, perIp);
-      this.deps.log.warn({ ip, node, skipForMs: this.opts.skipPreferredMs }, 'the preferred node left the IP unclaimed: skipping it for this IP');
+      this.deps.log.warn({ ip, node, skipForMs: skipMs }, 'the preferred node left the IP unclaimed: skipping it for this IP');
     }
   }
 
