@@ -107,7 +107,12 @@ export class Agent implements Disposable {
         ipam: this.makeIpamCoordinator(), // one allocator at a time, state persisted
         staticAnnouncements: config.announcements,
         applied: async () => {
-          await this.l2.reconciler?.settled();
+          const done = await this.l2.reconciler?.settled();
+          // A withdrawal that failed (a row gone from the table, still in the
+          // map) is not "applied": that IP must not be given away.
+          const txn = this.db.readTxn();
+          const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
+          if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows

@@ -488,17 +488,29 @@ export class EtcdOwnership implements OwnershipBackend {
 
   private async giveUp(ip: string, why: string): Promise<void> {
     const lease = this.session.leaseId;
+    const record = this.owners.get(ip);
     // Withdraw locally first — and wait until the datapath has — so two nodes never answer at once.
     this.owners.delete(ip);
-    await this.emit();
+    if (!(await this.emit())) {
+      // Not confirmed withdrawn (the datapath failed or is stuck): keep the
+      // key, so nobody else answers beside us, and try again shortly.
+      if (record) this.owners.set(ip, record);
+      this.deps.log.error({ ip, why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
+      this.resyncAt(this.deps.clock.now() + 1000);
+      return;
+    }
     const key = `${this.ownersPrefix}${ip}`;
     if (lease) await this.session.client.if(key, 'Lease', '==', lease).then(this.session.client.delete().key(key)).commit();
     this.deps.log.info({ ip, why }, 'released ownership');
   }
 
-  /** Publishes the owned set when it changed; resolves when the consumer has applied it (bounded). */
-  private emit(): Promise<void> {
-    if (this.holdingThroughOutage()) return Promise.resolve(); // hold what we have
+  /**
+   * Publishes the owned set when it changed; resolves true once the consumer
+   * has applied it (or nothing changed), false if it failed or took longer
+   * than the bound (never hang on a stuck consumer).
+   */
+  private emit(): Promise<boolean> {
+    if (this.holdingThroughOutage()) return Promise.resolve(true); // hold what we have
     const owned = new Set<string>();
     const lease = this.session.leaseId;
     // Ours: keys on our current lease, or on a lease this process held before
@@ -506,11 +518,16 @@ export class EtcdOwnership implements OwnershipBackend {
     const former = this.session.formerLeases;
     if (!this.released) for (const [ip, o] of this.owners) if (o.node === this.nodeName && lease !== undefined && (o.lease === lease || former.has(o.lease))) owned.add(ip);
     const same = owned.size === this.lastOwned.size && [...owned].every((ip) => this.lastOwned.has(ip));
-    if (same) return Promise.resolve();
+    if (same) return Promise.resolve(true);
     this.lastOwned = owned;
-    const applied = Promise.resolve(this.onChange(this.view())).catch(() => {});
-    // Never hang on a stuck consumer: after a bound, go on (the TTL math still holds).
-    return Promise.race([applied, new Promise<void>((r) => this.deps.clock.setTimeout(r, 2000))]);
+    const applied = Promise.resolve(this.onChange(this.view())).then(
+      () => true,
+      (e: unknown) => {
+        this.deps.log.warn({ err: describeError(e) }, 'applying the owned set failed');
+        return false;
+      },
+    );
+    return Promise.race([applied, new Promise<boolean>((r) => this.deps.clock.setTimeout(() => r(false), 2000))]);
   }
 
   view(): OwnershipView {
