@@ -9,15 +9,20 @@ import type { Logger } from '../../core/logger.js';
 import { Reconciler, type ReconcilerConfig } from '../../core/reconciler/reconciler.js';
 import type { StateDB } from '../../core/statedb/index.js';
 import type { Links } from '../../os/links.js';
+import { libbpf } from '../../os/libbpf.js';
+import { RingBufferReader } from '../../os/ringbuf.js';
+import { ConflictDefender, conflictDefenceDefaults, type ConflictDefenceOptions } from '../conflict-defence.js';
 import { GarpAnnouncer, type FrameSender, type GarpSchedule } from '../garp.js';
 import { l2AnnounceTable, type L2AnnounceRow } from '../tables/l2-announce.js';
 import { L2Datapath, type L2DatapathOptions } from './datapath.js';
+import { decodeConflictEvent } from './layout.js';
 import { L2ResponderOps } from './reconcile-ops.js';
 
 export interface L2StackConfig {
   datapath: L2DatapathOptions;
   garp: GarpSchedule;
   reconciler: ReconcilerConfig;
+  conflictDefence?: ConflictDefenceOptions;
 }
 
 export class L2Stack implements Disposable {
@@ -26,6 +31,8 @@ export class L2Stack implements Disposable {
   readonly garp: GarpAnnouncer;
   reconciler!: Reconciler<L2AnnounceRow>;
   ops!: L2ResponderOps;
+  /** Foreign claims of our IPs, defended (set by start()). */
+  conflicts: ConflictDefender | undefined;
 
   constructor(
     private readonly deps: { db: StateDB; links: Links; sender: FrameSender; clock: Clock; log: Logger },
@@ -39,11 +46,41 @@ export class L2Stack implements Disposable {
   start(): void {
     const { db, links, clock, log } = this.deps;
     this.datapath.start();
+    this.startConflictDefence();
     this.ops = new L2ResponderOps({ map: this.datapath.map, interfaces: this.datapath, links, garp: this.garp, log });
     const reconciler = new Reconciler<L2AnnounceRow>({ name: 'l2-responder', db, table: l2AnnounceTable, ops: this.ops, clock, log }, this.config.reconciler);
     this.reconciler = reconciler;
     this.store.add({ dispose: () => void reconciler.dispose() });
     reconciler.start();
+  }
+
+  /** Conflict events from the program's ring buffer → rate-limited re-announcements. */
+  private startConflictDefence(): void {
+    const { clock, log } = this.deps;
+    const maps = this.datapath.maps;
+    const defender = this.store.add(
+      new ConflictDefender(
+        {
+          clock,
+          log: log.child({ module: 'conflicts' }),
+          conflictCount: (key) => maps.responders.lookup(key)?.conflicts,
+          interfaceMac: (ifindex) => maps.interfaces.lookup(ifindex)?.mac,
+          announce: (target) => this.garp.announceOnce(target),
+          interfaceName: (ifindex) => libbpf().ifIndexToName(ifindex),
+        },
+        this.config.conflictDefence ?? conflictDefenceDefaults,
+      ),
+    );
+    this.conflicts = defender;
+    this.store.add(
+      RingBufferReader.open(this.datapath.conflictEventsFd, (record) => {
+        try {
+          defender.onConflict(decodeConflictEvent(record));
+        } catch (e) {
+          log.warn({ err: String(e) }, 'unreadable conflict event');
+        }
+      }),
+    );
   }
 
   /** Links changed: re-resolve interface names (a recreated interface has a new ifindex). */
