@@ -69,8 +69,6 @@ export interface ConflictRecord {
 interface EntryState {
   key: ResponderKey;
   record: ConflictRecord;
-  /** Monotonic ms of the last defence. */
-  lastDefenceMono?: number;
   /** The counter when we last defended: a higher value means claims since. */
   claimsAtDefence: bigint;
   timer?: TimerHandle;
@@ -93,10 +91,6 @@ export class ConflictDefender implements Disposable {
         `conflict defence interval must be at least ${CONFLICT_DEFENCE_MIN_INTERVAL_MS} ms, got ${opts.intervalMs}`,
       );
     }
-  }
-
-  private nowMono(): number {
-    return Number(this.deps.clock.monotonicNs() / 1_000_000n);
   }
 
   /** A claim reported by the program. Never throws. */
@@ -124,10 +118,10 @@ export class ConflictDefender implements Disposable {
     r.op = ev.op === 2 ? 'reply' : 'request';
     r.lastSeenAt = this.deps.clock.now();
     r.events++;
-    if (st.timer) return; // a check is due: it sees this claim in the counter
-    const since = st.lastDefenceMono === undefined ? Infinity : this.nowMono() - st.lastDefenceMono;
-    if (since >= this.opts.intervalMs) this.defend(st);
-    else this.scheduleCheck(st, this.opts.intervalMs - since);
+    // Within an interval of the last defence a check is always pending (it
+    // runs exactly one interval after it), and it sees this claim in the counter.
+    if (st.timer) return;
+    this.defend(st);
   }
 
   private scheduleCheck(st: EntryState, ms: number): void {
@@ -146,7 +140,7 @@ export class ConflictDefender implements Disposable {
     if (claims === undefined) return; // the node no longer answers for it: the claim may be the new owner's
     const mac = this.deps.interfaceMac(key.ifindex);
     if (!mac) return; // the interface is no longer served
-    const previous = st.lastDefenceMono === undefined ? undefined : st.claimsAtDefence;
+    const previous = record.defences > 0 ? st.claimsAtDefence : undefined;
     try {
       this.deps.announce({ ip: key.ip, ifindex: key.ifindex, mac });
     } catch (e) {
@@ -157,7 +151,6 @@ export class ConflictDefender implements Disposable {
     record.claims = Number(claims);
     record.lastDefenceAt = this.deps.clock.now();
     this.stats.defences++;
-    st.lastDefenceMono = this.nowMono();
     st.claimsAtDefence = claims;
     // One line per (IP, interface) per interval at most: it carries how many
     // claims were counted since the previous line instead of one line each.

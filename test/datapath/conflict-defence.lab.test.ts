@@ -7,6 +7,7 @@
  * multicast, so those could never reach the node through the lab switch).
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../src/lab/lab.js';
 import { HERALD, ROOT, craft, entry, labSkipReason, mapDump, startAgentReady, startCapture, stopCapture, waitFor, type CraftResult } from '../helpers/lab-tools.js';
@@ -15,12 +16,18 @@ const VIP = '198.51.100.50'; // claimed once (request form), then once (reply fo
 const VIP_FLOOD = '198.51.100.51'; // flooded with claims
 const VIP_ASK = '198.51.100.52'; // another host's gratuitous ARP for it must not be answered
 const VIP_DIRECT = '198.51.100.53'; // on the direct veth: requests from multicast/broadcast sources
+const VIP_TWIN = '198.51.100.54'; // announced on eth0 and eth2, two ports of the owner on the same segment
 const UNOWNED = '198.51.100.59'; // nobody answers for it: the control for the client's cache
 const DEFENCE_INTERVAL_MS = 1000; // the default
 const METRICS = '127.0.0.1:9464'; // inside n1's namespace
 const BROADCAST = 'ff:ff:ff:ff:ff:ff';
 
 const skip = labSkipReason();
+
+function must(netns: string, args: string[]): void {
+  const r = spawnSync('ip', ['-n', netns, ...args], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`ip -n ${netns} ${args.join(' ')}: ${r.stderr}`);
+}
 
 /** An answer is a reply to the asker; a defence is a broadcast gratuitous reply (THA broadcast, TPA = the IP). */
 function answers(r: CraftResult, ip: string) {
@@ -66,11 +73,17 @@ describe('conflict defence in a lab', { skip }, () => {
     owner.must('ip', ['addr', 'add', '203.0.113.130/25', 'dev', 'dx0']);
     client.must('ip', ['link', 'set', 'dx0', 'up']);
     owner.must('ip', ['link', 'set', 'dx0', 'up']);
+    // A second port of the owner on the same switch: it hears the owner's own announcements.
+    owner.must('ip', ['link', 'add', 'eth2', 'type', 'veth', 'peer', 'name', 'n1-eth2', 'netns', `${lab.id}-sw`]);
+    must(`${lab.id}-sw`, ['link', 'set', 'n1-eth2', 'master', 'br0', 'up']);
+    owner.must('ip', ['link', 'set', 'eth2', 'up']);
     agent = await startAgentReady(owner, [
       '--announce', `${VIP}@eth0`,
       '--announce', `${VIP_FLOOD}@eth0`,
       '--announce', `${VIP_ASK}@eth0`,
       '--announce', `${VIP_DIRECT}@dx0`,
+      '--announce', `${VIP_TWIN}@eth0`,
+      '--announce', `${VIP_TWIN}@eth2`,
       '--garp-count', '1', // one round at start, so captures later see only defences
       '--metrics-listen', METRICS,
       '--log-format', 'json',
@@ -191,5 +204,19 @@ describe('conflict defence in a lab', { skip }, () => {
       assert.deepEqual(answers(r, VIP_DIRECT), [], `${variant} was answered`);
     }
     assert.equal(entry(mapDump(owner), VIP_DIRECT, 'dx0')!.replies, repliesBefore, 'no reply was counted either');
+  });
+
+  test("the node's own announcements heard on its other interface are not conflicts (no ping-pong)", async () => {
+    const capture = await startCapture(owner, `arp and host ${VIP_TWIN} and ether src ${ownerMac}`, 'eth2');
+    const r = owner.exec(HERALD, ['garp', 'eth0', VIP_TWIN, '--count', '2', '--interval', '100ms']);
+    assert.equal(r.code, 0, r.stderr);
+    await waitFor(() => capture.text().split('\n').filter((l) => l.includes(`${ownerMac} > ${BROADCAST}`)).length >= 4, {
+      what: "eth0's announcements to arrive on eth2",
+    });
+    await stopCapture(capture);
+    const dump = mapDump(owner);
+    assert.equal(entry(dump, VIP_TWIN, 'eth2')!.conflicts, 0, "eth0's MAC is ours: not a conflict on eth2");
+    assert.equal(entry(dump, VIP_TWIN, 'eth0')!.conflicts, 0);
+    assert.equal(conflictOf(VIP_TWIN), undefined, 'no conflict recorded, nothing defended');
   });
 });
