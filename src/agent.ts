@@ -200,7 +200,7 @@ export class Agent implements Disposable {
       table: this.db.readTxn().list(l2AnnounceTable),
       datapath: this.l2.datapath,
       garp: this.l2.garp.stats,
-      conflicts: this.l2.conflicts?.records() ?? [],
+      conflicts: this.l2.conflicts.records(),
       now: this.clock.monotonicNs(),
     });
   }
@@ -212,7 +212,7 @@ export class Agent implements Disposable {
         return st.datapath.entries.map((e) => ({ ip: e.ip, iface: e.interface, replies: e.replies, conflicts: e.conflicts }));
       },
       garp: () => this.l2.garp.stats,
-      defences: () => (this.l2.conflicts?.records() ?? []).map((r) => ({ ip: r.ip, iface: r.interface, defences: r.defences })),
+      defences: () => (this.l2.conflicts.records()).map((r) => ({ ip: r.ip, iface: r.interface, defences: r.defences })),
       ownershipChanges: () => this.controlPlane.stats.ownershipChanges,
       ownedIps: () => this.ownership.view().owned.size,
       reconciler: () => this.l2.reconciler?.health(),

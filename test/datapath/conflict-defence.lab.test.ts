@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../src/lab/lab.js';
 import { HERALD, ROOT, craft, entry, labSkipReason, mapDump, startAgentReady, startCapture, stopCapture, waitFor, type CraftResult } from '../helpers/lab-tools.js';
@@ -218,5 +219,14 @@ describe('conflict defence in a lab', { skip }, () => {
     assert.equal(entry(dump, VIP_TWIN, 'eth2')!.conflicts, 0, "eth0's MAC is ours: not a conflict on eth2");
     assert.equal(entry(dump, VIP_TWIN, 'eth0')!.conflicts, 0);
     assert.equal(conflictOf(VIP_TWIN), undefined, 'no conflict recorded, nothing defended');
+  });
+
+  test('a defence interval below 100 ms is refused with a precise error before anything is loaded', () => {
+    const pinDir = `${owner.pinDir}-bad`;
+    const r = owner.exec(HERALD, ['agent', '--node', 'bad', '--bpf-pin-dir', pinDir, '--state-dir', `${owner.stateDir}-bad`, '--status-socket', `${owner.statusSocket}-bad`, '--announce', `${VIP}@eth0`, '--conflict-defence-interval', '10ms']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /HERALD_BAD_ARGUMENT/);
+    assert.match(r.stderr, /conflict defence interval must be at least 100 ms, got 10/);
+    assert.equal(existsSync(pinDir), false, 'nothing was pinned');
   });
 });

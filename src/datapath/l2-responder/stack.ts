@@ -31,8 +31,8 @@ export class L2Stack implements Disposable {
   readonly garp: GarpAnnouncer;
   reconciler!: Reconciler<L2AnnounceRow>;
   ops!: L2ResponderOps;
-  /** Foreign claims of our IPs, defended (set by start()). */
-  conflicts: ConflictDefender | undefined;
+  /** Foreign claims of our IPs, defended. */
+  readonly conflicts: ConflictDefender;
 
   constructor(
     private readonly deps: { db: StateDB; links: Links; sender: FrameSender; clock: Clock; log: Logger },
@@ -40,6 +40,7 @@ export class L2Stack implements Disposable {
   ) {
     this.datapath = this.store.add(new L2Datapath({ clock: deps.clock, log: deps.log }, config.datapath)); // program, maps, heartbeat
     this.garp = this.store.add(new GarpAnnouncer({ sender: deps.sender, clock: deps.clock, log: deps.log }, config.garp)); // bursts
+    this.conflicts = this.store.add(this.makeConflictDefender()); // validates its options before anything touches the kernel
   }
 
   /** Loads the program and starts reconciling the table into it. */
@@ -54,24 +55,26 @@ export class L2Stack implements Disposable {
     reconciler.start();
   }
 
+  private makeConflictDefender(): ConflictDefender {
+    const { clock, log } = this.deps;
+    return new ConflictDefender(
+      {
+        clock,
+        log: log.child({ module: 'conflicts' }),
+        // Read live: the maps exist once start() has loaded the program.
+        conflictCount: (key) => this.datapath.maps.responders.lookup(key)?.conflicts,
+        interfaceMac: (ifindex) => this.datapath.maps.interfaces.lookup(ifindex)?.mac,
+        announce: (target) => this.garp.announceOnce(target),
+        interfaceName: (ifindex) => libbpf().ifIndexToName(ifindex),
+      },
+      this.config.conflictDefence ?? conflictDefenceDefaults,
+    );
+  }
+
   /** Conflict events from the program's ring buffer → rate-limited re-announcements. */
   private startConflictDefence(): void {
-    const { clock, log } = this.deps;
-    const maps = this.datapath.maps;
-    const defender = this.store.add(
-      new ConflictDefender(
-        {
-          clock,
-          log: log.child({ module: 'conflicts' }),
-          conflictCount: (key) => maps.responders.lookup(key)?.conflicts,
-          interfaceMac: (ifindex) => maps.interfaces.lookup(ifindex)?.mac,
-          announce: (target) => this.garp.announceOnce(target),
-          interfaceName: (ifindex) => libbpf().ifIndexToName(ifindex),
-        },
-        this.config.conflictDefence ?? conflictDefenceDefaults,
-      ),
-    );
-    this.conflicts = defender;
+    const { log } = this.deps;
+    const defender = this.conflicts;
     this.store.add(
       RingBufferReader.open(this.datapath.conflictEventsFd, (record) => {
         try {
