@@ -7,6 +7,11 @@
  * address lengths are checked too, frames from broadcast/multicast sources are
  * never answered, tagged frames on a parent device are left to the VLAN
  * sub-interface, and the liveness gate treats a never-written stamp as dead.
+ *
+ * A frame from a foreign MAC claiming an IP we answer for is counted and, while
+ * the agent is live, reported on the conflict_events ring buffer so the agent
+ * re-announces the IP (RFC 5227 defence). The program itself never answers a
+ * claim: another host's announcement is not a question.
  * Anything not answered passes on untouched: TC_ACT_UNSPEC lets any later tc
  * filter on the device run, then the kernel stack gets the frame.
  */
@@ -68,6 +73,42 @@ struct {
 	__uint(max_entries, CONFIG_SLOTS);
 } runtime_config SEC(".maps");
 
+/* Shared with src/datapath/l2-responder/layout.ts: keep in sync. */
+struct conflict_event {
+	__u32 ip4;             /* network byte order: the IP claimed */
+	__u32 ifindex;         /* where the claim arrived */
+	__u8 sha[ETH_ALEN_];   /* the MAC the claim asks caches to use */
+	__be16 op;             /* ARP opcode of the claim (network byte order) */
+	__u64 ktime_ns;        /* CLOCK_MONOTONIC of the frame */
+};
+
+/*
+ * Conflicts reach the agent as events on a ring buffer rather than as a
+ * per-entry "last conflict" field it would have to poll: the agent learns of a
+ * claim within microseconds and defends at once, without scanning a map of up
+ * to 65,536 entries on a timer. Not pinned: events are transient, and a
+ * restarted agent's program gets a fresh buffer.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} conflict_events SEC(".maps");
+
+/*
+ * At most one event per (IP, ifindex) per CONFLICT_REPORT_GAP_NS: a flood of
+ * claims must not become a flood of wake-ups in the agent (its event loop also
+ * writes the liveness stamp). Every frame is still counted in responder_v4,
+ * and the agent re-checks that counter after each defence, so claims that go
+ * unreported here are still defended. LRU: bounded, needs no cleanup.
+ */
+#define CONFLICT_REPORT_GAP_NS (100ULL * 1000 * 1000)
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct responder_key);
+	__type(value, __u64); /* ktime of the last event reported */
+	__uint(max_entries, 4096);
+} conflict_reported SEC(".maps");
+
 struct arp_ipv4 {
 	__be16 htype;
 	__be16 ptype;
@@ -123,6 +164,62 @@ static __always_inline int agent_alive(void)
 	return now <= *stamp || now - *stamp <= *max_age;
 }
 
+struct mac_search {
+	__u8 mac[ETH_ALEN_];
+	__u8 found;
+};
+
+static long match_iface_mac(void *map, __u32 *ifindex, struct iface_info *info, struct mac_search *s)
+{
+	if (mac_equal(info->mac, s->mac)) {
+		s->found = 1;
+		return 1; /* stop */
+	}
+	return 0;
+}
+
+/*
+ * One of this node's MACs: the receiving interface's, or that of any other
+ * interface we serve. A node with two interfaces on one segment hears its own
+ * announcements on the other one; those are not conflicts (and defending
+ * against them would ping-pong forever).
+ */
+static __always_inline int mac_is_ours(const __u8 *mac, const struct iface_info *iface)
+{
+	if (mac_equal(mac, iface->mac))
+		return 1;
+	struct mac_search s = { .found = 0 };
+	__builtin_memcpy(s.mac, mac, ETH_ALEN_);
+	bpf_for_each_map_elem(&interfaces, match_iface_mac, &s, 0);
+	return s.found;
+}
+
+/* A claim of an IP we answer for: count it, and report it while we are live. */
+static __always_inline void note_conflict(__u32 spa, __u32 ifindex, const struct arp_ipv4 *arp)
+{
+	struct responder_key key = { .ip4 = spa, .ifindex = ifindex };
+	struct responder_stats *stats = bpf_map_lookup_elem(&responder_v4, &key);
+	if (!stats)
+		return;
+	__sync_fetch_and_add(&stats->conflicts, 1);
+	if (!agent_alive())
+		return; /* the same gate as answering: a dead agent's node stays quiet */
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&conflict_reported, &key);
+	if (last && now - *last < CONFLICT_REPORT_GAP_NS)
+		return;
+	bpf_map_update_elem(&conflict_reported, &key, &now, BPF_ANY);
+	struct conflict_event *ev = bpf_ringbuf_reserve(&conflict_events, sizeof(*ev), 0);
+	if (!ev)
+		return; /* buffer full: the counter still has it, the agent re-checks it */
+	ev->ip4 = spa;
+	ev->ifindex = ifindex;
+	__builtin_memcpy(ev->sha, arp->sha, ETH_ALEN_);
+	ev->op = arp->op;
+	ev->ktime_ns = now;
+	bpf_ringbuf_submit(ev, 0);
+}
+
 SEC("tc")
 int herald_l2_ingress(struct __sk_buff *skb)
 {
@@ -157,15 +254,12 @@ int herald_l2_ingress(struct __sk_buff *skb)
 	    arp->hlen != ETH_ALEN_ || arp->plen != 4)
 		return PASS;
 
-	/* Conflict detection: any ARP frame (request or reply) from a MAC that is
-	 * not ours, claiming an IP we announce on this interface as its sender. */
+	/* Conflict detection: any ARP frame (request or reply) claiming an IP we
+	 * announce on this interface for a MAC that is not ours. The sender
+	 * hardware address is what neighbour caches learn, so it decides. */
 	__u32 spa = read_ip(arp->spa);
-	if (spa != 0 && (!mac_equal(eth->h_source, iface->mac) || !mac_equal(arp->sha, iface->mac))) {
-		struct responder_key ckey = { .ip4 = spa, .ifindex = ifindex };
-		struct responder_stats *cstats = bpf_map_lookup_elem(&responder_v4, &ckey);
-		if (cstats)
-			__sync_fetch_and_add(&cstats->conflicts, 1);
-	}
+	if (spa != 0 && !mac_is_ours(arp->sha, iface))
+		note_conflict(spa, ifindex, arp);
 
 	if (arp->op != bpf_htons(ARPOP_REQUEST))
 		return PASS;

@@ -39,11 +39,13 @@ unit_tests=(
   test/store/etcd-ownership-fences.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
+  test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts
 )
 lab_tests=(
   test/datapath/l2-responder.lab.test.ts
+  test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/store/etcd-cluster.lab.test.ts

@@ -24,6 +24,7 @@ import type { IpamCoordinator } from './controlplane/ipam/coordinator.js';
 import type { OwnershipBackend } from './controlplane/ownership/backend.js';
 import { LocalOwnership } from './controlplane/ownership/local.js';
 import type { StaticAnnouncement } from './controlplane/static-announcements.js';
+import type { ConflictDefenceOptions } from './datapath/conflict-defence.js';
 import type { GarpSchedule } from './datapath/garp.js';
 import type { L2DatapathOptions } from './datapath/l2-responder/datapath.js';
 import { L2Stack } from './datapath/l2-responder/stack.js';
@@ -54,6 +55,8 @@ export interface AgentConfig {
   announcements: StaticAnnouncement[];
   datapath: L2DatapathOptions;
   garp: GarpSchedule;
+  /** Re-announcing IPs that a foreign MAC claims (default: once per second at most). */
+  conflictDefence?: ConflictDefenceOptions;
   reconciler: ReconcilerConfig;
   statusSocket?: string;
   /** etcd store: what to do when it is unreachable. */
@@ -208,6 +211,7 @@ export class Agent implements Disposable {
       table: this.db.readTxn().list(l2AnnounceTable),
       datapath: this.l2.datapath,
       garp: this.l2.garp.stats,
+      conflicts: this.l2.conflicts.records(),
       now: this.clock.monotonicNs(),
       ...(this.session && this.ownership instanceof EtcdOwnership
         ? {
@@ -229,6 +233,7 @@ export class Agent implements Disposable {
         return st.datapath.entries.map((e) => ({ ip: e.ip, iface: e.interface, replies: e.replies, conflicts: e.conflicts }));
       },
       garp: () => this.l2.garp.stats,
+      defences: () => (this.l2.conflicts.records()).map((r) => ({ ip: r.ip, iface: r.interface, defences: r.defences })),
       ownershipChanges: () => this.controlPlane.stats.ownershipChanges,
       ownedIps: () => this.ownership.view().owned.size,
       ha: () => {

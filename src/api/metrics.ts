@@ -10,6 +10,8 @@ import { HeraldError } from '../core/errors.js';
 export interface MetricsSource {
   responderEntries(): Array<{ ip: string; iface: string; replies: number; conflicts: number }>;
   garp(): { sent: number; failed: number };
+  /** Conflict defences (re-announcements) per IP and interface. */
+  defences?(): Array<{ ip: string; iface: string; defences: number }>;
   ownershipChanges(): number;
   ownedIps(): number;
   reconciler():
@@ -54,6 +56,16 @@ export function buildRegistry(src: MetricsSource): Registry {
     collect() {
       this.reset();
       for (const e of src.responderEntries()) setCounter(this, e.conflicts, { ip: e.ip, interface: e.iface });
+    },
+  });
+  new Counter({
+    name: 'herald_arp_defences_total',
+    help: 'Gratuitous re-announcements of an IP after a foreign MAC claimed it (rate-limited), per IP and interface',
+    labelNames: ['ip', 'interface'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const d of src.defences?.() ?? []) setCounter(this, d.defences, { ip: d.ip, interface: d.iface });
     },
   });
   new Counter({

@@ -1,6 +1,7 @@
 /** The agent's status document (served on the status socket) and its text rendering. */
 import type { ReconcilerHealth, RowStatus } from '../core/reconciler/reconciler.js';
 import type { ControlPlaneStatus } from '../controlplane/controller.js';
+import type { ConflictRecord } from '../datapath/conflict-defence.js';
 import type { L2Datapath } from '../datapath/l2-responder/datapath.js';
 import { livenessAge } from '../datapath/l2-responder/liveness.js';
 import type { L2AnnounceRow } from '../datapath/tables/l2-announce.js';
@@ -17,6 +18,8 @@ export interface StatusInput {
   table: readonly L2AnnounceRow[];
   datapath: L2Datapath;
   garp: { sent: number; failed: number };
+  /** The last foreign claim per (IP, interface) and how it was defended. */
+  conflicts?: readonly ConflictRecord[];
   now: bigint;
   /** Store session and ownership safety state (etcd store); undefined with the local store. */
   ha?: HaStatus;
@@ -78,6 +81,16 @@ export function buildStatus(i: StatusInput) {
     reconciler: i.reconciler ?? null,
     rowErrors: [...i.rowStatuses].flatMap(([key, s]) => (s.kind === 'error' ? [{ key, error: s.error, attempts: s.attempts }] : [])),
     garp: i.garp,
+    conflicts: (i.conflicts ?? []).map((c) => ({
+      ip: c.ip,
+      interface: c.interface,
+      foreignMac: c.foreignMac,
+      op: c.op,
+      lastSeen: new Date(c.lastSeenAt).toISOString(),
+      claims: c.claims,
+      defences: c.defences,
+      lastDefence: c.lastDefenceAt === undefined ? null : new Date(c.lastDefenceAt).toISOString(),
+    })),
   };
 }
 
@@ -127,5 +140,12 @@ export function renderStatus(s: AgentStatus): string {
   }
   for (const e of s.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);
   out.push(`gratuitous ARP: ${s.garp.sent} sent, ${s.garp.failed} failed`);
+  if (s.conflicts.length > 0) {
+    out.push('', `address conflicts (${s.conflicts.length}): foreign MACs claimed IPs this node answers for`);
+    table(
+      ['IP', 'INTERFACE', 'FOREIGN MAC', 'OP', 'LAST SEEN', 'CLAIMS', 'DEFENCES'],
+      s.conflicts.map((c) => [c.ip, c.interface, c.foreignMac, c.op, c.lastSeen, String(c.claims), String(c.defences)]),
+    );
+  }
   return out.join('\n') + '\n';
 }

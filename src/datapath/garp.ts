@@ -70,6 +70,11 @@ export class GarpAnnouncer implements Disposable {
     round();
   }
 
+  /** One round now, outside any burst (a conflict defence). Never throws. */
+  announceOnce(target: GarpTarget): void {
+    this.sendRound(target);
+  }
+
   /** Stops a running burst (the IP was withdrawn). */
   cancel(ip: string, ifindex: number): void {
     this.bursts.deleteAndDispose(`${ip}|${ifindex}`);

@@ -5,7 +5,7 @@ none of herald's own packet code is used here.
 
 usage: arp_craft.py IFACE TARGET_IP VARIANT [--count N] [--wait SECONDS]
                     [--interval SECONDS] [--spa IP] [--dst-mac MAC]
-Prints one JSON line: {"variant", "sent", "replies": [{"mac", "tpa", "tha"}]}
+Prints one JSON line: {"variant", "sent", "replies": [{"mac", "dst", "tpa", "tha"}]}
 """
 import argparse
 import json
@@ -48,6 +48,14 @@ def frame(variant, iface, target, spa, dst_mac):
         return eth / Raw(bytes(ARP(**arp))[:20])  # the target address is cut off
     if variant == "foreign-unicast":
         return Ether(src=mac, dst="02:00:5e:10:00:99", type=0x0806) / ARP(**arp)
+    # Requests from a source no reply can go to: the responder must stay silent.
+    if variant == "mcast-eth-src":
+        return Ether(src="01:00:5e:00:00:01", dst="ff:ff:ff:ff:ff:ff", type=0x0806) / ARP(**arp)
+    if variant == "bcast-eth-src":
+        return Ether(src="ff:ff:ff:ff:ff:ff", dst="ff:ff:ff:ff:ff:ff", type=0x0806) / ARP(**arp)
+    if variant == "mcast-sha":
+        arp["hwsrc"] = "01:00:5e:00:00:01"
+        return eth / ARP(**arp)
     if variant == "probe":
         arp["psrc"] = "0.0.0.0"
         return eth / ARP(**arp)
@@ -86,7 +94,8 @@ def main():
     replies = []
     for p in packets:
         if ARP in p and p[ARP].op == 2 and p[ARP].psrc == a.target and p[Ether].src.lower() != own.lower():
-            replies.append({"mac": p[Ether].src.lower(), "tpa": p[ARP].pdst, "tha": p[ARP].hwdst.lower()})
+            replies.append({"mac": p[Ether].src.lower(), "dst": p[Ether].dst.lower(), "tpa": p[ARP].pdst,
+                            "tha": p[ARP].hwdst.lower()})
     print(json.dumps({"variant": a.variant, "sent": a.count, "replies": replies}))
     sys.stdout.flush()
 

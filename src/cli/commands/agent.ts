@@ -9,6 +9,7 @@ import { reconcilerDefaults } from '../../core/reconciler/reconciler.js';
 import { RESPONDER_MAP_SIZE_DEFAULT } from '../../datapath/l2-responder/datapath.js';
 import { LOCAL_STORE_LIVENESS_MAX_AGE_MS, livenessDefaults } from '../../datapath/l2-responder/liveness.js';
 import { garpDefaults } from '../../datapath/garp.js';
+import { conflictDefenceDefaults } from '../../datapath/conflict-defence.js';
 import { createLogger, type LogFormat } from '../logging.js';
 import { collect, defaultNodeName, parseCount, parseDuration, parseNodeName, parsePositiveInt, pinDirFor } from '../options.js';
 
@@ -26,6 +27,7 @@ interface AgentOptions {
   livenessMaxAge?: number;
   garpCount: number;
   garpInterval: number;
+  conflictDefenceInterval: number;
   fullReconcileInterval: number;
   pruneGrace: number;
   statusSocket?: string;
@@ -65,6 +67,12 @@ export function agentCommand(): Command {
     )
     .option('--garp-count <n>', 'gratuitous ARP rounds per newly announced IP (0 = off)', parseCount, garpDefaults.count)
     .option('--garp-interval <duration>', 'time between gratuitous ARP rounds', parseDuration, garpDefaults.intervalMs)
+    .option(
+      '--conflict-defence-interval <duration>',
+      'when a foreign MAC claims an owned IP, re-announce it at most once per interval (min 100ms)',
+      parseDuration,
+      conflictDefenceDefaults.intervalMs,
+    )
     .option('--full-reconcile-interval <duration>', 'period of the full datapath reconciliation', parseDuration, reconcilerDefaults.fullIntervalMs)
     .option('--prune-grace <duration>', 'at start, keep pinned entries this long at most while intent loads', parseDuration, reconcilerDefaults.initGraceMs)
     .option('--status-socket <path>', 'unix socket of the read-only status API (default /run/herald/<node>.sock)')
@@ -100,6 +108,7 @@ export function agentCommand(): Command {
               },
             },
             garp: { count: opts.garpCount, intervalMs: opts.garpInterval },
+            conflictDefence: { intervalMs: opts.conflictDefenceInterval },
             reconciler: { ...reconcilerDefaults, fullIntervalMs: opts.fullReconcileInterval, initGraceMs: opts.pruneGrace },
             statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
             onStoreLoss: opts.onStoreLoss,

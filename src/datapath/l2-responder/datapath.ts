@@ -84,6 +84,11 @@ export class L2Datapath implements InterfacePreparer, Disposable {
     return this.requireProgram().maps;
   }
 
+  /** The program's conflict event ring buffer. */
+  get conflictEventsFd(): number {
+    return this.requireProgram().conflictEventsFd;
+  }
+
   prepare(link: LinkInfo): void {
     const program = this.requireProgram();
     // The MAC first: the program answers only on interfaces it knows the MAC of.

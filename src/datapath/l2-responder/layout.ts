@@ -10,6 +10,8 @@ export const MAP_RESPONDER_V4 = 'responder_v4';
 export const MAP_INTERFACES = 'interfaces';
 export const MAP_RUNTIME_CONFIG = 'runtime_config';
 export const PROGRAM_NAME = 'herald_l2_ingress';
+/** Ring buffer of conflict events (not pinned: events are transient). */
+export const MAP_CONFLICT_EVENTS = 'conflict_events';
 
 export interface ResponderKey {
   /** Dotted-quad IPv4 address. */
@@ -93,3 +95,29 @@ export const runtimeConfigCodec: MapCodec<number, bigint> = {
     return b.readBigUInt64LE(0);
   },
 };
+
+/** A foreign claim of an IP the node answers for, as the program reports it. */
+export interface ConflictEvent {
+  ip: string;
+  ifindex: number;
+  /** The MAC the claim asks caches to use (ARP sender hardware address). */
+  mac: string;
+  /** ARP opcode of the claim: 1 request (announcement), 2 reply. */
+  op: number;
+  /** CLOCK_MONOTONIC ns of the frame. */
+  ktimeNs: bigint;
+}
+
+export const CONFLICT_EVENT_SIZE = 24;
+
+/** struct conflict_event: ip4 (network order), ifindex, sha[6], op (network order), ktime_ns. */
+export function decodeConflictEvent(b: Buffer): ConflictEvent {
+  if (b.length < CONFLICT_EVENT_SIZE) throw new Error(`conflict event of ${b.length} bytes, expected ${CONFLICT_EVENT_SIZE}`);
+  return {
+    ip: bytesToIpv4(b.subarray(0, 4)),
+    ifindex: b.readUInt32LE(4),
+    mac: formatMac(b.subarray(8, 14)),
+    op: b.readUInt16BE(14),
+    ktimeNs: b.readBigUInt64LE(16),
+  };
+}

@@ -54,6 +54,8 @@ export class LivenessWriter implements Disposable {
   /** A re-check after a late wake-up is in flight: no stamps until it settles. */
   private rechecking = false;
   failures = 0;
+  /** False while the heartbeat is held back (the datapath is, or is about to be, silent). */
+  answering = true;
   /** Times the heartbeat was held back (gate closed or re-checking), for status. */
   held = 0;
   lateWakeups = 0;
@@ -87,6 +89,7 @@ export class LivenessWriter implements Disposable {
     this.lastTickAt = now;
     if (this.rechecking) {
       this.held++;
+      this.answering = false;
       return;
     }
     // This timer fired so late that our last stamp went stale (we were
@@ -96,6 +99,7 @@ export class LivenessWriter implements Disposable {
     if (sinceLastTick > this.opts.maxAgeMs) {
       this.lateWakeups++;
       this.held++;
+      this.answering = false;
       this.rechecking = true;
       this.deps.log.warn({ sleptMs: sinceLastTick, limitMs: this.opts.maxAgeMs }, 'heartbeat woke up late: re-checking ownership before answering again');
       gate
@@ -114,10 +118,12 @@ export class LivenessWriter implements Disposable {
     if (!gate.mayAnswer(monotonicMs(this.deps.clock))) {
       // Our lease may have lapsed: let the stamp go stale, the program falls silent.
       this.held++;
+      this.answering = false;
       return;
     }
     try {
       this.stamp();
+      this.answering = true;
     } catch (e) {
       this.failures++;
       this.deps.log.error({ err: describeError(e) }, 'writing the liveness stamp failed');

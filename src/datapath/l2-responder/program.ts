@@ -13,6 +13,7 @@ import { ensurePinDir } from '../../os/bpffs.js';
 import { check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
 import { attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
 import {
+  MAP_CONFLICT_EVENTS,
   MAP_INTERFACES,
   MAP_RESPONDER_V4,
   MAP_RUNTIME_CONFIG,
@@ -49,6 +50,8 @@ export class L2ResponderProgram implements Disposable {
     private readonly obj: unknown,
     readonly progFd: number,
     readonly maps: L2ResponderMaps,
+    /** The conflict_events ring buffer (valid while this object is open). */
+    readonly conflictEventsFd: number,
   ) {}
 
   static load(opts: L2ResponderLoadOptions): L2ResponderProgram {
@@ -77,7 +80,7 @@ export class L2ResponderProgram implements Disposable {
         interfaces: BpfMap.fromObjectFd(MAP_INTERFACES, fd(MAP_INTERFACES), interfacesCodec),
         config: BpfMap.fromObjectFd(MAP_RUNTIME_CONFIG, fd(MAP_RUNTIME_CONFIG), runtimeConfigCodec),
       };
-      return new L2ResponderProgram(obj, progFd, maps);
+      return new L2ResponderProgram(obj, progFd, maps, fd(MAP_CONFLICT_EVENTS));
     } catch (e) {
       lib.objectClose(obj);
       throw e;

@@ -9,9 +9,13 @@ import type { Logger } from '../../core/logger.js';
 import { Reconciler, type ReconcilerConfig } from '../../core/reconciler/reconciler.js';
 import type { StateDB } from '../../core/statedb/index.js';
 import type { Links } from '../../os/links.js';
+import { libbpf } from '../../os/libbpf.js';
+import { RingBufferReader } from '../../os/ringbuf.js';
+import { ConflictDefender, conflictDefenceDefaults, type ConflictDefenceOptions } from '../conflict-defence.js';
 import { GarpAnnouncer, type FrameSender, type GarpSchedule } from '../garp.js';
 import { l2AnnounceTable, type L2AnnounceRow } from '../tables/l2-announce.js';
 import { L2Datapath, type L2DatapathOptions } from './datapath.js';
+import { decodeConflictEvent } from './layout.js';
 import type { LivenessGate } from './liveness.js';
 import { L2ResponderOps } from './reconcile-ops.js';
 
@@ -19,6 +23,7 @@ export interface L2StackConfig {
   datapath: L2DatapathOptions;
   garp: GarpSchedule;
   reconciler: ReconcilerConfig;
+  conflictDefence?: ConflictDefenceOptions;
 }
 
 export class L2Stack implements Disposable {
@@ -27,6 +32,8 @@ export class L2Stack implements Disposable {
   readonly garp: GarpAnnouncer;
   reconciler!: Reconciler<L2AnnounceRow>;
   ops!: L2ResponderOps;
+  /** Foreign claims of our IPs, defended. */
+  readonly conflicts: ConflictDefender;
 
   constructor(
     private readonly deps: { db: StateDB; links: Links; sender: FrameSender; clock: Clock; log: Logger; livenessGate?: LivenessGate },
@@ -34,17 +41,55 @@ export class L2Stack implements Disposable {
   ) {
     this.datapath = this.store.add(new L2Datapath({ clock: deps.clock, log: deps.log, ...(deps.livenessGate ? { livenessGate: deps.livenessGate } : {}) }, config.datapath)); // program, maps, heartbeat
     this.garp = this.store.add(new GarpAnnouncer({ sender: deps.sender, clock: deps.clock, log: deps.log }, config.garp)); // bursts
+    this.conflicts = this.store.add(this.makeConflictDefender()); // validates its options before anything touches the kernel
   }
 
   /** Loads the program and starts reconciling the table into it. */
   start(): void {
     const { db, links, clock, log } = this.deps;
     this.datapath.start();
+    this.startConflictDefence();
     this.ops = new L2ResponderOps({ map: this.datapath.map, interfaces: this.datapath, links, garp: this.garp, log });
     const reconciler = new Reconciler<L2AnnounceRow>({ name: 'l2-responder', db, table: l2AnnounceTable, ops: this.ops, clock, log }, this.config.reconciler);
     this.reconciler = reconciler;
     this.store.add({ dispose: () => void reconciler.dispose() });
     reconciler.start();
+  }
+
+  private makeConflictDefender(): ConflictDefender {
+    const { clock, log } = this.deps;
+    return new ConflictDefender(
+      {
+        clock,
+        log: log.child({ module: 'conflicts' }),
+        // Read live: the maps exist once start() has loaded the program.
+        conflictCount: (key) => this.datapath.maps.responders.lookup(key)?.conflicts,
+        interfaceMac: (ifindex) => this.datapath.maps.interfaces.lookup(ifindex)?.mac,
+        // Only while our heartbeat runs: a node held back (lease in doubt,
+        // re-checking after a late wake-up) must not pull clients back to itself.
+        announce: (target) => {
+          if (this.datapath.liveness?.answering === false) return;
+          this.garp.announceOnce(target);
+        },
+        interfaceName: (ifindex) => libbpf().ifIndexToName(ifindex),
+      },
+      this.config.conflictDefence ?? conflictDefenceDefaults,
+    );
+  }
+
+  /** Conflict events from the program's ring buffer → rate-limited re-announcements. */
+  private startConflictDefence(): void {
+    const { log } = this.deps;
+    const defender = this.conflicts;
+    this.store.add(
+      RingBufferReader.open(this.datapath.conflictEventsFd, (record) => {
+        try {
+          defender.onConflict(decodeConflictEvent(record));
+        } catch (e) {
+          log.warn({ err: String(e) }, 'unreadable conflict event');
+        }
+      }),
+    );
   }
 
   /** Links changed: re-resolve interface names (a recreated interface has a new ifindex). */
