@@ -12,7 +12,7 @@
  *     the new lease, so the owner does not change.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -147,6 +147,99 @@ describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, (
     assert.ok((status(idle).ha?.heartbeat?.lateWakeups ?? 0) >= 3, 'the paused node noticed each late wake-up');
   });
 
+  /** Runs `fn` with `proc` (and its threads) held to `percent` % of one CPU through a cgroup v1 CPU quota. */
+  const starved = async (proc: LabProcess, percent: number, fn: () => Promise<void>) => {
+    const cg = `/sys/fs/cgroup/cpu/herald-starve-${process.pid}`;
+    mkdirSync(cg, { recursive: true });
+    try {
+      writeFileSync(join(cg, 'cpu.cfs_period_us'), '100000');
+      writeFileSync(join(cg, 'cpu.cfs_quota_us'), String(percent * 1000));
+      // Every process in the agent's group (nsenter and node), with all their threads.
+      for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+        try {
+          if (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[2] === String(proc.pid)) writeFileSync(join(cg, 'cgroup.procs'), pid);
+        } catch {
+          /* exited */
+        }
+      }
+      await fn();
+    } finally {
+      for (const pid of readFileSync(join(cg, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+        try {
+          writeFileSync('/sys/fs/cgroup/cpu/cgroup.procs', pid);
+        } catch {
+          /* exited */
+        }
+      }
+      rmdirSync(cg);
+    }
+  };
+
+  test('a CPU-starved candidate (3 % of a CPU for 8 s) never fences a healthy owner', async () => {
+    await settle();
+    const idle = lab.nodes.find((n) => IPS.every((ip) => preferred(ip) !== n))!;
+    const ownersBefore = JSON.stringify([...ownersByNodes()].sort());
+    const fencesBefore = fences();
+    const probes = IPS.map((ip) => probe(ip, 12_000));
+    await sleep(1000);
+    await starved(agents.get(idle)!, 3, () => sleep(8000));
+    const results = await Promise.all(probes);
+    for (const [i, arp] of results.entries()) {
+      assert.equal(arp.dualAnswer, 0, `${IPS[i]}: no request answered by two MACs`);
+      assert.deepEqual(darkGaps(arp), [], `${IPS[i]} stayed answered throughout`);
+    }
+    assert.equal(fences() - fencesBefore, 0, 'no lease was revoked');
+    assert.equal(JSON.stringify([...ownersByNodes()].sort()), ownersBefore, 'no owner changed');
+  });
+
+  test('churning 1,000 services for 30 s: no live owner fenced, the stable IPs never go dark', async () => {
+    await settle();
+    const churn = join(dir, 'churn.yaml');
+    writeFileSync(
+      churn,
+      `apiVersion: cilium.io/v2
+kind: CiliumLoadBalancerIPPool
+metadata: { name: churn-pool }
+spec:
+  blocks: [{ cidr: 2001:db8:c::/108 }]
+` +
+        Array.from(
+          { length: 1000 },
+          (_, i) => `---
+apiVersion: v1
+kind: Service
+metadata: { name: churn-${i}, namespace: churn }
+spec:
+  type: LoadBalancer
+  ipFamilies: [IPv6]
+  ports: [{ port: 80 }]
+`,
+        ).join(''),
+    );
+    const ownersBefore = JSON.stringify([...ownersByNodes()].sort());
+    const fencesBefore = fences();
+    const probes = IPS.map((ip) => probe(ip, 34_000));
+    await sleep(1000);
+    const until = Date.now() + 30_000;
+    let rounds = 0;
+    while (Date.now() < until) {
+      const applied = await lab.nodes[0]!.execAsync(HERALD, ['apply', '-f', churn, '--etcd', etcd.endpoint]);
+      assert.equal(applied.code, 0, applied.stderr);
+      await sleep(1500);
+      const deleted = await lab.nodes[0]!.execAsync(HERALD, ['delete', '-f', churn, '--etcd', etcd.endpoint]);
+      assert.equal(deleted.code, 0, deleted.stderr);
+      await sleep(1500);
+      rounds++;
+    }
+    const results = await Promise.all(probes);
+    for (const [i, arp] of results.entries()) {
+      assert.equal(arp.dualAnswer, 0, `${IPS[i]}: no request answered by two MACs`);
+      assert.deepEqual(darkGaps(arp), [], `${IPS[i]} stayed answered throughout ${rounds} rounds`);
+    }
+    assert.equal(fences() - fencesBefore, 0, 'no lease was revoked');
+    assert.equal(JSON.stringify([...ownersByNodes()].sort()), ownersBefore, 'no owner changed');
+  });
+
   test('a paused owner (SIGSTOP 1, 2, 5, 10 s) never answers beside the node that took over: 0 dual answers at a 2 ms probe', async () => {
     const ip = IPS[0]!;
     for (const ms of [1000, 2000, 5000, 10_000]) {
@@ -214,5 +307,24 @@ describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, (
     assert.equal(arp.dualAnswer, 0);
     const dark = darkGaps(arp).reduce((sum, g) => sum + g.ms, 0);
     process.stdout.write(`# outage 5000 ms (withdraw): dark ${Math.round(dark)} ms\n`);
+  });
+
+  test('an etcd outage with --on-store-loss keep: answered throughout, no gap on recovery, no owner change', async () => {
+    for (const n of lab.nodes) await agents.get(n)!.stop('SIGTERM');
+    for (const n of lab.nodes) await start(n, ['--on-store-loss', 'keep']);
+    await settle();
+    const before = JSON.stringify([...ownersByNodes()].sort());
+    const probes = IPS.map((ip) => probe(ip, 16_000));
+    await sleep(1000);
+    await etcd.kill();
+    await sleep(10_000);
+    await etcd.start();
+    const results = await Promise.all(probes);
+    for (const [i, arp] of results.entries()) {
+      assert.equal(arp.dualAnswer, 0, `${IPS[i]}: no request answered by two MACs`);
+      assert.deepEqual(darkGaps(arp), [], `${IPS[i]} answered through the outage and the recovery`);
+    }
+    await waitFor(() => lab.nodes.every((n) => status(n).ha?.session.state === 'live'), { timeoutMs: 15_000, what: 'every session live again' });
+    assert.equal(JSON.stringify([...ownersByNodes()].sort()), before, 'the same owners as before the outage');
   });
 });
