@@ -194,28 +194,39 @@ describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, (
 
   test('churning 1,000 services for 30 s: no live owner fenced, the stable IPs never go dark', async () => {
     await settle();
-    const churn = join(dir, 'churn.yaml');
-    writeFileSync(
-      churn,
-      `apiVersion: cilium.io/v2
+    // etcd bounds one transaction to 128 operations (--max-txn-ops), and
+    // `herald apply` writes a file in one: 10 files of 100 services.
+    const pool = join(dir, 'churn-pool.yaml');
+    writeFileSync(pool, `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
 metadata: { name: churn-pool }
 spec:
   blocks: [{ cidr: 2001:db8:c::/108 }]
-` +
+`);
+    const files = Array.from({ length: 10 }, (_, f) => {
+      const file = join(dir, `churn-${f}.yaml`);
+      writeFileSync(
+        file,
         Array.from(
-          { length: 1000 },
+          { length: 100 },
           (_, i) => `---
 apiVersion: v1
 kind: Service
-metadata: { name: churn-${i}, namespace: churn }
+metadata: { name: churn-${f * 100 + i}, namespace: churn }
 spec:
   type: LoadBalancer
   ipFamilies: [IPv6]
   ports: [{ port: 80 }]
 `,
         ).join(''),
-    );
+      );
+      return file;
+    });
+    const kubectl = async (verb: 'apply' | 'delete', file: string) => {
+      const r = await lab.nodes[0]!.execAsync(HERALD, [verb, '-f', file, '--etcd', etcd.endpoint]);
+      assert.equal(r.code, 0, `${verb} ${file}: ${r.stdout}${r.stderr}`);
+    };
+    await kubectl('apply', pool);
     const ownersBefore = JSON.stringify([...ownersByNodes()].sort());
     const fencesBefore = fences();
     const probes = IPS.map((ip) => probe(ip, 34_000));
@@ -223,12 +234,10 @@ spec:
     const until = Date.now() + 30_000;
     let rounds = 0;
     while (Date.now() < until) {
-      const applied = await lab.nodes[0]!.execAsync(HERALD, ['apply', '-f', churn, '--etcd', etcd.endpoint]);
-      assert.equal(applied.code, 0, applied.stderr);
-      await sleep(1500);
-      const deleted = await lab.nodes[0]!.execAsync(HERALD, ['delete', '-f', churn, '--etcd', etcd.endpoint]);
-      assert.equal(deleted.code, 0, deleted.stderr);
-      await sleep(1500);
+      for (const f of files) await kubectl('apply', f);
+      await sleep(1000);
+      for (const f of files) await kubectl('delete', f);
+      await sleep(1000);
       rounds++;
     }
     const results = await Promise.all(probes);
