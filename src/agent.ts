@@ -34,6 +34,7 @@ import { formatErrors } from './intent/diagnostics.js';
 import { FileIntentSource } from './intent/sources/files.js';
 import { EtcdIntentSource } from './intent/sources/etcd.js';
 import type { IntentSource } from './intent/sources/source.js';
+import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
 import { EtcdIpamCoordinator } from './store/etcd/ipam.js';
 import { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
@@ -51,6 +52,8 @@ export interface AgentConfig {
   store: 'local' | 'etcd';
   etcd: { endpoints: string[]; prefix: string };
   stateDir: string;
+  /** Size cap and YAML bounds of manifests (files or etcd); default manifestLimitDefaults. */
+  manifestLimits?: ManifestLimits;
   announcements: StaticAnnouncement[];
   datapath: L2DatapathOptions;
   garp: GarpSchedule;
@@ -122,9 +125,10 @@ export class Agent implements Disposable {
 
   private makeSource(): IntentSource | undefined {
     const log = this.log.child({ module: 'intent' });
-    if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log }));
+    const limits = this.config.manifestLimits;
+    if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log, ...(limits ? { limits } : {}) }));
     if (this.config.store === 'etcd') {
-      return this.store.add(new EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log }));
+      return this.store.add(new EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log, ...(limits ? { limits } : {}) }));
     }
     return undefined;
   }

@@ -3,6 +3,7 @@
  * blocks are parsed into canonical CIDRs and inclusive ranges.
  */
 import { z } from 'zod';
+import { quote } from './quote.js';
 import { compareIps, parseCidr, parseIp, type IpFamily } from './ip.js';
 import { clusterMetadata } from './metadata.js';
 import { checkDns1123Subdomain } from './names.js';
@@ -11,7 +12,7 @@ import { labelSelectorSchema } from './selector.js';
 
 export const POOL_API_VERSIONS = ['cilium.io/v2', 'cilium.io/v2alpha1'] as const;
 
-const q = (s: string): string => JSON.stringify(s);
+const q = quote;
 
 /** One block of a pool, canonical. A `start` without `stop` is the range start..start. */
 export type PoolBlock =
