@@ -20,6 +20,7 @@ unit_tests=(
   test/intent/fixtures.test.ts
   test/intent/ip.test.ts
   test/intent/load.test.ts
+  test/intent/limits.test.ts
   test/intent/names.test.ts
   test/intent/re2.test.ts
   test/intent/selector.test.ts

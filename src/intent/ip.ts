@@ -4,6 +4,7 @@
  * canonical (IPv6 in RFC 5952 compressed lowercase form).
  */
 import ipaddr from 'ipaddr.js';
+import { quote } from './quote.js';
 
 export type IpFamily = 'IPv4' | 'IPv6';
 
@@ -69,7 +70,7 @@ export function parseCidr(text: string): CidrResult {
   const addrText = text.slice(0, slash);
   const prefixText = text.slice(slash + 1);
   const addr = parseIp(addrText);
-  if (!addr) return { ok: false, reason: `"${addrText}" is not an IP address` };
+  if (!addr) return { ok: false, reason: `${quote(addrText)} is not an IP address` };
   const max = addr.family === 'IPv4' ? 32 : 128;
   if (!/^(0|[1-9][0-9]{0,2})$/.test(prefixText) || Number(prefixText) > max) {
     return { ok: false, reason: `prefix length must be 0-${max}` };
