@@ -21,6 +21,7 @@ unit_tests=(
   test/intent/ip.test.ts
   test/intent/load.test.ts
   test/intent/limits.test.ts
+  test/intent/never-service.test.ts
   test/intent/names.test.ts
   test/intent/re2.test.ts
   test/intent/selector.test.ts
