@@ -31,6 +31,7 @@ unit_tests=(
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
   test/os/state-file.test.ts
+  test/api/status-server.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/etcd.test.ts
   test/cli/manifests.test.ts

@@ -11,7 +11,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { MetricsServer, buildRegistry } from './api/metrics.js';
-import { StatusServer } from './api/status-server.js';
+import { StatusServer, claimStatusSocketPath } from './api/status-server.js';
 import { buildStatus } from './api/status.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { DisposableStore, type Disposable } from './core/disposable.js';
@@ -139,6 +139,8 @@ export class Agent implements Disposable {
   }
 
   async start(): Promise<void> {
+    // Before touching anything: refuse a path that is not a socket, or one another agent serves.
+    if (this.config.statusSocket) await claimStatusSocketPath(this.config.statusSocket);
     mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
     this.l2.start();
     if (this.config.localRoutes) this.startLocalRoutes();
