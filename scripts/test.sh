@@ -30,6 +30,7 @@ unit_tests=(
   test/controlplane/ipam/blocks.test.ts
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
+  test/controlplane/ipam/conditions.test.ts
   test/os/state-file.test.ts
   test/api/status-server.test.ts
   test/intent/sources/files.test.ts
