@@ -46,6 +46,7 @@ lab_tests=(
   test/datapath/l2-responder.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/controlplane/agent.lab.test.ts
+  test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
 )
 # Lab tests share the host's bpffs and CPU: one file at a time.

@@ -15,7 +15,7 @@ import { KINDS, isIntentKind, keyOf, manifestWarnings, objectKey, type IntentKin
 import { MAX_YAML_DEPTH, manifestLimitDefaults, maxYamlNodes, tooLargeError, utf8Length, type ManifestLimits } from './limits.js';
 import { quote, truncate } from './quote.js';
 import { buildSnapshot, describePlace, type IntentSnapshot } from './snapshot.js';
-import { checkDocumentBudget, type DocumentBudget } from './yaml-budget.js';
+import { checkDocumentBudget, hasTooManyAliases, type DocumentBudget } from './yaml-budget.js';
 
 export interface ManifestLoad {
   /** Every valid object (a later duplicate is left out). */
@@ -87,6 +87,10 @@ export function parseFile(text: string, file: string, limits: ManifestLimits = m
     const p = lineCounter.linePos(offset);
     return { line: p.line, column: p.col };
   };
+  if (hasTooManyAliases(text, limits.maxAliases)) {
+    const message = `more than ${limits.maxAliases} YAML aliases in the file; refused before parsing it`;
+    return { file, entries, errors: [{ severity: 'error', code: 'HERALD_MANIFEST_TOO_LARGE', file, path: '', message }], warnings };
+  }
   const budget: DocumentBudget = {
     aliasesLeft: limits.maxAliases,
     maxAliases: limits.maxAliases,

@@ -6,7 +6,25 @@
  * its anchor once, for error locations (yaml's own `Alias.resolve` scans
  * the whole document on every call).
  */
-import { isAlias, isMap, isPair, isScalar, isSeq, type Alias, type Document, type Node } from 'yaml';
+import { Lexer, isAlias, isMap, isPair, isScalar, isSeq, type Alias, type Document, type Node } from 'yaml';
+
+/**
+ * Whether `text` has more than `max` YAML aliases, decided before parsing:
+ * composing a document with half a million aliases takes gigabytes, so the
+ * count cannot wait for the composed document. Each alias needs a `*`, so
+ * text with few is passed at once; otherwise the lexer (a generator, light
+ * on memory) counts alias tokens and stops at the first one too many.
+ */
+export function hasTooManyAliases(text: string, max: number): boolean {
+  let stars = 0;
+  for (let i = text.indexOf('*'); i >= 0 && stars <= max; i = text.indexOf('*', i + 1)) stars++;
+  if (stars <= max) return false;
+  let aliases = 0;
+  for (const token of new Lexer().lex(text)) {
+    if (token.charCodeAt(0) === 42 /* '*' */ && ++aliases > max) return true;
+  }
+  return false;
+}
 
 export interface DocumentBudget {
   /** Alias nodes still allowed in this file. */
