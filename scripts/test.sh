@@ -22,6 +22,8 @@ unit_tests=(
   test/intent/fixtures.test.ts
   test/intent/ip.test.ts
   test/intent/load.test.ts
+  test/intent/limits.test.ts
+  test/intent/never-service.test.ts
   test/intent/names.test.ts
   test/intent/re2.test.ts
   test/intent/selector.test.ts
@@ -31,7 +33,9 @@ unit_tests=(
   test/controlplane/ipam/blocks.test.ts
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
+  test/controlplane/ipam/conditions.test.ts
   test/os/state-file.test.ts
+  test/api/status-server.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/etcd.test.ts
   test/cli/manifests.test.ts
@@ -48,6 +52,7 @@ lab_tests=(
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/controlplane/agent.lab.test.ts
+  test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
   test/store/etcd-faults.lab.test.ts
 )

@@ -11,7 +11,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { MetricsServer, buildRegistry } from './api/metrics.js';
-import { StatusServer } from './api/status-server.js';
+import { StatusServer, claimStatusSocketPath } from './api/status-server.js';
 import { buildStatus } from './api/status.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { DisposableStore, type Disposable } from './core/disposable.js';
@@ -35,6 +35,7 @@ import { formatErrors } from './intent/diagnostics.js';
 import { FileIntentSource } from './intent/sources/files.js';
 import { EtcdIntentSource } from './intent/sources/etcd.js';
 import type { IntentSource } from './intent/sources/source.js';
+import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
 import { EtcdIpamCoordinator } from './store/etcd/ipam.js';
 import { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
@@ -52,6 +53,8 @@ export interface AgentConfig {
   store: 'local' | 'etcd';
   etcd: { endpoints: string[]; prefix: string };
   stateDir: string;
+  /** Size cap and YAML bounds of manifests (files or etcd); default manifestLimitDefaults. */
+  manifestLimits?: ManifestLimits;
   announcements: StaticAnnouncement[];
   datapath: L2DatapathOptions;
   garp: GarpSchedule;
@@ -136,9 +139,10 @@ export class Agent implements Disposable {
 
   private makeSource(): IntentSource | undefined {
     const log = this.log.child({ module: 'intent' });
-    if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log }));
+    const limits = this.config.manifestLimits;
+    if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log, ...(limits ? { limits } : {}) }));
     if (this.config.store === 'etcd') {
-      return this.store.add(new EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log }));
+      return this.store.add(new EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log, ...(limits ? { limits } : {}) }));
     }
     return undefined;
   }
@@ -149,6 +153,8 @@ export class Agent implements Disposable {
   }
 
   async start(): Promise<void> {
+    // Before touching anything: refuse a path that is not a socket, or one another agent serves.
+    if (this.config.statusSocket) await claimStatusSocketPath(this.config.statusSocket);
     mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
     this.l2.start();
     if (this.config.localRoutes) this.startLocalRoutes();

@@ -49,3 +49,15 @@ export const DEFAULT_PIN_ROOT = '/sys/fs/bpf/herald';
 export function pinDirFor(opts: { bpfPinDir?: string; node?: string }): string {
   return opts.bpfPinDir ?? join(DEFAULT_PIN_ROOT, opts.node ?? defaultNodeName());
 }
+
+const SIZE_RE = /^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB|K|M|G)?$/;
+const SIZE_UNITS: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, KB: 1e3, MB: 1e6, GB: 1e9, K: 1024, M: 1024 ** 2, G: 1024 ** 3 };
+
+/** "4MiB", "512KiB", "1MB", "300" (bytes) → bytes, at least 1. */
+export function parseByteSize(text: string): number {
+  const m = SIZE_RE.exec(text.trim());
+  if (!m) throw new InvalidArgumentError(`"${text}" is not a size (use e.g. 4MiB, 512KiB or a number of bytes)`);
+  const bytes = Math.floor(Number(m[1]) * (SIZE_UNITS[m[2] ?? 'B'] ?? 1));
+  if (!Number.isSafeInteger(bytes) || bytes < 1) throw new InvalidArgumentError(`"${text}" must be at least 1 byte`);
+  return bytes;
+}

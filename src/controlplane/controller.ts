@@ -20,8 +20,8 @@ import type { LinkInfo, Links } from '../os/links.js';
 import { computeCandidates, nodeIdentity, type Candidate } from './announce/candidates.js';
 import { allocate } from './ipam/allocator.js';
 import type { IpamCoordinator } from './ipam/coordinator.js';
-import type { AllocationState } from './ipam/state.js';
-import type { IpamResult, ServiceAllocation } from './ipam/types.js';
+import { onlyPersisted } from './ipam/report.js';
+import type { IpamResult } from './ipam/types.js';
 import type { OwnershipBackend, OwnershipView } from './ownership/backend.js';
 import type { StaticAnnouncement } from './static-announcements.js';
 import { STATIC_ORIGIN } from './static-announcements.js';
@@ -144,10 +144,10 @@ export class ControlPlane implements Disposable {
     if (this.deps.ipam.isAllocator()) {
       // Persist before anything is announced: a crash never forgets a handed-out IP.
       const changed = JSON.stringify(result.state) !== JSON.stringify(persisted);
-      if (changed && !(await this.deps.ipam.save(result.state))) result = onlyPersisted(result, this.deps.ipam.current());
+      if (changed && !(await this.deps.ipam.save(result.state))) result = onlyPersisted(result, this.deps.ipam.current(), this.deps.ipam.allocator());
     } else {
       // Not the allocator: announce only what the allocator has persisted.
-      result = onlyPersisted(result, persisted);
+      result = onlyPersisted(result, persisted, this.deps.ipam.allocator());
     }
     this.ipam = result;
     for (const [key, svc] of result.services) {
@@ -215,20 +215,4 @@ export class ControlPlane implements Disposable {
     this.disposed = true;
     this.linkTimer?.cancel();
   }
-}
-
-/** Keeps only the ingress IPs the allocator has persisted for each service. */
-function onlyPersisted(result: IpamResult, persisted: AllocationState): IpamResult {
-  const services = new Map<string, ServiceAllocation>();
-  for (const [key, svc] of result.services) {
-    const held = new Set(persisted.allocations[key] ?? []);
-    const ingress = svc.ingress.filter((ip) => held.has(ip));
-    services.set(
-      key,
-      ingress.length === svc.ingress.length
-        ? svc
-        : { ingress, condition: { ...svc.condition, status: 'False', message: 'waiting for the LB-IPAM allocator to persist the allocation' } },
-    );
-  }
-  return { ...result, services };
 }

@@ -2,6 +2,7 @@
 import { HeraldError } from '../core/errors.js';
 import type { StateDB } from '../core/statedb/index.js';
 import { l2AnnounceTable, withOrigin } from '../datapath/tables/l2-announce.js';
+import { neverServiceReason, parseIp } from '../intent/ip.js';
 import { isIpv4 } from '../net/addr.js';
 
 export interface StaticAnnouncement {
@@ -19,6 +20,9 @@ export function parseAnnouncement(text: string): StaticAnnouncement {
   if (!isIpv4(ip) || !/^[^\s/]{1,15}$/.test(iface)) {
     throw new HeraldError('HERALD_BAD_ARGUMENT', `announcement "${text}" must look like IPv4@interface, e.g. 198.51.100.10@eth0`);
   }
+  const parsed = parseIp(ip);
+  const never = parsed && neverServiceReason(parsed);
+  if (never) throw new HeraldError('HERALD_BAD_ARGUMENT', `--announce "${text}": ${never}`);
   return { ip, interface: iface };
 }
 

@@ -4,6 +4,7 @@
  * name wins and the alias is ignored.
  */
 import { parseIp } from './ip.js';
+import { quote } from './quote.js';
 import { checkDns1123Label } from './names.js';
 
 export const ANNOTATION_IPS = 'lbipam.cilium.io/ips';
@@ -56,7 +57,7 @@ export function checkLbIpamAnnotations(annotations: Annotations): AnnotationIssu
   const ips = annotationValue(annotations, ANNOTATION_IPS);
   if (ips) {
     for (const entry of commaList(ips.value)) {
-      if (!parseIp(entry)) issues.push({ key: ips.key, message: `invalid IP address ${JSON.stringify(entry)}` });
+      if (!parseIp(entry)) issues.push({ key: ips.key, message: `invalid IP address ${quote(entry)}` });
     }
   }
   const cross = annotationValue(annotations, ANNOTATION_SHARING_CROSS_NAMESPACE);

@@ -9,6 +9,10 @@
  * Printed form, one line each:
  *   pools.yaml:7:11: document 2 (CiliumLoadBalancerIPPool "blue"): spec.blocks[0].cidr: invalid CIDR "…": …
  */
+import { quote, truncate } from './quote.js';
+
+/** Longest message printed (a safety net: values inside messages are quoted bounded already). */
+const MAX_MESSAGE_CHARS = 2000;
 
 export interface SourceRef {
   readonly file: string;
@@ -22,6 +26,8 @@ export interface SourceRef {
 
 export interface ManifestDiagnostic extends SourceRef {
   readonly severity: 'error' | 'warning';
+  /** Set on problems a program may want to tell apart (e.g. HERALD_MANIFEST_TOO_LARGE). */
+  readonly code?: 'HERALD_MANIFEST_TOO_LARGE';
   /** The object concerned, when known: kind and `namespace/name` (or `name` when cluster-scoped). */
   readonly object?: { readonly kind: string; readonly name?: string };
   /** Field path inside the object (`spec.ports[0].port`); empty for the whole document or file. */
@@ -42,7 +48,7 @@ export function formatPath(path: readonly PropertyKey[]): string {
     else {
       const key = String(seg);
       if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) out += out === '' ? key : `.${key}`;
-      else out += `[${JSON.stringify(key)}]`;
+      else out += `[${quote(key)}]`;
     }
   }
   return out;
@@ -50,7 +56,7 @@ export function formatPath(path: readonly PropertyKey[]): string {
 
 /** `file.yaml document 2, item 3` (with `:line:column` after the file when known). */
 export function formatSource(src: SourceRef): string {
-  let out = src.file;
+  let out = truncate(src.file);
   if (src.line !== undefined) out += `:${src.line}${src.column !== undefined ? `:${src.column}` : ''}`;
   if (src.document !== undefined) out += `: document ${src.document}`;
   if (src.item !== undefined) out += `, item ${src.item}`;
@@ -60,11 +66,12 @@ export function formatSource(src: SourceRef): string {
 /** One line: location, object, path, message. Warnings say so after the location. */
 export function formatDiagnostic(d: ManifestDiagnostic): string {
   let out = formatSource(d);
-  if (d.object) out += ` (${d.object.kind}${d.object.name !== undefined ? ` ${JSON.stringify(d.object.name)}` : ''})`;
+  if (d.object) out += ` (${truncate(d.object.kind)}${d.object.name !== undefined ? ` ${quote(d.object.name)}` : ''})`;
   out += ': ';
   if (d.severity === 'warning') out += 'warning: ';
-  if (d.path !== '') out += `${d.path}: `;
-  return out + d.message;
+  if (d.code !== undefined) out += `${d.code}: `;
+  if (d.path !== '') out += `${truncate(d.path)}: `;
+  return out + truncate(d.message, MAX_MESSAGE_CHARS);
 }
 
 /** For CLI printing: one diagnostic per line, in the order given. */

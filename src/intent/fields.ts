@@ -4,10 +4,11 @@
  * value, then the rule).
  */
 import { z } from 'zod';
+import { quote } from './quote.js';
 import { checkLabelValue, checkQualifiedName } from './names.js';
 import { parseIp } from './ip.js';
 
-const q = (s: string): string => JSON.stringify(s);
+const q = quote;
 
 /** One value as it appears in a message: strings quoted, containers named. */
 export function describeValue(v: unknown): string {

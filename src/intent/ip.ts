@@ -4,6 +4,7 @@
  * canonical (IPv6 in RFC 5952 compressed lowercase form).
  */
 import ipaddr from 'ipaddr.js';
+import { quote } from './quote.js';
 
 export type IpFamily = 'IPv4' | 'IPv6';
 
@@ -69,7 +70,7 @@ export function parseCidr(text: string): CidrResult {
   const addrText = text.slice(0, slash);
   const prefixText = text.slice(slash + 1);
   const addr = parseIp(addrText);
-  if (!addr) return { ok: false, reason: `"${addrText}" is not an IP address` };
+  if (!addr) return { ok: false, reason: `${quote(addrText)} is not an IP address` };
   const max = addr.family === 'IPv4' ? 32 : 128;
   if (!/^(0|[1-9][0-9]{0,2})$/.test(prefixText) || Number(prefixText) > max) {
     return { ok: false, reason: `prefix length must be 0-${max}` };
@@ -90,4 +91,53 @@ function fromBytes(bytes: number[], family: IpFamily): ParsedIp {
   const a = family === 'IPv4' ? new ipaddr.IPv4(bytes) : new ipaddr.IPv6(bytes);
   // Round-trip through text so the canonical-form rules live in parseIp only.
   return parseIp(a.toString()) ?? { text: a.toString(), family, bytes };
+}
+
+/**
+ * Addresses that can never be a service IP: nothing may answer ARP/NDP for
+ * them or hand them out. The keys are ipaddr.js `range()` names.
+ */
+const NEVER_SERVICE: Record<IpFamily, readonly { range: string; cidr: string; what: string }[]> = {
+  IPv4: [
+    { range: 'unspecified', cidr: '0.0.0.0/8', what: 'the unspecified range 0.0.0.0/8 ("this network", RFC 1122)' },
+    { range: 'loopback', cidr: '127.0.0.0/8', what: 'loopback (127.0.0.0/8)' },
+    { range: 'multicast', cidr: '224.0.0.0/4', what: 'multicast (224.0.0.0/4)' },
+    { range: 'broadcast', cidr: '255.255.255.255/32', what: 'the limited broadcast address (255.255.255.255)' },
+  ],
+  IPv6: [
+    { range: 'unspecified', cidr: '::/128', what: 'the unspecified address (::)' },
+    { range: 'loopback', cidr: '::1/128', what: 'loopback (::1)' },
+    { range: 'multicast', cidr: 'ff00::/8', what: 'multicast (ff00::/8)' },
+  ],
+};
+
+/** Why `ip` can never be a service IP (announced or allocated), or undefined. */
+export function neverServiceReason(ip: ParsedIp): string | undefined {
+  const range = ipaddr.parse(ip.text).range();
+  const hit = NEVER_SERVICE[ip.family].find((r) => r.range === range);
+  return hit ? `${ip.text} is ${hit.what}: it can never be a service IP` : undefined;
+}
+
+const toBigInt = (bytes: readonly number[]): bigint => bytes.reduce((acc, b) => (acc << 8n) | BigInt(b), 0n);
+
+/**
+ * Why a pool block (`first`..`last`, one family) can never be right, or
+ * undefined: the whole address space, or any overlap with the ranges above,
+ * whose addresses would be handed out. A block's own first and last
+ * addresses (a /24's .0 and .255) are fine: Cilium allows them.
+ */
+export function neverServiceRangeReason(first: ParsedIp, last: ParsedIp): string | undefined {
+  const lo = toBigInt(first.bytes);
+  const hi = toBigInt(last.bytes);
+  const bits = first.family === 'IPv4' ? 32 : 128;
+  if (lo === 0n && hi === (1n << BigInt(bits)) - 1n) {
+    return `it is the whole ${first.family} address space, which includes unspecified, loopback and multicast addresses`;
+  }
+  for (const r of NEVER_SERVICE[first.family]) {
+    const [net, prefix] = ipaddr.parseCIDR(r.cidr);
+    const rlo = toBigInt(net.toByteArray());
+    const rhi = rlo + (1n << BigInt(bits - prefix)) - 1n;
+    if (lo <= rhi && rlo <= hi) return `it includes ${r.what}, which can never be a service IP`;
+  }
+  return undefined;
 }

@@ -2,10 +2,11 @@
  * Loading manifests from disk: one file, or a directory walked recursively.
  * The only intent module that does I/O; parsing itself is `parse.ts`.
  */
-import { readFile, readdir, realpath, stat } from 'node:fs/promises';
+import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { HeraldError } from '../core/errors.js';
 import { formatErrors, type ManifestError } from './diagnostics.js';
+import { manifestLimitDefaults, tooLargeError, type ManifestLimits } from './limits.js';
 import { finishLoad, parseFile, parseManifests, type ManifestLoad, type ParsedFile } from './parse.js';
 import type { IntentSnapshot } from './snapshot.js';
 
@@ -22,6 +23,38 @@ function ioError(file: string, e: unknown): ManifestError {
   const code = typeof e === 'object' && e !== null && 'code' in e ? String(e.code) : undefined;
   const text = e instanceof Error ? e.message : String(e);
   return { severity: 'error', file, path: '', message: `cannot read: ${code ?? text}` };
+}
+
+const READ_CHUNK = 64 * 1024;
+
+/**
+ * Reads a manifest file, bounded: a regular file over the cap is refused by
+ * its size before a byte is read, and the read stops one byte past the cap
+ * whatever the file is (one that grew after the check, a pipe), so memory
+ * never follows the file. Throws only what the file system throws.
+ */
+export async function readManifestFile(
+  path: string,
+  limits: ManifestLimits = manifestLimitDefaults,
+): Promise<{ readonly text: string } | { readonly error: ManifestError }> {
+  const handle = await open(path, 'r');
+  try {
+    const st = await handle.stat();
+    if (st.isFile() && st.size > limits.maxBytes) return { error: tooLargeError(path, st.size, limits) };
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK, limits.maxBytes + 1 - total));
+      const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
+      if (bytesRead === 0) break;
+      chunks.push(chunk.subarray(0, bytesRead));
+      total += bytesRead;
+      if (total > limits.maxBytes) return { error: tooLargeError(path, undefined, limits) };
+    }
+    return { text: Buffer.concat(chunks, total).toString('utf8') };
+  } finally {
+    await handle.close();
+  }
 }
 
 function isManifestFile(name: string): boolean {
@@ -67,7 +100,7 @@ async function walk(dir: string, files: string[], errors: ManifestError[], visit
  * every file (unreadable files included) is in `errors`, and duplicates are
  * checked across all files.
  */
-export async function loadManifestPath(path: string): Promise<PathLoad> {
+export async function loadManifestPath(path: string, limits: ManifestLimits = manifestLimitDefaults): Promise<PathLoad> {
   const ioErrors: ManifestError[] = [];
   const files: string[] = [];
   try {
@@ -80,12 +113,14 @@ export async function loadManifestPath(path: string): Promise<PathLoad> {
   const parsed: ParsedFile[] = [];
   for (const file of files) {
     try {
-      parsed.push(parseFile(await readFile(file, 'utf8'), file));
+      const read = await readManifestFile(file, limits);
+      if ('error' in read) ioErrors.push(read.error);
+      else parsed.push(parseFile(read.text, file, limits));
     } catch (e) {
       ioErrors.push(ioError(file, e));
     }
   }
-  return { ...finishLoad(parsed, ioErrors), files };
+  return { ...finishLoad(parsed, ioErrors, limits.maxDiagnostics), files };
 }
 
 /** The snapshot of a load, or HERALD_BAD_MANIFEST listing every error (one per line). */

@@ -3,6 +3,7 @@
  * Each check returns `undefined` when valid, else a message that names the
  * offending value and the rule.
  */
+import { quote } from './quote.js';
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -10,7 +11,7 @@ const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
-const q = (s: string): string => JSON.stringify(s);
+const q = quote;
 
 export function checkDns1123Label(s: string, what = 'name'): string | undefined {
   if (s.length > 63) return `invalid ${what} ${q(s)}: must be at most 63 characters (RFC 1123 label)`;

@@ -7,12 +7,15 @@
  * in Kubernetes' JSON decoding. Every problem in every document is reported;
  * a document with a YAML syntax error is not validated further.
  */
-import { LineCounter, isAlias, isMap, isScalar, isSeq, parseAllDocuments, type Document, type Tags } from 'yaml';
+import { Composer, LineCounter, Parser, isAlias, isMap, isScalar, isSeq, type Alias, type Document, type Node, type Tags } from 'yaml';
 import type { ManifestError, ManifestWarning, SourceRef } from './diagnostics.js';
 import { formatPath } from './diagnostics.js';
 import { manifestErrorMap, describeValue } from './fields.js';
 import { KINDS, isIntentKind, keyOf, manifestWarnings, objectKey, type IntentKind, type IntentObject } from './kinds.js';
+import { MAX_YAML_DEPTH, manifestLimitDefaults, maxYamlNodes, tooLargeError, utf8Length, type ManifestLimits } from './limits.js';
+import { quote, truncate } from './quote.js';
 import { buildSnapshot, describePlace, type IntentSnapshot } from './snapshot.js';
+import { checkDocumentBudget, hasTooManyAliases, type DocumentBudget } from './yaml-budget.js';
 
 export interface ManifestLoad {
   /** Every valid object (a later duplicate is left out). */
@@ -65,48 +68,94 @@ function stripNulls(v: unknown): unknown {
   return out;
 }
 
-/** Parses one file's text; no cross-document checks beyond YAML itself. */
-export function parseFile(text: string, file: string): ParsedFile {
-  const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, { version: '1.1', customTags, lineCounter, prettyErrors: false, uniqueKeys: true });
+/**
+ * Parses one file's text; no cross-document checks beyond YAML itself.
+ * Bounded by `limits` (see limits.ts): text over the size cap is not parsed,
+ * documents are composed one at a time and each is checked for depth and
+ * aliases before it is expanded into objects.
+ */
+export function parseFile(text: string, file: string, limits: ManifestLimits = manifestLimitDefaults): ParsedFile {
   const entries: ParsedEntry[] = [];
   const errors: ManifestError[] = [];
   const warnings: ManifestWarning[] = [];
+  // A UTF-16 length over the cap is always over it in UTF-8 too: no need to count.
+  const bytes = text.length > limits.maxBytes ? text.length : utf8Length(text);
+  if (bytes > limits.maxBytes) return { file, entries, errors: [tooLargeError(file, utf8Length(text), limits)], warnings };
+  const lineCounter = new LineCounter();
   const at = (offset: number | undefined): Position | undefined => {
     if (offset === undefined) return undefined;
     const p = lineCounter.linePos(offset);
     return { line: p.line, column: p.col };
   };
-
-  // parseAllDocuments returns an EmptyStream (an empty array) for empty text.
-  const list = Array.isArray(docs) ? docs : [docs];
-  list.forEach((doc, index) => {
-    const document = index + 1;
-    for (const e of doc.errors) {
-      errors.push({ severity: 'error', file, document, ...at(e.pos[0]), path: '', message: `YAML syntax error: ${e.message}` });
+  if (hasTooManyAliases(text, limits.maxAliases)) {
+    const message = `more than ${limits.maxAliases} YAML aliases in the file; refused before parsing it`;
+    return { file, entries, errors: [{ severity: 'error', code: 'HERALD_MANIFEST_TOO_LARGE', file, path: '', message }], warnings };
+  }
+  const budget: DocumentBudget = {
+    aliasesLeft: limits.maxAliases,
+    maxAliases: limits.maxAliases,
+    maxNodes: maxYamlNodes(limits),
+    maxDepth: MAX_YAML_DEPTH,
+  };
+  try {
+    const composer = new Composer({ version: '1.1', customTags, prettyErrors: false, uniqueKeys: true });
+    let document = 0;
+    for (const doc of composer.compose(new Parser(lineCounter.addNewLine).parse(text))) {
+      document++;
+      if (document > limits.maxDocuments) {
+        errors.push({
+          severity: 'error',
+          code: 'HERALD_MANIFEST_TOO_LARGE',
+          file,
+          document,
+          ...at(doc.range[0]),
+          path: '',
+          message: `more than ${limits.maxDocuments} YAML documents in one file; the file is refused`,
+        });
+        break;
+      }
+      if (!readDocument({ file, document, doc, at, entries, errors, warnings, targets: new Map() }, budget)) break;
     }
-    for (const w of doc.warnings) {
-      warnings.push({ severity: 'warning', file, document, ...at(w.pos[0]), path: '', message: `YAML: ${w.message}` });
-    }
-    if (doc.errors.length > 0) return;
-    const ctx: DocContext = { file, document, doc, at, entries, errors, warnings };
-    let value: unknown;
-    try {
-      value = doc.toJS({ maxAliasCount: 100 });
-    } catch (e) {
-      const message = e instanceof Error ? e.message : String(e);
-      errors.push({ severity: 'error', file, document, ...at(doc.contents?.range[0]), path: '', message: `YAML: ${message}` });
-      return;
-    }
-    if (value === null || value === undefined) return; // empty document
-    value = stripNulls(value);
-    if (isRecord(value) && typeof value.kind === 'string' && value.kind.endsWith('List')) {
-      readList(ctx, value);
-    } else {
-      readObject(ctx, value, {}, undefined, []);
-    }
-  });
+  } catch (e) {
+    // The YAML library itself gave up (e.g. nesting deep enough to exhaust the stack).
+    const message = e instanceof Error ? e.message : String(e);
+    errors.push({ severity: 'error', file, path: '', message: `YAML: ${truncate(message)}` });
+  }
   return { file, entries, errors, warnings };
+}
+
+/** Checks and validates one document; false when the rest of the file must not be read. */
+function readDocument(ctx: DocContext, budget: DocumentBudget): boolean {
+  const { file, document, doc, at } = ctx;
+  for (const e of doc.errors) {
+    ctx.errors.push({ severity: 'error', file, document, ...at(e.pos[0]), path: '', message: `YAML syntax error: ${truncate(e.message)}` });
+  }
+  for (const w of doc.warnings) {
+    ctx.warnings.push({ severity: 'warning', file, document, ...at(w.pos[0]), path: '', message: `YAML: ${truncate(w.message)}` });
+  }
+  if (doc.errors.length > 0) return true;
+  const checked = checkDocumentBudget(doc, budget);
+  if (!checked.ok) {
+    ctx.errors.push({ severity: 'error', code: 'HERALD_MANIFEST_TOO_LARGE', file, document, ...at(checked.offset), path: '', message: checked.message });
+    return false;
+  }
+  for (const [alias, target] of checked.targets) ctx.targets.set(alias, target);
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    ctx.errors.push({ severity: 'error', file, document, ...at(doc.contents?.range[0]), path: '', message: `YAML: ${truncate(message)}` });
+    return true;
+  }
+  if (value === null || value === undefined) return true; // empty document
+  value = stripNulls(value);
+  if (isRecord(value) && typeof value.kind === 'string' && value.kind.endsWith('List')) {
+    readList(ctx, value);
+  } else {
+    readObject(ctx, value, {}, undefined, []);
+  }
+  return true;
 }
 
 interface DocContext {
@@ -117,6 +166,8 @@ interface DocContext {
   readonly entries: ParsedEntry[];
   readonly errors: ManifestError[];
   readonly warnings: ManifestWarning[];
+  /** Each alias's anchor node (see yaml-budget.ts). */
+  readonly targets: Map<Alias, Node>;
 }
 
 type ObjectLabel = { readonly kind: string; readonly name?: string };
@@ -145,7 +196,7 @@ function readList(ctx: DocContext, list: Record<string, unknown>): void {
   const src: SourceRef = { file: ctx.file, document: ctx.document, ...locate(ctx, []) };
   const label = { kind: listKind };
   if (itemKind !== undefined && !isIntentKind(itemKind)) {
-    report(ctx, 'error', src, ['kind'], 'kind', `unknown kind ${JSON.stringify(listKind)} (herald reads ${SUPPORTED})`, label);
+    report(ctx, 'error', src, ['kind'], 'kind', `unknown kind ${quote(listKind)} (herald reads ${SUPPORTED})`, label);
     return;
   }
   const items = list.items;
@@ -194,7 +245,7 @@ function readObject(
     return;
   }
   if (!isIntentKind(kind)) {
-    error(['kind'], `unknown kind ${JSON.stringify(kind)} (herald reads ${SUPPORTED})`, { kind, ...(name !== undefined ? { name } : {}) });
+    error(['kind'], `unknown kind ${quote(kind)} (herald reads ${SUPPORTED})`, { kind, ...(name !== undefined ? { name } : {}) });
     return;
   }
   const info = KINDS[kind];
@@ -204,7 +255,7 @@ function readObject(
     const expected = info.apiVersions.map((v) => JSON.stringify(v)).join(' or ');
     const message =
       typeof apiVersion === 'string'
-        ? `unknown apiVersion ${JSON.stringify(apiVersion)} for ${kind}: expected ${expected}`
+        ? `unknown apiVersion ${quote(apiVersion)} for ${kind}: expected ${expected}`
         : `${describeType(apiVersion)} (${expected})`;
     error(['apiVersion'], message, label);
     return;
@@ -238,7 +289,7 @@ function locate(ctx: DocContext, path: Path): Partial<Position> {
   let offset = rangeStart(node);
   let complete = true;
   for (const seg of path) {
-    if (isAlias(node)) node = node.resolve(ctx.doc);
+    if (isAlias(node)) node = ctx.targets.get(node);
     if (isMap(node)) {
       const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(seg));
       if (!pair) {
@@ -271,7 +322,11 @@ function rangeStart(node: unknown): number | undefined {
  * Cross-file checks over parsed files (duplicates of kind + key, naming both
  * places), then the snapshot if nothing is wrong.
  */
-export function finishLoad(files: readonly ParsedFile[], extraErrors: readonly ManifestError[] = []): ManifestLoad {
+export function finishLoad(
+  files: readonly ParsedFile[],
+  extraErrors: readonly ManifestError[] = [],
+  maxDiagnostics = manifestLimitDefaults.maxDiagnostics,
+): ManifestLoad {
   const errors: ManifestError[] = [...extraErrors];
   const warnings: ManifestWarning[] = [];
   const objects: IntentObject[] = [];
@@ -290,7 +345,7 @@ export function finishLoad(files: readonly ParsedFile[], extraErrors: readonly M
             ...at,
             object: { kind, name: key },
             path: 'metadata.name',
-            message: `duplicate ${kind} ${JSON.stringify(key)}: already defined in ${describePlace(first)}`,
+            message: `duplicate ${kind} ${quote(key)}: already defined in ${describePlace(first)}`,
             related: first,
           });
           continue;
@@ -318,16 +373,38 @@ export function finishLoad(files: readonly ParsedFile[], extraErrors: readonly M
   warnings.sort(compare);
   return {
     objects,
-    errors,
-    warnings,
+    errors: capPerFile(errors, maxDiagnostics, 'error'),
+    warnings: capPerFile(warnings, maxDiagnostics, 'warning'),
     snapshot: errors.length === 0 ? buildSnapshot(objects) : undefined,
   };
+}
+
+/**
+ * At most `max` diagnostics per file (sorted input), then one line counting
+ * the rest: a file with a hundred thousand bad items must not flood the log.
+ */
+function capPerFile<T extends ManifestError | ManifestWarning>(sorted: readonly T[], max: number, severity: T['severity']): T[] {
+  const out: T[] = [];
+  const counts = new Map<string, number>();
+  for (const d of sorted) counts.set(d.file, (counts.get(d.file) ?? 0) + 1);
+  const listed = new Map<string, number>();
+  for (const d of sorted) {
+    const n = (listed.get(d.file) ?? 0) + 1;
+    listed.set(d.file, n);
+    if (n <= max) out.push(d);
+    const total = counts.get(d.file) ?? 0;
+    if (n === max + 1) {
+      const more = total - max;
+      out.push({ severity, file: d.file, path: '', message: `… and ${more} more ${severity}${more === 1 ? '' : 's'} in this file (not listed)` } as T);
+    }
+  }
+  return out;
 }
 
 /**
  * Parses every YAML document of one file (a `List` counts as one document
  * with items) and checks for duplicates within it.
  */
-export function parseManifests(text: string, file: string): ManifestLoad {
-  return finishLoad([parseFile(text, file)]);
+export function parseManifests(text: string, file: string, limits: ManifestLimits = manifestLimitDefaults): ManifestLoad {
+  return finishLoad([parseFile(text, file, limits)], [], limits.maxDiagnostics);
 }

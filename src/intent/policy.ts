@@ -1,5 +1,6 @@
 /** CiliumL2AnnouncementPolicy (cilium.io/v2alpha1, cluster-scoped). */
 import { z } from 'zod';
+import { quote } from './quote.js';
 import { clusterMetadata } from './metadata.js';
 import { checkDns1123Subdomain } from './names.js';
 import { compileRe2 } from './re2.js';
@@ -12,7 +13,7 @@ const interfacePattern = z.string().check((ctx) => {
   if (!result.ok) {
     ctx.issues.push({
       code: 'custom',
-      message: `invalid interface regex ${JSON.stringify(ctx.value)}: ${result.reason}`,
+      message: `invalid interface regex ${quote(ctx.value)}: ${result.reason}`,
       input: ctx.value,
     });
   }

@@ -3,7 +3,8 @@
  * blocks are parsed into canonical CIDRs and inclusive ranges.
  */
 import { z } from 'zod';
-import { compareIps, parseCidr, parseIp, type IpFamily } from './ip.js';
+import { quote } from './quote.js';
+import { compareIps, neverServiceRangeReason, parseCidr, parseIp, type IpFamily, type ParsedIp } from './ip.js';
 import { clusterMetadata } from './metadata.js';
 import { checkDns1123Subdomain } from './names.js';
 import { removedField } from './fields.js';
@@ -11,7 +12,7 @@ import { labelSelectorSchema } from './selector.js';
 
 export const POOL_API_VERSIONS = ['cilium.io/v2', 'cilium.io/v2alpha1'] as const;
 
-const q = (s: string): string => JSON.stringify(s);
+const q = quote;
 
 /** One block of a pool, canonical. A `start` without `stop` is the range start..start. */
 export type PoolBlock =
@@ -39,7 +40,10 @@ export const poolBlockSchema = z
       }
       const parsed = parseCidr(cidr);
       if (!parsed.ok) return fail(['cidr'], `invalid CIDR ${q(cidr)}: ${parsed.reason}`, cidr);
-      return { type: 'cidr', family: parsed.cidr.family, cidr: parsed.cidr.text };
+      const { network, prefix, family } = parsed.cidr;
+      const never = neverServiceRangeReason(network, lastOf(network, prefix));
+      if (never !== undefined) return fail(['cidr'], `CIDR ${q(parsed.cidr.text)} is refused: ${never}`, cidr);
+      return { type: 'cidr', family, cidr: parsed.cidr.text };
     }
     if (start === undefined) {
       return stop === undefined
@@ -57,8 +61,19 @@ export const poolBlockSchema = z
     if (compareIps(first, last) > 0) {
       return fail(['stop'], `stop ${q(last.text)} is before start ${q(first.text)}`, stop);
     }
+    const never = neverServiceRangeReason(first, last);
+    if (never !== undefined) {
+      const range = stop === undefined ? q(first.text) : `${q(first.text)}-${q(last.text)}`;
+      return fail(['start'], `range ${range} is refused: ${never}`, start);
+    }
     return { type: 'range', family: first.family, start: first.text, stop: last.text };
   });
+
+/** The last address of `network/prefix`. */
+function lastOf(network: ParsedIp, prefix: number): ParsedIp {
+  const bytes = network.bytes.map((byte, i) => byte | (0xff >> Math.max(0, Math.min(8, prefix - i * 8))));
+  return { text: '', family: network.family, bytes };
+}
 
 export const poolSpecSchema = z
   .object({

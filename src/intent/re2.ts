@@ -6,6 +6,7 @@
  * accepts is one Cilium accepts too.
  */
 import { HeraldError } from '../core/errors.js';
+import { quote } from './quote.js';
 
 /** RE2's ASCII POSIX classes, as the inside of a JS character class. */
 const POSIX_CLASSES: Readonly<Record<string, string>> = {
@@ -95,7 +96,7 @@ export function compileRe2(pattern: string): PatternResult {
 export function compileInterfacePattern(pattern: string): RegExp {
   const result = compileRe2(pattern);
   if (!result.ok) {
-    throw new HeraldError('HERALD_BAD_MANIFEST', `invalid interface regex ${JSON.stringify(pattern)}: ${result.reason}`);
+    throw new HeraldError('HERALD_BAD_MANIFEST', `invalid interface regex ${quote(pattern)}: ${result.reason}`);
   }
   return result.regex;
 }

@@ -3,13 +3,14 @@
  * the API server would (ports, families, names) plus the LB-IPAM annotations.
  */
 import { z } from 'zod';
+import { quote } from './quote.js';
 import { checkLbIpamAnnotations } from './annotations.js';
 import { annotationMap, checkedString, condition, describeValue, ipAddress, labelMap, optionalIpAddress, portNumber } from './fields.js';
 import { namespacedMetadata } from './metadata.js';
 import { checkDns1035Label, checkDns1123Label } from './names.js';
 import type { Labels } from './selector.js';
 
-const q = (s: string): string => JSON.stringify(s);
+const q = quote;
 
 /** IANA_SVC_NAME, the string form of a targetPort. */
 function checkPortName(s: string): string | undefined {

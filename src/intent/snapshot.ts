@@ -4,6 +4,7 @@
  * Objects are deep-frozen and keep their `source` for later messages.
  */
 import { HeraldError } from '../core/errors.js';
+import { quote } from './quote.js';
 import type { SourceRef } from './diagnostics.js';
 import { keyOf, type IntentObject, type Sourced } from './kinds.js';
 import type { NodeManifest } from './node.js';
@@ -84,7 +85,7 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
     if (first) {
       throw new HeraldError(
         'HERALD_BAD_MANIFEST',
-        `duplicate ${obj.kind} ${JSON.stringify(key)}: in ${describePlace(first.source)} and ${describePlace(obj.source)}`,
+        `duplicate ${obj.kind} ${quote(key)}: in ${describePlace(first.source)} and ${describePlace(obj.source)}`,
       );
     }
     map.set(key, deepFreeze(obj));

@@ -11,7 +11,8 @@ import { LOCAL_STORE_LIVENESS_MAX_AGE_MS, livenessDefaults } from '../../datapat
 import { garpDefaults } from '../../datapath/garp.js';
 import { conflictDefenceDefaults } from '../../datapath/conflict-defence.js';
 import { createLogger, type LogFormat } from '../logging.js';
-import { collect, defaultNodeName, parseCount, parseDuration, parseNodeName, parsePositiveInt, pinDirFor } from '../options.js';
+import { manifestLimitDefaults } from '../../intent/limits.js';
+import { collect, defaultNodeName, parseByteSize, parseCount, parseDuration, parseNodeName, parsePositiveInt, pinDirFor } from '../options.js';
 
 interface AgentOptions {
   node: string;
@@ -36,6 +37,7 @@ interface AgentOptions {
   localRoutes?: boolean;
   logFormat: LogFormat;
   logLevel: string;
+  maxManifestSize: number;
 }
 
 const ETCD_URL_RE = /^(https?:\/\/[^\s/]+|unix:\/\/\/\S+)$/;
@@ -55,6 +57,7 @@ export function agentCommand(): Command {
     .addOption(new Option('--store <kind>', 'coordination store: local (one node) or etcd').choices(['local', 'etcd']).default('local'))
     .option('--etcd <url...>', 'etcd endpoints (http://host:port or unix:///path; repeatable or comma-separated)', parseEtcdUrls, [])
     .option('--etcd-prefix <prefix>', 'key prefix of herald in etcd', '/herald/')
+    .option('--max-manifest-size <size>', 'refuse a manifest file or stored object larger than this (e.g. 4MiB); it is not read', parseByteSize, manifestLimitDefaults.maxBytes)
     .option('--state-dir <dir>', 'where local state (LB-IPAM allocations) is kept (default /var/lib/herald/<node>)')
     .option('--announce <ip@interface>', 'also answer ARP for this IPv4 address on this interface (repeatable)', collect, [])
     .option('--bpf-pin-dir <dir>', 'where the maps are pinned (default /sys/fs/bpf/herald/<node>)')
@@ -98,6 +101,7 @@ export function agentCommand(): Command {
             store: opts.store,
             etcd: { endpoints: opts.etcd, prefix: opts.etcdPrefix },
             stateDir: opts.stateDir ?? join('/var/lib/herald', opts.node),
+            manifestLimits: { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize },
             announcements: opts.announce.map(parseAnnouncement),
             datapath: {
               pinDir: pinDirFor(opts),

@@ -7,10 +7,10 @@
  * on stdout (`service/web created`). Problems go to stderr with exit 1.
  */
 import { Command, Option } from 'commander';
-import { readFile } from 'node:fs/promises';
 import { HeraldError } from '../../core/errors.js';
 import { formatErrors, type ManifestError, type ManifestWarning } from '../../intent/diagnostics.js';
-import { loadManifestPath } from '../../intent/load.js';
+import { manifestLimitDefaults, type ManifestLimits } from '../../intent/limits.js';
+import { loadManifestPath, readManifestFile } from '../../intent/load.js';
 import { createEtcdClient, parseEtcdEndpoints, storeError } from '../../intent/sources/etcd-client.js';
 import { writeManifests, type StoreChange } from '../../intent/sources/etcd-store.js';
 import {
@@ -20,7 +20,7 @@ import {
   readStoredManifests,
   type StoredManifest,
 } from '../../intent/sources/stored-manifest.js';
-import { parseDuration } from '../options.js';
+import { parseByteSize, parseDuration } from '../options.js';
 
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
@@ -38,14 +38,14 @@ export interface ValidationReport {
   readonly warnings: readonly ManifestWarning[];
 }
 
-/** Each path is loaded on its own, as the agent would load it. */
-export async function validatePaths(paths: readonly string[]): Promise<ValidationReport> {
+/** Each path is loaded on its own, as the agent would load it (with the same limits). */
+export async function validatePaths(paths: readonly string[], limits: ManifestLimits = manifestLimitDefaults): Promise<ValidationReport> {
   let files = 0;
   let objects = 0;
   const errors: ManifestError[] = [];
   const warnings: ManifestWarning[] = [];
   for (const path of paths) {
-    const load = await loadManifestPath(path);
+    const load = await loadManifestPath(path, limits);
     files += load.files.length;
     objects += load.objects.length;
     errors.push(...load.errors);
@@ -61,6 +61,8 @@ export interface StoreWriteOptions {
   readonly mode: 'apply' | 'delete';
   /** Bound on all etcd calls together (ms); default 5 s. */
   readonly timeoutMs?: number;
+  /** The agent's limits: what it would refuse is not written. */
+  readonly limits?: ManifestLimits;
 }
 
 export type StoreWriteResult =
@@ -75,15 +77,21 @@ export type StoreWriteResult =
 export async function writeManifestPath(opts: StoreWriteOptions): Promise<StoreWriteResult> {
   const prefix = normalizeManifestPrefix(opts.prefix ?? DEFAULT_MANIFEST_PREFIX);
   const endpoints = parseEtcdEndpoints(opts.endpoints);
-  const load = await loadManifestPath(opts.path);
+  const limits = opts.limits ?? manifestLimitDefaults;
+  const load = await loadManifestPath(opts.path, limits);
   if (load.errors.length > 0) return { ok: false, errors: load.errors, warnings: load.warnings };
   if (load.objects.length === 0) throw new HeraldError('HERALD_BAD_ARGUMENT', `no objects to ${opts.mode} in ${opts.path}`);
 
   const items: StoredManifest[] = [];
-  for (const file of load.files) items.push(...manifestsForStorage(await readFile(file, 'utf8'), prefix));
-  // What is stored must read back exactly as the source will read it; this
-  // also catches a file edited between validation and now.
-  const check = readStoredManifests(prefix, items);
+  for (const file of load.files) {
+    const read = await readManifestFile(file, limits);
+    if ('error' in read) return { ok: false, errors: [read.error], warnings: load.warnings };
+    items.push(...manifestsForStorage(read.text, prefix));
+  }
+  // What is stored must read back exactly as the source will read it (a
+  // value over the size cap included); this also catches a file edited
+  // between validation and now.
+  const check = readStoredManifests(prefix, items, limits);
   if (check.errors.length > 0 || items.length !== load.objects.length) {
     const errors = check.errors.length > 0
       ? check.errors
@@ -114,8 +122,9 @@ export function validateCommand(): Command {
   return new Command('validate')
     .description('check manifest files or directories offline: every error with file, line, document and field')
     .argument('<path...>', 'manifest files or directories (directories are read recursively)')
-    .action(async (paths: string[]) => {
-      const report = await validatePaths(paths);
+    .option('--max-manifest-size <size>', 'refuse a file larger than this, as the agent does', parseByteSize, manifestLimitDefaults.maxBytes)
+    .action(async (paths: string[], opts: { maxManifestSize: number }) => {
+      const report = await validatePaths(paths, { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize });
       const lines = [...report.errors, ...report.warnings];
       if (lines.length > 0) process.stdout.write(`${formatErrors(lines)}\n`);
       process.stdout.write(`${validationSummary(report.files, report.objects, report.errors.length, report.warnings.length)}\n`);
@@ -129,6 +138,7 @@ interface StoreCommandOptions {
   prefix: string;
   ignoreNotFound?: boolean;
   timeout: number;
+  maxManifestSize: number;
 }
 
 function storeCommand(mode: 'apply' | 'delete'): Command {
@@ -141,14 +151,15 @@ function storeCommand(mode: 'apply' | 'delete'): Command {
     .requiredOption('-f, --filename <path>', 'a manifest file or a directory of them')
     .addOption(new Option('--etcd <urls>', 'etcd endpoints, comma-separated: http://host:port or unix:///path').env('HERALD_ETCD'))
     .option('--prefix <prefix>', 'key prefix of the manifests in etcd', DEFAULT_MANIFEST_PREFIX)
-    .option('--timeout <duration>', 'give up on etcd after this long', parseDuration, 5000);
+    .option('--timeout <duration>', 'give up on etcd after this long', parseDuration, 5000)
+    .option('--max-manifest-size <size>', "refuse a file or stored object larger than this (the agents' --max-manifest-size)", parseByteSize, manifestLimitDefaults.maxBytes);
   if (mode === 'delete') cmd.option('--ignore-not-found', 'objects that are not stored are not an error');
   return cmd.action(async (opts: StoreCommandOptions) => {
     try {
       if (opts.etcd === undefined || opts.etcd.trim() === '') {
         throw new HeraldError('HERALD_BAD_ARGUMENT', 'no etcd endpoint: use --etcd URL[,URL] or set HERALD_ETCD');
       }
-      const result = await writeManifestPath({ path: opts.filename, endpoints: [opts.etcd], prefix: opts.prefix, mode, timeoutMs: opts.timeout });
+      const result = await writeManifestPath({ path: opts.filename, endpoints: [opts.etcd], prefix: opts.prefix, mode, timeoutMs: opts.timeout, limits: { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize } });
       if (!result.ok) {
         const lines = [...result.errors, ...result.warnings];
         process.stderr.write(`${formatErrors(lines)}\n`);

@@ -163,7 +163,7 @@ class Run {
     if (!pool) {
       return containing.length > 0
         ? { reason: 'pool_selector_mismatch', message: `The pool containing '${text}' (${names(containing)}) doesn't select this service` }
-        : { reason: 'no_pool', message: `No enabled, non-conflicting pool has a block containing '${text}'` };
+        : { reason: 'no_pool', message: `No enabled, non-conflicting pool has a block containing '${text}'${closedPools(this.#pools.filter((p) => blockOf(p, addr)))}` };
     }
     const holding = this.ledger.get(text);
     if (!holding) {
@@ -222,7 +222,12 @@ class Run {
     }
     return offered
       ? { reason: 'out_of_ips', message: `All enabled pools that match this service ran out of ${family} addresses` }
-      : { reason: 'no_pool', message: `There are no enabled pools with ${family} blocks that match this service` };
+      : {
+          reason: 'no_pool',
+          message: `There are no enabled pools with ${family} blocks that match this service${closedPools(
+            this.#pools.filter((p) => poolMatches(p, view.labels) && p.blocks.some((b) => b.family === family)),
+          )}`,
+        };
   }
 }
 
@@ -236,6 +241,12 @@ function firstIncompatibility(holding: Holding, view: ServiceView): string | und
 
 function ownerKeys(holding: Holding): string {
   return holding.owners.map((o) => o.key).join(', ');
+}
+
+/** Why pools that would otherwise serve are closed: ` ('b' is disabled; 'c': Pool conflicts since …)`. */
+function closedPools(pools: readonly PoolView[]): string {
+  const why = pools.filter((p) => !p.usable).map((p) => (p.conflict ? `'${p.name}': ${p.conflict.message}` : `'${p.name}' is disabled`));
+  return why.length > 0 ? ` (${why.join('; ')})` : '';
 }
 
 function names(pools: readonly PoolView[]): string {

@@ -105,6 +105,34 @@ export function allocationResult(pools: readonly PoolView[], ledger: Ledger, out
 }
 
 /**
+ * What a node may announce when the allocator has not persisted (all of) a
+ * result: only the persisted IPs. A Service that lost some says so, with
+ * reason `waiting_for_allocator` (never `satisfied` with status False).
+ */
+export function onlyPersisted(result: IpamResult, persisted: AllocationState, allocator: string | undefined): IpamResult {
+  const services = new Map<string, ServiceAllocation>();
+  for (const [key, svc] of result.services) {
+    const held = new Set(Object.hasOwn(persisted.allocations, key) ? persisted.allocations[key] : []);
+    const ingress = svc.ingress.filter((ip) => held.has(ip));
+    if (ingress.length === svc.ingress.length) {
+      services.set(key, svc);
+      continue;
+    }
+    const missing = svc.ingress.filter((ip) => !held.has(ip)).join(', ');
+    const waiting =
+      allocator === undefined
+        ? `no LB-IPAM allocator is elected, so ${missing} is not persisted and not announced yet`
+        : `waiting for the LB-IPAM allocator (${allocator}) to persist ${missing}`;
+    const condition: ServiceCondition =
+      svc.condition.status === 'False'
+        ? { ...svc.condition, message: `${svc.condition.message}; ${waiting}` }
+        : { type: CONDITION_REQUEST_SATISFIED, status: 'False', reason: 'waiting_for_allocator', message: waiting };
+    services.set(key, { ingress, condition });
+  }
+  return { ...result, services };
+}
+
+/**
  * No pool exists: Cilium's LB-IPAM goes dormant and touches nothing. The
  * state is carried over for the Services that still exist, so pools coming
  * back re-import the same IPs.

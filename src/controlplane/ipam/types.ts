@@ -14,7 +14,9 @@ export type RequestReason =
   | 'out_of_ips'
   | 'pool_selector_mismatch'
   | 'already_allocated'
-  | 'already_allocated_incompatible_service';
+  | 'already_allocated_incompatible_service'
+  /** herald's own: allocated, but the allocator has not persisted it yet, so nobody announces it. */
+  | 'waiting_for_allocator';
 
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 

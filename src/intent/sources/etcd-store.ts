@@ -13,7 +13,10 @@ import type { StoredManifest } from './stored-manifest.js';
 
 export interface StoredKv {
   readonly key: string;
+  /** '' when the value is over `maxValueBytes` (it is then not decoded at all). */
   readonly value: string;
+  /** Size of the stored value in bytes. */
+  readonly bytes: number;
   readonly modRevision: number;
 }
 
@@ -24,11 +27,19 @@ export interface StoreListing {
   readonly kvs: readonly StoredKv[];
 }
 
-/** Everything under `prefix` in one range read (one revision). */
-export async function listManifests(client: Etcd3, prefix: string): Promise<StoreListing> {
+/**
+ * Everything under `prefix` in one range read (one revision). Values over
+ * `maxValueBytes` are left undecoded (value '', with their size).
+ */
+export async function listManifests(client: Etcd3, prefix: string, maxValueBytes = Number.POSITIVE_INFINITY): Promise<StoreListing> {
   const res = await client.getAll().prefix(prefix).exec();
   const kvs = res.kvs
-    .map((kv) => ({ key: kv.key.toString('utf8'), value: kv.value.toString('utf8'), modRevision: Number(kv.mod_revision) }))
+    .map((kv) => ({
+      key: kv.key.toString('utf8'),
+      value: kv.value.length > maxValueBytes ? '' : kv.value.toString('utf8'),
+      bytes: kv.value.length,
+      modRevision: Number(kv.mod_revision),
+    }))
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   return { revision: Number(res.header.revision), kvs };
 }

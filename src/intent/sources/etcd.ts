@@ -21,10 +21,15 @@ import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 import { HeraldError, describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { createEtcdClient, parseEtcdEndpoints, storeError } from './etcd-client.js';
+import type { ManifestError } from '../diagnostics.js';
+import { manifestLimitDefaults, tooLargeError, type ManifestLimits } from '../limits.js';
+import type { ManifestLoad } from '../parse.js';
 import { listManifests, type StoreListing } from './etcd-store.js';
+import type { ParseJob } from './parse-job.js';
 import { SnapshotPublisher, contentHash } from './publisher.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
-import { DEFAULT_MANIFEST_PREFIX, normalizeManifestPrefix, readStoredManifests } from './stored-manifest.js';
+import { DEFAULT_MANIFEST_PREFIX, normalizeManifestPrefix } from './stored-manifest.js';
+import { parseInWorker } from './worker-parser.js';
 
 export interface EtcdIntentSourceOptions {
   /** `http://host:port` or `unix:///abs/path` (validated here). */
@@ -40,22 +45,33 @@ export interface EtcdIntentSourceOptions {
   /** Deadline of each etcd call. */
   readonly callTimeoutMs?: number;
   readonly clock?: Clock;
+  /** Size cap of a stored value and YAML bounds (limits.ts). */
+  readonly limits?: ManifestLimits;
+  /** Where parsing runs; default a worker thread (worker-parser.ts), never the caller's event loop. */
+  readonly parse?: (job: ParseJob) => Promise<ManifestLoad>;
 }
 
 export const etcdSourceDefaults = { debounceMs: 100, retryMinMs: 250, retryMaxMs: 5000 } as const;
 
+/** A stored value; `text` is '' when `bytes` is over the size cap (never decoded). */
+interface StoredValue {
+  readonly text: string;
+  readonly bytes: number;
+}
+
 interface Change {
   readonly key: string;
   /** undefined = deleted. */
-  readonly value: string | undefined;
+  readonly value: StoredValue | undefined;
   readonly revision: number;
 }
 
-function toChange(ev: IEvent): Change {
+function toChange(ev: IEvent, maxBytes: number): Change {
   const deleted = String(ev.type).toLowerCase() === 'delete';
+  const bytes = ev.kv.value.length;
   return {
     key: ev.kv.key.toString('utf8'),
-    value: deleted ? undefined : ev.kv.value.toString('utf8'),
+    value: deleted ? undefined : { text: bytes > maxBytes ? '' : ev.kv.value.toString('utf8'), bytes },
     revision: Number(ev.kv.mod_revision),
   };
 }
@@ -70,6 +86,9 @@ export class EtcdIntentSource implements IntentSource {
   private readonly retryMinMs: number;
   private readonly retryMaxMs: number;
   private readonly callTimeoutMs: number | undefined;
+  private readonly limits: ManifestLimits;
+  private readonly parse: (job: ParseJob) => Promise<ManifestLoad>;
+  private readonly abort = new AbortController();
   private client: Etcd3 | undefined;
   private publisher: SnapshotPublisher | undefined;
   private watcher: Watcher | undefined;
@@ -77,7 +96,7 @@ export class EtcdIntentSource implements IntentSource {
   private watchGeneration = 0;
   private disconnected = false;
   /** The prefix as of `cacheRev`. */
-  private cache = new Map<string, string>();
+  private cache = new Map<string, StoredValue>();
   private cacheRev = 0;
   /** Events received while a read is in flight (applied on top of its result). */
   private duringRead: Change[] | undefined;
@@ -102,6 +121,8 @@ export class EtcdIntentSource implements IntentSource {
     this.name = `etcd ${this.endpoints.join(',')} ${this.prefix}`;
     this.log = opts.log.child({ source: this.name });
     this.callTimeoutMs = opts.callTimeoutMs;
+    this.limits = opts.limits ?? manifestLimitDefaults;
+    this.parse = opts.parse ?? ((job) => parseInWorker(job, { signal: this.abort.signal }));
   }
 
   async start(handlers: IntentSourceHandlers): Promise<void> {
@@ -118,6 +139,8 @@ export class EtcdIntentSource implements IntentSource {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    this.publisher?.close();
+    this.abort.abort();
     this.applyTimer?.cancel();
     this.retryTimer?.cancel();
     this.dropWatcher();
@@ -159,7 +182,7 @@ export class EtcdIntentSource implements IntentSource {
     let listing: StoreListing | undefined;
     let failure: unknown;
     try {
-      listing = await listManifests(client, this.prefix);
+      listing = await listManifests(client, this.prefix, this.limits.maxBytes);
     } catch (e) {
       failure = e;
     }
@@ -179,13 +202,13 @@ export class EtcdIntentSource implements IntentSource {
     if (wentBack) {
       this.log.warn({ was: this.cacheRev, now: listing.revision }, 'etcd revision went back (restored or new cluster): watching anew');
     }
-    this.cache = new Map(listing.kvs.map((kv) => [kv.key, kv.value]));
+    this.cache = new Map(listing.kvs.map((kv) => [kv.key, { text: kv.value, bytes: kv.bytes }]));
     this.cacheRev = listing.revision;
     if (!wentBack) this.applyChanges(during);
     if (!this.watcher || wentBack) this.watchFrom(listing.revision + 1);
     this.applyTimer?.cancel();
     this.applyTimer = undefined;
-    this.publish();
+    await this.publish();
   }
 
   private scheduleRetry(): void {
@@ -208,7 +231,7 @@ export class EtcdIntentSource implements IntentSource {
     this.watcher = w;
     w.on('data', (res) => {
       if (!current()) return;
-      const changes = res.events.map(toChange);
+      const changes = res.events.map((ev) => toChange(ev, this.limits.maxBytes));
       if (changes.length === 0) return;
       this.duringRead?.push(...changes);
       this.applyChanges(changes);
@@ -263,22 +286,23 @@ export class EtcdIntentSource implements IntentSource {
     if (this.disposed || this.applyTimer) return;
     this.applyTimer = this.clock.setTimeout(() => {
       this.applyTimer = undefined;
-      try {
-        this.publish();
-      } catch (e) {
-        this.log.error({ err: describeError(e) }, 'applying intent from etcd failed');
-      }
+      this.publish().catch((e: unknown) => this.log.error({ err: describeError(e) }, 'applying intent from etcd failed'));
     }, this.debounceMs);
   }
 
-  private publish(): void {
+  /** Offers the copy; values over the size cap are refused by their size, unparsed. */
+  private async publish(): Promise<void> {
     const publisher = this.publisher;
     if (!publisher || this.disposed) return;
-    const kvs = [...this.cache].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, value]) => ({ key, value }));
-    const outcome = publisher.offer(
-      contentHash(kvs.map((kv) => [kv.key, kv.value] as const)),
-      () => readStoredManifests(this.prefix, kvs),
-    );
-    if (outcome !== 'same') this.log.debug({ keys: kvs.length, revision: this.cacheRev, outcome }, 'intent read from etcd');
+    const entries = [...this.cache].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const kvs: { key: string; value: string }[] = [];
+    const ioErrors: ManifestError[] = [];
+    for (const [key, v] of entries) {
+      if (v.bytes > this.limits.maxBytes) ioErrors.push(tooLargeError(key, v.bytes, this.limits, 'stored value'));
+      else kvs.push({ key, value: v.text });
+    }
+    const hash = contentHash(entries.map(([key, v]) => [key, `${v.bytes}\u0000${v.text}`] as const));
+    const outcome = await publisher.offer(hash, () => this.parse({ kind: 'stored', prefix: this.prefix, kvs, ioErrors, limits: this.limits }));
+    if (outcome !== 'same') this.log.debug({ keys: entries.length, revision: this.cacheRev, outcome }, 'intent read from etcd');
   }
 }

@@ -22,16 +22,19 @@
  * bytes that were parsed (test/intent/sources/files.test.ts checks both agree).
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { readFile, readdir, realpath, stat } from 'node:fs/promises';
+import { readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 import { DisposableMap, toDisposable, type Disposable } from '../../core/disposable.js';
 import { HeraldError, describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ManifestError } from '../diagnostics.js';
-import { MANIFEST_EXTENSIONS } from '../load.js';
-import { finishLoad, parseFile } from '../parse.js';
+import { manifestLimitDefaults, type ManifestLimits } from '../limits.js';
+import { MANIFEST_EXTENSIONS, readManifestFile } from '../load.js';
+import type { ManifestLoad } from '../parse.js';
+import type { ParseJob } from './parse-job.js';
 import { SnapshotPublisher, contentHash } from './publisher.js';
+import { parseInWorker } from './worker-parser.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
 
 export interface FileIntentSourceOptions {
@@ -42,6 +45,10 @@ export interface FileIntentSourceOptions {
   /** Periodic re-scan, for events the kernel did not deliver. 0 disables it. */
   readonly rescanMs?: number;
   readonly clock?: Clock;
+  /** Size cap and YAML bounds (limits.ts). */
+  readonly limits?: ManifestLimits;
+  /** Where parsing runs; default a worker thread (worker-parser.ts), never the caller's event loop. */
+  readonly parse?: (job: ParseJob) => Promise<ManifestLoad>;
 }
 
 export const fileSourceDefaults = { debounceMs: 200, rescanMs: 10_000 } as const;
@@ -69,8 +76,11 @@ const isEnoent = (e: unknown): boolean => typeof e === 'object' && e !== null &&
 const isManifestFile = (name: string): boolean => MANIFEST_EXTENSIONS.some((ext) => name.toLowerCase().endsWith(ext));
 const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
-/** Reads the tree once (see the header for the rules). Never throws. */
-export async function scanManifestPath(path: string): Promise<ManifestScan> {
+/**
+ * Reads the tree once (see the header for the rules); a file over the size
+ * cap is not read, only reported. Never throws.
+ */
+export async function scanManifestPath(path: string, limits: ManifestLimits = manifestLimitDefaults): Promise<ManifestScan> {
   const dirs = new Map<string, string>();
   const names: string[] = [];
   const errors: ManifestError[] = [];
@@ -118,7 +128,9 @@ export async function scanManifestPath(path: string): Promise<ManifestScan> {
   const files: { file: string; text: string }[] = [];
   for (const file of names) {
     try {
-      files.push({ file, text: await readFile(file, 'utf8') });
+      const read = await readManifestFile(file, limits);
+      if ('error' in read) errors.push(read.error);
+      else files.push({ file, text: read.text });
     } catch (e) {
       if (!isEnoent(e) || file === path) errors.push(ioError(file, e));
     }
@@ -134,6 +146,9 @@ export class FileIntentSource implements IntentSource {
   private readonly log: Logger;
   private readonly parent: string;
   private readonly base: string;
+  private readonly limits: ManifestLimits;
+  private readonly parse: (job: ParseJob) => Promise<ManifestLoad>;
+  private readonly abort = new AbortController();
   private readonly watchers = new DisposableMap<string, Disposable>();
   private publisher: SnapshotPublisher | undefined;
   private debounce: TimerHandle | undefined;
@@ -150,6 +165,8 @@ export class FileIntentSource implements IntentSource {
       throw new HeraldError('HERALD_BAD_ARGUMENT', 'debounceMs and rescanMs must be >= 0');
     }
     this.clock = opts.clock ?? systemClock;
+    this.limits = opts.limits ?? manifestLimitDefaults;
+    this.parse = opts.parse ?? ((job) => parseInWorker(job, { signal: this.abort.signal }));
     this.parent = dirname(resolve(opts.path));
     this.base = basename(resolve(opts.path));
     this.name = `files ${opts.path}`;
@@ -191,6 +208,8 @@ export class FileIntentSource implements IntentSource {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    this.publisher?.close();
+    this.abort.abort();
     this.debounce?.cancel();
     this.periodic?.cancel();
     this.watchers.dispose();
@@ -199,7 +218,7 @@ export class FileIntentSource implements IntentSource {
   private async scanOnce(): Promise<void> {
     const publisher = this.publisher;
     if (!publisher || this.disposed) return;
-    const scan = await scanManifestPath(this.opts.path);
+    const scan = await scanManifestPath(this.opts.path, this.limits);
     if (this.disposed) return;
     if (this.updateWatchers(scan.dirs)) this.again = true; // a new directory: re-scan what it held before the watch
     if (!scan.exists) {
@@ -210,11 +229,8 @@ export class FileIntentSource implements IntentSource {
       ...scan.files.map((f) => [f.file, f.text] as const),
       ...scan.errors.map((e) => [`\u0000error ${e.file}`, e.message] as const),
     ]);
-    const outcome = publisher.offer(hash, () =>
-      finishLoad(
-        scan.files.map((f) => parseFile(f.text, f.file)),
-        scan.errors,
-      ),
+    const outcome = await publisher.offer(hash, () =>
+      this.parse({ kind: 'files', files: scan.files, ioErrors: scan.errors, limits: this.limits }),
     );
     if (outcome !== 'same') this.log.debug({ files: scan.files.length, outcome }, 'manifests scanned');
   }

@@ -18,12 +18,17 @@ export function contentHash(parts: Iterable<readonly [string, string]>): string 
   return h.digest('hex');
 }
 
+export type PublishOutcome = 'same' | 'rejected' | 'published' | 'restored' | 'closed';
+
 export class SnapshotPublisher {
   /** Hash of the input last looked at, whatever came of it. */
   private seen: string | undefined;
   /** Hash of the input behind the snapshot in force. */
   private applied: string | undefined;
   private failure: string | undefined;
+  /** Offers run one at a time, in order (a load may be asynchronous: parsed in a worker). */
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
 
   constructor(
     private readonly handlers: IntentSourceHandlers,
@@ -37,13 +42,33 @@ export class SnapshotPublisher {
 
   /**
    * Offers input with content hash `hash`; `load` validates it (called only
-   * when the input is new). Returns what happened.
+   * when the input is new). Resolves to what happened; after `close()`,
+   * nothing more is published ('closed').
    */
-  offer(hash: string, load: () => ManifestLoad): 'same' | 'rejected' | 'published' | 'restored' {
+  offer(hash: string, load: () => ManifestLoad | Promise<ManifestLoad>): Promise<PublishOutcome> {
+    const run = this.queue.then(() => this.offerNow(hash, load));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  /** No handler is called any more (the source is being disposed). */
+  close(): void {
+    this.closed = true;
+  }
+
+  private async offerNow(hash: string, load: () => ManifestLoad | Promise<ManifestLoad>): Promise<PublishOutcome> {
+    if (this.closed) return 'closed';
     if (hash === this.seen) return 'same';
     this.seen = hash;
     this.failure = undefined;
-    const result = load();
+    let result: ManifestLoad;
+    try {
+      result = await load();
+    } catch (e) {
+      this.seen = undefined; // look at this input again next time
+      throw e;
+    }
+    if (this.closed) return 'closed';
     if (!result.snapshot) {
       this.handlers.onError({ errors: result.errors });
       return 'rejected';
@@ -63,6 +88,7 @@ export class SnapshotPublisher {
    * input is read again; the next successful read is always looked at.
    */
   fail(error: Error): void {
+    if (this.closed) return;
     this.seen = undefined;
     if (this.failure === error.message) return;
     this.failure = error.message;

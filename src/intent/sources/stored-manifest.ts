@@ -17,6 +17,7 @@ import { parseAllDocuments } from 'yaml';
 import { HeraldError } from '../../core/errors.js';
 import type { ManifestError } from '../diagnostics.js';
 import { KINDS, isIntentKind, objectKey, type IntentKind } from '../kinds.js';
+import { manifestLimitDefaults, type ManifestLimits } from '../limits.js';
 import { customTags, finishLoad, isRecord, parseFile, type ManifestLoad, type ParsedFile } from '../parse.js';
 
 export const DEFAULT_MANIFEST_PREFIX = '/herald/manifests/';
@@ -133,28 +134,37 @@ function keyError(key: string, message: string, object?: { kind: string; name: s
 }
 
 /**
- * Reads stored values back: each value is validated as a one-object file
- * named by its key, the key must be the object's own key under `prefix`, and
- * the result is a load like `loadManifestPath`'s (snapshot iff no errors).
+ * Reads one stored value back as a one-object file named by its key; the key
+ * must be the object's own key under `prefix`.
  */
-export function readStoredManifests(prefix: string, kvs: Iterable<{ readonly key: string; readonly value: string }>): ManifestLoad {
-  const files: ParsedFile[] = [];
-  for (const { key, value } of kvs) {
-    const parsed = parseFile(value, key);
-    const errors: ManifestError[] = [...parsed.errors];
-    const entries = parsed.entries.filter((entry) => {
-      if (!entry.identity) return true;
-      const expected = storageKey(prefix, entry.identity.kind, entry.identity.key);
-      if (expected === key) return true;
-      errors.push(
-        keyError(key, `stored under the wrong key: this object belongs at ${expected}`, { kind: entry.identity.kind, name: entry.identity.key }),
-      );
-      return false;
-    });
-    if (parsed.errors.length === 0 && parsed.entries.length !== 1) {
-      errors.push(keyError(key, `expected exactly one object per key, found ${parsed.entries.length}`));
-    }
-    files.push({ ...parsed, entries, errors });
+export function readStoredValue(prefix: string, key: string, value: string, limits: ManifestLimits = manifestLimitDefaults): ParsedFile {
+  const parsed = parseFile(value, key, limits);
+  const errors: ManifestError[] = [...parsed.errors];
+  const entries = parsed.entries.filter((entry) => {
+    if (!entry.identity) return true;
+    const expected = storageKey(prefix, entry.identity.kind, entry.identity.key);
+    if (expected === key) return true;
+    errors.push(
+      keyError(key, `stored under the wrong key: this object belongs at ${expected}`, { kind: entry.identity.kind, name: entry.identity.key }),
+    );
+    return false;
+  });
+  if (parsed.errors.length === 0 && parsed.entries.length !== 1) {
+    errors.push(keyError(key, `expected exactly one object per key, found ${parsed.entries.length}`));
   }
-  return finishLoad(files);
+  return { ...parsed, entries, errors };
+}
+
+/**
+ * Reads stored values back (each with `readStoredValue`); the result is a
+ * load like `loadManifestPath`'s (snapshot iff no errors).
+ */
+export function readStoredManifests(
+  prefix: string,
+  kvs: Iterable<{ readonly key: string; readonly value: string }>,
+  limits: ManifestLimits = manifestLimitDefaults,
+): ManifestLoad {
+  const files: ParsedFile[] = [];
+  for (const { key, value } of kvs) files.push(readStoredValue(prefix, key, value, limits));
+  return finishLoad(files, [], limits.maxDiagnostics);
 }
