@@ -33,6 +33,7 @@ unit_tests=(
   test/intent/sources/etcd.test.ts
   test/cli/manifests.test.ts
   test/store/etcd-ownership.test.ts
+  test/store/etcd-ipam.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
   test/datapath/l2-reconciler.test.ts

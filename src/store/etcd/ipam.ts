@@ -447,13 +447,12 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
         await this.refresh();
         return;
       }
-      const reason = this.behind;
-      this.behind = undefined;
-      await this.accept(restored, 'restored', best.node);
       this.log.warn(
-        { generation: generationOf(best.state), node: best.node, reason, held: restored.held?.length ?? 0 },
+        { generation: generationOf(best.state), node: best.node, reason: this.behind, held: restored.held?.length ?? 0 },
         `store wiped or rolled back: restored allocation generation ${generationOf(best.state)} from node ${best.node}`,
       );
+      this.behind = undefined;
+      await this.accept(restored, 'restored', best.node);
       await this.publishOffer();
     } catch (e) {
       this.log.warn({ err: describeError(e) }, 'restoring the allocation state failed; retrying on the next change');
