@@ -44,6 +44,7 @@ lab_tests=(
   test/datapath/l2-reconciler.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
+  test/store/etcd-ipam.lab.test.ts
 )
 # Lab tests share the host's bpffs and CPU: one file at a time.
 node --import tsx --test --test-concurrency=1 "${unit_tests[@]}" "${lab_tests[@]}"
