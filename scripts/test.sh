@@ -28,6 +28,7 @@ unit_tests=(
   test/controlplane/ipam/blocks.test.ts
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
+  test/controlplane/ipam/hold.test.ts
   test/os/state-file.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/etcd.test.ts
