@@ -34,6 +34,7 @@ unit_tests=(
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
   test/controlplane/ipam/conditions.test.ts
+  test/controlplane/ipam/hold.test.ts
   test/os/state-file.test.ts
   test/api/status-server.test.ts
   test/intent/sources/files.test.ts
@@ -41,6 +42,7 @@ unit_tests=(
   test/cli/manifests.test.ts
   test/store/etcd-ownership.test.ts
   test/store/etcd-ownership-fences.test.ts
+  test/store/etcd-ipam.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
   test/datapath/conflict-defence.test.ts
@@ -55,6 +57,7 @@ lab_tests=(
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
   test/store/etcd-faults.lab.test.ts
+  test/store/etcd-ipam.lab.test.ts
 )
 # A hung test fails the run instead of hanging it: node 20 applies
 # --test-timeout to each file (and each test in it). Generous bounds, since

@@ -148,7 +148,7 @@ export class Agent implements Disposable {
   }
 
   private makeIpamCoordinator(): IpamCoordinator {
-    if (this.session) return this.store.add(new EtcdIpamCoordinator(this.session, this.config.node, this.log.child({ module: 'ipam' })));
+    if (this.session) return this.store.add(new EtcdIpamCoordinator(this.session, this.config.node, this.log.child({ module: 'ipam' }), { stateDir: this.config.stateDir }));
     return this.store.add(new LocalIpamCoordinator(join(this.config.stateDir, 'ipam.json'), this.config.node));
   }
 

@@ -55,6 +55,7 @@ export function buildStatus(i: StatusInput) {
     intentLoaded: cp.snapshotLoaded,
     ...(cp.lastError ? { lastError: cp.lastError } : {}),
     allocator: cp.allocator ?? null,
+    allocation: cp.ipamState,
     ha: i.ha ?? null,
     owned: [...owned].sort().map((ip) => ({
       ip,
@@ -113,6 +114,16 @@ export function renderStatus(s: AgentStatus): string {
     out.push(
       `allocator ${s.allocator ?? '(none)'}  fences issued ${o.fencesIssued}  stale keys ignored ${o.staleKeysIgnored}  keys moved to a new lease ${o.keysMovedToNewLease}` +
         (s.ha.heartbeat ? `  heartbeat held ${s.ha.heartbeat.held}, late wake-ups ${s.ha.heartbeat.lateWakeups}` : ''),
+    );
+  }
+  {
+    const a = s.allocation;
+    const src = a.source === 'restored' ? `restored from ${a.restoredFrom ?? '?'}` : a.source;
+    out.push(
+      `allocation state: generation ${a.generation} (${src})` +
+        (a.held ? `, ${a.held} services held until re-applied` : '') +
+        (a.waiting ? `; waiting: ${a.waiting}` : '') +
+        (a.lastStateError ? `; last state error ${a.lastStateError.at}: ${a.lastStateError.message}` : ''),
     );
   }
   out.push('', `owned IPs (${s.owned.length}):${s.owned.length === 0 && s.ha?.ownership.notOwningReason ? ` ${s.ha.ownership.notOwningReason}` : ''}`);

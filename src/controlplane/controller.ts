@@ -19,7 +19,7 @@ import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
 import { computeCandidates, nodeIdentity, type Candidate } from './announce/candidates.js';
 import { allocate } from './ipam/allocator.js';
-import type { IpamCoordinator } from './ipam/coordinator.js';
+import type { IpamCoordinator, IpamStateStatus } from './ipam/coordinator.js';
 import { onlyPersisted } from './ipam/report.js';
 import type { IpamResult } from './ipam/types.js';
 import type { OwnershipBackend, OwnershipView } from './ownership/backend.js';
@@ -47,6 +47,8 @@ export interface ControlPlaneStatus {
   snapshotLoaded: boolean;
   ipam?: IpamResult;
   allocator?: string;
+  /** Generation and source of the allocation state in force, and why the allocator waits. */
+  ipamState: IpamStateStatus;
   candidates: Candidate[];
   ownership: OwnershipView;
   lastError?: string;
@@ -112,6 +114,7 @@ export class ControlPlane implements Disposable {
       snapshotLoaded: this.snapshotLoaded,
       ...(this.ipam ? { ipam: this.ipam } : {}),
       ...(this.deps.ipam.allocator() ? { allocator: this.deps.ipam.allocator()! } : {}),
+      ipamState: this.deps.ipam.status(),
       candidates: [...this.candidates.values()],
       ownership: this.deps.ownership.view(),
       ...(this.lastError ? { lastError: this.lastError } : {}),

@@ -3,7 +3,7 @@
  * host's lab address, with a temporary data directory. Used by tests, the
  * failover benchmark and the demo; stopped and removed with the lab or stop().
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor, type Host, type LabProcess } from './lab.js';
@@ -52,6 +52,14 @@ export class LabEtcd {
 
   async restart(): Promise<void> {
     await this.proc?.stop('SIGTERM');
+    await this.start();
+  }
+
+  /** Stops etcd, empties its data directory and starts it again: a store that lost everything. */
+  async wipe(): Promise<void> {
+    await this.proc?.stop('SIGTERM');
+    rmSync(this.dataDir, { recursive: true, force: true });
+    mkdirSync(this.dataDir, { recursive: true, mode: 0o700 });
     await this.start();
   }
 

@@ -1,5 +1,5 @@
 /** Local LB-IPAM coordination: this agent is the allocator; state in an atomically written file. */
-import type { IpamCoordinator } from '../controlplane/ipam/coordinator.js';
+import type { IpamCoordinator, IpamStateStatus } from '../controlplane/ipam/coordinator.js';
 import { EMPTY_ALLOCATION_STATE, allocationStateSchema, type AllocationState } from '../controlplane/ipam/state.js';
 import { StateFile } from '../os/state-file.js';
 
@@ -31,6 +31,9 @@ export class LocalIpamCoordinator implements IpamCoordinator {
   }
   allocator(): string {
     return this.nodeName;
+  }
+  status(): IpamStateStatus {
+    return { allocator: this.nodeName, generation: this.state.generation ?? 0, source: 'file' };
   }
   dispose(): void {}
 }

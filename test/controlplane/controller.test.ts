@@ -11,7 +11,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import { Reconciler, reconcilerDefaults, type ReconcilerOps } from '../../src/core/reconciler/reconciler.js';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { ControlPlane } from '../../src/controlplane/controller.js';
-import type { IpamCoordinator } from '../../src/controlplane/ipam/coordinator.js';
+import type { IpamCoordinator, IpamStateStatus } from '../../src/controlplane/ipam/coordinator.js';
 import { EMPTY_ALLOCATION_STATE, type AllocationState } from '../../src/controlplane/ipam/state.js';
 import type { OwnershipBackend, OwnershipView } from '../../src/controlplane/ownership/backend.js';
 import type { StaticAnnouncement } from '../../src/controlplane/static-announcements.js';
@@ -96,6 +96,9 @@ class MemoryIpam implements IpamCoordinator {
   }
   allocator(): string {
     return 'node-a';
+  }
+  status(): IpamStateStatus {
+    return { allocator: 'node-a', generation: this.state.generation ?? 0, source: 'file' };
   }
   dispose(): void {}
 }

@@ -32,6 +32,8 @@ export interface EtcdServer {
   kill(): Promise<void>;
   /** Starts the server again on the same ports and data (after kill() or by itself: stops first). */
   restart(): Promise<void>;
+  /** Stops the server, empties its data dir and starts it again: a store that lost everything. */
+  wipe(): Promise<void>;
   /** The server's stderr so far (for failure messages). */
   output(): string;
 }
@@ -169,6 +171,12 @@ export async function startEtcd(opts: StartEtcdOptions = {}): Promise<EtcdServer
     async restart() {
       if (stopped) throw new Error('etcd: restart() after stop()');
       await signal('SIGTERM');
+      await launch();
+    },
+    async wipe() {
+      if (stopped) throw new Error('etcd: wipe() after stop()');
+      await signal('SIGTERM');
+      rmSync(dataDir, { recursive: true, force: true });
       await launch();
     },
     output: () => stderr,

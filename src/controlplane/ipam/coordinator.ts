@@ -19,4 +19,20 @@ export interface IpamCoordinator extends Disposable {
   save(state: AllocationState): Promise<boolean>;
   /** Who holds the allocator role, for status. */
   allocator(): string | undefined;
+  /** Where the state in force came from and what went wrong last, for status. */
+  status(): IpamStateStatus;
+}
+
+export interface IpamStateStatus {
+  allocator?: string;
+  /** Generation of the state in force (0: none yet, or written before generations existed). */
+  generation: number;
+  /** 'store', 'local-copy' (this node's copy in --state-dir), 'restored' (from `restoredFrom` after a store wipe or rollback), 'file' (local store), 'none'. */
+  source: 'store' | 'local-copy' | 'restored' | 'file' | 'none';
+  restoredFrom?: string;
+  /** Services whose restored allocations are held until they are applied again. */
+  held?: number;
+  /** Why this node, though allocator, is not allocating now. */
+  waiting?: string;
+  lastStateError?: { message: string; at: string };
 }

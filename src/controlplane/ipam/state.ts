@@ -17,6 +17,18 @@ export interface AllocationState {
    * is the one that moves.
    */
   readonly fingerprints?: Readonly<Record<string, string>>;
+  /**
+   * Bumped by the coordinator on every save, so that of two states the newer
+   * is decidable (a wiped or rolled-back store is never taken for "everything
+   * was deleted"). Absent in states written before it existed: 0.
+   */
+  readonly generation?: number;
+  /**
+   * Services whose allocations were restored after a store wipe and are held
+   * for them until they are applied again (their intent was wiped too), so
+   * that nobody else gets their IPs meanwhile.
+   */
+  readonly held?: readonly string[];
 }
 
 export const EMPTY_ALLOCATION_STATE: AllocationState = Object.freeze({ version: 1, allocations: Object.freeze({}) });
@@ -27,7 +39,22 @@ export const allocationStateSchema: z.ZodType<AllocationState> = z.object({
   version: z.literal(1),
   allocations: z.record(z.string(), z.array(ipText)),
   fingerprints: z.record(z.string(), z.string()).optional(),
+  generation: z.number().int().nonnegative().optional(),
+  held: z.array(z.string()).optional(),
 });
+
+export function generationOf(state: AllocationState): number {
+  return state.generation ?? 0;
+}
+
+/** Same allocations and fingerprints (generation and holds aside): nothing to persist. */
+export function sameAllocations(a: AllocationState, b: AllocationState): boolean {
+  return canonical(a.allocations) === canonical(b.allocations) && canonical(a.fingerprints ?? {}) === canonical(b.fingerprints ?? {});
+}
+
+function canonical(record: Readonly<Record<string, unknown>>): string {
+  return JSON.stringify(Object.entries(record).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)));
+}
 
 /**
  * A short, stable hash of a string (cyrb53: 53 bits, hex). Only orders
@@ -44,4 +71,29 @@ export function fingerprint(text: string): string {
   h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
   h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
   return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, '0');
+}
+
+/** How much of a bad stored value a log line or status quotes. */
+export const QUOTE_LIMIT = 200;
+
+/** `text` quoted for a log line, cut at QUOTE_LIMIT characters (a bad value can be huge). */
+export function quoteBounded(text: string): string {
+  if (text.length <= QUOTE_LIMIT) return JSON.stringify(text);
+  return `${JSON.stringify(text.slice(0, QUOTE_LIMIT))}… (${text.length} characters)`;
+}
+
+export type ParsedState = { readonly ok: true; readonly state: AllocationState } | { readonly ok: false; readonly error: string };
+
+/** Parses a stored allocation state; a failure says why and quotes the value (bounded). */
+export function parseAllocationState(text: string): ParsedState {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    return { ok: false, error: `not JSON (${(e as Error).message}): ${quoteBounded(text)}` };
+  }
+  const parsed = allocationStateSchema.safeParse(value);
+  if (parsed.success) return { ok: true, state: parsed.data };
+  const issues = parsed.error.issues.slice(0, 3).map((i) => `${i.path.length > 0 ? i.path.map(String).join('.') : '(root)'}: ${i.message}`);
+  return { ok: false, error: `invalid (${issues.join('; ')}): ${quoteBounded(text)}` };
 }
