@@ -11,6 +11,7 @@ import { HeraldError } from '../../core/errors.js';
 import { formatErrors, type ManifestError, type ManifestWarning } from '../../intent/diagnostics.js';
 import { manifestLimitDefaults, type ManifestLimits } from '../../intent/limits.js';
 import { loadManifestPath, readManifestFile } from '../../intent/load.js';
+import { countIgnoredKinds, type IgnoredObject } from '../../intent/parse.js';
 import { createEtcdClient, parseEtcdEndpoints, storeError } from '../../intent/sources/etcd-client.js';
 import { writeManifests, type StoreChange } from '../../intent/sources/etcd-store.js';
 import {
@@ -24,9 +25,28 @@ import { parseByteSize, parseDuration } from '../options.js';
 
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
-/** `3 files, 7 objects: ok` / `…: ok, 1 warning` / `…: 2 errors, 1 warning` (objects = valid ones). */
-export function validationSummary(files: number, objects: number, errors: number, warnings: number): string {
-  const head = `${plural(files, 'file')}, ${plural(objects, 'object')}`;
+/** How many ignored objects of each kind are named in the summary before "…". */
+const SUMMARY_KINDS = 6;
+
+/**
+ * `3 files, 7 objects: ok` / `…: ok, 1 warning` / `…: 2 errors, 1 warning`
+ * (objects = valid ones). With ignored objects (kinds herald does not read):
+ * `3 files, 12 objects: 7 read, 5 ignored (Deployment ×2, HelmRelease ×1, …): ok`.
+ */
+export function validationSummary(
+  files: number,
+  objects: number,
+  errors: number,
+  warnings: number,
+  ignoredKinds: readonly (readonly [string, number])[] = [],
+): string {
+  const ignored = ignoredKinds.reduce((n, [, c]) => n + c, 0);
+  let head = `${plural(files, 'file')}, ${plural(objects + ignored, 'object')}`;
+  if (ignored > 0) {
+    const named = ignoredKinds.slice(0, SUMMARY_KINDS).map(([kind, n]) => `${kind} ×${n}`);
+    if (ignoredKinds.length > SUMMARY_KINDS) named.push('…');
+    head += `: ${objects} read, ${ignored} ignored (${named.join(', ')})`;
+  }
   if (errors === 0) return `${head}: ok${warnings > 0 ? `, ${plural(warnings, 'warning')}` : ''}`;
   return `${head}: ${plural(errors, 'error')}${warnings > 0 ? `, ${plural(warnings, 'warning')}` : ''}`;
 }
@@ -34,6 +54,7 @@ export function validationSummary(files: number, objects: number, errors: number
 export interface ValidationReport {
   readonly files: number;
   readonly objects: number;
+  readonly ignored: readonly IgnoredObject[];
   readonly errors: readonly ManifestError[];
   readonly warnings: readonly ManifestWarning[];
 }
@@ -42,16 +63,18 @@ export interface ValidationReport {
 export async function validatePaths(paths: readonly string[], limits: ManifestLimits = manifestLimitDefaults): Promise<ValidationReport> {
   let files = 0;
   let objects = 0;
+  const ignored: IgnoredObject[] = [];
   const errors: ManifestError[] = [];
   const warnings: ManifestWarning[] = [];
   for (const path of paths) {
     const load = await loadManifestPath(path, limits);
     files += load.files.length;
     objects += load.objects.length;
+    ignored.push(...load.ignored);
     errors.push(...load.errors);
     warnings.push(...load.warnings);
   }
-  return { files, objects, errors, warnings };
+  return { files, objects, ignored, errors, warnings };
 }
 
 export interface StoreWriteOptions {
@@ -127,7 +150,8 @@ export function validateCommand(): Command {
       const report = await validatePaths(paths, { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize });
       const lines = [...report.errors, ...report.warnings];
       if (lines.length > 0) process.stdout.write(`${formatErrors(lines)}\n`);
-      process.stdout.write(`${validationSummary(report.files, report.objects, report.errors.length, report.warnings.length)}\n`);
+      const summary = validationSummary(report.files, report.objects, report.errors.length, report.warnings.length, countIgnoredKinds(report.ignored));
+      process.stdout.write(`${summary}\n`);
       if (report.errors.length > 0) process.exitCode = 1;
     });
 }
