@@ -327,7 +327,14 @@ function readObject(
     key !== undefined ? { kind, key, at: { ...src, ...locate(ctx, [...prefix, 'metadata', 'name']) } } : undefined;
   const result = info.schema.safeParse(obj, { error: manifestErrorMap });
   if (!result.success) {
-    for (const issue of result.error.issues) error(issue.path, issue.message, label);
+    for (const issue of result.error.issues) {
+      if (issue.code === 'unrecognized_keys') {
+        // As the API server's strict field validation: each unknown field by its own path.
+        for (const k of issue.keys) error([...issue.path, k], unknownFieldMessage(kind, [...issue.path, k]), label);
+      } else {
+        error(issue.path, issue.message, label);
+      }
+    }
     ctx.entries.push({ source: src, ...(identity ? { identity } : {}) });
     return;
   }
@@ -338,6 +345,26 @@ function readObject(
     report(ctx, 'warning', src, [...prefix, ...w.path.split('.')], w.path, w.message, objectLabel);
   }
   ctx.entries.push({ source: src, object, ...(identity ? { identity } : {}) });
+}
+
+/**
+ * Fields people still write that Cilium renamed or never had, with what to
+ * write instead (the rest get the API server's plain "unknown field").
+ */
+const FIELD_HINTS: Readonly<Record<string, string>> = {
+  'CiliumLoadBalancerIPPool spec.cidr': 'write spec.blocks: [{cidr: ...}]',
+  'CiliumLoadBalancerIPPool spec.block': 'the field is spec.blocks',
+  'CiliumLoadBalancerIPPool spec.allowFirstLastIps': 'the field is spec.allowFirstLastIPs',
+  'CiliumLoadBalancerIPPool spec.nodeSelector': 'pools select services (spec.serviceSelector); nodes are chosen by a CiliumL2AnnouncementPolicy',
+  'CiliumL2AnnouncementPolicy spec.interface': 'the field is spec.interfaces (a list of regexes)',
+  'CiliumL2AnnouncementPolicy spec.loadBalancerIP': 'the field is spec.loadBalancerIPs (true/false)',
+  'CiliumL2AnnouncementPolicy spec.externalIP': 'the field is spec.externalIPs (true/false)',
+};
+
+function unknownFieldMessage(kind: string, path: Path): string {
+  const printed = formatPath(path);
+  const hint = FIELD_HINTS[`${kind} ${printed}`];
+  return `unknown field ${quote(printed)}${hint !== undefined ? `: ${hint}` : ''} (${kind} is read strictly, as kubectl's default field validation does)`;
 }
 
 /**
