@@ -21,7 +21,9 @@ import {
   readStoredManifests,
   type StoredManifest,
 } from '../../intent/sources/stored-manifest.js';
-import { parseByteSize, parseDuration } from '../options.js';
+import { defaultNodeName, parseByteSize, parseDuration, parseNodeName } from '../options.js';
+import { knownNodes, nodeIdentity, parseNodeLabels, unmatchedNodeSelectors } from '../../intent/node-labels.js';
+import type { IntentSnapshot } from '../../intent/snapshot.js';
 
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
@@ -59,8 +61,16 @@ export interface ValidationReport {
   readonly warnings: readonly ManifestWarning[];
 }
 
-/** Each path is loaded on its own, as the agent would load it (with the same limits). */
-export async function validatePaths(paths: readonly string[], limits: ManifestLimits = manifestLimitDefaults): Promise<ValidationReport> {
+/**
+ * Each path is loaded on its own, as the agent would load it (with the same
+ * limits). A policy whose nodeSelector matches no node known (`node`, by
+ * default this host with the kubelet's labels, and each Node manifest) is a warning.
+ */
+export async function validatePaths(
+  paths: readonly string[],
+  limits: ManifestLimits = manifestLimitDefaults,
+  node: { readonly name: string; readonly labels?: Readonly<Record<string, string>> } = { name: defaultNodeName() },
+): Promise<ValidationReport> {
   let files = 0;
   let objects = 0;
   const ignored: IgnoredObject[] = [];
@@ -73,8 +83,23 @@ export async function validatePaths(paths: readonly string[], limits: ManifestLi
     ignored.push(...load.ignored);
     errors.push(...load.errors);
     warnings.push(...load.warnings);
+    if (load.snapshot) warnings.push(...selectorWarnings(load.snapshot, node));
   }
   return { files, objects, ignored, errors, warnings };
+}
+
+function selectorWarnings(snapshot: IntentSnapshot, node: { readonly name: string; readonly labels?: Readonly<Record<string, string>> }): ManifestWarning[] {
+  const self = nodeIdentity(snapshot, node.name, node.labels);
+  return unmatchedNodeSelectors(snapshot, knownNodes(snapshot, self)).map((u) => {
+    const policy = snapshot.policies.get(u.policy);
+    return {
+      severity: 'warning' as const,
+      ...(policy?.source ?? { file: '' }),
+      object: { kind: 'CiliumL2AnnouncementPolicy', name: u.policy },
+      path: 'spec.nodeSelector',
+      message: u.message,
+    };
+  });
 }
 
 export interface StoreWriteOptions {
@@ -146,8 +171,11 @@ export function validateCommand(): Command {
     .description('check manifest files or directories offline: every error with file, line, document and field')
     .argument('<path...>', 'manifest files or directories (directories are read recursively)')
     .option('--max-manifest-size <size>', 'refuse a file larger than this, as the agent does', parseByteSize, manifestLimitDefaults.maxBytes)
-    .action(async (paths: string[], opts: { maxManifestSize: number }) => {
-      const report = await validatePaths(paths, { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize });
+    .option('--node <name>', 'the node policies are checked against, besides Node manifests (as the agent\'s --node)', parseNodeName, defaultNodeName())
+    .option('--node-labels <k=v,...>', "that node's labels besides kubernetes.io/os, arch and hostname (as the agent's --node-labels)", parseNodeLabels)
+    .action(async (paths: string[], opts: { maxManifestSize: number; node: string; nodeLabels?: Record<string, string> }) => {
+      const node = { name: opts.node, ...(opts.nodeLabels ? { labels: opts.nodeLabels } : {}) };
+      const report = await validatePaths(paths, { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize }, node);
       const lines = [...report.errors, ...report.warnings];
       if (lines.length > 0) process.stdout.write(`${formatErrors(lines)}\n`);
       const summary = validationSummary(report.files, report.objects, report.errors.length, report.warnings.length, countIgnoredKinds(report.ignored));
