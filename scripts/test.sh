@@ -40,6 +40,7 @@ unit_tests=(
   test/intent/sources/files.test.ts
   test/intent/sources/etcd.test.ts
   test/cli/manifests.test.ts
+  test/cli/real-world-corpus.test.ts
   test/store/etcd-ownership.test.ts
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts

@@ -48,6 +48,8 @@ import { IprouteLocalRoutes } from './os/local-routes.js';
 
 export interface AgentConfig {
   node: string;
+  /** --node-labels: between the kubelet's well-known labels and the Node manifest's. */
+  nodeLabels?: Record<string, string>;
   /** A file or directory of manifests (the embedded default source). */
   manifests?: string;
   store: 'local' | 'etcd';
@@ -108,6 +110,7 @@ export class Agent implements Disposable {
       new ControlPlane({
         db: this.db,
         nodeName: config.node,
+        ...(config.nodeLabels ? { nodeLabels: config.nodeLabels } : {}),
         links: this.links,
         ownership: this.ownership,
         ipam: this.makeIpamCoordinator(), // one allocator at a time, state persisted

@@ -17,7 +17,9 @@ import type { Initializer, StateDB } from '../core/statedb/index.js';
 import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
-import { computeCandidates, nodeIdentity, type Candidate } from './announce/candidates.js';
+import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate } from './announce/candidates.js';
+import { knownNodes, unmatchedNodeSelectors } from '../intent/node-labels.js';
+import type { Labels } from '../intent/selector.js';
 import { allocate } from './ipam/allocator.js';
 import type { IpamCoordinator, IpamStateStatus } from './ipam/coordinator.js';
 import { onlyPersisted } from './ipam/report.js';
@@ -29,6 +31,8 @@ import { STATIC_ORIGIN } from './static-announcements.js';
 export interface ControlPlaneDeps {
   db: StateDB;
   nodeName: string;
+  /** Labels given on the command line (--node-labels), between the well-known ones and the Node manifest's. */
+  nodeLabels?: Labels;
   links: Links;
   ownership: OwnershipBackend;
   ipam: IpamCoordinator;
@@ -67,6 +71,8 @@ export class ControlPlane implements Disposable {
   /** Serialises updates: each runs to completion before the next starts. */
   private queue: Promise<void> = Promise.resolve();
   private disposed = false;
+  /** What was last warned about (policy + its inputs), so a warning repeats only when something changed. */
+  private warned = new Set<string>();
   /** Counters for metrics. */
   readonly stats = { ownershipChanges: 0, recomputes: 0 };
 
@@ -162,19 +168,45 @@ export class ControlPlane implements Disposable {
 
   private recomputeCandidates(): void {
     const ingress = new Map([...(this.ipam?.services ?? new Map())].map(([k, v]) => [k, v.ingress] as const));
-    this.candidates = computeCandidates({
-      snapshot: this.snapshot,
-      ingress,
-      node: nodeIdentity(this.snapshot, this.deps.nodeName),
-      links: this.links,
-    });
+    const node = nodeIdentity(this.snapshot, this.deps.nodeName, this.deps.nodeLabels);
+    this.candidates = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
     this.stats.recomputes++;
+    this.warnAboutPolicies(node);
     // Static announcements qualify on their own, on their named interface.
     const wanted = new Map<string, string[]>([...this.candidates].map(([ip, c]) => [ip, [...c.interfaces]]));
     for (const a of this.deps.staticAnnouncements) wanted.set(a.ip, [...new Set([...(wanted.get(a.ip) ?? []), a.interface])]);
     this.deps.onCandidateInterfaces?.(new Set([...wanted.values()].flat()));
     this.deps.ownership.setCandidates(wanted);
     this.writeTable(this.deps.ownership.view());
+  }
+
+  /**
+   * Policies that announce nothing because of this node's labels or links are
+   * logged, once per policy and change of what it was checked against (not on
+   * every recompute).
+   */
+  private warnAboutPolicies(node: ReturnType<typeof nodeIdentity>): void {
+    if (!this.snapshotLoaded) return;
+    const now = new Set<string>();
+    const once = (key: string, log: () => void): void => {
+      now.add(key);
+      if (!this.warned.has(key)) log();
+    };
+    const nodes = knownNodes(this.snapshot, node);
+    for (const u of unmatchedNodeSelectors(this.snapshot, nodes)) {
+      const key = `selector\u0000${u.policy}\u0000${JSON.stringify(u.selector)}\u0000${JSON.stringify(nodes)}`;
+      once(key, () => this.deps.log.warn({ policy: u.policy, nodes: nodes.map((n) => n.name) }, u.message));
+    }
+    for (const u of unmatchedInterfaces(this.snapshot, node, this.links)) {
+      const key = `interfaces\u0000${u.policy}\u0000${JSON.stringify(u.patterns)}\u0000${u.eligible.join(',')}`;
+      once(key, () =>
+        this.deps.log.warn(
+          { policy: u.policy, interfaces: u.patterns, eligible: u.eligible, seen: u.seen },
+          'policy interfaces match no interface on this node that can answer ARP (up, carrier, Ethernet), so it announces nothing here',
+        ),
+      );
+    }
+    this.warned = now;
   }
 
   private onOwnership(view: OwnershipView): void {

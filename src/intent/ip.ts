@@ -65,6 +65,19 @@ export type CidrResult = { ok: true; cidr: ParsedCidr } | { ok: false; reason: s
  * proper prefixes.
  */
 export function parseCidr(text: string): CidrResult {
+  const r = parseCidrMasking(text);
+  if (r.ok && r.maskedFrom !== undefined) {
+    return { ok: false, reason: `host bits are set (did you mean "${r.cidr.text}"?)` };
+  }
+  return r.ok ? { ok: true, cidr: r.cidr } : r;
+}
+
+/**
+ * Parses a CIDR as Cilium's pool CRD reads one: host bits are cleared
+ * ("198.51.100.7/24" is 198.51.100.0/24), and `maskedFrom` keeps the text as
+ * written so the caller can warn about it.
+ */
+export function parseCidrMasking(text: string): { ok: true; cidr: ParsedCidr; maskedFrom?: string } | { ok: false; reason: string } {
   const slash = text.lastIndexOf('/');
   if (slash < 0) return { ok: false, reason: 'missing "/prefix-length"' };
   const addrText = text.slice(0, slash);
@@ -81,10 +94,8 @@ export function parseCidr(text: string): CidrResult {
     return byte & ((0xff << (8 - keep)) & 0xff);
   });
   const network = fromBytes(bytes, addr.family);
-  if (compareIps(network, addr) !== 0) {
-    return { ok: false, reason: `host bits are set (did you mean "${network.text}/${prefix}"?)` };
-  }
-  return { ok: true, cidr: { text: `${addr.text}/${prefix}`, family: addr.family, network: addr, prefix } };
+  const cidr = { text: `${network.text}/${prefix}`, family: addr.family, network, prefix };
+  return compareIps(network, addr) !== 0 ? { ok: true, cidr, maskedFrom: text } : { ok: true, cidr };
 }
 
 function fromBytes(bytes: number[], family: IpFamily): ParsedIp {

@@ -20,16 +20,31 @@ import { checkDocumentBudget, hasTooManyAliases, type DocumentBudget } from './y
 export interface ManifestLoad {
   /** Every valid object (a later duplicate is left out). */
   readonly objects: readonly IntentObject[];
+  /** Objects of kinds herald does not read (other controllers' business), in file order. */
+  readonly ignored: readonly IgnoredObject[];
   readonly errors: readonly ManifestError[];
   readonly warnings: readonly ManifestWarning[];
   /** Set exactly when there are no errors. */
   readonly snapshot: IntentSnapshot | undefined;
 }
 
+/**
+ * An object of a kind herald does not read (a Deployment, a HelmRelease, a
+ * Cilium BGP kind): left to its own controller, counted, never an error.
+ * Plain data, so it crosses the parser thread's boundary.
+ */
+export interface IgnoredObject {
+  readonly kind: string;
+  readonly apiVersion: string;
+  readonly name?: string;
+  readonly source: SourceRef;
+}
+
 /** The per-file result before cross-file checks (see `finishLoad`). */
 export interface ParsedFile {
   readonly file: string;
   readonly entries: readonly ParsedEntry[];
+  readonly ignored?: readonly IgnoredObject[];
   readonly errors: readonly ManifestError[];
   readonly warnings: readonly ManifestWarning[];
 }
@@ -44,7 +59,32 @@ export interface ParsedEntry {
 type Position = { line: number; column: number };
 type Path = readonly PropertyKey[];
 
-const SUPPORTED = `${Object.keys(KINDS).join(', ')} and List`;
+const KUSTOMIZE_API_VERSION = 'kustomize.config.k8s.io/v1beta1';
+const KUSTOMIZATION_FILES = new Set(['kustomization.yaml', 'kustomization.yml', 'kustomization']);
+
+function isKustomizationFile(file: string): boolean {
+  return KUSTOMIZATION_FILES.has((file.split('/').pop() ?? '').toLowerCase());
+}
+
+/** The API group of an apiVersion ("" for the core group's "v1"). */
+function groupOf(apiVersion: string): string {
+  const slash = apiVersion.lastIndexOf('/');
+  return slash < 0 ? '' : apiVersion.slice(0, slash);
+}
+
+/**
+ * Whether an object is herald's to read: a kind herald knows, in that kind's
+ * API group. A Knative `serving.knative.dev/v1` Service or a Gateway API kind
+ * is another API's object and is ignored; `cilium.io/v3` for a pool is herald's
+ * kind with a version it does not know, an error. Without an apiVersion the
+ * kind alone decides (the error then names the missing apiVersion).
+ */
+export function readsKind(kind: string, apiVersion: unknown): kind is IntentKind {
+  if (!isIntentKind(kind)) return false;
+  if (typeof apiVersion !== 'string' || apiVersion === '') return true;
+  const group = groupOf(apiVersion);
+  return KINDS[kind].apiVersions.some((v) => groupOf(v) === group);
+}
 
 // Dropped from the YAML 1.1 schema: sigs.k8s.io/yaml keeps these as strings.
 const STRING_TAGS = new Set(['tag:yaml.org,2002:timestamp', 'tag:yaml.org,2002:binary']);
@@ -76,6 +116,7 @@ function stripNulls(v: unknown): unknown {
  */
 export function parseFile(text: string, file: string, limits: ManifestLimits = manifestLimitDefaults): ParsedFile {
   const entries: ParsedEntry[] = [];
+  const ignored: IgnoredObject[] = [];
   const errors: ManifestError[] = [];
   const warnings: ManifestWarning[] = [];
   // A UTF-16 length over the cap is always over it in UTF-8 too: no need to count.
@@ -114,14 +155,14 @@ export function parseFile(text: string, file: string, limits: ManifestLimits = m
         });
         break;
       }
-      if (!readDocument({ file, document, doc, at, entries, errors, warnings, targets: new Map() }, budget)) break;
+      if (!readDocument({ file, document, doc, at, entries, ignored, errors, warnings, targets: new Map() }, budget)) break;
     }
   } catch (e) {
     // The YAML library itself gave up (e.g. nesting deep enough to exhaust the stack).
     const message = e instanceof Error ? e.message : String(e);
     errors.push({ severity: 'error', file, path: '', message: `YAML: ${truncate(message)}` });
   }
-  return { file, entries, errors, warnings };
+  return { file, entries, ignored, errors, warnings };
 }
 
 /** Checks and validates one document; false when the rest of the file must not be read. */
@@ -164,6 +205,7 @@ interface DocContext {
   readonly doc: Document.Parsed;
   readonly at: (offset: number | undefined) => Position | undefined;
   readonly entries: ParsedEntry[];
+  readonly ignored: IgnoredObject[];
   readonly errors: ManifestError[];
   readonly warnings: ManifestWarning[];
   /** Each alias's anchor node (see yaml-budget.ts). */
@@ -195,8 +237,17 @@ function readList(ctx: DocContext, list: Record<string, unknown>): void {
   const itemKind = listKind === 'List' ? undefined : listKind.slice(0, -'List'.length);
   const src: SourceRef = { file: ctx.file, document: ctx.document, ...locate(ctx, []) };
   const label = { kind: listKind };
-  if (itemKind !== undefined && !isIntentKind(itemKind)) {
-    report(ctx, 'error', src, ['kind'], 'kind', `unknown kind ${quote(listKind)} (herald reads ${SUPPORTED})`, label);
+  if (itemKind !== undefined && !readsKind(itemKind, list.apiVersion)) {
+    // A DeploymentList and the like: every item is another controller's.
+    if (typeof list.apiVersion === 'string') {
+      const items = Array.isArray(list.items) ? list.items : [];
+      if (items.length === 0) ctx.ignored.push({ kind: listKind, apiVersion: list.apiVersion, source: src });
+      items.forEach((_, j) =>
+        ctx.ignored.push({ kind: itemKind, apiVersion: String(list.apiVersion), source: { ...src, item: j + 1, ...locate(ctx, ['items', j]) } }),
+      );
+      return;
+    }
+    report(ctx, 'error', src, ['apiVersion'], 'apiVersion', describeType(list.apiVersion), label);
     return;
   }
   const items = list.items;
@@ -235,6 +286,11 @@ function readObject(
   const name = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : undefined;
   const namespace = typeof metadata.namespace === 'string' && metadata.namespace !== '' ? metadata.namespace : undefined;
 
+  if (kind === undefined && typeof apiVersion !== 'string' && isKustomizationFile(ctx.file)) {
+    // kustomize lets kustomization.yaml omit apiVersion and kind.
+    ctx.ignored.push({ kind: 'Kustomization', apiVersion: KUSTOMIZE_API_VERSION, source: src });
+    return;
+  }
   if (typeof kind !== 'string') {
     error(['kind'], describeType(kind));
     if (typeof apiVersion !== 'string') error(['apiVersion'], describeType(apiVersion));
@@ -244,8 +300,13 @@ function readObject(
     error(['kind'], `a List item cannot be a ${kind}`);
     return;
   }
-  if (!isIntentKind(kind)) {
-    error(['kind'], `unknown kind ${quote(kind)} (herald reads ${SUPPORTED})`, { kind, ...(name !== undefined ? { name } : {}) });
+  if (!readsKind(kind, apiVersion)) {
+    if (typeof apiVersion !== 'string' || apiVersion === '') {
+      // Without an apiVersion it is not a Kubernetes object at all (kubectl refuses it too).
+      error(['apiVersion'], `${describeType(apiVersion)} (kind ${quote(kind)} is not one herald reads, but every object needs an apiVersion)`, { kind, ...(name !== undefined ? { name } : {}) });
+      return;
+    }
+    ctx.ignored.push({ kind, apiVersion, ...(name !== undefined ? { name: namespace !== undefined ? `${namespace}/${name}` : name } : {}), source: src });
     return;
   }
   const info = KINDS[kind];
@@ -266,7 +327,14 @@ function readObject(
     key !== undefined ? { kind, key, at: { ...src, ...locate(ctx, [...prefix, 'metadata', 'name']) } } : undefined;
   const result = info.schema.safeParse(obj, { error: manifestErrorMap });
   if (!result.success) {
-    for (const issue of result.error.issues) error(issue.path, issue.message, label);
+    for (const issue of result.error.issues) {
+      if (issue.code === 'unrecognized_keys') {
+        // As the API server's strict field validation: each unknown field by its own path.
+        for (const k of issue.keys) error([...issue.path, k], unknownFieldMessage(kind, [...issue.path, k]), label);
+      } else {
+        error(issue.path, issue.message, label);
+      }
+    }
     ctx.entries.push({ source: src, ...(identity ? { identity } : {}) });
     return;
   }
@@ -274,9 +342,29 @@ function readObject(
   const object = { ...result.data, source: src } as IntentObject;
   const objectLabel = { kind, name: keyOf(result.data) };
   for (const w of manifestWarnings(result.data)) {
-    report(ctx, 'warning', src, [...prefix, ...w.path.split('.')], w.path, w.message, objectLabel);
+    report(ctx, 'warning', src, [...prefix, ...w.path.split(/[.[\]]+/).filter((x) => x !== '').map((x) => (/^\d+$/.test(x) ? Number(x) : x))], w.path, w.message, objectLabel);
   }
   ctx.entries.push({ source: src, object, ...(identity ? { identity } : {}) });
+}
+
+/**
+ * Fields people still write that Cilium renamed or never had, with what to
+ * write instead (the rest get the API server's plain "unknown field").
+ */
+const FIELD_HINTS: Readonly<Record<string, string>> = {
+  'CiliumLoadBalancerIPPool spec.cidr': 'write spec.blocks: [{cidr: ...}]',
+  'CiliumLoadBalancerIPPool spec.block': 'the field is spec.blocks',
+  'CiliumLoadBalancerIPPool spec.allowFirstLastIps': 'the field is spec.allowFirstLastIPs',
+  'CiliumLoadBalancerIPPool spec.nodeSelector': 'pools select services (spec.serviceSelector); nodes are chosen by a CiliumL2AnnouncementPolicy',
+  'CiliumL2AnnouncementPolicy spec.interface': 'the field is spec.interfaces (a list of regexes)',
+  'CiliumL2AnnouncementPolicy spec.loadBalancerIP': 'the field is spec.loadBalancerIPs (true/false)',
+  'CiliumL2AnnouncementPolicy spec.externalIP': 'the field is spec.externalIPs (true/false)',
+};
+
+function unknownFieldMessage(kind: string, path: Path): string {
+  const printed = formatPath(path);
+  const hint = FIELD_HINTS[`${kind} ${printed}`];
+  return `unknown field ${quote(printed)}${hint !== undefined ? `: ${hint}` : ''} (${kind} is read strictly, as kubectl's default field validation does)`;
 }
 
 /**
@@ -330,9 +418,11 @@ export function finishLoad(
   const errors: ManifestError[] = [...extraErrors];
   const warnings: ManifestWarning[] = [];
   const objects: IntentObject[] = [];
+  const ignored: IgnoredObject[] = [];
   const seen = new Map<string, SourceRef>();
   for (const f of files) {
     errors.push(...f.errors);
+    ignored.push(...(f.ignored ?? []));
     warnings.push(...f.warnings);
     for (const entry of f.entries) {
       if (entry.identity) {
@@ -373,6 +463,7 @@ export function finishLoad(
   warnings.sort(compare);
   return {
     objects,
+    ignored,
     errors: capPerFile(errors, maxDiagnostics, 'error'),
     warnings: capPerFile(warnings, maxDiagnostics, 'warning'),
     snapshot: errors.length === 0 ? buildSnapshot(objects) : undefined,
@@ -407,4 +498,11 @@ function capPerFile<T extends ManifestError | ManifestWarning>(sorted: readonly 
  */
 export function parseManifests(text: string, file: string, limits: ManifestLimits = manifestLimitDefaults): ManifestLoad {
   return finishLoad([parseFile(text, file, limits)], [], limits.maxDiagnostics);
+}
+
+/** Ignored objects counted per kind, most frequent first, then by name: [["Deployment", 2], ["HelmRelease", 1]]. */
+export function countIgnoredKinds(ignored: readonly IgnoredObject[]): [string, number][] {
+  const counts = new Map<string, number>();
+  for (const o of ignored) counts.set(o.kind, (counts.get(o.kind) ?? 0) + 1);
+  return [...counts].sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0));
 }

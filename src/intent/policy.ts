@@ -19,7 +19,8 @@ const interfacePattern = z.string().check((ctx) => {
   }
 });
 
-export const l2PolicySpecSchema = z.object({
+// Strict like the CRD under kubectl's default field validation.
+export const l2PolicySpecSchema = z.strictObject({
   /** Unset: every node. */
   nodeSelector: labelSelectorSchema.optional(),
   /** Unset: every service. */
@@ -30,12 +31,13 @@ export const l2PolicySpecSchema = z.object({
   loadBalancerIPs: z.boolean().default(false),
 });
 
-export const l2PolicySchema = z.object({
+export const l2PolicySchema = z.strictObject({
   apiVersion: z.enum(POLICY_API_VERSIONS),
   kind: z.literal('CiliumL2AnnouncementPolicy'),
   metadata: clusterMetadata((s) => checkDns1123Subdomain(s)),
   spec: l2PolicySpecSchema.prefault({}),
-});
+  status: z.unknown().optional(),
+}).transform(({ status: _status, ...policy }) => policy);
 
 export type L2PolicySpec = z.output<typeof l2PolicySpecSchema>;
 export type L2PolicyManifest = z.output<typeof l2PolicySchema>;

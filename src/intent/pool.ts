@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { quote } from './quote.js';
-import { compareIps, neverServiceRangeReason, parseCidr, parseIp, type IpFamily, type ParsedIp } from './ip.js';
+import { compareIps, neverServiceRangeReason, parseCidrMasking, parseIp, type IpFamily, type ParsedIp } from './ip.js';
 import { clusterMetadata } from './metadata.js';
 import { checkDns1123Subdomain } from './names.js';
 import { removedField } from './fields.js';
@@ -16,11 +16,17 @@ const q = quote;
 
 /** One block of a pool, canonical. A `start` without `stop` is the range start..start. */
 export type PoolBlock =
-  | { readonly type: 'cidr'; readonly family: IpFamily; readonly cidr: string }
+  | {
+      readonly type: 'cidr';
+      readonly family: IpFamily;
+      readonly cidr: string;
+      /** The CIDR as written when it had host bits set (Cilium masks them; so does herald, with a warning). */
+      readonly maskedFrom?: string;
+    }
   | { readonly type: 'range'; readonly family: IpFamily; readonly start: string; readonly stop: string };
 
 export const poolBlockSchema = z
-  .object({
+  .strictObject({
     // Empty strings are unset: the Go type writes `cidr: ""` for range blocks.
     cidr: z.string().optional(),
     start: z.string().optional(),
@@ -38,12 +44,12 @@ export const poolBlockSchema = z
       if (start !== undefined || stop !== undefined) {
         return fail([], 'a block has either cidr or start/stop, not both', raw);
       }
-      const parsed = parseCidr(cidr);
+      const parsed = parseCidrMasking(cidr);
       if (!parsed.ok) return fail(['cidr'], `invalid CIDR ${q(cidr)}: ${parsed.reason}`, cidr);
       const { network, prefix, family } = parsed.cidr;
       const never = neverServiceRangeReason(network, lastOf(network, prefix));
       if (never !== undefined) return fail(['cidr'], `CIDR ${q(parsed.cidr.text)} is refused: ${never}`, cidr);
-      return { type: 'cidr', family, cidr: parsed.cidr.text };
+      return { type: 'cidr', family, cidr: parsed.cidr.text, ...(parsed.maskedFrom !== undefined ? { maskedFrom: parsed.maskedFrom } : {}) };
     }
     if (start === undefined) {
       return stop === undefined
@@ -75,8 +81,9 @@ function lastOf(network: ParsedIp, prefix: number): ParsedIp {
   return { text: '', family: network.family, bytes };
 }
 
+// Cilium's CRDs are strict (kubectl's default field validation): unknown fields are errors.
 export const poolSpecSchema = z
-  .object({
+  .strictObject({
     blocks: z.array(poolBlockSchema).default([]),
     cidrs: removedField('removed in Cilium 1.16: rename it to spec.blocks (the {cidr: ...} entries stay the same)'),
     serviceSelector: labelSelectorSchema.optional(),
@@ -86,12 +93,14 @@ export const poolSpecSchema = z
   })
   .transform(({ cidrs: _removed, ...spec }) => spec);
 
-export const poolSchema = z.object({
+export const poolSchema = z.strictObject({
   apiVersion: z.enum(POOL_API_VERSIONS),
   kind: z.literal('CiliumLoadBalancerIPPool'),
   metadata: clusterMetadata((s) => checkDns1123Subdomain(s)),
   spec: poolSpecSchema,
-});
+  /** Written by the operator (conditions); accepted and dropped. */
+  status: z.unknown().optional(),
+}).transform(({ status: _status, ...pool }) => pool);
 
 export type PoolSpec = z.output<typeof poolSpecSchema>;
 export type IPPoolManifest = z.output<typeof poolSchema>;
@@ -99,5 +108,14 @@ export type IPPoolManifest = z.output<typeof poolSchema>;
 /** Non-fatal remarks about a valid pool. */
 export function poolWarnings(pool: IPPoolManifest): { path: string; message: string }[] {
   if (pool.spec.blocks.length === 0) return [{ path: 'spec.blocks', message: 'the pool has no blocks, so it allocates nothing' }];
-  return [];
+  const out: { path: string; message: string }[] = [];
+  pool.spec.blocks.forEach((b, i) => {
+    if (b.type === 'cidr' && b.maskedFrom !== undefined) {
+      out.push({
+        path: `spec.blocks[${i}].cidr`,
+        message: `${q(b.maskedFrom)} has host bits set; read as ${q(b.cidr)} (masked, as Cilium does): write ${q(b.cidr)} to say so`,
+      });
+    }
+  });
+  return out;
 }

@@ -21,7 +21,7 @@ const labelValue = z.string().check((ctx) => {
 });
 
 export const selectorRequirementSchema = z
-  .object({
+  .strictObject({
     key: labelKey,
     operator: z.enum(SELECTOR_OPERATORS),
     values: z.array(labelValue).optional(),
@@ -47,7 +47,8 @@ export const selectorRequirementSchema = z
     }
   });
 
-export const labelSelectorSchema = z.object({
+// Strict, as the API server's strict field validation: a misspelt field is an error, not a silently wider selector.
+export const labelSelectorSchema = z.strictObject({
   matchLabels: labelMap.default({}),
   matchExpressions: z.array(selectorRequirementSchema).default([]),
 });

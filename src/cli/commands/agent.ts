@@ -1,3 +1,4 @@
+import { parseNodeLabels } from '../../intent/node-labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { join } from 'node:path';
 import { Agent } from '../../agent.js';
@@ -16,6 +17,7 @@ import { collect, defaultNodeName, parseByteSize, parseCount, parseDuration, par
 
 interface AgentOptions {
   node: string;
+  nodeLabels?: Record<string, string>;
   manifests?: string;
   store: 'local' | 'etcd';
   etcd: string[];
@@ -53,6 +55,7 @@ export function agentCommand(): Command {
   return new Command('agent')
     .description('run the node agent: intent → LB-IPAM → announcement policy → ownership → eBPF ARP responder')
     .option('--node <name>', "this node's name", parseNodeName, defaultNodeName())
+    .option('--node-labels <k=v,...>', "this node's labels besides kubernetes.io/os, arch and hostname (a Node manifest's labels win)", parseNodeLabels)
     .option('--manifests <path>', 'a file or directory of manifests (CiliumLoadBalancerIPPool, CiliumL2AnnouncementPolicy, Service, Node), watched')
     .addOption(new Option('--store <kind>', 'coordination store: local (one node) or etcd').choices(['local', 'etcd']).default('local'))
     .option('--etcd <url...>', 'etcd endpoints (http://host:port or unix:///path; repeatable or comma-separated)', parseEtcdUrls, [])
@@ -97,6 +100,7 @@ export function agentCommand(): Command {
         agent = new Agent(
           {
             node: opts.node,
+            ...(opts.nodeLabels ? { nodeLabels: opts.nodeLabels } : {}),
             ...(opts.manifests ? { manifests: opts.manifests } : {}),
             store: opts.store,
             etcd: { endpoints: opts.etcd, prefix: opts.etcdPrefix },

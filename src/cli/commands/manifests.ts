@@ -11,6 +11,7 @@ import { HeraldError } from '../../core/errors.js';
 import { formatErrors, type ManifestError, type ManifestWarning } from '../../intent/diagnostics.js';
 import { manifestLimitDefaults, type ManifestLimits } from '../../intent/limits.js';
 import { loadManifestPath, readManifestFile } from '../../intent/load.js';
+import { countIgnoredKinds, type IgnoredObject } from '../../intent/parse.js';
 import { createEtcdClient, parseEtcdEndpoints, storeError } from '../../intent/sources/etcd-client.js';
 import { writeManifests, type StoreChange } from '../../intent/sources/etcd-store.js';
 import {
@@ -20,13 +21,34 @@ import {
   readStoredManifests,
   type StoredManifest,
 } from '../../intent/sources/stored-manifest.js';
-import { parseByteSize, parseDuration } from '../options.js';
+import { defaultNodeName, parseByteSize, parseDuration, parseNodeName } from '../options.js';
+import { knownNodes, nodeIdentity, parseNodeLabels, unmatchedNodeSelectors } from '../../intent/node-labels.js';
+import type { IntentSnapshot } from '../../intent/snapshot.js';
 
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
-/** `3 files, 7 objects: ok` / `…: ok, 1 warning` / `…: 2 errors, 1 warning` (objects = valid ones). */
-export function validationSummary(files: number, objects: number, errors: number, warnings: number): string {
-  const head = `${plural(files, 'file')}, ${plural(objects, 'object')}`;
+/** How many ignored objects of each kind are named in the summary before "…". */
+const SUMMARY_KINDS = 6;
+
+/**
+ * `3 files, 7 objects: ok` / `…: ok, 1 warning` / `…: 2 errors, 1 warning`
+ * (objects = valid ones). With ignored objects (kinds herald does not read):
+ * `3 files, 12 objects: 7 read, 5 ignored (Deployment ×2, HelmRelease ×1, …): ok`.
+ */
+export function validationSummary(
+  files: number,
+  objects: number,
+  errors: number,
+  warnings: number,
+  ignoredKinds: readonly (readonly [string, number])[] = [],
+): string {
+  const ignored = ignoredKinds.reduce((n, [, c]) => n + c, 0);
+  let head = `${plural(files, 'file')}, ${plural(objects + ignored, 'object')}`;
+  if (ignored > 0) {
+    const named = ignoredKinds.slice(0, SUMMARY_KINDS).map(([kind, n]) => `${kind} ×${n}`);
+    if (ignoredKinds.length > SUMMARY_KINDS) named.push('…');
+    head += `: ${objects} read, ${ignored} ignored (${named.join(', ')})`;
+  }
   if (errors === 0) return `${head}: ok${warnings > 0 ? `, ${plural(warnings, 'warning')}` : ''}`;
   return `${head}: ${plural(errors, 'error')}${warnings > 0 ? `, ${plural(warnings, 'warning')}` : ''}`;
 }
@@ -34,24 +56,50 @@ export function validationSummary(files: number, objects: number, errors: number
 export interface ValidationReport {
   readonly files: number;
   readonly objects: number;
+  readonly ignored: readonly IgnoredObject[];
   readonly errors: readonly ManifestError[];
   readonly warnings: readonly ManifestWarning[];
 }
 
-/** Each path is loaded on its own, as the agent would load it (with the same limits). */
-export async function validatePaths(paths: readonly string[], limits: ManifestLimits = manifestLimitDefaults): Promise<ValidationReport> {
+/**
+ * Each path is loaded on its own, as the agent would load it (with the same
+ * limits). A policy whose nodeSelector matches no node known (`node`, by
+ * default this host with the kubelet's labels, and each Node manifest) is a warning.
+ */
+export async function validatePaths(
+  paths: readonly string[],
+  limits: ManifestLimits = manifestLimitDefaults,
+  node: { readonly name: string; readonly labels?: Readonly<Record<string, string>> } = { name: defaultNodeName() },
+): Promise<ValidationReport> {
   let files = 0;
   let objects = 0;
+  const ignored: IgnoredObject[] = [];
   const errors: ManifestError[] = [];
   const warnings: ManifestWarning[] = [];
   for (const path of paths) {
     const load = await loadManifestPath(path, limits);
     files += load.files.length;
     objects += load.objects.length;
+    ignored.push(...load.ignored);
     errors.push(...load.errors);
     warnings.push(...load.warnings);
+    if (load.snapshot) warnings.push(...selectorWarnings(load.snapshot, node));
   }
-  return { files, objects, errors, warnings };
+  return { files, objects, ignored, errors, warnings };
+}
+
+function selectorWarnings(snapshot: IntentSnapshot, node: { readonly name: string; readonly labels?: Readonly<Record<string, string>> }): ManifestWarning[] {
+  const self = nodeIdentity(snapshot, node.name, node.labels);
+  return unmatchedNodeSelectors(snapshot, knownNodes(snapshot, self)).map((u) => {
+    const policy = snapshot.policies.get(u.policy);
+    return {
+      severity: 'warning' as const,
+      ...(policy?.source ?? { file: '' }),
+      object: { kind: 'CiliumL2AnnouncementPolicy', name: u.policy },
+      path: 'spec.nodeSelector',
+      message: u.message,
+    };
+  });
 }
 
 export interface StoreWriteOptions {
@@ -123,11 +171,15 @@ export function validateCommand(): Command {
     .description('check manifest files or directories offline: every error with file, line, document and field')
     .argument('<path...>', 'manifest files or directories (directories are read recursively)')
     .option('--max-manifest-size <size>', 'refuse a file larger than this, as the agent does', parseByteSize, manifestLimitDefaults.maxBytes)
-    .action(async (paths: string[], opts: { maxManifestSize: number }) => {
-      const report = await validatePaths(paths, { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize });
+    .option('--node <name>', 'the node policies are checked against, besides Node manifests (as the agent\'s --node)', parseNodeName, defaultNodeName())
+    .option('--node-labels <k=v,...>', "that node's labels besides kubernetes.io/os, arch and hostname (as the agent's --node-labels)", parseNodeLabels)
+    .action(async (paths: string[], opts: { maxManifestSize: number; node: string; nodeLabels?: Record<string, string> }) => {
+      const node = { name: opts.node, ...(opts.nodeLabels ? { labels: opts.nodeLabels } : {}) };
+      const report = await validatePaths(paths, { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize }, node);
       const lines = [...report.errors, ...report.warnings];
       if (lines.length > 0) process.stdout.write(`${formatErrors(lines)}\n`);
-      process.stdout.write(`${validationSummary(report.files, report.objects, report.errors.length, report.warnings.length)}\n`);
+      const summary = validationSummary(report.files, report.objects, report.errors.length, report.warnings.length, countIgnoredKinds(report.ignored));
+      process.stdout.write(`${summary}\n`);
       if (report.errors.length > 0) process.exitCode = 1;
     });
 }

@@ -8,18 +8,14 @@
  * the IP kinds the policy names (ingress IPs and/or spec.externalIPs).
  */
 import { compileRe2 } from '../../intent/re2.js';
-import { matchesSelector, type Labels } from '../../intent/selector.js';
+import { HOSTNAME_LABEL, nodeIdentity, type NodeIdentity } from '../../intent/node-labels.js';
+import { matchesSelector } from '../../intent/selector.js';
 import { serviceSelectorLabels } from '../../intent/service.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 import type { LinkInfo } from '../../os/links.js';
 
 export const L2_ANNOUNCER_CLASS = 'io.cilium/l2-announcer';
-export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
-
-export interface NodeIdentity {
-  name: string;
-  labels: Labels;
-}
+export { HOSTNAME_LABEL, nodeIdentity, type NodeIdentity };
 
 export interface Candidate {
   ip: string;
@@ -29,12 +25,6 @@ export interface Candidate {
   services: readonly string[];
   /** Policies that selected it, sorted. */
   policies: readonly string[];
-}
-
-/** The node's labels: its Node manifest's, plus kubernetes.io/hostname as Kubernetes sets it. */
-export function nodeIdentity(snapshot: IntentSnapshot, nodeName: string): NodeIdentity {
-  const manifest = snapshot.nodes.get(nodeName);
-  return { name: nodeName, labels: { [HOSTNAME_LABEL]: nodeName, ...(manifest?.metadata.labels ?? {}) } };
 }
 
 /** Links that can answer ARP: up, with carrier, Ethernet, ARP not disabled. */
@@ -79,6 +69,34 @@ export function computeCandidates(input: {
   const out = new Map<string, Candidate>();
   for (const [ip, c] of acc) {
     out.set(ip, { ip, interfaces: [...c.interfaces].sort(), services: [...c.services].sort(), policies: [...c.policies].sort() });
+  }
+  return out;
+}
+
+export interface UnmatchedInterfaces {
+  readonly policy: string;
+  readonly patterns: readonly string[];
+  /** Interfaces that could answer ARP (up, carrier, Ethernet). */
+  readonly eligible: readonly string[];
+  /** Every interface seen, eligible or not. */
+  readonly seen: readonly string[];
+}
+
+/**
+ * Policies selecting this node whose `interfaces` regexes match no eligible
+ * interface: they announce nothing here, which must be said, not silent.
+ */
+export function unmatchedInterfaces(snapshot: IntentSnapshot, node: NodeIdentity, links: readonly LinkInfo[]): UnmatchedInterfaces[] {
+  const eligible = eligibleLinks(links).map((l) => l.name).sort();
+  const seen = links.map((l) => l.name).sort();
+  const out: UnmatchedInterfaces[] = [];
+  for (const [policyName, policy] of [...snapshot.policies].sort(([a], [b]) => a.localeCompare(b))) {
+    const spec = policy.spec;
+    if (spec.interfaces.length === 0 || (!spec.loadBalancerIPs && !spec.externalIPs)) continue;
+    if (!matchesSelector(spec.nodeSelector, node.labels)) continue;
+    const patterns = spec.interfaces.map((p) => compileRe2(p)).flatMap((r) => (r.ok ? [r.regex] : []));
+    if (eligible.some((name) => patterns.some((re) => re.test(name)))) continue;
+    out.push({ policy: policyName, patterns: spec.interfaces, eligible, seen });
   }
   return out;
 }

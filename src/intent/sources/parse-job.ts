@@ -8,7 +8,7 @@
 import type { ManifestError, ManifestWarning } from '../diagnostics.js';
 import type { IntentObject } from '../kinds.js';
 import type { ManifestLimits } from '../limits.js';
-import { finishLoad, parseFile, type ManifestLoad, type ParsedFile } from '../parse.js';
+import { finishLoad, parseFile, type IgnoredObject, type ManifestLoad, type ParsedFile } from '../parse.js';
 import { buildSnapshot } from '../snapshot.js';
 import { readStoredValue } from './stored-manifest.js';
 
@@ -30,6 +30,7 @@ export type ParseJob =
 
 export interface ParseOutcome {
   readonly objects: readonly IntentObject[];
+  readonly ignored: readonly IgnoredObject[];
   readonly errors: readonly ManifestError[];
   readonly warnings: readonly ManifestWarning[];
 }
@@ -50,8 +51,8 @@ export function runParseJob(job: ParseJob, onFile: (file: string) => void = () =
       parsed.push(readStoredValue(job.prefix, key, value, job.limits));
     }
   }
-  const { objects, errors, warnings } = finishLoad(parsed, job.ioErrors, job.limits.maxDiagnostics);
-  return { objects, errors, warnings };
+  const { objects, ignored, errors, warnings } = finishLoad(parsed, job.ioErrors, job.limits.maxDiagnostics);
+  return { objects, ignored, errors, warnings };
 }
 
 /** The caller's side: the outcome as a load, with its snapshot when there are no errors. */

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from '../../core/logger.js';
-import type { ManifestLoad } from '../parse.js';
+import { countIgnoredKinds, type ManifestLoad } from '../parse.js';
 import type { IntentSourceHandlers } from './source.js';
 
 /** sha256 over (name, content) pairs, in the order given. */
@@ -69,6 +69,11 @@ export class SnapshotPublisher {
       throw e;
     }
     if (this.closed) return 'closed';
+    // Other controllers' objects: one line per kind (not per object), for each new input.
+    for (const [kind, count] of countIgnoredKinds(result.ignored)) {
+      const first = result.ignored.find((o) => o.kind === kind);
+      this.log.info({ kind, count, apiVersion: first?.apiVersion, firstAt: first?.source.file }, 'ignoring objects of a kind herald does not read');
+    }
     if (!result.snapshot) {
       this.handlers.onError({ errors: result.errors });
       return 'rejected';

@@ -18,7 +18,7 @@ import { HeraldError } from '../../core/errors.js';
 import type { ManifestError } from '../diagnostics.js';
 import { KINDS, isIntentKind, objectKey, type IntentKind } from '../kinds.js';
 import { manifestLimitDefaults, type ManifestLimits } from '../limits.js';
-import { customTags, finishLoad, isRecord, parseFile, type ManifestLoad, type ParsedFile } from '../parse.js';
+import { customTags, finishLoad, isRecord, parseFile, readsKind, type ManifestLoad, type ParsedFile } from '../parse.js';
 
 export const DEFAULT_MANIFEST_PREFIX = '/herald/manifests/';
 
@@ -99,7 +99,8 @@ export function manifestsForStorage(text: string, prefix: string): StoredManifes
     const obj = { ...defaults, ...item };
     const { kind, apiVersion } = obj;
     const meta = isRecord(obj.metadata) ? obj.metadata : {};
-    if (typeof kind !== 'string' || !isIntentKind(kind) || typeof apiVersion !== 'string') return;
+    // Kinds herald does not read (validation counts them as ignored) are not stored.
+    if (typeof kind !== 'string' || typeof apiVersion !== 'string' || !readsKind(kind, apiVersion)) return;
     if (typeof meta.name !== 'string' || meta.name === '') return;
     const namespace = typeof meta.namespace === 'string' && meta.namespace !== '' ? meta.namespace : undefined;
     const key = objectKey(kind, meta.name, namespace);

@@ -74,7 +74,7 @@ export function parseInWorker(job: ParseJob, opts: WorkerParseOptions = {}): Pro
         path: '',
         message,
       };
-      finish({ objects: [], errors: [error, ...job.ioErrors], warnings: [], snapshot: undefined });
+      finish({ objects: [], ignored: [], errors: [error, ...job.ioErrors], warnings: [], snapshot: undefined });
     };
     const arm = (): void => {
       clearTimeout(timer);
