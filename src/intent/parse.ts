@@ -274,7 +274,7 @@ function readObject(
   const object = { ...result.data, source: src } as IntentObject;
   const objectLabel = { kind, name: keyOf(result.data) };
   for (const w of manifestWarnings(result.data)) {
-    report(ctx, 'warning', src, [...prefix, ...w.path.split('.')], w.path, w.message, objectLabel);
+    report(ctx, 'warning', src, [...prefix, ...(w.segments ?? w.path.split('.'))], w.path, w.message, objectLabel);
   }
   ctx.entries.push({ source: src, object, ...(identity ? { identity } : {}) });
 }
