@@ -30,6 +30,7 @@ unit_tests=(
   test/controlplane/candidates.test.ts
   test/controlplane/controller.test.ts
   test/controlplane/ipam/allocator.test.ts
+  test/controlplane/ipam/cilium-parity.test.ts
   test/controlplane/ipam/blocks.test.ts
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
