@@ -55,6 +55,7 @@ lab_tests=(
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/controlplane/agent.lab.test.ts
+  test/controlplane/lbipam-parity.lab.test.ts
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
   test/store/etcd-faults.lab.test.ts
