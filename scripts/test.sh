@@ -30,6 +30,7 @@ unit_tests=(
   test/controlplane/candidates.test.ts
   test/controlplane/controller.test.ts
   test/controlplane/ipam/allocator.test.ts
+  test/controlplane/ipam/cilium-parity.test.ts
   test/controlplane/ipam/blocks.test.ts
   test/controlplane/ipam/property.test.ts
   test/controlplane/ipam/reshuffle.test.ts
@@ -55,6 +56,7 @@ lab_tests=(
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/controlplane/agent.lab.test.ts
+  test/controlplane/lbipam-parity.lab.test.ts
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
   test/store/etcd-faults.lab.test.ts

@@ -68,6 +68,8 @@ export interface AgentConfig {
   onStoreLoss: 'withdraw' | 'keep';
   /** Install a local route for each owned IP so host services can serve it. */
   localRoutes: boolean;
+  /** LB-IPAM serves only Services of these load balancer classes (Cilium's TestRequiredLBClass). */
+  lbClasses?: string[];
   metricsListen?: { host: string; port: number };
 }
 
@@ -115,6 +117,7 @@ export class Agent implements Disposable {
         ownership: this.ownership,
         ipam: this.makeIpamCoordinator(), // one allocator at a time, state persisted
         staticAnnouncements: config.announcements,
+        ...(config.lbClasses ? { lbClasses: config.lbClasses } : {}),
         applied: async () => {
           const done = await this.l2.reconciler?.settled();
           // A withdrawal that failed (a row gone from the table, still in the

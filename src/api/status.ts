@@ -63,7 +63,12 @@ export function buildStatus(i: StatusInput) {
       origins: [...new Set(i.table.filter((r) => r.ip === ip).flatMap((r) => r.origins))],
     })),
     candidates: cp.candidates.map((c) => ({ ...c, owner: cp.ownership.owners.get(c.ip) ?? null })),
-    services: [...(cp.ipam?.services ?? new Map())].map(([service, a]) => ({ service, ingress: a.ingress, condition: a.condition })),
+    services: [...(cp.ipam?.services ?? new Map())].map(([service, a]) => ({
+      service,
+      ingress: a.ingress,
+      condition: a.condition,
+      ...(a.warnings ? { warnings: a.warnings } : {}),
+    })),
     pools: [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({
       pool,
       total: p.total.toString(),
@@ -135,6 +140,7 @@ export function renderStatus(s: AgentStatus): string {
     ['SERVICE', 'INGRESS', 'SATISFIED', 'REASON', 'MESSAGE'],
     s.services.map((x) => [x.service, x.ingress.join(',') || '-', x.condition.status, x.condition.reason, x.condition.message]),
   );
+  for (const x of s.services) for (const w of x.warnings ?? []) out.push(`warning: ${x.service}: ${w}`);
   out.push('', `pools (${s.pools.length}):`);
   table(
     ['POOL', 'TOTAL', 'USED', 'AVAILABLE', 'DISABLED', 'CONFLICTING'],

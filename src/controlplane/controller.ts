@@ -38,6 +38,8 @@ export interface ControlPlaneDeps {
   ipam: IpamCoordinator;
   /** Announcements from the command line, kept alongside intent. */
   staticAnnouncements: readonly StaticAnnouncement[];
+  /** `--lb-classes`: LB-IPAM serves only these classes (class-less Services too when unset; see LbClassPolicy). */
+  lbClasses?: readonly string[];
   /** Resolves when the datapath has applied the table (awaited before an IP is given away). */
   applied?: () => Promise<void>;
   /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
@@ -149,7 +151,7 @@ export class ControlPlane implements Disposable {
 
   private async runIpam(): Promise<void> {
     const persisted = this.deps.ipam.current();
-    let result = allocate(this.snapshot, persisted);
+    let result = allocate(this.snapshot, persisted, { lbClasses: this.deps.lbClasses });
     if (this.deps.ipam.isAllocator()) {
       // Persist before anything is announced: a crash never forgets a handed-out IP.
       const changed = JSON.stringify(result.state) !== JSON.stringify(persisted);

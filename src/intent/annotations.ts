@@ -10,6 +10,8 @@ import { checkDns1123Label } from './names.js';
 export const ANNOTATION_IPS = 'lbipam.cilium.io/ips';
 export const ANNOTATION_SHARING_KEY = 'lbipam.cilium.io/sharing-key';
 export const ANNOTATION_SHARING_CROSS_NAMESPACE = 'lbipam.cilium.io/sharing-cross-namespace';
+/** Lets ETP=Local Services with different pod selectors share (set on both; Cilium 1.21). */
+export const ANNOTATION_SHARING_PERMIT_DIFFERENT_PODS = 'lbipam.cilium.io/sharing-permit-different-pods';
 
 /** Current name → old alias. */
 export const ANNOTATION_ALIASES: Readonly<Record<string, string>> = {
@@ -25,6 +27,8 @@ export interface LbIpamRequest {
   readonly sharingKey?: string;
   /** Namespaces allowed to share, or `["*"]` for any. */
   readonly sharingCrossNamespace: string[];
+  /** `sharing-permit-different-pods: "true"`. */
+  readonly sharingPermitDifferentPods: boolean;
 }
 
 export interface AnnotationIssue {
@@ -71,6 +75,49 @@ export function checkLbIpamAnnotations(annotations: Annotations): AnnotationIssu
   return issues;
 }
 
+/** The annotations herald reads (current names and old aliases). */
+const IMPLEMENTED_ANNOTATIONS: ReadonlySet<string> = new Set([
+  ...Object.keys(ANNOTATION_ALIASES),
+  ...Object.values(ANNOTATION_ALIASES),
+  ANNOTATION_SHARING_PERMIT_DIFFERENT_PODS,
+]);
+
+/** Why herald ignores some well-known Cilium Service annotations (others get a generic reason). */
+const IGNORED_REASONS: Readonly<Record<string, string>> = {
+  'io.cilium/global-service': 'cluster mesh global services are not implemented (service.cilium.io/global)',
+  'io.cilium/shared-service': 'cluster mesh shared services are not implemented (service.cilium.io/shared)',
+  'io.cilium/service-affinity': 'cluster mesh service affinity is not implemented (service.cilium.io/affinity)',
+  'io.cilium/lb-l7': 'L7 load balancing is not implemented',
+  'io.cilium/lb-l7-algorithm': 'L7 load balancing is not implemented',
+};
+
+/**
+ * Every `lbipam.cilium.io/*` and `io.cilium/*` annotation of a Service that
+ * herald does not implement, with the reason: reported as a warning so a
+ * Cilium setting is never dropped silently. An alias shadowed by its current
+ * name counts too (Cilium ignores it as well).
+ */
+export function ignoredCiliumAnnotations(annotations: Annotations): { key: string; message: string }[] {
+  const out: { key: string; message: string }[] = [];
+  for (const key of Object.keys(annotations).sort()) {
+    if (!key.startsWith('lbipam.cilium.io/') && !key.startsWith('io.cilium/')) continue;
+    if (key === ANNOTATION_SHARING_PERMIT_DIFFERENT_PODS) {
+      const value = annotations[key]?.trim();
+      if (value !== 'true' && value !== 'false') out.push({ key, message: `ignored: only "true" permits sharing, got ${quote(annotations[key] ?? '')}` });
+      continue;
+    }
+    if (IMPLEMENTED_ANNOTATIONS.has(key)) {
+      const current = Object.keys(ANNOTATION_ALIASES).find((name) => ANNOTATION_ALIASES[name] === key);
+      if (current !== undefined && Object.hasOwn(annotations, current)) {
+        out.push({ key, message: `ignored: ${quote(current)} is also set and takes precedence` });
+      }
+      continue;
+    }
+    out.push({ key, message: `ignored: ${IGNORED_REASONS[key] ?? 'herald does not implement this annotation'}` });
+  }
+  return out;
+}
+
 /**
  * The normalised LB-IPAM request of a Service. Entries that do not parse are
  * skipped here; `checkLbIpamAnnotations` (run when the manifest is loaded)
@@ -95,6 +142,7 @@ export function lbIpamRequest(service: {
   const request: LbIpamRequest = {
     requestedIPs: [...requested],
     sharingCrossNamespace: cross ? [...new Set(commaList(cross.value))] : [],
+    sharingPermitDifferentPods: annotations[ANNOTATION_SHARING_PERMIT_DIFFERENT_PODS]?.trim() === 'true',
   };
   return key ? { ...request, sharingKey: key } : request;
 }

@@ -1,10 +1,11 @@
 /** The kinds herald reads, their API versions, scope and schema. */
 import type { z } from 'zod';
-import type { SourceRef } from './diagnostics.js';
+import { formatPath, type SourceRef } from './diagnostics.js';
 import { nodeSchema, type NodeManifest } from './node.js';
 import { l2PolicySchema, l2PolicyWarnings, POLICY_API_VERSIONS, type L2PolicyManifest } from './policy.js';
 import { poolSchema, poolWarnings, POOL_API_VERSIONS, type IPPoolManifest } from './pool.js';
 import { serviceSchema, type ServiceManifest } from './service.js';
+import { ignoredCiliumAnnotations } from './annotations.js';
 
 /** A manifest object plus where it was read from (for later messages). */
 export type Sourced<T> = T & { readonly source: SourceRef };
@@ -47,9 +48,18 @@ export function keyOf(obj: IntentManifest): string {
   return obj.kind === 'Service' ? `${obj.metadata.namespace}/${obj.metadata.name}` : obj.metadata.name;
 }
 
-/** Non-fatal remarks about a valid object (field path and message). */
-export function manifestWarnings(obj: IntentManifest): { path: string; message: string }[] {
+/**
+ * Non-fatal remarks about a valid object: field path and message, plus the
+ * path's segments when a key itself holds dots (an annotation name).
+ */
+export function manifestWarnings(obj: IntentManifest): { path: string; message: string; segments?: string[] }[] {
   switch (obj.kind) {
+    case 'Service':
+      return ignoredCiliumAnnotations(obj.metadata.annotations).map(({ key, message }) => ({
+        path: formatPath(['metadata', 'annotations', key]),
+        segments: ['metadata', 'annotations', key],
+        message,
+      }));
     case 'CiliumLoadBalancerIPPool':
       return poolWarnings(obj);
     case 'CiliumL2AnnouncementPolicy':

@@ -342,7 +342,7 @@ function readObject(
   const object = { ...result.data, source: src } as IntentObject;
   const objectLabel = { kind, name: keyOf(result.data) };
   for (const w of manifestWarnings(result.data)) {
-    report(ctx, 'warning', src, [...prefix, ...w.path.split(/[.[\]]+/).filter((x) => x !== '').map((x) => (/^\d+$/.test(x) ? Number(x) : x))], w.path, w.message, objectLabel);
+    report(ctx, 'warning', src, [...prefix, ...(w.segments ?? w.path.split(/[.[\]]+/).filter((x) => x !== '').map((x) => (/^\d+$/.test(x) ? Number(x) : x)))], w.path, w.message, objectLabel);
   }
   ctx.entries.push({ source: src, object, ...(identity ? { identity } : {}) });
 }

@@ -9,18 +9,18 @@ const svc = (annotations: Record<string, string>, loadBalancerIP?: string) => ({
 
 describe('lbIpamRequest', () => {
   const cases: readonly [string, ReturnType<typeof svc>, LbIpamRequest][] = [
-    ['nothing requested', svc({}), { requestedIPs: [], sharingCrossNamespace: [] }],
+    ['nothing requested', svc({}), { requestedIPs: [], sharingCrossNamespace: [], sharingPermitDifferentPods: false }],
     [
       'ips annotation, canonicalised, blanks and empty entries ignored',
       svc({ 'lbipam.cilium.io/ips': ' 203.0.113.10 , 2001:DB8::0:10,,' }),
-      { requestedIPs: ['203.0.113.10', '2001:db8::10'], sharingCrossNamespace: [] },
+      { requestedIPs: ['203.0.113.10', '2001:db8::10'], sharingCrossNamespace: [], sharingPermitDifferentPods: false },
     ],
     [
       'spec.loadBalancerIP is honoured too, after the annotation, without duplicates',
       svc({ 'lbipam.cilium.io/ips': '203.0.113.10,203.0.113.11' }, '203.0.113.10'),
-      { requestedIPs: ['203.0.113.10', '203.0.113.11'], sharingCrossNamespace: [] },
+      { requestedIPs: ['203.0.113.10', '203.0.113.11'], sharingCrossNamespace: [], sharingPermitDifferentPods: false },
     ],
-    ['only spec.loadBalancerIP', svc({}, '2001:db8::5'), { requestedIPs: ['2001:db8::5'], sharingCrossNamespace: [] }],
+    ['only spec.loadBalancerIP', svc({}, '2001:db8::5'), { requestedIPs: ['2001:db8::5'], sharingCrossNamespace: [], sharingPermitDifferentPods: false }],
     [
       'old aliases',
       svc({
@@ -28,7 +28,7 @@ describe('lbIpamRequest', () => {
         'io.cilium/lb-ipam-sharing-key': 'k1',
         'io.cilium/lb-ipam-sharing-cross-namespace': '*',
       }),
-      { requestedIPs: ['198.51.100.1'], sharingKey: 'k1', sharingCrossNamespace: ['*'] },
+      { requestedIPs: ['198.51.100.1'], sharingKey: 'k1', sharingCrossNamespace: ['*'], sharingPermitDifferentPods: false },
     ],
     [
       'the current name wins over the alias',
@@ -40,13 +40,13 @@ describe('lbIpamRequest', () => {
         'lbipam.cilium.io/sharing-cross-namespace': 'a, b',
         'io.cilium/lb-ipam-sharing-cross-namespace': '*',
       }),
-      { requestedIPs: ['198.51.100.2'], sharingKey: 'new', sharingCrossNamespace: ['a', 'b'] },
+      { requestedIPs: ['198.51.100.2'], sharingKey: 'new', sharingCrossNamespace: ['a', 'b'], sharingPermitDifferentPods: false },
     ],
-    ['an empty sharing key is no key', svc({ 'lbipam.cilium.io/sharing-key': ' ' }), { requestedIPs: [], sharingCrossNamespace: [] }],
+    ['an empty sharing key is no key', svc({ 'lbipam.cilium.io/sharing-key': ' ' }), { requestedIPs: [], sharingCrossNamespace: [], sharingPermitDifferentPods: false }],
     [
       'unparseable entries are skipped (they were reported at load)',
       svc({ 'lbipam.cilium.io/ips': 'nope,192.0.2.7' }, ''),
-      { requestedIPs: ['192.0.2.7'], sharingCrossNamespace: [] },
+      { requestedIPs: ['192.0.2.7'], sharingCrossNamespace: [], sharingPermitDifferentPods: false },
     ],
   ];
   for (const [name, service, want] of cases) it(name, () => assert.deepEqual(lbIpamRequest(service), want));

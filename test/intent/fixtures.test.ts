@@ -102,6 +102,7 @@ describe('fixtures', () => {
       requestedIPs: ['203.0.113.10', '2001:db8:b1::10'],
       sharingKey: 'shop-frontend',
       sharingCrossNamespace: ['shop-admin', 'monitoring'],
+      sharingPermitDifferentPods: false,
     });
   });
 

@@ -40,6 +40,13 @@ interface AgentOptions {
   logFormat: LogFormat;
   logLevel: string;
   maxManifestSize: number;
+  lbClasses?: string[];
+}
+
+function parseLbClasses(value: string, previous: string[] = []): string[] {
+  const classes = value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (classes.length === 0) throw new InvalidArgumentError('expected one or more load balancer classes, comma-separated');
+  return [...new Set([...previous, ...classes])];
 }
 
 const ETCD_URL_RE = /^(https?:\/\/[^\s/]+|unix:\/\/\/\S+)$/;
@@ -88,6 +95,11 @@ export function agentCommand(): Command {
         .choices(['withdraw', 'keep'])
         .default('withdraw'),
     )
+    .option(
+      '--lb-classes <classes>',
+      'LB-IPAM serves only Services with one of these loadBalancerClass values (comma-separated); default: no class, io.cilium/l2-announcer, io.cilium/bgp-control-plane',
+      parseLbClasses,
+    )
     .option('--local-routes', 'install a local route for each owned IP so host services can serve it (plain hosts)')
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
@@ -121,6 +133,7 @@ export function agentCommand(): Command {
             statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
             onStoreLoss: opts.onStoreLoss,
             localRoutes: Boolean(opts.localRoutes),
+            ...(opts.lbClasses ? { lbClasses: opts.lbClasses } : {}),
             ...(opts.metricsListen ? { metricsListen: parseListen(opts.metricsListen) } : {}),
           },
           log,

@@ -30,13 +30,21 @@
  * smallest free block; this order is simpler to predict and just as stable).
  * Joining a sharing key's IP also needs a usable pool that selects the
  * Service (Cilium reuses any IP of the key, whichever pool it came from).
+ * A key's IPs are offered oldest first (see Ledger.sharing).
  */
 import type { IntentSnapshot, IpFamily } from '../../intent/index.js';
 import { addrOf, formatAddr, isReserved, type Addr } from './blocks.js';
 import { allocationResult, dormantResult, type ServiceOutcome } from './report.js';
 import { Ledger, type Holding } from './ledger.js';
 import { blockOf, compilePools, poolMatches, type PoolView } from './pools.js';
-import { compareAge, incompatibility, isHandledService, serviceView, type ServiceView } from './service-view.js';
+import {
+  compareAge,
+  incompatibility,
+  isHandledService,
+  serviceView,
+  type LbClassPolicy,
+  type ServiceView,
+} from './service-view.js';
 import { EMPTY_ALLOCATION_STATE, type AllocationState } from './state.js';
 import type { IpamResult, RequestReason } from './types.js';
 
@@ -50,9 +58,13 @@ interface Failure {
  * `previous` is what the last run returned as `state` (empty on a fresh
  * store: the Services' status ingress IPs are imported instead).
  */
-export function allocate(snapshot: IntentSnapshot, previous: AllocationState = EMPTY_ALLOCATION_STATE): IpamResult {
+export function allocate(
+  snapshot: IntentSnapshot,
+  previous: AllocationState = EMPTY_ALLOCATION_STATE,
+  classes: LbClassPolicy = {},
+): IpamResult {
   const views: ServiceView[] = [];
-  for (const [key, svc] of snapshot.services) if (isHandledService(svc)) views.push(serviceView(key, svc));
+  for (const [key, svc] of snapshot.services) if (isHandledService(svc, classes)) views.push(serviceView(key, svc));
   views.sort(compareAge);
   if (snapshot.pools.size === 0) return dormantResult(views, previous);
 
@@ -131,7 +143,7 @@ class Run {
       }
       return failures;
     }
-    for (const family of this.#requiredFamilies(view)) {
+    for (const family of view.wanted) {
       if (this.ledger.of(view).some((h) => h.addr.family === family)) continue;
       const failure = this.#generic(view, family);
       if (failure) failures.push(failure);
@@ -142,19 +154,6 @@ class Run {
   /** Pools open for new allocations that select `view`. */
   #usablePools(view: ServiceView): PoolView[] {
     return this.#pools.filter((p) => p.usable && poolMatches(p, view.labels));
-  }
-
-  /**
-   * The families `view` must get. PreferDualStack keeps the wanted families
-   * that a usable, matching pool offers (or that it already holds); if none,
-   * the first wanted family, so the Service reports why it got nothing.
-   */
-  #requiredFamilies(view: ServiceView): readonly IpFamily[] {
-    if (view.familyPolicy !== 'PreferDualStack') return view.wanted;
-    const offered = new Set<IpFamily>(this.ledger.of(view).map((h) => h.addr.family));
-    for (const pool of this.#usablePools(view)) for (const b of pool.blocks) offered.add(b.family);
-    const families = view.wanted.filter((f) => offered.has(f));
-    return families.length > 0 ? families : view.wanted.slice(0, 1);
   }
 
   #specific(view: ServiceView, addr: Addr, text: string): Failure | undefined {

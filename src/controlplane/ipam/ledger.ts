@@ -45,7 +45,11 @@ export class Ledger {
     return this.of(view).some((h) => h.text === text);
   }
 
-  /** Holdings of a sharing key, in address order. */
+  /**
+   * Holdings of a sharing key, oldest first: in the order they were taken
+   * (imports first, oldest Service first), which is the order Cilium offers
+   * a key's IPs to a joining Service.
+   */
   sharing(key: string): readonly Holding[] {
     return this.#byKey.get(key) ?? [];
   }
@@ -58,8 +62,7 @@ export class Ledger {
     this.#used[addr.family].add(addr.value);
     if (view.sharingKey !== undefined) {
       const list = this.#byKey.get(view.sharingKey) ?? [];
-      const at = list.findIndex((h) => compareAddrs(addr, h.addr) < 0);
-      list.splice(at < 0 ? list.length : at, 0, holding);
+      list.push(holding);
       this.#byKey.set(view.sharingKey, list);
     }
     this.join(view, holding);

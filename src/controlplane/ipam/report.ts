@@ -81,7 +81,8 @@ export function allocationResult(pools: readonly PoolView[], ledger: Ledger, out
     const key = outcome.view.key;
     const held = ledger.of(outcome.view);
     const ingress = (held.length > 1 ? [...held].sort((a, b) => compareAddrs(a.addr, b.addr)) : held).map((h) => h.text);
-    services.set(key, { ingress, condition: serviceCondition(ingress, outcome) });
+    const warnings = outcome.view.ignoredAnnotations;
+    services.set(key, { ingress, condition: serviceCondition(ingress, outcome), ...(warnings.length > 0 ? { warnings } : {}) });
     allocations[key] = ingress;
     fingerprints[key] = outcome.view.fingerprint;
   }
@@ -127,7 +128,7 @@ export function onlyPersisted(result: IpamResult, persisted: AllocationState, al
       svc.condition.status === 'False'
         ? { ...svc.condition, message: `${svc.condition.message}; ${waiting}` }
         : { type: CONDITION_REQUEST_SATISFIED, status: 'False', reason: 'waiting_for_allocator', message: waiting };
-    services.set(key, { ingress, condition });
+    services.set(key, { ingress, condition, ...(svc.warnings ? { warnings: svc.warnings } : {}) });
   }
   return { ...result, services };
 }

@@ -4,6 +4,7 @@
  * (`isCompatible`, cilium:operator/pkg/lbipam/service_store.go).
  */
 import {
+  ignoredCiliumAnnotations,
   lbIpamRequest,
   serviceSelectorLabels,
   type IpFamily,
@@ -15,6 +16,16 @@ import { fingerprint } from './state.js';
 
 /** The load balancer classes LB-IPAM serves; an unset class is served too (`default-lb-service-ipam=lbipam`). */
 export const HANDLED_LB_CLASSES: readonly string[] = ['io.cilium/l2-announcer', 'io.cilium/bgp-control-plane'];
+
+/**
+ * Which Services LB-IPAM serves. Without `lbClasses`: class-less Services
+ * and HANDLED_LB_CLASSES. With it (`--lb-classes`, Cilium's
+ * `lbipam-require-lb-class` with its class list): only Services whose class
+ * is listed; class-less ones are left alone.
+ */
+export interface LbClassPolicy {
+  readonly lbClasses?: readonly string[] | undefined;
+}
 
 export type FamilyPolicy = 'SingleStack' | 'PreferDualStack' | 'RequireDualStack';
 
@@ -30,7 +41,10 @@ export interface ServiceView {
   readonly requested: readonly { readonly text: string; readonly addr: Addr }[];
   readonly sharingKey: string | undefined;
   readonly crossNamespace: readonly string[];
-  readonly ports: readonly number[];
+  /** `lbipam.cilium.io/sharing-permit-different-pods: "true"`. */
+  readonly permitDifferentPods: boolean;
+  /** `port/protocol`, sorted. */
+  readonly ports: readonly string[];
   readonly externalTrafficPolicy: 'Cluster' | 'Local';
   /** The pod selector (spec.selector), compared for ETP=Local sharing. */
   readonly podSelector: Readonly<Record<string, string>>;
@@ -39,20 +53,25 @@ export interface ServiceView {
   readonly wanted: readonly IpFamily[];
   /** Fingerprint of everything above (see AllocationState.fingerprints). */
   readonly fingerprint: string;
+  /** Warnings about Cilium annotations herald ignores (`key: reason`), for status. */
+  readonly ignoredAnnotations: readonly string[];
 }
 
 /** Whether LB-IPAM allocates for this Service: type LoadBalancer and a handled (or no) class. */
-export function isHandledService(svc: ServiceManifest): boolean {
+export function isHandledService(svc: ServiceManifest, policy: LbClassPolicy = {}): boolean {
   if (svc.spec.type !== 'LoadBalancer') return false;
   const cls = svc.spec.loadBalancerClass;
+  if (policy.lbClasses !== undefined) return cls !== undefined && policy.lbClasses.includes(cls);
   return cls === undefined || HANDLED_LB_CLASSES.includes(cls);
 }
 
 /**
- * The families a Service may get: SingleStack (or no policy) → the first
- * listed family, else IPv4; PreferDualStack → the listed families, else
- * both (the allocator keeps only those a matching pool offers);
- * RequireDualStack → both.
+ * The families a Service asks for (Cilium's serviceIPFamilyRequest on a
+ * dual-stack cluster): SingleStack (or no policy) → the first listed family,
+ * else IPv4; PreferDualStack → the listed families, else both;
+ * RequireDualStack → both. A family no matching pool offers leaves the
+ * request unsatisfied (`no_pool`), as in Cilium; the other family is still
+ * allocated.
  */
 export function wantedFamilies(policy: FamilyPolicy, listed: readonly IpFamily[]): IpFamily[] {
   switch (policy) {
@@ -86,7 +105,8 @@ export function serviceView(key: string, svc: ServiceManifest): ServiceView {
     requested,
     sharingKey: request.sharingKey,
     crossNamespace: request.sharingCrossNamespace,
-    ports: [...new Set(svc.spec.ports.map((p) => p.port))].sort((a, b) => a - b),
+    permitDifferentPods: request.sharingPermitDifferentPods,
+    ports: [...new Set(svc.spec.ports.map((p) => `${p.port}/${p.protocol}`))].sort(),
     externalTrafficPolicy: svc.spec.externalTrafficPolicy,
     podSelector: svc.spec.selector,
     familyPolicy,
@@ -98,13 +118,15 @@ export function serviceView(key: string, svc: ServiceManifest): ServiceView {
     requested.map((r) => r.text),
     base.sharingKey ?? null,
     [...base.crossNamespace].sort(),
+    base.permitDifferentPods,
     base.ports,
     base.externalTrafficPolicy,
     sortedEntries(base.podSelector),
     familyPolicy,
     base.wanted,
   ]);
-  return { ...base, fingerprint: fingerprint(inputs) };
+  const ignoredAnnotations = ignoredCiliumAnnotations(svc.metadata.annotations).map((i) => `${i.key}: ${i.message}`);
+  return { ...base, fingerprint: fingerprint(inputs), ignoredAnnotations };
 }
 
 function sortedEntries(record: Readonly<Record<string, string>>): [string, string][] {
@@ -129,10 +151,11 @@ function sameSelector(a: Readonly<Record<string, string>>, b: Readonly<Record<st
 /**
  * Why two Services may not share an IP, or `undefined` if they may. The
  * rules of Cilium's `isCompatible`: the same sharing key; the same
- * namespace unless both allow the other's namespace (or `*`); no common port
- * number whatever the protocol (the datapath cannot tell them apart,
- * cilium/cilium#9207); the same externalTrafficPolicy; and for Local,
- * identical non-empty pod selectors.
+ * namespace unless both allow the other's namespace (or `*`); no common
+ * port and protocol (the same port with another protocol may share, Cilium's
+ * default since 1.17; before, cilium/cilium#9207 forbade it); the same
+ * externalTrafficPolicy; and for Local, non-empty pod selectors that are
+ * identical unless both carry `sharing-permit-different-pods: "true"`.
  */
 export function incompatibility(a: ServiceView, b: ServiceView): string | undefined {
   if (a.sharingKey === undefined || a.sharingKey !== b.sharingKey) return 'different sharing key';
@@ -140,13 +163,15 @@ export function incompatibility(a: ServiceView, b: ServiceView): string | undefi
     return 'different namespace, and sharing across namespaces is not allowed by both services';
   }
   const common = a.ports.find((p) => b.ports.includes(p));
-  if (common !== undefined) return `same port ${common}`;
+  if (common !== undefined) return `same port and protocol ${common}`;
   if (a.externalTrafficPolicy !== b.externalTrafficPolicy) return 'different externalTrafficPolicy';
   if (a.externalTrafficPolicy === 'Local') {
     if (Object.keys(a.podSelector).length === 0 || Object.keys(b.podSelector).length === 0) {
       return 'externalTrafficPolicy Local needs a pod selector on both services';
     }
-    if (!sameSelector(a.podSelector, b.podSelector)) return 'externalTrafficPolicy Local with different pod selectors';
+    if (!sameSelector(a.podSelector, b.podSelector) && !(a.permitDifferentPods && b.permitDifferentPods)) {
+      return 'externalTrafficPolicy Local but selecting different sets of pods without lbipam.cilium.io/sharing-permit-different-pods on both services';
+    }
   }
   return undefined;
 }

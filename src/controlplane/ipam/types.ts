@@ -38,6 +38,8 @@ export interface ServiceAllocation {
   /** `status.loadBalancer.ingress` IPs: IPv4 first, then numerically. */
   readonly ingress: readonly string[];
   readonly condition: ServiceCondition;
+  /** Cilium annotations this Service carries that herald ignores (`key: reason`); absent when none. */
+  readonly warnings?: readonly string[];
 }
 
 export interface PoolStatus {

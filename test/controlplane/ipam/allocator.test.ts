@@ -148,9 +148,10 @@ describe('LB-IPAM: sharing (isCompatible)', () => {
       ingress: { 'default/a': ['192.0.2.0'], 'default/b': ['192.0.2.1'], 'default/c': ['192.0.2.0'] },
     },
     {
-      name: 'the same port number with another protocol conflicts (cilium/cilium#9207)',
+      // Cilium ≥ 1.17 tells protocols apart (cilium/cilium#9207 was the old limit).
+      name: 'the same port number with another protocol shares',
       objects: [p, service('tcp', { sharingKey: 'k', ports: [{ port: 53, protocol: 'TCP' }] }), service('udp', { sharingKey: 'k', ports: [{ port: 53, protocol: 'UDP' }] })],
-      ingress: { 'default/tcp': ['192.0.2.0'], 'default/udp': ['192.0.2.1'] },
+      ingress: { 'default/tcp': ['192.0.2.0'], 'default/udp': ['192.0.2.0'] },
     },
     { name: 'different sharing keys never share', objects: [p, service('a', { sharingKey: 'k1', ports: [80] }), service('b', { sharingKey: 'k2', ports: [443] })], ingress: { 'default/a': ['192.0.2.0'], 'default/b': ['192.0.2.1'] } },
     {
@@ -238,7 +239,10 @@ describe('LB-IPAM: which services, and IP families', () => {
     { name: 'SingleStack takes ipFamilies[0]', objects: [v4, v6, service('a', { policy: 'SingleStack', families: ['IPv6'] })], ingress: { 'default/a': ['2001:db8::'] } },
     { name: 'PreferDualStack gets both families when pools offer both', objects: [v4, v6, service('a', { policy: 'PreferDualStack' })], ingress: { 'default/a': ['192.0.2.0', '2001:db8::'] }, reasons: { 'default/a': 'satisfied' } },
     { name: 'PreferDualStack with listed families gets only those', objects: [v4, v6, service('a', { policy: 'PreferDualStack', families: ['IPv6'] })], ingress: { 'default/a': ['2001:db8::'] } },
-    { name: 'PreferDualStack with an IPv4 pool only is satisfied by IPv4', objects: [v4, service('a', { policy: 'PreferDualStack', families: ['IPv4', 'IPv6'] })], ingress: { 'default/a': ['192.0.2.0'] }, reasons: { 'default/a': 'satisfied' } },
+    // Cilium requests every family PreferDualStack lists (both, on a dual-stack cluster: TestLBIPAM_serviceIPFamilyRequest);
+    // a family no pool offers leaves the request unsatisfied with no_pool, the other family is still given.
+    { name: 'PreferDualStack with an IPv4 pool only gets IPv4 and reports no_pool', objects: [v4, service('a', { policy: 'PreferDualStack', families: ['IPv4', 'IPv6'] })], ingress: { 'default/a': ['192.0.2.0'] }, reasons: { 'default/a': 'no_pool' } },
+    { name: 'PreferDualStack without families, IPv6 pool only: IPv6 and no_pool', objects: [v6, service('a', { policy: 'PreferDualStack' })], ingress: { 'default/a': ['2001:db8::'] }, reasons: { 'default/a': 'no_pool' } },
     { name: 'PreferDualStack with no matching pool: no_pool', objects: [pool('x', { blocks: ['192.0.2.0/24'], selector: { matchLabels: { x: 'y' } } }), service('a', { policy: 'PreferDualStack' })], ingress: { 'default/a': [] }, reasons: { 'default/a': 'no_pool' } },
     { name: 'RequireDualStack with both pools gets both', objects: [v4, v6, service('a', { policy: 'RequireDualStack' })], ingress: { 'default/a': ['192.0.2.0', '2001:db8::'] }, reasons: { 'default/a': 'satisfied' } },
     { name: 'RequireDualStack with an IPv4 pool only is unsatisfied', objects: [v4, service('a', { policy: 'RequireDualStack' })], ingress: { 'default/a': ['192.0.2.0'] }, reasons: { 'default/a': 'no_pool' } },

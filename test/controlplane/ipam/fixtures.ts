@@ -50,10 +50,12 @@ export interface ServiceSpec {
   families?: ('IPv4' | 'IPv6')[];
   policy?: 'SingleStack' | 'PreferDualStack' | 'RequireDualStack';
   ingress?: string[];
+  /** Further annotations, as written. */
+  annotations?: Record<string, string>;
 }
 
 export function service(name: string, spec: ServiceSpec = {}): object {
-  const annotations: Record<string, string> = {};
+  const annotations: Record<string, string> = { ...spec.annotations };
   if (spec.ips !== undefined) annotations['lbipam.cilium.io/ips'] = spec.ips;
   if (spec.sharingKey !== undefined) annotations['lbipam.cilium.io/sharing-key'] = spec.sharingKey;
   if (spec.crossNamespace !== undefined) annotations['lbipam.cilium.io/sharing-cross-namespace'] = spec.crossNamespace;

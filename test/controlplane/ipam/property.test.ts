@@ -155,11 +155,14 @@ function compatible(a: ServiceManifest, b: ServiceManifest): boolean {
   const na = a.metadata.namespace;
   const nb = b.metadata.namespace;
   if (na !== nb && !((cross(a).includes(nb) || cross(a).includes('*')) && (cross(b).includes(na) || cross(b).includes('*')))) return false;
-  if (a.spec.ports.some((p) => b.spec.ports.some((q) => q.port === p.port))) return false;
+  // Same port and protocol conflicts; the same port with another protocol may share (Cilium ≥ 1.17).
+  if (a.spec.ports.some((p) => b.spec.ports.some((q) => q.port === p.port && q.protocol === p.protocol))) return false;
   if (a.spec.externalTrafficPolicy !== b.spec.externalTrafficPolicy) return false;
   if (a.spec.externalTrafficPolicy === 'Local') {
     const sa = JSON.stringify(a.spec.selector);
-    if (sa === '{}' || sa !== JSON.stringify(b.spec.selector)) return false;
+    const sb = JSON.stringify(b.spec.selector);
+    const permit = (s: ServiceManifest): boolean => s.metadata.annotations['lbipam.cilium.io/sharing-permit-different-pods'] === 'true';
+    if (sa === '{}' || sb === '{}' || (sa !== sb && !(permit(a) && permit(b)))) return false;
   }
   return true;
 }
