@@ -43,6 +43,7 @@ import { EtcdIpamCoordinator } from './store/etcd/ipam.js';
 import { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
 import { PacketOwnerWatch } from './datapath/owner-watch.js';
 import { EtcdSession, etcdSessionDefaults } from './store/etcd/session.js';
+import { NodeClaim, nodeClaimWait } from './store/etcd/node-claim.js';
 import { LocalIpamCoordinator } from './store/local-ipam.js';
 import { Reconciler } from './core/reconciler/reconciler.js';
 import { LocalRoutesOps } from './datapath/routes/local-routes-ops.js';
@@ -164,6 +165,8 @@ export class Agent implements Disposable {
     this.l2.start();
     if (this.config.localRoutes) this.startLocalRoutes();
     await this.session?.start();
+    // Refuse a second agent with our --node on this store before acting on anything.
+    if (this.session) await this.store.add(new NodeClaim(this.session, this.config.node, { clock: this.clock, log: this.log }, nodeClaimWait(etcdSessionDefaults.ttlSeconds))).claim();
     await this.controlPlane.start();
     // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
     // policy (an interface losing carrier withdraws its IPs, Cilium #35507).
