@@ -10,7 +10,6 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { MetricsServer, buildRegistry } from './api/metrics.js';
 import { StatusServer, claimStatusSocketPath } from './api/status-server.js';
 import { buildStatus } from './api/status.js';
 import { IntentReport } from './api/intent-status.js';
@@ -204,6 +203,7 @@ export class Agent implements Disposable {
       this.store.add(server);
     }
     if (this.config.metricsListen) {
+      const { MetricsServer, buildRegistry } = await import('./api/metrics.js'); // prom-client only when metrics are on
       const metrics = new MetricsServer(this.config.metricsListen, buildRegistry(this.metricsSource()));
       await metrics.start();
       this.store.add(metrics);

@@ -1,7 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { join } from 'node:path';
 import { Agent } from '../../agent.js';
-import { parseListen } from '../../api/metrics.js';
 import { defaultStatusSocket } from '../../api/status-server.js';
 import { parseAnnouncement } from '../../controlplane/static-announcements.js';
 import { describeError } from '../../core/errors.js';
@@ -115,7 +114,7 @@ export function agentCommand(): Command {
             statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
             onStoreLoss: opts.onStoreLoss,
             localRoutes: Boolean(opts.localRoutes),
-            ...(opts.metricsListen ? { metricsListen: parseListen(opts.metricsListen) } : {}),
+            ...(opts.metricsListen ? { metricsListen: (await import('../../api/metrics.js')).parseListen(opts.metricsListen) } : {}),
           },
           log,
         );
