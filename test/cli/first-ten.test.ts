@@ -157,3 +157,33 @@ describe('intent status: rejections and node warnings in the human view', () => 
     assert.deepEqual(lines, ['pool b CONFLICTING: overlaps pool a (198.51.100.0/24)']);
   });
 });
+
+describe('IPv6 in status until NDP lands', () => {
+  test('an IPv6 address is listed as not announced, never as owned', async () => {
+    const { buildStatus, renderStatus } = await import('../../src/api/status.js');
+    const emptyMap = { entries: () => [], lookup: () => undefined };
+    const st = buildStatus({
+      config: { node: 'n1', store: 'local', datapath: { pinDir: '/pins/n1' } },
+      startedAt: 0,
+      controlPlane: {
+        node: 'n1',
+        snapshotLoaded: true,
+        ipamState: { generation: 0, source: 'file' },
+        candidates: [
+          { ip: '198.51.100.10', interfaces: ['eth0'], services: ['default/web'], policies: ['p'] },
+          { ip: '2001:db8::10', interfaces: ['eth0'], services: ['default/web'], policies: ['p'] },
+        ],
+        ownership: { owned: new Set(['198.51.100.10', '2001:db8::10']), owners: new Map() },
+      },
+      reconciler: undefined,
+      rowStatuses: new Map(),
+      table: [],
+      datapath: { maps: { responders: emptyMap, config: emptyMap }, map: { capacity: 16 } },
+      garp: { sent: 0, failed: 0 },
+      now: 0n,
+    } as unknown as Parameters<typeof buildStatus>[0]);
+    assert.deepEqual(st.owned.map((o) => o.ip), ['198.51.100.10']);
+    assert.deepEqual(st.ipv6NotAnnounced, ['2001:db8::10']);
+    assert.match(renderStatus(st), /IPv6: not announced \(no NDP yet\): 2001:db8::10/);
+  });
+});
