@@ -50,6 +50,7 @@ unit_tests=(
   test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts
+  test/cli/first-ten.test.ts
 )
 lab_tests=(
   test/datapath/l2-responder.lab.test.ts
@@ -61,6 +62,7 @@ lab_tests=(
   test/store/etcd-cluster.lab.test.ts
   test/store/etcd-faults.lab.test.ts
   test/store/etcd-ipam.lab.test.ts
+  test/cli/first-ten.lab.test.ts
 )
 # A hung test fails the run instead of hanging it: node 20 applies
 # --test-timeout to each file (and each test in it). Generous bounds, since

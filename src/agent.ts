@@ -10,9 +10,9 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { MetricsServer, buildRegistry } from './api/metrics.js';
 import { StatusServer, claimStatusSocketPath } from './api/status-server.js';
 import { buildStatus } from './api/status.js';
+import { IntentReport } from './api/intent-status.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { DisposableStore, type Disposable } from './core/disposable.js';
 import { HeraldError, describeError } from './core/errors.js';
@@ -34,6 +34,7 @@ import { emptySnapshot } from './intent/snapshot.js';
 import { formatErrors } from './intent/diagnostics.js';
 import { FileIntentSource } from './intent/sources/files.js';
 import { EtcdIntentSource } from './intent/sources/etcd.js';
+import { requireManifestPath } from './intent/sources/require-path.js';
 import type { IntentSource } from './intent/sources/source.js';
 import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
@@ -41,6 +42,7 @@ import { EtcdIpamCoordinator } from './store/etcd/ipam.js';
 import { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
 import { PacketOwnerWatch } from './datapath/owner-watch.js';
 import { EtcdSession, etcdSessionDefaults } from './store/etcd/session.js';
+import { NodeClaim, nodeClaimWait } from './store/etcd/node-claim.js';
 import { LocalIpamCoordinator } from './store/local-ipam.js';
 import { Reconciler } from './core/reconciler/reconciler.js';
 import { LocalRoutesOps } from './datapath/routes/local-routes-ops.js';
@@ -85,12 +87,14 @@ export class Agent implements Disposable {
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
   readonly startedAt = Date.now();
+  private readonly intentReport: IntentReport;
 
   constructor(
     readonly config: AgentConfig,
     private readonly log: Logger,
     private readonly clock: Clock = systemClock,
   ) {
+    this.intentReport = new IntentReport(config.node);
     // infra
     this.links = this.store.add(new NetlinkLinks()); // interface lookups and link events
     const sender = this.store.add(new PacketFrameSender()); // gratuitous ARP frames out
@@ -161,10 +165,13 @@ export class Agent implements Disposable {
   async start(): Promise<void> {
     // Before touching anything: refuse a path that is not a socket, or one another agent serves.
     if (this.config.statusSocket) await claimStatusSocketPath(this.config.statusSocket);
+    if (this.config.manifests) await requireManifestPath(this.config.manifests, this.config.manifestLimits);
     mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
     this.l2.start();
     if (this.config.localRoutes) this.startLocalRoutes();
     await this.session?.start();
+    // Refuse a second agent with our --node on this store before acting on anything.
+    if (this.session) await this.store.add(new NodeClaim(this.session, this.config.node, { clock: this.clock, log: this.log }, nodeClaimWait(etcdSessionDefaults.ttlSeconds))).claim();
     await this.controlPlane.start();
     // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
     // policy (an interface losing carrier withdraws its IPs, Cilium #35507).
@@ -181,10 +188,14 @@ export class Agent implements Disposable {
             { services: snapshot.services.size, pools: snapshot.pools.size, policies: snapshot.policies.size, nodes: snapshot.nodes.size },
             'intent loaded',
           );
+          const nodeWarning = this.intentReport.loaded(snapshot);
+          if (nodeWarning) this.log.warn({ node: this.config.node }, nodeWarning);
           void this.controlPlane.setSnapshot(snapshot);
         },
         onError: (problem) => {
           const text = 'errors' in problem ? formatErrors(problem.errors) : describeError(problem.error);
+          if ('errors' in problem) this.intentReport.rejectedErrors(problem.errors, new Date());
+          else this.intentReport.rejectedError(problem.error, new Date());
           this.log.error({ source: this.source?.name, errors: text }, 'intent rejected; the previous good state stays in force');
         },
         onWarnings: (warnings) => this.log.warn({ warnings: formatErrors(warnings) }, 'intent warnings'),
@@ -198,6 +209,7 @@ export class Agent implements Disposable {
       this.store.add(server);
     }
     if (this.config.metricsListen) {
+      const { MetricsServer, buildRegistry } = await import('./api/metrics.js'); // prom-client only when metrics are on
       const metrics = new MetricsServer(this.config.metricsListen, buildRegistry(this.metricsSource()));
       await metrics.start();
       this.store.add(metrics);
@@ -225,6 +237,7 @@ export class Agent implements Disposable {
       garp: this.l2.garp.stats,
       conflicts: this.l2.conflicts.records(),
       now: this.clock.monotonicNs(),
+      intent: this.intentReport.status(),
       ...(this.session && this.ownership instanceof EtcdOwnership
         ? {
             ha: {

@@ -8,6 +8,7 @@ import type { L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { libbpf } from '../os/libbpf.js';
 import type { SessionStatus } from '../store/etcd/session.js';
 import type { OwnershipStatus } from '../store/etcd/ownership.js';
+import { renderIntentStatus, type IntentStatus } from './intent-status.js';
 
 export interface StatusInput {
   config: { node: string; store: string; manifests?: string; datapath: { pinDir: string } };
@@ -23,6 +24,8 @@ export interface StatusInput {
   now: bigint;
   /** Store session and ownership safety state (etcd store); undefined with the local store. */
   ha?: HaStatus;
+  /** The last rejected intent and warnings about this node's intent. */
+  intent?: IntentStatus;
 }
 
 export interface HaStatus {
@@ -53,11 +56,14 @@ export function buildStatus(i: StatusInput) {
     source: i.config.manifests ?? (i.config.store === 'etcd' ? 'etcd' : 'none'),
     startedAt: new Date(i.startedAt).toISOString(),
     intentLoaded: cp.snapshotLoaded,
+    intent: i.intent ?? { rejected: null, warnings: [] },
     ...(cp.lastError ? { lastError: cp.lastError } : {}),
     allocator: cp.allocator ?? null,
     allocation: cp.ipamState,
     ha: i.ha ?? null,
-    owned: [...owned].sort().map((ip) => ({
+    // Nothing answers NDP yet: an IPv6 address is never listed as owned.
+    ipv6NotAnnounced: [...new Set([...owned, ...cp.candidates.map((c) => c.ip)])].filter((ip) => ip.includes(':')).sort(),
+    owned: [...owned].filter((ip) => !ip.includes(':')).sort().map((ip) => ({
       ip,
       interfaces: i.table.filter((r) => r.ip === ip).map((r) => r.iface),
       origins: [...new Set(i.table.filter((r) => r.ip === ip).flatMap((r) => r.origins))],
@@ -109,6 +115,7 @@ export function renderStatus(s: AgentStatus): string {
   };
   out.push(`node ${s.node}  store ${s.store}  intent ${s.source}${s.intentLoaded ? '' : ' (not loaded yet)'}  up since ${s.startedAt}`);
   if (s.lastError) out.push(`last error: ${s.lastError}`);
+  out.push(...renderIntentStatus(s.intent, s.pools));
   if (s.ha) {
     const se = s.ha.session;
     const ka = se.lastKeepaliveAgeMs === undefined ? 'never' : `${(se.lastKeepaliveAgeMs / 1000).toFixed(1)}s ago`;
@@ -133,6 +140,7 @@ export function renderStatus(s: AgentStatus): string {
   }
   out.push('', `owned IPs (${s.owned.length}):${s.owned.length === 0 && s.ha?.ownership.notOwningReason ? ` ${s.ha.ownership.notOwningReason}` : ''}`);
   table(['IP', 'INTERFACES', 'ORIGINS'], s.owned.map((o) => [o.ip, o.interfaces.join(',') || '-', o.origins.join(',')]));
+  if (s.ipv6NotAnnounced.length > 0) out.push(`IPv6: not announced (no NDP yet): ${s.ipv6NotAnnounced.join(', ')}`);
   out.push('', `candidates (${s.candidates.length}):`);
   table(['IP', 'INTERFACES', 'SERVICES', 'POLICIES', 'OWNER'], s.candidates.map((c) => [c.ip, c.interfaces.join(','), c.services.join(','), c.policies.join(','), c.owner ?? '-']));
   out.push('', `services (${s.services.length}):`);

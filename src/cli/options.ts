@@ -1,5 +1,5 @@
 /** Parsing of CLI option values with precise errors (commander calls these). */
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 
@@ -14,6 +14,19 @@ export function parseDuration(text: string): number {
   const ms = unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000;
   if (!Number.isFinite(ms)) throw new InvalidArgumentError(`"${text}" is out of range`);
   return Math.round(ms);
+}
+
+/** Milliseconds → the shortest exact form with a unit: 800 → "800ms", 3000 → "3s", 120000 → "2m". */
+export function formatDuration(ms: number): string {
+  if (ms !== 0 && ms % 60_000 === 0) return `${ms / 60_000}m`;
+  if (ms !== 0 && ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
+}
+
+/** A duration flag whose --help default is printed with its unit (`(default: 3s)`), not as bare milliseconds. */
+export function durationOption(flags: string, description: string, defaultMs?: number): Option {
+  const opt = new Option(flags, description).argParser(parseDuration);
+  return defaultMs === undefined ? opt : opt.default(defaultMs, formatDuration(defaultMs));
 }
 
 export function parseCount(text: string): number {

@@ -2,7 +2,6 @@ import { parseNodeLabels } from '../../intent/node-labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { join } from 'node:path';
 import { Agent } from '../../agent.js';
-import { parseListen } from '../../api/metrics.js';
 import { defaultStatusSocket } from '../../api/status-server.js';
 import { parseAnnouncement } from '../../controlplane/static-announcements.js';
 import { describeError } from '../../core/errors.js';
@@ -13,7 +12,7 @@ import { garpDefaults } from '../../datapath/garp.js';
 import { conflictDefenceDefaults } from '../../datapath/conflict-defence.js';
 import { createLogger, type LogFormat } from '../logging.js';
 import { manifestLimitDefaults } from '../../intent/limits.js';
-import { collect, defaultNodeName, parseByteSize, parseCount, parseDuration, parseNodeName, parsePositiveInt, pinDirFor } from '../options.js';
+import { collect, defaultNodeName, parseByteSize, parseCount, durationOption, parseNodeName, parsePositiveInt, pinDirFor } from '../options.js';
 
 interface AgentOptions {
   node: string;
@@ -72,22 +71,20 @@ export function agentCommand(): Command {
     .option('--announce <ip@interface>', 'also answer ARP for this IPv4 address on this interface (repeatable)', collect, [])
     .option('--bpf-pin-dir <dir>', 'where the maps are pinned (default /sys/fs/bpf/herald/<node>)')
     .option('--responder-map-size <n>', 'capacity of the responder map', parsePositiveInt, RESPONDER_MAP_SIZE_DEFAULT)
-    .option('--liveness-interval <duration>', 'how often the datapath heartbeat is written', parseDuration, livenessDefaults.intervalMs)
-    .option(
+    .addOption(durationOption('--liveness-interval <duration>', 'how often the datapath heartbeat is written', livenessDefaults.intervalMs))
+    .addOption(durationOption(
       '--liveness-max-age <duration>',
       'the datapath stops answering when the heartbeat is older (default: 800ms with etcd, below the lease TTL; 3s with the local store, to outlast a restart)',
-      parseDuration,
-    )
+    ))
     .option('--garp-count <n>', 'gratuitous ARP rounds per newly announced IP (0 = off)', parseCount, garpDefaults.count)
-    .option('--garp-interval <duration>', 'time between gratuitous ARP rounds', parseDuration, garpDefaults.intervalMs)
-    .option(
+    .addOption(durationOption('--garp-interval <duration>', 'time between gratuitous ARP rounds', garpDefaults.intervalMs))
+    .addOption(durationOption(
       '--conflict-defence-interval <duration>',
       'when a foreign MAC claims an owned IP, re-announce it at most once per interval (min 100ms)',
-      parseDuration,
       conflictDefenceDefaults.intervalMs,
-    )
-    .option('--full-reconcile-interval <duration>', 'period of the full datapath reconciliation', parseDuration, reconcilerDefaults.fullIntervalMs)
-    .option('--prune-grace <duration>', 'at start, keep pinned entries this long at most while intent loads', parseDuration, reconcilerDefaults.initGraceMs)
+    ))
+    .addOption(durationOption('--full-reconcile-interval <duration>', 'period of the full datapath reconciliation', reconcilerDefaults.fullIntervalMs))
+    .addOption(durationOption('--prune-grace <duration>', 'at start, keep pinned entries this long at most while intent loads', reconcilerDefaults.initGraceMs))
     .option('--status-socket <path>', 'unix socket of the read-only status API (default /run/herald/<node>.sock)')
     .option('--metrics-listen <addr>', 'serve Prometheus metrics on host:port (off by default)')
     .addOption(
@@ -134,7 +131,7 @@ export function agentCommand(): Command {
             onStoreLoss: opts.onStoreLoss,
             localRoutes: Boolean(opts.localRoutes),
             ...(opts.lbClasses ? { lbClasses: opts.lbClasses } : {}),
-            ...(opts.metricsListen ? { metricsListen: parseListen(opts.metricsListen) } : {}),
+            ...(opts.metricsListen ? { metricsListen: (await import('../../api/metrics.js')).parseListen(opts.metricsListen) } : {}),
           },
           log,
         );

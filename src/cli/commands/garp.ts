@@ -5,7 +5,7 @@ import { PacketFrameSender } from '../../datapath/packet-sender.js';
 import { isIpv4 } from '../../net/addr.js';
 import { NetlinkLinks, requireEthernetLink } from '../../os/links.js';
 import { createLogger } from '../logging.js';
-import { parseCount, parseDuration } from '../options.js';
+import { durationOption, parseCount } from '../options.js';
 
 export function garpCommand(): Command {
   return new Command('garp')
@@ -13,7 +13,7 @@ export function garpCommand(): Command {
     .argument('<interface>', 'interface to send from')
     .argument('<ip>', 'IPv4 address to announce')
     .option('--count <n>', 'rounds (each sends the request and the reply form)', parseCount, garpDefaults.count)
-    .option('--interval <duration>', 'time between rounds', parseDuration, garpDefaults.intervalMs)
+    .addOption(durationOption('--interval <duration>', 'time between rounds', garpDefaults.intervalMs))
     .action(async (ifname: string, ip: string, opts: { count: number; interval: number }) => {
       if (!isIpv4(ip)) throw new Error(`"${ip}" is not an IPv4 address`);
       const links = new NetlinkLinks();

@@ -21,7 +21,7 @@ import {
   readStoredManifests,
   type StoredManifest,
 } from '../../intent/sources/stored-manifest.js';
-import { defaultNodeName, parseByteSize, parseDuration, parseNodeName } from '../options.js';
+import { defaultNodeName, durationOption, parseByteSize, parseDuration, parseNodeName } from '../options.js';
 import { knownNodes, nodeIdentity, parseNodeLabels, unmatchedNodeSelectors } from '../../intent/node-labels.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 
@@ -203,7 +203,7 @@ function storeCommand(mode: 'apply' | 'delete'): Command {
     .requiredOption('-f, --filename <path>', 'a manifest file or a directory of them')
     .addOption(new Option('--etcd <urls>', 'etcd endpoints, comma-separated: http://host:port or unix:///path').env('HERALD_ETCD'))
     .option('--prefix <prefix>', 'key prefix of the manifests in etcd', DEFAULT_MANIFEST_PREFIX)
-    .option('--timeout <duration>', 'give up on etcd after this long', parseDuration, 5000)
+    .addOption(durationOption('--timeout <duration>', 'give up on etcd after this long', 5000))
     .option('--max-manifest-size <size>', "refuse a file or stored object larger than this (the agents' --max-manifest-size)", parseByteSize, manifestLimitDefaults.maxBytes);
   if (mode === 'delete') cmd.option('--ignore-not-found', 'objects that are not stored are not an error');
   return cmd.action(async (opts: StoreCommandOptions) => {

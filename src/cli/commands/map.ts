@@ -2,7 +2,8 @@ import { Command } from 'commander';
 import { livenessAge } from '../../datapath/l2-responder/liveness.js';
 import { openPinnedMaps } from '../../datapath/l2-responder/program.js';
 import { NetlinkLinks } from '../../os/links.js';
-import { defaultNodeName, parseNodeName, pinDirFor } from '../options.js';
+import { discoverPinDir } from '../discover.js';
+import { DEFAULT_PIN_ROOT, defaultNodeName, parseNodeName } from '../options.js';
 import { printTable } from '../table.js';
 
 export function mapCommand(): Command {
@@ -10,11 +11,11 @@ export function mapCommand(): Command {
   map
     .command('dump')
     .description('print the responder map: IP, interface, replies, conflicts')
-    .option('--node <name>', 'the node whose maps to read', parseNodeName, defaultNodeName())
+    .option('--node <name>', 'the node whose maps to read (default: the only agent running here, else the hostname)', parseNodeName)
     .option('--bpf-pin-dir <dir>', 'pin directory (default /sys/fs/bpf/herald/<node>)')
     .option('--json', 'machine-readable output')
-    .action(async (opts: { node: string; bpfPinDir?: string; json?: boolean }) => {
-      const pinDir = pinDirFor(opts);
+    .action(async (opts: { node?: string; bpfPinDir?: string; json?: boolean }) => {
+      const pinDir = discoverPinDir(opts, DEFAULT_PIN_ROOT, defaultNodeName()).path;
       const maps = openPinnedMaps(pinDir);
       const links = new NetlinkLinks();
       try {

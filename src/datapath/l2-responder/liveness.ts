@@ -54,6 +54,8 @@ export class LivenessWriter implements Disposable {
   /** A re-check after a late wake-up is in flight: no stamps until it settles. */
   private rechecking = false;
   failures = 0;
+  /** `failures` when the current streak of failed stamps began; undefined while stamps succeed. */
+  private failingSince: number | undefined;
   /** False while the heartbeat is held back (the datapath is, or is about to be, silent). */
   answering = true;
   /** Times the heartbeat was held back (gate closed or re-checking), for status. */
@@ -124,9 +126,15 @@ export class LivenessWriter implements Disposable {
     try {
       this.stamp();
       this.answering = true;
+      if (this.failingSince !== undefined) this.deps.log.info({ failedTicks: this.failures - this.failingSince }, 'liveness stamp written again');
+      this.failingSince = undefined;
     } catch (e) {
       this.failures++;
-      this.deps.log.error({ err: describeError(e) }, 'writing the liveness stamp failed');
+      // One line per failure streak at error level, not one per tick (every few hundred ms).
+      if (this.failingSince === undefined) {
+        this.failingSince = this.failures - 1;
+        this.deps.log.error({ err: describeError(e) }, 'writing the liveness stamp failed');
+      } else this.deps.log.debug({ err: describeError(e) }, 'writing the liveness stamp failed');
     }
   }
 

@@ -14,7 +14,12 @@
  * - A watch stream re-dials with `faultHandling.watchBackoff` (default
  *   exponential up to 30 s); capped at 2 s here so a restarted etcd is seen soon.
  */
-import { Etcd3, type IOptions } from 'etcd3';
+import { createRequire } from 'node:module';
+import type { Etcd3, IOptions } from 'etcd3';
+
+// etcd3 (with gRPC) costs about 200 ms to load: only agents and commands that
+// talk to etcd pay for it, not every start with the local store.
+const requireCjs = createRequire(import.meta.url);
 import { noop } from 'cockatiel';
 import { HeraldError } from '../../core/errors.js';
 
@@ -92,6 +97,7 @@ function cappedBackoff(initialMs: number, maxMs: number): WatchBackoff {
 
 /** A client for validated endpoints. The caller owns it: `client.close()`. */
 export function createEtcdClient(opts: EtcdClientOptions): Etcd3 {
+  const { Etcd3 } = requireCjs('etcd3') as typeof import('etcd3');
   if (opts.endpoints.length === 0) throw new HeraldError('HERALD_BAD_ARGUMENT', `no etcd endpoint given: ${USAGE}`);
   const callTimeoutMs = opts.callTimeoutMs ?? etcdClientDefaults.callTimeoutMs;
   const backoffMax = opts.watchBackoffMaxMs ?? etcdClientDefaults.watchBackoffMaxMs;
