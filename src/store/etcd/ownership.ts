@@ -107,18 +107,7 @@ export class EtcdOwnership implements OwnershipBackend {
 
   async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
     this.onChange = onChange;
-    this.watcher = await this.session.client.watch().prefix(this.session.prefix).create();
-    // Events update the in-memory view; a reconnect re-reads everything.
-    this.watcher.on('put', (kv) => {
-      this.applyPut(kv.key.toString(), kv.value.toString(), String(kv.lease), String(kv.mod_revision));
-      this.markDirty();
-    });
-    this.watcher.on('delete', (kv) => {
-      this.applyDelete(kv.key.toString());
-      this.markDirty();
-    });
-    this.watcher.on('connected', () => void this.refresh());
-    this.watcher.on('error', (e) => this.deps.log.warn({ err: describeError(e) }, 'etcd ownership watch error'));
+    await this.watch();
     this.session.onState((s) => {
       if (s === 'lost') {
         this.published.clear();
@@ -130,13 +119,57 @@ export class EtcdOwnership implements OwnershipBackend {
         this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
         void this.emit();
       } else if (s === 'live') {
-        // Re-read: our view dropped our keys when the session was lost, but
-        // they may still stand on the former lease (to be moved, not waited out).
-        void this.refresh();
+        // A new watch, then a re-read: after an outage the old stream may be
+        // silently dead for a keep-alive timeout (a link that went down does
+        // not reset the TCP connection), and our view dropped our keys,
+        // which may still stand on the former lease (to be moved, not waited out).
+        void this.watch().then(() => this.refresh());
       }
     });
     this.deps.watch?.onSilent((node) => void this.fence(node));
     await this.refresh();
+  }
+
+  /** (Re)creates the watch on our prefix; the events update the view, a reconnect re-reads everything. */
+  private async watch(): Promise<void> {
+    if (this.disposed) return;
+    const old = this.watcher;
+    this.watcher = undefined;
+    void old?.cancel().catch(() => {});
+    let watcher: Watcher;
+    try {
+      watcher = await this.session.client.watch().prefix(this.session.prefix).create();
+    } catch (e) {
+      // The store is not answering yet: the periodic pass and the next session change retry.
+      this.deps.log.warn({ err: describeError(e) }, 'etcd ownership watch could not be created; retrying');
+      this.resyncAt(this.deps.clock.now() + 1000);
+      if (!this.watcher) this.retryWatchSoon();
+      return;
+    }
+    if (this.disposed) {
+      void watcher.cancel();
+      return;
+    }
+    this.watcher = watcher;
+    watcher.on('put', (kv) => {
+      this.applyPut(kv.key.toString(), kv.value.toString(), String(kv.lease), String(kv.mod_revision));
+      this.markDirty();
+    });
+    watcher.on('delete', (kv) => {
+      this.applyDelete(kv.key.toString());
+      this.markDirty();
+    });
+    watcher.on('connected', () => void this.refresh());
+    watcher.on('error', (e) => this.deps.log.warn({ err: describeError(e) }, 'etcd ownership watch error'));
+  }
+
+  private watchRetry: TimerHandle | undefined;
+  private retryWatchSoon(): void {
+    if (this.watchRetry || this.disposed) return;
+    this.watchRetry = this.deps.clock.setTimeout(() => {
+      this.watchRetry = undefined;
+      if (!this.watcher) void this.watch().then(() => this.refresh());
+    }, 1000);
   }
 
   setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
@@ -581,6 +614,7 @@ export class EtcdOwnership implements OwnershipBackend {
   dispose(): void {
     this.disposed = true;
     this.dirtyTimer?.cancel();
+    this.watchRetry?.cancel();
     this.resyncTimer?.handle.cancel();
     for (const t of this.timers.values()) t.cancel();
     void this.watcher?.cancel();
