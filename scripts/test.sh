@@ -16,6 +16,8 @@ unit_tests=(
   test/core/statedb/show.test.ts
   test/core/statedb/model.test.ts
   test/core/reconciler/retry.test.ts
+  test/core/reconciler/backoff.test.ts
+  test/core/addr.test.ts
   test/core/reconciler/settled.test.ts
   test/intent/annotations.test.ts
   test/intent/errors.test.ts
