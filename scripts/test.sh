@@ -16,6 +16,8 @@ unit_tests=(
   test/core/statedb/show.test.ts
   test/core/statedb/model.test.ts
   test/core/reconciler/retry.test.ts
+  test/core/reconciler/backoff.test.ts
+  test/core/addr.test.ts
   test/core/reconciler/settled.test.ts
   test/intent/annotations.test.ts
   test/intent/errors.test.ts
@@ -38,6 +40,7 @@ unit_tests=(
   test/controlplane/ipam/hold.test.ts
   test/os/state-file.test.ts
   test/api/status-server.test.ts
+  test/api/metrics.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/etcd.test.ts
   test/cli/manifests.test.ts
@@ -47,6 +50,7 @@ unit_tests=(
   test/store/etcd-ipam.test.ts
   test/net/arp.test.ts
   test/datapath/garp.test.ts
+  test/datapath/layout.test.ts
   test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts

@@ -38,36 +38,28 @@ export function buildRegistry(src: MetricsSource): Registry {
     if (labels) c.inc(labels, value);
     else c.inc(value);
   };
-  new Counter({
-    name: 'herald_arp_replies_total',
-    help: 'ARP replies sent by the eBPF responder, per IP and interface (from the BPF map)',
-    labelNames: ['ip', 'interface'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const e of src.responderEntries()) setCounter(this, e.replies, { ip: e.ip, interface: e.iface });
-    },
-  });
-  new Counter({
-    name: 'herald_arp_conflicts_total',
-    help: 'ARP frames from a foreign MAC claiming an announced IP, per IP and interface',
-    labelNames: ['ip', 'interface'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const e of src.responderEntries()) setCounter(this, e.conflicts, { ip: e.ip, interface: e.iface });
-    },
-  });
-  new Counter({
-    name: 'herald_arp_defences_total',
-    help: 'Gratuitous re-announcements of an IP after a foreign MAC claimed it (rate-limited), per IP and interface',
-    labelNames: ['ip', 'interface'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const d of src.defences?.() ?? []) setCounter(this, d.defences, { ip: d.ip, interface: d.iface });
-    },
-  });
+  const perIpCounter = (name: string, help: string, rows: () => Iterable<{ ip: string; iface: string; value: number }>) =>
+    new Counter({
+      name,
+      help,
+      labelNames: ['ip', 'interface'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const r of rows()) setCounter(this, r.value, { ip: r.ip, interface: r.iface });
+      },
+    });
+  perIpCounter('herald_arp_replies_total', 'ARP replies sent by the eBPF responder, per IP and interface (from the BPF map)', () =>
+    src.responderEntries().map((e) => ({ ...e, value: e.replies })),
+  );
+  perIpCounter('herald_arp_conflicts_total', 'ARP frames from a foreign MAC claiming an announced IP, per IP and interface', () =>
+    src.responderEntries().map((e) => ({ ...e, value: e.conflicts })),
+  );
+  perIpCounter(
+    'herald_arp_defences_total',
+    'Gratuitous re-announcements of an IP after a foreign MAC claimed it (rate-limited), per IP and interface',
+    () => (src.defences?.() ?? []).map((d) => ({ ...d, value: d.defences })),
+  );
   new Counter({
     name: 'herald_garp_sent_total',
     help: 'Gratuitous ARP frames sent',

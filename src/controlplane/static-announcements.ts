@@ -2,8 +2,8 @@
 import { HeraldError } from '../core/errors.js';
 import type { StateDB } from '../core/statedb/index.js';
 import { l2AnnounceTable, withOrigin } from '../datapath/tables/l2-announce.js';
-import { neverServiceReason, parseIp } from '../intent/ip.js';
-import { isIpv4 } from '../net/addr.js';
+import { isIpv4, parseIp } from '../core/addr.js';
+import { neverServiceReason } from '../intent/ip.js';
 
 export interface StaticAnnouncement {
   ip: string;

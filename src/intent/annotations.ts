@@ -3,7 +3,7 @@
  * a current name and an old `io.cilium/` alias; when both are set the current
  * name wins and the alias is ignored.
  */
-import { parseIp } from './ip.js';
+import { parseIp } from '../core/addr.js';
 import { quote } from './quote.js';
 import { checkDns1123Label } from './names.js';
 

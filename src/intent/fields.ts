@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { quote } from './quote.js';
 import { checkLabelValue, checkQualifiedName } from './names.js';
-import { parseIp } from './ip.js';
+import { parseIp } from '../core/addr.js';
 
 const q = quote;
 

@@ -65,23 +65,7 @@ export function tooLargeError(file: string, bytes: number | undefined, limits: M
   };
 }
 
-/** UTF-8 length of a string, without encoding it. */
-export function utf8Length(text: string): number {
-  let n = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
-      const d = text.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        n += 4;
-        i++;
-      } else n += 3;
-    } else n += 3;
-  }
-  return n;
-}
+export { utf8Length } from '../core/text.js';
 
 /** Validates limits given on the command line or in options. */
 export function checkLimits(limits: ManifestLimits): string | undefined {

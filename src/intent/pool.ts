@@ -4,7 +4,8 @@
  */
 import { z } from 'zod';
 import { quote } from './quote.js';
-import { compareIps, neverServiceRangeReason, parseCidrMasking, parseIp, type IpFamily, type ParsedIp } from './ip.js';
+import { compareIps, parseCidrMasking, parseIp, type IpFamily, type ParsedIp } from '../core/addr.js';
+import { neverServiceRangeReason } from './ip.js';
 import { clusterMetadata } from './metadata.js';
 import { checkDns1123Subdomain } from './names.js';
 import { removedField } from './fields.js';

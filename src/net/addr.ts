@@ -1,18 +1,22 @@
-/** Address helpers shared by the datapath, packet codecs and the control plane. */
-import ipaddr from 'ipaddr.js';
+/**
+ * Byte forms of addresses for the datapath and packet codecs: IPv4 as a
+ * Buffer, and MAC addresses. IP text is parsed and formatted by
+ * `core/addr.ts` only.
+ */
+import { formatIpBytes, isIpv4, parseIp } from '../core/addr.js';
 import { HeraldError } from '../core/errors.js';
 
-export function isIpv4(text: string): boolean {
-  return ipaddr.IPv4.isValidFourPartDecimal(text);
-}
+// Kept for callers that take all their address helpers from here (the CLI's garp command).
+export { isIpv4 };
 
 export function ipv4ToBytes(ip: string): Buffer {
-  if (!isIpv4(ip)) throw new HeraldError('HERALD_BAD_ARGUMENT', `not an IPv4 address: "${ip}"`);
-  return Buffer.from(ipaddr.IPv4.parse(ip).toByteArray());
+  const parsed = parseIp(ip);
+  if (parsed?.family !== 'IPv4') throw new HeraldError('HERALD_BAD_ARGUMENT', `not an IPv4 address: "${ip}"`);
+  return Buffer.from(parsed.bytes);
 }
 
 export function bytesToIpv4(b: Buffer | Uint8Array): string {
-  return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
+  return formatIpBytes(b.subarray(0, 4));
 }
 
 const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;

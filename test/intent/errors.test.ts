@@ -127,6 +127,15 @@ const cases: readonly Case[] = [
     ],
   },
   {
+    // The off-by-one edge: stop one below start is an empty range, not a one-address block.
+    name: 'range with stop one below start (IPv4 and IPv6)',
+    text: POOL('  blocks:\n  - start: 192.0.2.10\n    stop: 192.0.2.9\n  - start: "2001:db8::10"\n    stop: "2001:db8::f"\n'),
+    errors: [
+      'f.yaml:8:11: document 1 (CiliumLoadBalancerIPPool "blue"): spec.blocks[0].stop: stop "192.0.2.9" is before start "192.0.2.10"',
+      'f.yaml:10:11: document 1 (CiliumLoadBalancerIPPool "blue"): spec.blocks[1].stop: stop "2001:db8::f" is before start "2001:db8::10"',
+    ],
+  },
+  {
     name: 'mixed-family range',
     text: POOL('  blocks:\n  - start: 192.0.2.1\n    stop: "2001:db8::ff"\n'),
     errors: [
@@ -370,6 +379,12 @@ describe('error collection', () => {
         message: 'invalid CIDR "10.0.0.300/24": "10.0.0.300" is not an IP address',
       },
     );
+  });
+
+  it('a range whose stop equals start is one address, not an error', () => {
+    const load = parseManifests(POOL('  blocks:\n  - start: 192.0.2.10\n    stop: 192.0.2.10\n'), 'f.yaml');
+    assert.deepEqual(load.errors, []);
+    assert.equal(load.objects.length, 1);
   });
 
   it('valid documents still load next to broken ones', () => {

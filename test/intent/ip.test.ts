@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { compareIps, normalizeIp, parseCidr, parseIp } from '../../src/intent/ip.js';
+import { compareIps, normalizeIp, parseCidr, parseIp } from '../../src/core/addr.js';
 
 describe('normalizeIp', () => {
   const good: readonly [string, string][] = [

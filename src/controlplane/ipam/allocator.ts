@@ -33,7 +33,8 @@
  * A key's IPs are offered oldest first (see Ledger.sharing).
  */
 import type { IntentSnapshot, IpFamily } from '../../intent/index.js';
-import { addrOf, formatAddr, isReserved, type Addr } from './blocks.js';
+import { addrOf, formatAddr, type Addr } from '../../core/addr.js';
+import { isReserved } from './blocks.js';
 import { allocationResult, dormantResult, type ServiceOutcome } from './report.js';
 import { Ledger, type Holding } from './ledger.js';
 import { blockOf, compilePools, poolMatches, type PoolView } from './pools.js';

@@ -1,121 +1,11 @@
 /**
- * Address arithmetic for LB-IPAM: addresses as bigint (one code path for
- * IPv4 and IPv6), pool blocks as inclusive ranges, and `AddressSet`, a sorted
- * set of merged intervals that answers "lowest free address in [lo, hi]" in
+ * Pool blocks for LB-IPAM as inclusive bigint ranges (addresses are parsed
+ * and formatted by `core/addr.ts`), and `AddressSet`, a sorted set of merged
+ * intervals that answers "lowest free address in [lo, hi]" in
  * O(log n) without ever enumerating a block (a /64 is as cheap as a /30).
  */
-import { parseCidr, parseIp, type IpFamily, type PoolBlock } from '../../intent/index.js';
-
-/** One address: family and numeric value. */
-export interface Addr {
-  readonly family: IpFamily;
-  readonly value: bigint;
-}
-
-const BITS: Readonly<Record<IpFamily, bigint>> = { IPv4: 32n, IPv6: 128n };
-
-const IPV4 = /^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$/;
-const HEXTET = /^[0-9a-fA-F]{1,4}$/;
-
-function parseV4(text: string): bigint | undefined {
-  const m = IPV4.exec(text);
-  if (!m) return undefined;
-  let v = 0;
-  for (let i = 1; i <= 4; i++) {
-    const octet = Number(m[i]);
-    if (octet > 255) return undefined;
-    v = v * 256 + octet;
-  }
-  return BigInt(v);
-}
-
-/** The RFC 4291 text forms (`::`, embedded dotted quad); `undefined` for anything else. */
-function parseV6(text: string): bigint | undefined {
-  const halves = text.split('::');
-  if (halves.length > 2) return undefined;
-  const words: number[][] = [];
-  for (let h = 0; h < halves.length; h++) {
-    const half = halves[h] as string;
-    const parts = half === '' ? [] : half.split(':');
-    const out: number[] = [];
-    for (let i = 0; i < parts.length; i++) {
-      const part = parts[i] as string;
-      if (HEXTET.test(part)) {
-        out.push(parseInt(part, 16));
-      } else if (i === parts.length - 1 && h === halves.length - 1) {
-        const v4 = parseV4(part);
-        if (v4 === undefined) return undefined;
-        out.push(Number(v4 >> 16n), Number(v4 & 0xffffn));
-      } else {
-        return undefined;
-      }
-    }
-    words.push(out);
-  }
-  const [head = [], tail = []] = words;
-  const count = head.length + tail.length;
-  if (halves.length === 2 ? count > 7 : count !== 8) return undefined;
-  const all = [...head, ...new Array<number>(8 - count).fill(0), ...tail];
-  let v = 0n;
-  for (const w of all) v = (v << 16n) | BigInt(w);
-  return v;
-}
-
-/** Parses an address (strictly, as the intent layer does); `undefined` if it is not one. */
-export function addrOf(text: string): Addr | undefined {
-  // A fast path for the usual forms (the intent parser pays for an exception on every IPv6 text).
-  const v4 = parseV4(text);
-  if (v4 !== undefined) return { family: 'IPv4', value: v4 };
-  if (text.includes(':') && !text.includes('%')) {
-    const v6 = parseV6(text);
-    if (v6 !== undefined) return { family: 'IPv6', value: v6 };
-  }
-  const parsed = parseIp(text);
-  if (!parsed) return undefined;
-  let value = 0n;
-  for (const byte of parsed.bytes) value = (value << 8n) | BigInt(byte);
-  return { family: parsed.family, value };
-}
-
-/** Canonical text of an address (the same form `normalizeIp` gives). */
-export function formatAddr(addr: Addr): string {
-  if (addr.family === 'IPv4') {
-    const v = Number(addr.value);
-    return `${(v >>> 24) & 255}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
-  }
-  return formatIpv6(addr.value);
-}
-
-/** RFC 5952: lowercase, no leading zeros, the longest run (≥ 2) of zero hextets as `::`, IPv4-mapped as `::ffff:a.b.c.d`. */
-function formatIpv6(value: bigint): string {
-  if (value >> 32n === 0xffffn) return `::ffff:${formatAddr({ family: 'IPv4', value: value & 0xffffffffn })}`;
-  const words: number[] = [];
-  for (let shift = 112n; shift >= 0n; shift -= 16n) words.push(Number((value >> shift) & 0xffffn));
-  let bestAt = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (words[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && words[j] === 0) j++;
-    if (j - i > bestLen) {
-      bestAt = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (ws: number[]): string => ws.map((w) => w.toString(16)).join(':');
-  if (bestAt < 0) return hex(words);
-  return `${hex(words.slice(0, bestAt))}::${hex(words.slice(bestAt + bestLen))}`;
-}
-
-/** IPv4 before IPv6, then numeric order. */
-export function compareAddrs(a: Addr, b: Addr): number {
-  if (a.family !== b.family) return a.family === 'IPv4' ? -1 : 1;
-  return a.value < b.value ? -1 : a.value > b.value ? 1 : 0;
-}
+import { cidrRange, formatAddr, mustParseIp, parseCidr, rangesOverlap, toAddr, type Addr, type IpFamily } from '../../core/addr.js';
+import type { PoolBlock } from '../../intent/index.js';
 
 /** One pool block, compiled. */
 export interface Block {
@@ -143,11 +33,10 @@ export function compileBlock(block: PoolBlock, allowFirstLastIPs: boolean): Bloc
     const parsed = parseCidr(block.cidr);
     // The intent layer has already validated the CIDR; a failure here is a bug.
     if (!parsed.ok) throw new Error(`invalid CIDR ${block.cidr}: ${parsed.reason}`);
-    first = mustAddr(parsed.cidr.network.text).value;
-    last = first + (1n << (BITS[block.family] - BigInt(parsed.cidr.prefix))) - 1n;
+    ({ first, last } = cidrRange(parsed.cidr));
   } else {
-    first = mustAddr(block.start).value;
-    last = mustAddr(block.stop).value;
+    first = toAddr(mustParseIp(block.start)).value;
+    last = toAddr(mustParseIp(block.stop)).value;
   }
   const reserve = block.type === 'cidr' && !allowFirstLastIPs && last - first >= 3n;
   const family = block.family;
@@ -160,12 +49,6 @@ export function compileBlock(block: PoolBlock, allowFirstLastIPs: boolean): Bloc
     reserved: reserve ? 2n : 0n,
     label: `${formatAddr({ family, value: first })} - ${formatAddr({ family, value: last })}`,
   };
-}
-
-function mustAddr(text: string): Addr {
-  const addr = addrOf(text);
-  if (!addr) throw new Error(`invalid address ${text}`);
-  return addr;
 }
 
 export function blockSize(block: Block): bigint {
@@ -182,7 +65,7 @@ export function isReserved(block: Block, addr: Addr): boolean {
 }
 
 export function blocksOverlap(a: Block, b: Block): boolean {
-  return a.family === b.family && a.first <= b.last && b.first <= a.last;
+  return rangesOverlap(a, b);
 }
 
 /**

@@ -5,7 +5,8 @@
  * after the caller has checked compatibility with all its owners.
  */
 import type { IpFamily } from '../../intent/index.js';
-import { AddressSet, compareAddrs, type Addr } from './blocks.js';
+import { compareAddrs, type Addr } from '../../core/addr.js';
+import { AddressSet } from './blocks.js';
 import type { PoolView } from './pools.js';
 import type { ServiceView } from './service-view.js';
 

@@ -11,7 +11,8 @@
  * same rule made a pure function of the current pools.
  */
 import { matchesSelector, type IPPoolManifest, type Labels, type LabelSelector } from '../../intent/index.js';
-import { blockContains, blocksOverlap, compileBlock, type Addr, type Block } from './blocks.js';
+import type { Addr } from '../../core/addr.js';
+import { blockContains, blocksOverlap, compileBlock, type Block } from './blocks.js';
 
 export interface PoolConflict {
   /** Cilium's message: `Pool conflicts since range '<A>' overlaps range '<B>' from IP Pool '<X>'`. */

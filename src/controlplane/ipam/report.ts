@@ -1,5 +1,6 @@
 /** Turns one allocation run into an `IpamResult`: Service conditions, pool counts, state to persist. */
-import { blockSize, compareAddrs, formatAddr, type Block } from './blocks.js';
+import { compareAddrs, formatAddr } from '../../core/addr.js';
+import { blockSize, type Block } from './blocks.js';
 import type { Ledger } from './ledger.js';
 import type { PoolView } from './pools.js';
 import type { ServiceView } from './service-view.js';

@@ -11,7 +11,7 @@ import {
   type Labels,
   type ServiceManifest,
 } from '../../intent/index.js';
-import { addrOf, formatAddr, type Addr } from './blocks.js';
+import { addrOf, formatAddr, type Addr } from '../../core/addr.js';
 import { fingerprint } from './state.js';
 
 /** The load balancer classes LB-IPAM serves; an unset class is served too (`default-lb-service-ipam=lbipam`). */

@@ -70,16 +70,7 @@ export class Graveyard<Row> {
 
   /** Tombstones written after `revision`, oldest first. */
   deletedSince(revision: number): Change<Row>[] {
-    const found: Change<Row>[] = [];
-    this.tombstones
-      .toSeq()
-      .reverse()
-      .forEach((stored, key) => {
-        if (stored.revision <= revision) return false;
-        found.push({ kind: 'delete', key, row: stored.row, revision: stored.revision });
-        return true;
-      });
-    return found.reverse();
+    return writtenSince(this.tombstones, revision, 'delete');
   }
 
   /** Drops the tombstones every iterator has already seen. */
@@ -177,18 +168,7 @@ export class ChangeIterator<Row> implements Disposable {
   }
 
   private changesSince(root: TableRoot<Row>, revision: number): Change<Row>[] {
-    const upserts: Change<Row>[] = [];
-    // Rows are in revision order, so scan from the newest and stop at the first already seen.
-    root.rows
-      .toSeq()
-      .reverse()
-      .forEach((stored, key) => {
-        if (stored.revision <= revision) return false;
-        upserts.push({ kind: 'upsert', key, row: stored.row, revision: stored.revision });
-        return true;
-      });
-    upserts.reverse();
-    return mergeByRevision(upserts, this.source.graveyard.deletedSince(revision));
+    return mergeByRevision(writtenSince(root.rows, revision, 'upsert'), this.source.graveyard.deletedSince(revision));
   }
 
   private assertOpen(): void {
@@ -202,6 +182,24 @@ function allRows<Row>(rows: RowMap<Row>): Change<Row>[] {
     changes.push({ kind: 'upsert', key, row: stored.row, revision: stored.revision });
   });
   return changes;
+}
+
+/**
+ * The entries of `rows` written after `revision`, oldest first. Rows (and
+ * tombstones) are kept in revision order, so the scan starts at the newest
+ * and stops at the first one already seen.
+ */
+function writtenSince<Row>(rows: RowMap<Row>, revision: number, kind: Change<Row>['kind']): Change<Row>[] {
+  const found: Change<Row>[] = [];
+  rows
+    .toSeq()
+    .reverse()
+    .forEach((stored, key) => {
+      if (stored.revision <= revision) return false;
+      found.push({ kind, key, row: stored.row, revision: stored.revision });
+      return true;
+    });
+  return found.reverse();
 }
 
 function mergeByRevision<Row>(a: Change<Row>[], b: Change<Row>[]): Change<Row>[] {

@@ -51,17 +51,22 @@ export interface InterfaceInfo {
   mac: string;
 }
 
-export const interfacesCodec: MapCodec<number, InterfaceInfo> = {
+/** A `__u32` key in host order (an ifindex, a config slot), as both array-like maps use. */
+const u32Key: Pick<MapCodec<number, unknown>, 'keySize' | 'encodeKey' | 'decodeKey'> = {
   keySize: 4,
-  valueSize: 8,
-  encodeKey(ifindex) {
+  encodeKey(n) {
     const b = Buffer.alloc(4);
-    b.writeUInt32LE(ifindex);
+    b.writeUInt32LE(n);
     return b;
   },
   decodeKey(b) {
     return b.readUInt32LE(0);
   },
+};
+
+export const interfacesCodec: MapCodec<number, InterfaceInfo> = {
+  ...u32Key,
+  valueSize: 8,
   encodeValue(v) {
     const b = Buffer.alloc(8);
     parseMac(v.mac).copy(b, 0);
@@ -76,16 +81,8 @@ export const CONFIG_LIVENESS_NS = 0;
 export const CONFIG_MAX_AGE_NS = 1;
 
 export const runtimeConfigCodec: MapCodec<number, bigint> = {
-  keySize: 4,
+  ...u32Key,
   valueSize: 8,
-  encodeKey(slot) {
-    const b = Buffer.alloc(4);
-    b.writeUInt32LE(slot);
-    return b;
-  },
-  decodeKey(b) {
-    return b.readUInt32LE(0);
-  },
   encodeValue(v) {
     const b = Buffer.alloc(8);
     b.writeBigUInt64LE(v);

@@ -7,7 +7,7 @@
 import { HeraldError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ReconcilerOps } from '../../core/reconciler/reconciler.js';
-import { isIpv4 } from '../../net/addr.js';
+import { isIpv4 } from '../../core/addr.js';
 import type { LinkInfo, Links } from '../../os/links.js';
 import type { GarpAnnouncer } from '../garp.js';
 import type { L2AnnounceRow } from '../tables/l2-announce.js';

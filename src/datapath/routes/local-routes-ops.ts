@@ -1,6 +1,6 @@
 /** Reconciles the l2-announce table into local routes: one per announced IPv4 address. */
 import type { ReconcilerOps } from '../../core/reconciler/reconciler.js';
-import { isIpv4 } from '../../net/addr.js';
+import { isIpv4 } from '../../core/addr.js';
 import type { LocalRoutes } from '../../os/local-routes.js';
 import type { L2AnnounceRow } from '../tables/l2-announce.js';
 

@@ -1,16 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import {
-  AddressSet,
-  addrOf,
-  blockContains,
-  blockSize,
-  blocksOverlap,
-  compileBlock,
-  formatAddr,
-  isReserved,
-} from '../../../src/controlplane/ipam/blocks.js';
+import { addrOf, formatAddr } from '../../../src/core/addr.js';
+import { AddressSet, blockContains, blockSize, blocksOverlap, compileBlock, isReserved } from '../../../src/controlplane/ipam/blocks.js';
 import { normalizeIp, parseIp } from '../../../src/intent/index.js';
 
 describe('addresses as bigint', () => {
