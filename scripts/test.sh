@@ -17,6 +17,7 @@ unit_tests=(
   test/core/statedb/model.test.ts
   test/core/reconciler/retry.test.ts
   test/core/reconciler/settled.test.ts
+  test/core/trigger.test.ts
   test/intent/annotations.test.ts
   test/intent/errors.test.ts
   test/intent/fixtures.test.ts
