@@ -77,6 +77,11 @@ export class Trigger implements Disposable {
 
   trigger(): void {
     if (this.disposed || this.delayTimer) return;
+    if (this.running && this.delayMs === 0) {
+      // No window to wait for: the rerun after the running pass covers it.
+      this.again = true;
+      return;
+    }
     this.delayTimer = this.opts.clock.setTimeout(() => {
       this.delayTimer = undefined;
       void this.triggerNow();

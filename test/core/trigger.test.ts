@@ -279,3 +279,35 @@ test('negative delay or period is refused with a coded error', () => {
     (e: unknown) => isHeraldError(e, 'HERALD_BAD_ARGUMENT'),
   );
 });
+
+test('with delay 0, trigger() during a pass reruns right after it, without waiting for a timer', async () => {
+  const { clock, state, trigger } = harness();
+  state.hold = gate();
+  const first = trigger.triggerNow();
+  await turns();
+  trigger.trigger();
+  trigger.trigger();
+  assert.equal(clock.pending, 0, 'no timer armed: the rerun covers it');
+  const held = state.hold;
+  state.hold = undefined;
+  held.open();
+  await first;
+  assert.equal(state.passes, 2);
+});
+
+test('with a delay, trigger() during a pass still waits the delay (an editor may still be writing)', async () => {
+  const { clock, state, trigger } = harness({ delayMs: 100 });
+  state.hold = gate();
+  const first = trigger.triggerNow();
+  await turns();
+  trigger.trigger();
+  const held = state.hold;
+  state.hold = undefined;
+  held.open();
+  await first;
+  await turns();
+  assert.equal(state.passes, 1, 'not rerun before the delay');
+  clock.advance(100);
+  await turns();
+  assert.equal(state.passes, 2);
+});
