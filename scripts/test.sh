@@ -18,6 +18,7 @@ unit_tests=(
   test/core/reconciler/retry.test.ts
   test/core/reconciler/settled.test.ts
   test/core/trigger.test.ts
+  test/core/jobs.test.ts
   test/intent/annotations.test.ts
   test/intent/errors.test.ts
   test/intent/fixtures.test.ts

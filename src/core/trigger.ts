@@ -13,6 +13,7 @@
  *   triggerAt(ms)    a pass at clock time `ms`; of several, the earliest wins
  *   idle()           resolves when no pass is running or requested
  *   dispose()        no new passes; the running one sees its signal aborted
+ *                    (idle() then resolves when it has ended)
  *
  * A pass that throws is reported (onError, or the log) and the trigger keeps
  * going. The periodic timer starts when the first pass ends and is re-armed
@@ -113,7 +114,10 @@ export class Trigger implements Disposable {
     this.atTimer = { at, handle };
   }
 
-  /** Resolves once no pass is running or waiting for its delay (timed and periodic passes do not count). */
+  /**
+   * Resolves once no pass is running or waiting for its delay (timed and
+   * periodic passes do not count); after dispose(), once the running pass has ended.
+   */
   idle(): Promise<void> {
     if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
@@ -133,7 +137,7 @@ export class Trigger implements Disposable {
   }
 
   private isIdle(): boolean {
-    return this.disposed || (!this.running && !this.delayTimer);
+    return !this.running && (this.disposed || !this.delayTimer);
   }
 
   private async loop(): Promise<void> {
@@ -165,6 +169,11 @@ export class Trigger implements Disposable {
       }
     }
     this.opts.log.error({ trigger: this.name, err: describeError(e) }, 'pass failed; the next trigger runs it again');
+  }
+
+  /** Starts the periodic timer now instead of after the first pass (a timer job's first run is one period away). */
+  startPeriodic(): void {
+    if (this.periodic === 'unarmed') this.armPeriodic();
   }
 
   private armPeriodic(): void {

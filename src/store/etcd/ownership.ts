@@ -22,6 +22,7 @@ import type { Watcher } from 'etcd3';
 import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { Trigger } from '../../core/trigger.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { OwnerWatch, WatchTarget } from '../../datapath/owner-watch.js';
 import type { LivenessGate } from '../../datapath/l2-responder/liveness.js';
@@ -103,6 +104,7 @@ export class EtcdOwnership implements OwnershipBackend {
   ) {
     this.ownersPrefix = `${session.prefix}owners/`;
     this.candidatesPrefix = `${session.prefix}candidates/`;
+    this.passes = new Trigger({ name: 'etcd ownership', run: () => this.pass(), clock: deps.clock, log: deps.log, delayMs: 0 });
   }
 
   async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
@@ -206,38 +208,22 @@ export class EtcdOwnership implements OwnershipBackend {
     }
   }
 
-  private dirty = false;
-  private running = false;
-  private dirtyTimer: TimerHandle | undefined;
-
   /**
    * Coalesces events into one pass at a time: a burst of watch events (a
    * node joining with 10k candidacies) costs one pass, not 10k concurrent ones.
+   * A zero delay still coalesces everything already queued (a watch delivers a batch at once).
    */
+  private readonly passes: Trigger;
+
   private markDirty(): void {
-    this.dirty = true;
-    if (this.running || this.dirtyTimer || this.disposed) return;
-    // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
-    this.dirtyTimer = this.deps.clock.setTimeout(() => {
-      this.dirtyTimer = undefined;
-      void this.pass();
-    }, 0);
+    this.passes.trigger();
   }
 
   private async pass(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      while (this.dirty && !this.disposed) {
-        this.dirty = false;
-        void this.emit();
-        this.updateWatch();
-        await this.sync();
-        void this.emit();
-      }
-    } finally {
-      this.running = false;
-    }
+    void this.emit();
+    this.updateWatch();
+    await this.sync();
+    void this.emit();
   }
 
   /** Re-reads owners and candidates from etcd, then acts. */
@@ -439,17 +425,9 @@ export class EtcdOwnership implements OwnershipBackend {
     return false;
   }
 
-  private resyncTimer: { at: number; handle: TimerHandle } | undefined;
-
-  /** Runs sync() again at `at` (the earliest pending handover). */
+  /** Runs sync() again at `at` (the earliest pending handover wins). */
   private resyncAt(at: number): void {
-    if (this.resyncTimer && this.resyncTimer.at <= at) return;
-    this.resyncTimer?.handle.cancel();
-    const handle = this.deps.clock.setTimeout(() => {
-      this.resyncTimer = undefined;
-      this.markDirty();
-    }, Math.max(0, at - this.deps.clock.now()) + 10);
-    this.resyncTimer = { at, handle };
+    this.passes.triggerAt(at + 10);
   }
 
   private contendLater(ip: string): void {
@@ -580,8 +558,7 @@ export class EtcdOwnership implements OwnershipBackend {
 
   dispose(): void {
     this.disposed = true;
-    this.dirtyTimer?.cancel();
-    this.resyncTimer?.handle.cancel();
+    this.passes.dispose();
     for (const t of this.timers.values()) t.cancel();
     void this.watcher?.cancel();
   }
