@@ -13,7 +13,7 @@
  *
  * start() starts the jobs added since the last start(), in order, awaiting
  * each hook's start; if one fails, what this call started is stopped again
- * (in reverse) and the error is thrown. stop() stops everything started, in
+ * (in reverse) and the job's own error is thrown. stop() stops everything started, in
  * reverse, once (later calls return the same promise), under one deadline: a
  * stop that does not finish in time is abandoned with an error log and a
  * failed health entry, and the remaining stops still run. Synchronous stops
@@ -180,7 +180,9 @@ export class Jobs implements Disposable {
           }
           this.started.splice(this.started.indexOf(j), 1);
         }
-        throw new HeraldError('HERALD_INTERNAL', `job ${job.name} failed to start: ${describeError(e)}`, { cause: e });
+        // The job's own error, unwrapped: its code is what the operator needs (e.g. a socket path refused).
+        this.opts.log.error({ job: job.name, err: describeError(e) }, 'job failed to start');
+        throw e;
       }
       startedHere.push(job);
       this.started.push(job);
