@@ -19,6 +19,8 @@ unit_tests=(
   test/core/reconciler/backoff.test.ts
   test/core/addr.test.ts
   test/core/reconciler/settled.test.ts
+  test/core/trigger.test.ts
+  test/core/jobs.test.ts
   test/intent/annotations.test.ts
   test/intent/errors.test.ts
   test/intent/fixtures.test.ts

@@ -16,6 +16,7 @@ import { IntentReport } from './api/intent-status.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { DisposableStore, type Disposable } from './core/disposable.js';
 import { HeraldError, describeError } from './core/errors.js';
+import { Jobs } from './core/jobs.js';
 import type { Logger } from './core/logger.js';
 import type { ReconcilerConfig } from './core/reconciler/reconciler.js';
 import { StateDB } from './core/statedb/index.js';
@@ -86,6 +87,8 @@ export class Agent implements Disposable {
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
+  /** Long-lived work started in start(), stopped in reverse on dispose, with health by name in status. */
+  private readonly jobs: Jobs;
   readonly startedAt = Date.now();
   private readonly intentReport: IntentReport;
 
@@ -96,6 +99,7 @@ export class Agent implements Disposable {
   ) {
     this.intentReport = new IntentReport(config.node);
     // infra
+    this.jobs = new Jobs({ clock, log: log.child({ module: 'jobs' }) });
     this.links = this.store.add(new NetlinkLinks()); // interface lookups and link events
     const sender = this.store.add(new PacketFrameSender()); // gratuitous ARP frames out
     this.session = config.store === 'etcd' ? this.store.add(new EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
@@ -168,7 +172,9 @@ export class Agent implements Disposable {
     if (this.config.manifests) await requireManifestPath(this.config.manifests, this.config.manifestLimits);
     mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
     this.l2.start();
-    if (this.config.localRoutes) this.startLocalRoutes();
+    this.store.add(this.jobs);
+    if (this.config.localRoutes) this.addLocalRoutesJob();
+    await this.jobs.start();
     await this.session?.start();
     // Refuse a second agent with our --node on this store before acting on anything.
     if (this.session) await this.store.add(new NodeClaim(this.session, this.config.node, { clock: this.clock, log: this.log }, nodeClaimWait(etcdSessionDefaults.ttlSeconds))).claim();
@@ -203,26 +209,26 @@ export class Agent implements Disposable {
     } else {
       await this.controlPlane.setSnapshot(emptySnapshot);
     }
-    if (this.config.statusSocket) {
-      const server = new StatusServer(this.config.statusSocket, () => this.status());
-      await server.start();
-      this.store.add(server);
+    const statusSocket = this.config.statusSocket;
+    if (statusSocket) {
+      const server = new StatusServer(statusSocket, () => this.status());
+      this.jobs.hook('status-server', { start: () => server.start(), stop: () => server.dispose() });
     }
-    if (this.config.metricsListen) {
+    const metricsListen = this.config.metricsListen;
+    if (metricsListen) {
       const { MetricsServer, buildRegistry } = await import('./api/metrics.js'); // prom-client only when metrics are on
-      const metrics = new MetricsServer(this.config.metricsListen, buildRegistry(this.metricsSource()));
-      await metrics.start();
-      this.store.add(metrics);
+      const metrics = new MetricsServer(metricsListen, buildRegistry(this.metricsSource()));
+      this.jobs.hook('metrics-server', { start: () => metrics.start(), stop: () => metrics.dispose() });
     }
+    await this.jobs.start();
   }
 
   /** A local route per owned IP, so host services serve it (plain hosts; keepalived's users). */
-  private startLocalRoutes(): void {
+  private addLocalRoutesJob(): void {
     const ops = new LocalRoutesOps(new IprouteLocalRoutes(), (ip) => this.db.readTxn().listBy(l2AnnounceTable, 'ip', ip).length > 0);
     const routes = new Reconciler({ name: 'local-routes', db: this.db, table: l2AnnounceTable, ops, clock: this.clock, log: this.log }, this.config.reconciler);
-    routes.start();
     this.routes = routes;
-    this.store.add({ dispose: () => void routes.dispose() });
+    this.jobs.hook('local-routes', { start: () => routes.start(), stop: () => routes.dispose() });
   }
 
   status() {
@@ -238,6 +244,7 @@ export class Agent implements Disposable {
       conflicts: this.l2.conflicts.records(),
       now: this.clock.monotonicNs(),
       intent: this.intentReport.status(),
+      jobs: this.jobs.health(),
       ...(this.session && this.ownership instanceof EtcdOwnership
         ? {
             ha: {

@@ -1,4 +1,5 @@
 /** The agent's status document (served on the status socket) and its text rendering. */
+import type { JobHealth } from '../core/jobs.js';
 import type { ReconcilerHealth, RowStatus } from '../core/reconciler/reconciler.js';
 import type { ControlPlaneStatus } from '../controlplane/controller.js';
 import type { ConflictRecord } from '../datapath/conflict-defence.js';
@@ -26,6 +27,8 @@ export interface StatusInput {
   ha?: HaStatus;
   /** The last rejected intent and warnings about this node's intent. */
   intent?: IntentStatus;
+  /** Health of the agent's long-lived jobs, by name (core/jobs.ts). */
+  jobs?: ReadonlyMap<string, JobHealth>;
 }
 
 export interface HaStatus {
@@ -103,6 +106,7 @@ export function buildStatus(i: StatusInput) {
       defences: c.defences,
       lastDefence: c.lastDefenceAt === undefined ? null : new Date(c.lastDefenceAt).toISOString(),
     })),
+    jobs: [...(i.jobs ?? new Map<string, JobHealth>())].map(([name, h]) => ({ name, ...h })),
   };
 }
 
@@ -171,6 +175,11 @@ export function renderStatus(s: AgentStatus): string {
       ['IP', 'INTERFACE', 'FOREIGN MAC', 'OP', 'LAST SEEN', 'CLAIMS', 'DEFENCES'],
       s.conflicts.map((c) => [c.ip, c.interface, c.foreignMac, c.op, c.lastSeen, String(c.claims), String(c.defences)]),
     );
+  }
+  const unwell = s.jobs.filter((j) => j.level !== 'ok');
+  if (unwell.length > 0) {
+    out.push('', `jobs not ok (${unwell.length} of ${s.jobs.length}):`);
+    table(['JOB', 'HEALTH', 'SINCE', 'MESSAGE'], unwell.map((j) => [j.name, j.level, j.since, j.message]));
   }
   return out.join('\n') + '\n';
 }

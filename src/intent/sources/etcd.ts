@@ -20,6 +20,7 @@ import type { Etcd3, IEvent, Watcher } from 'etcd3';
 import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 import { HeraldError, describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { Trigger } from '../../core/trigger.js';
 import { createEtcdClient, parseEtcdEndpoints, storeError } from './etcd-client.js';
 import type { ManifestError } from '../diagnostics.js';
 import { manifestLimitDefaults, tooLargeError, type ManifestLimits } from '../limits.js';
@@ -100,8 +101,8 @@ export class EtcdIntentSource implements IntentSource {
   private cacheRev = 0;
   /** Events received while a read is in flight (applied on top of its result). */
   private duringRead: Change[] | undefined;
-  private syncing: Promise<void> | undefined;
-  private syncAgain = false;
+  /** Reads of the prefix: one at a time; a request during a read runs once more after it. */
+  private readonly reads: Trigger;
   private applyTimer: TimerHandle | undefined;
   private retryTimer: TimerHandle | undefined;
   private retryDelay: number;
@@ -123,6 +124,14 @@ export class EtcdIntentSource implements IntentSource {
     this.callTimeoutMs = opts.callTimeoutMs;
     this.limits = opts.limits ?? manifestLimitDefaults;
     this.parse = opts.parse ?? ((job) => parseInWorker(job, { signal: this.abort.signal }));
+    this.reads = new Trigger({
+      name: this.name,
+      run: () => this.readAll(),
+      clock: this.clock,
+      log: this.log,
+      // Only a throwing handler gets here; the source keeps going.
+      onError: (e) => this.log.error({ err: describeError(e) }, 'applying intent from etcd failed'),
+    });
   }
 
   async start(handlers: IntentSourceHandlers): Promise<void> {
@@ -141,6 +150,7 @@ export class EtcdIntentSource implements IntentSource {
     this.disposed = true;
     this.publisher?.close();
     this.abort.abort();
+    this.reads.dispose();
     this.applyTimer?.cancel();
     this.retryTimer?.cancel();
     this.dropWatcher();
@@ -149,26 +159,7 @@ export class EtcdIntentSource implements IntentSource {
 
   /** Reads the prefix (serialised: a request during a read runs once more after it). */
   private sync(): Promise<void> {
-    if (this.syncing) {
-      this.syncAgain = true;
-      return this.syncing;
-    }
-    this.syncing = (async () => {
-      try {
-        do {
-          this.syncAgain = false;
-          try {
-            await this.readAll();
-          } catch (e) {
-            // Only a throwing handler gets here; the source keeps going.
-            this.log.error({ err: describeError(e) }, 'applying intent from etcd failed');
-          }
-        } while (this.syncAgain && !this.disposed);
-      } finally {
-        this.syncing = undefined;
-      }
-    })();
-    return this.syncing;
+    return this.reads.triggerNow();
   }
 
   private async readAll(): Promise<void> {

@@ -24,10 +24,11 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
+import { systemClock, type Clock } from '../../core/clock.js';
 import { DisposableMap, toDisposable, type Disposable } from '../../core/disposable.js';
 import { HeraldError, describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { Trigger } from '../../core/trigger.js';
 import type { ManifestError } from '../diagnostics.js';
 import { manifestLimitDefaults, type ManifestLimits } from '../limits.js';
 import { MANIFEST_EXTENSIONS, readManifestFile } from '../load.js';
@@ -151,10 +152,8 @@ export class FileIntentSource implements IntentSource {
   private readonly abort = new AbortController();
   private readonly watchers = new DisposableMap<string, Disposable>();
   private publisher: SnapshotPublisher | undefined;
-  private debounce: TimerHandle | undefined;
-  private periodic: TimerHandle | undefined;
-  private scanning: Promise<void> | undefined;
-  private again = false;
+  /** Every event, the periodic re-scan and rescan() go through it: one scan at a time, bursts coalesced. */
+  private readonly scans: Trigger;
   private disposed = false;
 
   constructor(private readonly opts: FileIntentSourceOptions) {
@@ -171,38 +170,28 @@ export class FileIntentSource implements IntentSource {
     this.base = basename(resolve(opts.path));
     this.name = `files ${opts.path}`;
     this.log = opts.log.child({ source: this.name });
+    this.scans = new Trigger({
+      name: this.name,
+      run: () => this.scanOnce(),
+      clock: this.clock,
+      log: this.log,
+      delayMs: this.debounceMs,
+      periodicMs: this.rescanMs,
+      // Only a throwing handler gets here; the source keeps watching.
+      onError: (e) => this.log.error({ err: describeError(e) }, 'applying manifests failed'),
+    });
   }
 
   async start(handlers: IntentSourceHandlers): Promise<void> {
     if (this.disposed) throw new HeraldError('HERALD_STOPPED', `${this.name}: start() after dispose()`);
     if (this.publisher) throw new HeraldError('HERALD_INTERNAL', `${this.name}: started twice`);
     this.publisher = new SnapshotPublisher(handlers, this.log);
-    await this.rescan();
-    this.schedulePeriodic();
+    await this.rescan(); // the periodic re-scan counts from the end of this first one
   }
 
   /** Re-scans now (and waits for it); also what every event leads to. */
-  async rescan(): Promise<void> {
-    if (this.scanning) {
-      this.again = true;
-      return this.scanning;
-    }
-    this.scanning = (async () => {
-      try {
-        do {
-          this.again = false;
-          try {
-            await this.scanOnce();
-          } catch (e) {
-            // Only a throwing handler gets here; the source keeps watching.
-            this.log.error({ err: describeError(e) }, 'applying manifests failed');
-          }
-        } while (this.again && !this.disposed);
-      } finally {
-        this.scanning = undefined;
-      }
-    })();
-    return this.scanning;
+  rescan(): Promise<void> {
+    return this.scans.triggerNow();
   }
 
   dispose(): void {
@@ -210,8 +199,7 @@ export class FileIntentSource implements IntentSource {
     this.disposed = true;
     this.publisher?.close();
     this.abort.abort();
-    this.debounce?.cancel();
-    this.periodic?.cancel();
+    this.scans.dispose();
     this.watchers.dispose();
   }
 
@@ -220,7 +208,7 @@ export class FileIntentSource implements IntentSource {
     if (!publisher || this.disposed) return;
     const scan = await scanManifestPath(this.opts.path, this.limits);
     if (this.disposed) return;
-    if (this.updateWatchers(scan.dirs)) this.again = true; // a new directory: re-scan what it held before the watch
+    if (this.updateWatchers(scan.dirs)) void this.scans.triggerNow(); // a new directory: re-scan what it held before the watch
     if (!scan.exists) {
       publisher.fail(new HeraldError('HERALD_BAD_MANIFEST', `manifest path ${this.opts.path} does not exist`));
       return;
@@ -264,17 +252,6 @@ export class FileIntentSource implements IntentSource {
   }
 
   private scheduleScan(): void {
-    if (this.disposed || this.debounce) return;
-    this.debounce = this.clock.setTimeout(() => {
-      this.debounce = undefined;
-      void this.rescan();
-    }, this.debounceMs);
-  }
-
-  private schedulePeriodic(): void {
-    if (this.disposed || this.rescanMs === 0) return;
-    this.periodic = this.clock.setTimeout(() => {
-      void this.rescan().finally(() => this.schedulePeriodic());
-    }, this.rescanMs);
+    this.scans.trigger();
   }
 }

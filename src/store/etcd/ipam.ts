@@ -38,6 +38,7 @@ import {
 import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { Trigger } from '../../core/trigger.js';
 import { StateFile } from '../../os/state-file.js';
 import type { EtcdSession } from './session.js';
 
@@ -126,6 +127,7 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
     this.clock = opts.clock ?? systemClock;
     this.restoreWaitMs = opts.restoreWaitMs ?? etcdIpamDefaults.restoreWaitMs;
     this.restoreHoldMs = opts.restoreHoldMs ?? etcdIpamDefaults.restoreHoldMs;
+    this.reads = new Trigger({ name: 'etcd ipam refresh', run: () => this.readOnce(), clock: this.clock, log });
   }
 
   async start(onChange: () => void): Promise<void> {
@@ -174,22 +176,12 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
     w.on('error', (e) => this.log.warn({ err: describeError(e) }, 'etcd ipam watch error'));
   }
 
-  private refreshing: Promise<void> | undefined;
-  private refreshAgain = false;
+  /** Reads of the leader, the state and the offers: one at a time; bursts coalesce. */
+  private readonly reads: Trigger;
 
   /** Re-reads the leader, the state and the offers (one read at a time; bursts coalesce). */
-  private async refresh(): Promise<void> {
-    if (this.refreshing) {
-      this.refreshAgain = true;
-      return this.refreshing;
-    }
-    this.refreshing = (async () => {
-      do {
-        this.refreshAgain = false;
-        await this.readOnce();
-      } while (this.refreshAgain && !this.disposed);
-    })().finally(() => (this.refreshing = undefined));
-    return this.refreshing;
+  private refresh(): Promise<void> {
+    return this.reads.triggerNow();
   }
 
   private signature(): string {
@@ -204,7 +196,7 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
       const res = await this.session.client.getAll().prefix(this.ipamPrefix).exec();
       if (this.writes !== writes) {
         // We wrote while this read was in flight: it may predate our write, read again.
-        this.refreshAgain = true;
+        void this.reads.triggerNow();
         return;
       }
       await this.checkStoreIdentity(res.header);
@@ -550,6 +542,7 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
 
   dispose(): void {
     this.disposed = true;
+    this.reads.dispose();
     this.holdTimer?.cancel();
     void this.watcher?.cancel();
   }
