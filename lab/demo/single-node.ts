@@ -4,7 +4,7 @@
  * Run with `bash scripts/demo.sh` (installs and builds first).
  */
 import { fileURLToPath } from 'node:url';
-import { Lab } from '../lab/lab.js';
+import { Lab } from '../lab.js';
 
 const HERALD = fileURLToPath(new URL('../../bin/herald', import.meta.url));
 const VIP = '198.51.100.10';
