@@ -50,6 +50,7 @@ unit_tests=(
   test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts
+  test/layers.test.ts
 )
 lab_tests=(
   test/datapath/l2-responder.lab.test.ts
