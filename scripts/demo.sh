@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/lab-sweep.sh
-if [ "${1:-}" = "single" ]; then exec node dist/demo/single-node.js; fi
-exec node dist/demo/ha.js
+if [ "${1:-}" = "single" ]; then exec node --import tsx lab/demo/single-node.ts; fi
+exec node --import tsx lab/demo/ha.ts

@@ -8,7 +8,7 @@
  *
  *   node --import tsx bench/arp/main.ts [--samples 2000] [--flood-seconds 3] [--json]
  */
-import { Lab, type Host } from '../../src/lab/lab.js';
+import { Lab, type Host } from '../../lab/lab.js';
 import { HERALD, startAgentReady } from '../../test/helpers/lab-tools.js';
 import { fileURLToPath } from 'node:url';
 

@@ -4,7 +4,7 @@
  * JSON (times in ms on the probe's timeline), so they can be re-run on saved
  * raw results (--raw-dir).
  */
-import type { ProbeResult } from '../../src/lab/failover-probe.js';
+import type { ProbeResult } from '../../lab/failover-probe.js';
 
 export interface TrialInput {
   probe: ProbeResult;

@@ -21,12 +21,12 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Lab, sleep, type Host, type LabProcess } from '../../src/lab/lab.js';
-import type { ProbeResult } from '../../src/lab/failover-probe.js';
+import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
+import type { ProbeResult } from '../../lab/failover-probe.js';
 import { analyzeTrial, summarize, type CaseSummary, type TrialResult } from './analyze.js';
 
-const PROBE = fileURLToPath(new URL('../../src/lab/failover-probe.ts', import.meta.url));
-const HTTP_SERVER = fileURLToPath(new URL('../../src/lab/http-server.ts', import.meta.url));
+const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.url));
+const HTTP_SERVER = fileURLToPath(new URL('../../lab/http-server.ts', import.meta.url));
 
 /** The probe asks from its own identity, so its replies never touch the client kernel's neighbour entry. */
 export const PROBE_SRC_IP = '192.0.2.250';

@@ -17,8 +17,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LabEtcd } from '../../src/lab/etcd.js';
-import { waitFor, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { LabEtcd } from '../../lab/etcd.js';
+import { waitFor, type Host, type LabProcess } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 import type { FailoverBench, FailoverCase, Scenario, Setup, Trigger } from './harness.js';

@@ -21,7 +21,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { waitFor, type Host, type Lab, type LabProcess } from '../../src/lab/lab.js';
+import { waitFor, type Host, type Lab, type LabProcess } from '../../lab/lab.js';
 
 export interface KeepalivedOptions {
   /** VRRP advertisement interval; 1000 = the default. Not a whole number of seconds → VRRPv3. */

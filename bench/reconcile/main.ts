@@ -8,7 +8,7 @@
  *   node --import tsx bench/reconcile/main.ts [--samples 1000] [--sizes 10000,60000] [--json]
  */
 import { fileURLToPath } from 'node:url';
-import { Lab } from '../../src/lab/lab.js';
+import { Lab } from '../../lab/lab.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, def: string) => {

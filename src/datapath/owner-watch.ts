@@ -20,6 +20,7 @@ import { DisposableMap, type Disposable } from '../core/disposable.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ARPOP_REPLY, arpRequest, parseArpFrame } from '../net/arp.js';
+import type { OwnerWatch, WatchTarget } from '../controlplane/ownership/edges.js';
 import type { LinkInfo, Links } from '../os/links.js';
 import { ETH_P_ARP, PACKET_OUTGOING, PacketSocket } from '../os/packet-socket.js';
 
@@ -36,22 +37,6 @@ export interface OwnerWatchOptions {
 }
 
 export const ownerWatchDefaults: OwnerWatchOptions = { probeIntervalMs: 50, silenceMs: 300 };
-
-export interface WatchTarget {
-  /** The owner node (what is reported). */
-  node: string;
-  /** One IP it owns. */
-  ip: string;
-  /** Our interface to probe from (a candidate interface for that IP). */
-  iface: string;
-}
-
-/** The edge the ownership backend depends on (a fake in unit tests). */
-export interface OwnerWatch {
-  /** Replaces the set of watched owners. */
-  setTargets(targets: readonly WatchTarget[]): void;
-  onSilent(cb: (node: string) => void): void;
-}
 
 interface Tracked extends WatchTarget {
   since: number;

@@ -16,8 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
-import { LabEtcd } from '../../src/lab/etcd.js';
-import { Lab, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { LabEtcd } from '../../lab/etcd.js';
+import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, arping, labSkipReason, startAgent, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Lab, sleep, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, arping, entry, labSkipReason, mapDump, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
 const POOL = `apiVersion: cilium.io/v2

@@ -10,7 +10,7 @@ import { mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Lab, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
 const CLASS = 'io.cilium/l2-announcer';

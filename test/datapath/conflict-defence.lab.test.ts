@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { Lab, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, ROOT, craft, entry, labSkipReason, mapDump, startAgentReady, startCapture, stopCapture, waitFor, type CraftResult } from '../helpers/lab-tools.js';
 
 const VIP = '198.51.100.50'; // claimed once (request form), then once (reply form)

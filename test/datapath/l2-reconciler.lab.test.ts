@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { Lab, waitFor, type Host } from '../../src/lab/lab.js';
+import { Lab, waitFor, type Host } from '../../lab/lab.js';
 import { ROOT, arping, labSkipReason, mapDump } from '../helpers/lab-tools.js';
 
 class Driver {

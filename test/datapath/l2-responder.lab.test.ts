@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Lab, sleep, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
 import {
   HERALD,
   arping,

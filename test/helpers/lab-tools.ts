@@ -1,8 +1,8 @@
 /** Real tools run inside lab hosts: iputils arping, scapy, tcpdump, herald itself. */
 import { fileURLToPath } from 'node:url';
 import { spawnSync } from 'node:child_process';
-import type { Host, LabProcess } from '../../src/lab/lab.js';
-import { waitFor } from '../../src/lab/lab.js';
+import type { Host, LabProcess } from '../../lab/lab.js';
+import { waitFor } from '../../lab/lab.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const HERALD = `${ROOT}bin/herald`;

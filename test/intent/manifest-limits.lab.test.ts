@@ -1,7 +1,7 @@
 /**
  * Intent can't starve the datapath (issue 9), with a real agent in a lab:
  * the agent owns an IP and a client asks for it every 10 ms (fresh ARP
- * requests, src/lab/failover-probe.ts) while hostile files are dropped into
+ * requests, lab/failover-probe.ts) while hostile files are dropped into
  * the watched manifests directory. Before the fix, a 60 MB manifest took
  * the agent from 93 MB to 2.24 GB and silenced every IP for 1.74 s.
  *
@@ -17,11 +17,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { Lab, type Host, type LabProcess } from '../../src/lab/lab.js';
-import type { ProbeResult } from '../../src/lab/failover-probe.js';
+import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
+import type { ProbeResult } from '../../lab/failover-probe.js';
 import { HERALD, arping, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
-const PROBE = fileURLToPath(new URL('../../src/lab/failover-probe.ts', import.meta.url));
+const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.url));
 const IP = '198.51.100.10';
 const MANIFESTS = `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool

@@ -10,9 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { LabEtcd } from '../../src/lab/etcd.js';
+import { LabEtcd } from '../../lab/etcd.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
-import { Lab, sleep, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, arping, craft, labSkipReason, mapDump, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
@@ -46,8 +46,8 @@ interface Status {
   candidates: Array<{ ip: string; owner: string | null }>;
 }
 const status = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])) as Status;
-const HTTP_SERVER = fileURLToPath(new URL('../../src/lab/http-server.ts', import.meta.url));
-const PROBE = fileURLToPath(new URL('../../src/lab/failover-probe.ts', import.meta.url));
+const HTTP_SERVER = fileURLToPath(new URL('../../lab/http-server.ts', import.meta.url));
+const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.url));
 const IPS = ['198.51.100.10', '198.51.100.11', '198.51.100.12', '198.51.100.13', '198.51.100.14', '198.51.100.15'];
 
 describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {

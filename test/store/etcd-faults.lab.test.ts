@@ -17,9 +17,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import type { ArpSummary } from '../../src/lab/failover-probe.js';
-import { LabEtcd } from '../../src/lab/etcd.js';
-import { Lab, sleep, type Host, type LabProcess } from '../../src/lab/lab.js';
+import type { ArpSummary } from '../../lab/failover-probe.js';
+import { LabEtcd } from '../../lab/etcd.js';
+import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
@@ -48,7 +48,7 @@ spec:
   )
   .join('\n')}
 `;
-const PROBE = fileURLToPath(new URL('../../src/lab/failover-probe.ts', import.meta.url));
+const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.url));
 const ETCD_KV = fileURLToPath(new URL('../tools/etcd-kv.ts', import.meta.url));
 
 interface HaStatus {

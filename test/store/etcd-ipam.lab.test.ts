@@ -14,8 +14,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { LabEtcd } from '../../src/lab/etcd.js';
-import { Lab, type Host, type LabProcess } from '../../src/lab/lab.js';
+import { LabEtcd } from '../../lab/etcd.js';
+import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
 const POOL = `apiVersion: cilium.io/v2

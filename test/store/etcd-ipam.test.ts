@@ -13,7 +13,7 @@ import { Etcd3 } from 'etcd3';
 import type { AllocationState } from '../../src/controlplane/ipam/state.js';
 import { systemClock } from '../../src/core/clock.js';
 import { silentLogger, type Logger } from '../../src/core/logger.js';
-import { waitFor } from '../../src/lab/lab.js';
+import { waitFor } from '../../lab/lab.js';
 import { EtcdIpamCoordinator, IPAM_COPY_FILE } from '../../src/store/etcd/ipam.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
 import { startEtcd, type EtcdServer } from '../helpers/etcd.js';

@@ -16,7 +16,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import type { OwnershipView } from '../../src/controlplane/ownership/backend.js';
 import { EtcdOwnership, rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
-import { waitFor } from '../../src/lab/lab.js';
+import { waitFor } from '../../lab/lab.js';
 import { startEtcd, type EtcdServer } from '../helpers/etcd.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 

@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { systemClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/logger.js';
-import type { OwnerWatch, WatchTarget } from '../../src/datapath/owner-watch.js';
+import type { OwnerWatch, WatchTarget } from '../../src/controlplane/ownership/edges.js';
 import { EtcdOwnership, rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
 import { TcpProxy, hostPort, startEtcd, type EtcdServer } from '../helpers/etcd.js';
-import { waitFor } from '../../src/lab/lab.js';
+import { waitFor } from '../../lab/lab.js';
 
 class ManualWatch implements OwnerWatch {
   targets: readonly WatchTarget[] = [];

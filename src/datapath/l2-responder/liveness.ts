@@ -10,6 +10,7 @@ import type { Disposable } from '../../core/disposable.js';
 import type { Logger } from '../../core/logger.js';
 import { describeError } from '../../core/errors.js';
 import type { BpfMap } from '../../os/bpf-map.js';
+import { openGate, type LivenessGate } from '../../controlplane/ownership/edges.js';
 import { CONFIG_LIVENESS_NS, CONFIG_MAX_AGE_NS } from './layout.js';
 
 export interface LivenessOptions {
@@ -25,26 +26,6 @@ export interface LivenessOptions {
 // store nobody takes over, so it must outlast an agent restart instead.
 export const livenessDefaults: LivenessOptions = { intervalMs: 200, maxAgeMs: 800 };
 export const LOCAL_STORE_LIVENESS_MAX_AGE_MS = 3000;
-
-/**
- * Whether this node may answer at all, decided by whoever holds its authority
- * (the store session). The heartbeat is written only while the gate is open,
- * and after a late wake-up only once the gate has re-checked ownership: a
- * resumed owner never answers beside the node that took over meanwhile.
- */
-export interface LivenessGate {
-  /** True while our own lease is valid by our own clock (monotonic ms). */
-  mayAnswer(nowMs: number): boolean;
-  /**
-   * We were asleep past the liveness limit: others may have fenced us out.
-   * Resolves once ownership is re-verified with the store and every IP we no
-   * longer own is withdrawn from the datapath.
-   */
-  recheck(sleptMs: number): Promise<void>;
-}
-
-/** The local store: no one else can take over, the gate is always open. */
-export const openGate: LivenessGate = { mayAnswer: () => true, recheck: async () => {} };
 
 export class LivenessWriter implements Disposable {
   private timer: TimerHandle | undefined;

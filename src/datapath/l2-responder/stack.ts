@@ -16,7 +16,7 @@ import { GarpAnnouncer, type FrameSender, type GarpSchedule } from '../garp.js';
 import { l2AnnounceTable, type L2AnnounceRow } from '../tables/l2-announce.js';
 import { L2Datapath, type L2DatapathOptions } from './datapath.js';
 import { decodeConflictEvent } from './layout.js';
-import type { LivenessGate } from './liveness.js';
+import type { LivenessGate } from '../../controlplane/ownership/edges.js';
 import { L2ResponderOps } from './reconcile-ops.js';
 
 export interface L2StackConfig {

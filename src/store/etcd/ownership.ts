@@ -23,8 +23,7 @@ import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
-import type { OwnerWatch, WatchTarget } from '../../datapath/owner-watch.js';
-import type { LivenessGate } from '../../datapath/l2-responder/liveness.js';
+import type { LivenessGate, OwnerWatch, WatchTarget } from '../../controlplane/ownership/edges.js';
 import type { EtcdSession } from './session.js';
 
 export interface EtcdOwnershipOptions {

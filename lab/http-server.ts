@@ -2,7 +2,7 @@
  * A tiny HTTP server run inside a lab node (nsenter --net): answers every
  * request with the node's name, so a client can tell which node served it.
  *
- *   node dist/lab/http-server.js --port 8080 --name n1 [--host 0.0.0.0]
+ *   node --import tsx lab/http-server.ts --port 8080 --name n1 [--host 0.0.0.0]
  *
  * Listens on all addresses, so it serves a VIP that keepalived puts on the
  * interface (and, for herald, an IP the agent routes locally). Prints

@@ -11,12 +11,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LabEtcd } from '../lab/etcd.js';
-import { Lab, sleep, waitFor, type Host, type LabProcess } from '../lab/lab.js';
+import { LabEtcd } from '../etcd.js';
+import { Lab, sleep, waitFor, type Host, type LabProcess } from '../lab.js';
 
 const HERALD = fileURLToPath(new URL('../../bin/herald', import.meta.url));
-const PROBE = fileURLToPath(new URL('../lab/failover-probe.js', import.meta.url));
-const HTTP_SERVER = fileURLToPath(new URL('../lab/http-server.js', import.meta.url));
+const PROBE = fileURLToPath(new URL('../failover-probe.ts', import.meta.url));
+const HTTP_SERVER = fileURLToPath(new URL('../http-server.ts', import.meta.url));
 const VIP = '198.51.100.10';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
@@ -66,7 +66,7 @@ async function main(): Promise<void> {
     step('starting a tiny web server on every node (it answers with the node name) and herald agents');
     const agents = new Map<Host, LabProcess>();
     for (const n of lab.nodes) {
-      n.spawn('http', process.execPath, [HTTP_SERVER, '--port', '8080', '--name', n.name]);
+      n.spawn('http', process.execPath, ['--import', 'tsx', HTTP_SERVER, '--port', '8080', '--name', n.name]);
       const agent = n.spawn('agent', HERALD, [
         'agent', '--node', n.name, '--store', 'etcd', '--etcd', etcd.endpoint, '--local-routes',
         '--bpf-pin-dir', n.pinDir, '--state-dir', n.stateDir, '--status-socket', n.statusSocket,
@@ -94,7 +94,7 @@ async function main(): Promise<void> {
 
     step(`killing ${owner.name}'s agent (kill -9) while the client sends an ARP request and an HTTP GET every 10 ms`);
     const outJson = join(dir, 'probe.json');
-    const probe = lab.client.execAsync(process.execPath, [PROBE, '--iface', 'eth0', '--src-ip', lab.client.ip, '--target', VIP, '--interval-ms', '10', '--duration-ms', '6000', '--http-port', '8080', '--out-json', outJson]);
+    const probe = lab.client.execAsync(process.execPath, ['--import', 'tsx', PROBE, '--iface', 'eth0', '--src-ip', lab.client.ip, '--target', VIP, '--interval-ms', '10', '--duration-ms', '6000', '--http-port', '8080', '--out-json', outJson]);
     await sleep(1500);
     await agents.get(owner)!.stop('SIGKILL');
     await probe;

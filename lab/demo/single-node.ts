@@ -4,7 +4,7 @@
  * Run with `bash scripts/demo.sh` (installs and builds first).
  */
 import { fileURLToPath } from 'node:url';
-import { Lab } from '../lab/lab.js';
+import { Lab } from '../lab.js';
 
 const HERALD = fileURLToPath(new URL('../../bin/herald', import.meta.url));
 const VIP = '198.51.100.10';
@@ -18,7 +18,10 @@ async function main(): Promise<void> {
   try {
     const node = lab.nodes[0]!;
     step(`starting herald on n1: serve eth0, answer ARP for ${VIP} (not configured on any interface)`);
-    const agent = node.spawn('agent', HERALD, ['agent', '--node', 'n1', '--bpf-pin-dir', node.pinDir, '--interface', 'eth0', '--announce', `${VIP}@eth0`]);
+    const agent = node.spawn('agent', HERALD, [
+      'agent', '--node', node.name, '--bpf-pin-dir', node.pinDir, '--state-dir', node.stateDir, '--status-socket', node.statusSocket,
+      '--announce', `${VIP}@eth0`,
+    ]);
     await agent.waitForOutput('agent running', 20_000);
     show(`agent running (pid ${agent.pid}); n1's eth0 MAC is ${node.mac('eth0')}`);
 

@@ -31,7 +31,7 @@
  * start: CLOCK_MONOTONIC, shared by every process on the machine, so the
  * harness can place its own events (the failure trigger) on this timeline.
  *
- *   node dist/lab/failover-probe.js --iface eth0 --src-ip 192.0.2.250 \
+ *   node --import tsx lab/failover-probe.ts --iface eth0 --src-ip 192.0.2.250 \
  *     --src-mac 02:00:00:00:02:fa --target 198.51.100.50 [--interval-ms 10] [--duration-ms 10000] [--http-port 8080] \
  *     [--http-timeout-ms 200] [--out-json FILE]
  *
@@ -45,9 +45,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { arpRequest, parseArpFrame } from '../net/arp.js';
-import { NetlinkLinks } from '../os/links.js';
-import { ETH_P_ARP, PACKET_OUTGOING, PacketSocket, type ReceivedFrame } from '../os/packet-socket.js';
+import { arpRequest, parseArpFrame } from '../src/net/arp.js';
+import { NetlinkLinks } from '../src/os/links.js';
+import { ETH_P_ARP, PACKET_OUTGOING, PacketSocket, type ReceivedFrame } from '../src/os/packet-socket.js';
 
 interface Args {
   iface: string;
