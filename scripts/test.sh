@@ -27,6 +27,8 @@ unit_tests=(
   test/intent/names.test.ts
   test/intent/re2.test.ts
   test/intent/selector.test.ts
+  test/intent/node-labels.test.ts
+  test/intent/sources/publisher.test.ts
   test/controlplane/candidates.test.ts
   test/controlplane/controller.test.ts
   test/controlplane/policy-status.test.ts
