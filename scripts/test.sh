@@ -28,6 +28,7 @@ unit_tests=(
   test/intent/re2.test.ts
   test/intent/selector.test.ts
   test/intent/node-labels.test.ts
+  test/intent/service-fields.test.ts
   test/intent/sources/publisher.test.ts
   test/controlplane/candidates.test.ts
   test/controlplane/controller.test.ts

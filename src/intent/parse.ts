@@ -14,6 +14,7 @@ import { manifestErrorMap, describeValue } from './fields.js';
 import { KINDS, isIntentKind, keyOf, manifestWarnings, objectKey, type IntentKind, type IntentObject } from './kinds.js';
 import { MAX_YAML_DEPTH, manifestLimitDefaults, maxYamlNodes, tooLargeError, utf8Length, type ManifestLimits } from './limits.js';
 import { quote, truncate } from './quote.js';
+import { removedFieldsIn } from './removed-fields.js';
 import { buildSnapshot, describePlace, type IntentSnapshot } from './snapshot.js';
 import { checkDocumentBudget, hasTooManyAliases, type DocumentBudget } from './yaml-budget.js';
 
@@ -360,8 +361,10 @@ function readObject(
   const identity =
     key !== undefined ? { kind, key, at: { ...src, ...locate(ctx, [...prefix, 'metadata', 'name']) } } : undefined;
   const result = info.schema.safeParse(obj, { error: manifestErrorMap });
-  if (!result.success) {
-    for (const issue of result.error.issues) {
+  const removed = removedFieldsIn(kind, obj);
+  for (const r of removed) error([...r.path], r.message, label);
+  if (!result.success || removed.length > 0) {
+    for (const issue of result.success ? [] : result.error.issues) {
       if (issue.code === 'unrecognized_keys') {
         // As the API server's strict field validation: each unknown field by its own path.
         for (const k of issue.keys) error([...issue.path, k], unknownFieldMessage(kind, [...issue.path, k]), label);

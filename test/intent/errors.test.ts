@@ -358,7 +358,8 @@ describe('error collection', () => {
     const text = cases.map((c) => c.text).join('\n---\n');
     const load = parseManifests(text, 'f.yaml');
     // Line and document numbers shift; everything after them must be there.
-    const rest = (line: string): string => line.replace(/^f\.yaml:\d+:\d+: document \d+(, item \d+)?/, '');
+    const rest = (line: string): string =>
+      line.replace(/^f\.yaml:\d+:\d+: document \d+(, item \d+)?/, '').replace(/\(first at line \d+\)/, '(first at line N)');
     const got = new Set(formatErrors(load.errors).split('\n').map(rest));
     for (const c of cases) for (const e of c.errors) assert.ok(got.has(rest(e)), `missing: ${e}`);
   });
