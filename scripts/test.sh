@@ -31,8 +31,12 @@ unit_tests=(
   test/intent/names.test.ts
   test/intent/re2.test.ts
   test/intent/selector.test.ts
+  test/intent/node-labels.test.ts
+  test/intent/service-fields.test.ts
+  test/intent/sources/publisher.test.ts
   test/controlplane/candidates.test.ts
   test/controlplane/controller.test.ts
+  test/controlplane/policy-status.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/cilium-parity.test.ts
   test/controlplane/ipam/blocks.test.ts

@@ -38,6 +38,8 @@ export interface HaStatus {
   heartbeat?: { held: number; lateWakeups: number; failures: number };
 }
 
+export const IPV6_NOT_ANNOUNCED = 'IPv6: not announced (no NDP yet)';
+
 export type AgentStatus = ReturnType<typeof buildStatus>;
 
 export function buildStatus(i: StatusInput) {
@@ -72,12 +74,15 @@ export function buildStatus(i: StatusInput) {
       origins: [...new Set(i.table.filter((r) => r.ip === ip).flatMap((r) => r.origins))],
     })),
     candidates: cp.candidates.map((c) => ({ ...c, owner: cp.ownership.owners.get(c.ip) ?? null })),
+    notAnnounced: (cp.notAnnounced ?? []).map((c) => ({ ip: c.ip, services: c.services, policies: c.policies, reason: IPV6_NOT_ANNOUNCED })),
     services: [...(cp.ipam?.services ?? new Map())].map(([service, a]) => ({
       service,
       ingress: a.ingress,
       condition: a.condition,
       ...(a.warnings ? { warnings: a.warnings } : {}),
     })),
+    // Intent that is valid but announces nothing here (policy selectors, interfaces).
+    warnings: (cp.policyWarnings ?? []).map((w) => ({ policy: w.policy, kind: w.kind, message: w.message, ...(w.seen ? { seen: w.seen } : {}) })),
     pools: [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({
       pool,
       total: p.total.toString(),
@@ -147,12 +152,14 @@ export function renderStatus(s: AgentStatus): string {
   if (s.ipv6NotAnnounced.length > 0) out.push(`IPv6: not announced (no NDP yet): ${s.ipv6NotAnnounced.join(', ')}`);
   out.push('', `candidates (${s.candidates.length}):`);
   table(['IP', 'INTERFACES', 'SERVICES', 'POLICIES', 'OWNER'], s.candidates.map((c) => [c.ip, c.interfaces.join(','), c.services.join(','), c.policies.join(','), c.owner ?? '-']));
+  for (const c of s.notAnnounced) out.push(`${c.reason}: ${c.ip} (${c.services.join(',')})`);
   out.push('', `services (${s.services.length}):`);
   table(
     ['SERVICE', 'INGRESS', 'SATISFIED', 'REASON', 'MESSAGE'],
     s.services.map((x) => [x.service, x.ingress.join(',') || '-', x.condition.status, x.condition.reason, x.condition.message]),
   );
   for (const x of s.services) for (const w of x.warnings ?? []) out.push(`warning: ${x.service}: ${w}`);
+  for (const w of s.warnings) out.push(`warning: policy ${w.policy}: ${w.message}`);
   out.push('', `pools (${s.pools.length}):`);
   table(
     ['POOL', 'TOTAL', 'USED', 'AVAILABLE', 'DISABLED', 'CONFLICTING'],

@@ -17,6 +17,7 @@ import type { Initializer, StateDB } from '../core/statedb/index.js';
 import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
+import { isIpv4 } from '../net/addr.js';
 import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate } from './announce/candidates.js';
 import { knownNodes, unmatchedNodeSelectors } from '../intent/node-labels.js';
 import type { Labels } from '../intent/selector.js';
@@ -57,7 +58,20 @@ export interface ControlPlaneStatus {
   ipamState: IpamStateStatus;
   candidates: Candidate[];
   ownership: OwnershipView;
+  /** Policies that announce nothing because of node labels or this node's links (also logged, once per change). */
+  policyWarnings: PolicyWarning[];
+  /** IPv6 IPs a policy selects here: not contended for nor answered until NDP is implemented. */
+  notAnnounced: Candidate[];
   lastError?: string;
+}
+
+export interface PolicyWarning {
+  policy: string;
+  kind: 'node-selector' | 'interfaces';
+  message: string;
+  /** For `interfaces`: the patterns, and every interface seen on this node. */
+  interfaces?: readonly string[];
+  seen?: readonly string[];
 }
 
 export class ControlPlane implements Disposable {
@@ -66,6 +80,7 @@ export class ControlPlane implements Disposable {
   private ipam: IpamResult | undefined;
   private links: LinkInfo[] = [];
   private candidates = new Map<string, Candidate>();
+  private notAnnounced: Candidate[] = [];
   private readonly initializer: Initializer;
   private initialized = false;
   private lastError: string | undefined;
@@ -75,6 +90,7 @@ export class ControlPlane implements Disposable {
   private disposed = false;
   /** What was last warned about (policy + its inputs), so a warning repeats only when something changed. */
   private warned = new Set<string>();
+  private policyWarnings: PolicyWarning[] = [];
   /** Counters for metrics. */
   readonly stats = { ownershipChanges: 0, recomputes: 0 };
 
@@ -125,6 +141,8 @@ export class ControlPlane implements Disposable {
       ipamState: this.deps.ipam.status(),
       candidates: [...this.candidates.values()],
       ownership: this.deps.ownership.view(),
+      policyWarnings: this.policyWarnings,
+      notAnnounced: this.notAnnounced,
       ...(this.lastError ? { lastError: this.lastError } : {}),
     };
   }
@@ -171,7 +189,10 @@ export class ControlPlane implements Disposable {
   private recomputeCandidates(): void {
     const ingress = new Map([...(this.ipam?.services ?? new Map())].map(([k, v]) => [k, v.ingress] as const));
     const node = nodeIdentity(this.snapshot, this.deps.nodeName, this.deps.nodeLabels);
-    this.candidates = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
+    const all = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
+    // Nothing answers NDP yet: owning an IPv6 IP would claim an address nobody can reach.
+    this.candidates = new Map([...all].filter(([ip]) => isIpv4(ip)));
+    this.notAnnounced = [...all.values()].filter((c) => !isIpv4(c.ip));
     this.stats.recomputes++;
     this.warnAboutPolicies(node);
     // Static announcements qualify on their own, on their named interface.
@@ -190,25 +211,31 @@ export class ControlPlane implements Disposable {
   private warnAboutPolicies(node: ReturnType<typeof nodeIdentity>): void {
     if (!this.snapshotLoaded) return;
     const now = new Set<string>();
+    const warnings: PolicyWarning[] = [];
     const once = (key: string, log: () => void): void => {
       now.add(key);
       if (!this.warned.has(key)) log();
     };
     const nodes = knownNodes(this.snapshot, node);
     for (const u of unmatchedNodeSelectors(this.snapshot, nodes)) {
+      warnings.push({ policy: u.policy, kind: 'node-selector', message: u.message });
       const key = `selector\u0000${u.policy}\u0000${JSON.stringify(u.selector)}\u0000${JSON.stringify(nodes)}`;
       once(key, () => this.deps.log.warn({ policy: u.policy, nodes: nodes.map((n) => n.name) }, u.message));
     }
     for (const u of unmatchedInterfaces(this.snapshot, node, this.links)) {
+      const message = 'policy interfaces match no interface on this node that can answer ARP (up, carrier, Ethernet), so it announces nothing here';
+      warnings.push({
+        policy: u.policy,
+        kind: 'interfaces',
+        message: `${message} (interfaces ${u.patterns.map((p) => JSON.stringify(p)).join(', ')}; seen: ${u.seen.join(', ') || 'none'}; eligible: ${u.eligible.join(', ') || 'none'})`,
+        interfaces: u.patterns,
+        seen: u.seen,
+      });
       const key = `interfaces\u0000${u.policy}\u0000${JSON.stringify(u.patterns)}\u0000${u.eligible.join(',')}`;
-      once(key, () =>
-        this.deps.log.warn(
-          { policy: u.policy, interfaces: u.patterns, eligible: u.eligible, seen: u.seen },
-          'policy interfaces match no interface on this node that can answer ARP (up, carrier, Ethernet), so it announces nothing here',
-        ),
-      );
+      once(key, () => this.deps.log.warn({ policy: u.policy, interfaces: u.patterns, eligible: u.eligible, seen: u.seen }, message));
     }
     this.warned = now;
+    this.policyWarnings = warnings;
   }
 
   private onOwnership(view: OwnershipView): void {

@@ -55,11 +55,17 @@ export function keyOf(obj: IntentManifest): string {
 export function manifestWarnings(obj: IntentManifest): { path: string; message: string; segments?: string[] }[] {
   switch (obj.kind) {
     case 'Service':
-      return ignoredCiliumAnnotations(obj.metadata.annotations).map(({ key, message }) => ({
-        path: formatPath(['metadata', 'annotations', key]),
-        segments: ['metadata', 'annotations', key],
-        message,
-      }));
+      return [
+        ...ignoredCiliumAnnotations(obj.metadata.annotations).map(({ key, message }) => ({
+          path: formatPath(['metadata', 'annotations', key]),
+          segments: ['metadata', 'annotations', key],
+          message,
+        })),
+        // Deprecated since Kubernetes 1.24 but still served, by Kubernetes and by Cilium's LB-IPAM.
+        ...(obj.spec.loadBalancerIP !== undefined
+          ? [{ path: 'spec.loadBalancerIP', message: 'deprecated: use the lbipam.cilium.io/ips annotation (still honoured)' }]
+          : []),
+      ];
     case 'CiliumLoadBalancerIPPool':
       return poolWarnings(obj);
     case 'CiliumL2AnnouncementPolicy':

@@ -14,6 +14,7 @@ import { manifestErrorMap, describeValue } from './fields.js';
 import { KINDS, isIntentKind, keyOf, manifestWarnings, objectKey, type IntentKind, type IntentObject } from './kinds.js';
 import { MAX_YAML_DEPTH, manifestLimitDefaults, maxYamlNodes, tooLargeError, utf8Length, type ManifestLimits } from './limits.js';
 import { quote, truncate } from './quote.js';
+import { removedFieldsIn } from './removed-fields.js';
 import { buildSnapshot, describePlace, type IntentSnapshot } from './snapshot.js';
 import { checkDocumentBudget, hasTooManyAliases, type DocumentBudget } from './yaml-budget.js';
 
@@ -169,6 +170,14 @@ export function parseFile(text: string, file: string, limits: ManifestLimits = m
 function readDocument(ctx: DocContext, budget: DocumentBudget): boolean {
   const { file, document, doc, at } = ctx;
   for (const e of doc.errors) {
+    const dup = e.code === 'DUPLICATE_KEY' ? findDuplicateKey(doc.contents, e.pos[0]) : undefined;
+    if (dup) {
+      // As kubectl: a mapping with a key twice is refused, naming the key and both places.
+      const first = at(dup.firstOffset);
+      const message = `duplicate key ${quote(dup.key)}${first ? ` (first at line ${first.line})` : ''}: a mapping may have each key once; remove one`;
+      ctx.errors.push({ severity: 'error', file, document, ...at(e.pos[0]), path: formatPath(dup.path), message });
+      continue;
+    }
     ctx.errors.push({ severity: 'error', file, document, ...at(e.pos[0]), path: '', message: `YAML syntax error: ${truncate(e.message)}` });
   }
   for (const w of doc.warnings) {
@@ -197,6 +206,32 @@ function readDocument(ctx: DocContext, budget: DocumentBudget): boolean {
     readObject(ctx, value, {}, undefined, []);
   }
   return true;
+}
+
+/** The key whose second occurrence starts at `offset`: its text, its path, and where it first appeared. */
+function findDuplicateKey(root: unknown, offset: number): { key: string; path: (string | number)[]; firstOffset: number | undefined } | undefined {
+  const walk = (node: unknown, path: (string | number)[], depth: number): ReturnType<typeof findDuplicateKey> => {
+    if (depth > MAX_YAML_DEPTH) return undefined;
+    if (isSeq(node)) {
+      for (const [i, item] of node.items.entries()) {
+        const found = walk(item, [...path, i], depth + 1);
+        if (found) return found;
+      }
+    } else if (isMap(node)) {
+      const seen = new Map<string, number | undefined>();
+      for (const pair of node.items) {
+        const keyNode = pair.key as Node | null;
+        const text = isScalar(keyNode) ? String(keyNode.value) : String(keyNode);
+        const start = isScalar(keyNode) || isMap(keyNode) || isSeq(keyNode) ? keyNode.range?.[0] : undefined;
+        if (start === offset) return { key: text, path: [...path, text], firstOffset: seen.get(text) };
+        if (!seen.has(text)) seen.set(text, start);
+        const found = walk(pair.value, [...path, text], depth + 1) ?? walk(keyNode, path, depth + 1);
+        if (found) return found;
+      }
+    }
+    return undefined;
+  };
+  return walk(root, [], 0);
 }
 
 interface DocContext {
@@ -326,8 +361,10 @@ function readObject(
   const identity =
     key !== undefined ? { kind, key, at: { ...src, ...locate(ctx, [...prefix, 'metadata', 'name']) } } : undefined;
   const result = info.schema.safeParse(obj, { error: manifestErrorMap });
-  if (!result.success) {
-    for (const issue of result.error.issues) {
+  const removed = removedFieldsIn(kind, obj);
+  for (const r of removed) error([...r.path], r.message, label);
+  if (!result.success || removed.length > 0) {
+    for (const issue of result.success ? [] : result.error.issues) {
       if (issue.code === 'unrecognized_keys') {
         // As the API server's strict field validation: each unknown field by its own path.
         for (const k of issue.keys) error([...issue.path, k], unknownFieldMessage(kind, [...issue.path, k]), label);

@@ -29,9 +29,19 @@ const cases: readonly Case[] = [
     ],
   },
   {
-    name: 'duplicate key inside a mapping is a YAML error',
+    name: 'duplicate key inside a mapping is refused, naming the key, its path and its first line',
     text: POOL('  disabled: true\n  disabled: false\n'),
-    errors: ['f.yaml:7:3: document 1: YAML syntax error: Map keys must be unique'],
+    errors: ['f.yaml:7:3: document 1: spec.disabled: duplicate key "disabled" (first at line 6): a mapping may have each key once; remove one'],
+  },
+  {
+    name: 'duplicate key in a mapping inside a list item',
+    text: POOL('  blocks:\n  - cidr: 192.0.2.0/24\n    cidr: 192.0.2.0/25\n'),
+    errors: ['f.yaml:8:5: document 1: spec.blocks[0].cidr: duplicate key "cidr" (first at line 7): a mapping may have each key once; remove one'],
+  },
+  {
+    name: 'duplicate key in a flow mapping',
+    text: POOL('  serviceSelector: { matchLabels: { app: a, app: b } }\n'),
+    errors: ['f.yaml:6:45: document 1: spec.serviceSelector.matchLabels.app: duplicate key "app" (first at line 6): a mapping may have each key once; remove one'],
   },
   {
     name: 'a kind herald does not read, without an apiVersion, is not an object at all',
@@ -357,7 +367,8 @@ describe('error collection', () => {
     const text = cases.map((c) => c.text).join('\n---\n');
     const load = parseManifests(text, 'f.yaml');
     // Line and document numbers shift; everything after them must be there.
-    const rest = (line: string): string => line.replace(/^f\.yaml:\d+:\d+: document \d+(, item \d+)?/, '');
+    const rest = (line: string): string =>
+      line.replace(/^f\.yaml:\d+:\d+: document \d+(, item \d+)?/, '').replace(/\(first at line \d+\)/, '(first at line N)');
     const got = new Set(formatErrors(load.errors).split('\n').map(rest));
     for (const c of cases) for (const e of c.errors) assert.ok(got.has(rest(e)), `missing: ${e}`);
   });
