@@ -224,7 +224,7 @@ describe('etcd LB-IPAM coordination: allocations are never lost or reassigned', 
 
     // The allocator overwrites the garbage with its own good copy, not with anything derived from empty.
     await waitFor(async () => allocs(await storedState(prefix)) === allocs(S2), { what: 'the good state to be written back', onTimeout: describeLogs(a) });
-    assert.ok(logged(a, 'warn', /restored allocation generation 1 from node node-a/));
+    await waitFor(() => logged(a, 'warn', /restored allocation generation 1 from node node-a/), { what: 'the restore to be logged', timeoutMs: 5000, onTimeout: describeLogs(a) });
     await waitFor(() => a.ipam.isAllocator(), { what: 'node-a to allocate again' });
 
     // An agent (re)starting while the store holds garbage starts from its local copy.
