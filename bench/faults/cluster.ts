@@ -10,13 +10,13 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ProbeResult } from '../../src/lab/failover-probe.js';
-import { LabEtcd } from '../../src/lab/etcd.js';
-import { Lab, sleep, waitFor, type Host, type LabProcess } from '../../src/lab/lab.js';
+import type { ProbeResult } from '../../lab/failover-probe.js';
+import { LabEtcd } from '../../lab/etcd.js';
+import { Lab, sleep, waitFor, type Host, type LabProcess } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 
 export const IPS = ['198.51.100.40', '198.51.100.41'] as const;
-const PROBE = fileURLToPath(new URL('../../src/lab/failover-probe.ts', import.meta.url));
+const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.url));
 const ETCD_KEYS = fileURLToPath(new URL('./etcd-keys.ts', import.meta.url));
 /** The line an agent logs when it revokes another node's lease (every version since fencing exists). */
 export const REVOCATION_LOG = 'fenced out a silent owner';

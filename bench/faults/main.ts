@@ -29,7 +29,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sleep } from '../../src/lab/lab.js';
+import { sleep } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { describe, FaultLab, IPS, type Owners } from './cluster.js';
 import { measureIp, stat, type IpMeasure, type Stat } from './measure.js';

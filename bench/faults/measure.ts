@@ -3,7 +3,7 @@
  * time and owner changes of one service IP, read from the per-request record
  * (send time and the set of MACs that answered each request).
  */
-import type { ProbeResult } from '../../src/lab/failover-probe.js';
+import type { ProbeResult } from '../../lab/failover-probe.js';
 
 /** Fewer unanswered requests in a row are a late reply landing on the next request, not a dark IP. */
 export const DARK_MIN_UNANSWERED = 3;
