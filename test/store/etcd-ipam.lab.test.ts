@@ -110,6 +110,8 @@ describe('LB-IPAM allocations survive the store (lab, real etcd)', { skip: labSk
     await waitFor(() => lab.nodes.every((n) => view(n).size === 0), { timeoutMs: 20_000, what: 'the agents to see the wiped intent', onTimeout: views });
     apply('all.yaml');
     await waitFor(() => everyNodeShows(oldIps), { timeoutMs: 30_000, what: 'the old IPs on every node', onTimeout: () => `want ${show(oldIps)}\n${views()}` });
+    // Every node keeps its copy in force at once; the allocator writes the restored state back after its restore wait.
+    await waitFor(() => getKey('/herald/ipam/state') !== undefined, { timeoutMs: 15_000, what: 'the restored state written back', onTimeout: ipamLogs });
     const restored = JSON.parse(getKey('/herald/ipam/state')!) as { allocations: Record<string, string[]> };
     assert.deepEqual(new Map(Object.entries(restored.allocations).map(([k, v]) => [k, v.join(',')])), oldIps);
     // Agents' output reaches us through pipes: wait for the line rather than expect it already read.
