@@ -11,7 +11,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { StatusServer, claimStatusSocketPath } from './api/status-server.js';
-import { buildStatus } from './api/status.js';
+import { buildStatus, type HaStatus } from './api/status.js';
 import { IntentReport } from './api/intent-status.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { DisposableStore, type Disposable } from './core/disposable.js';
@@ -245,17 +245,20 @@ export class Agent implements Disposable {
       now: this.clock.monotonicNs(),
       intent: this.intentReport.status(),
       jobs: this.jobs.health(),
-      ...(this.session && this.ownership instanceof EtcdOwnership
-        ? {
-            ha: {
-              session: this.session.status(),
-              ownership: this.ownership.status(),
-              ...(this.ownerWatch ? { ownerWatch: this.ownerWatch.stats() } : {}),
-              ...(this.l2.datapath.liveness ? { heartbeat: { held: this.l2.datapath.liveness.held, lateWakeups: this.l2.datapath.liveness.lateWakeups, failures: this.l2.datapath.liveness.failures } } : {}),
-            },
-          }
-        : {}),
+      ...(this.haStatus() ? { ha: this.haStatus()! } : {}),
     });
+  }
+
+  /** Store session and fencing state (etcd store only); cheap, for status and every metrics scrape. */
+  private haStatus(): HaStatus | undefined {
+    if (!this.session || !(this.ownership instanceof EtcdOwnership)) return undefined;
+    const liveness = this.l2.datapath.liveness;
+    return {
+      session: this.session.status(),
+      ownership: this.ownership.status(),
+      ...(this.ownerWatch ? { ownerWatch: this.ownerWatch.stats() } : {}),
+      ...(liveness ? { heartbeat: { held: liveness.held, lateWakeups: liveness.lateWakeups, failures: liveness.failures } } : {}),
+    };
   }
 
   private metricsSource() {
@@ -269,7 +272,7 @@ export class Agent implements Disposable {
       ownershipChanges: () => this.controlPlane.stats.ownershipChanges,
       ownedIps: () => this.ownership.view().owned.size,
       ha: () => {
-        const ha = this.status().ha;
+        const ha = this.haStatus(); // not status(): that reads the whole responder map
         if (!ha) return undefined;
         return {
           sessionLive: ha.session.state === 'live',

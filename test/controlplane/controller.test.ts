@@ -5,14 +5,13 @@
  * this node does not own, keep announcing one it lost, or let a give-up
  * complete before the datapath has applied the withdrawal.
  */
+import { MemoryIpam } from '../helpers/memory-ipam.js';
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import { silentLogger } from '../../src/core/logger.js';
 import { Reconciler, reconcilerDefaults, type ReconcilerOps } from '../../src/core/reconciler/reconciler.js';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { ControlPlane } from '../../src/controlplane/controller.js';
-import type { IpamCoordinator, IpamStateStatus } from '../../src/controlplane/ipam/coordinator.js';
-import { EMPTY_ALLOCATION_STATE, type AllocationState } from '../../src/controlplane/ipam/state.js';
 import type { OwnershipBackend, OwnershipView } from '../../src/controlplane/ownership/backend.js';
 import type { StaticAnnouncement } from '../../src/controlplane/static-announcements.js';
 import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../../src/datapath/tables/l2-announce.js';
@@ -79,29 +78,6 @@ class FakeOwnership implements OwnershipBackend {
   dispose(): void {}
 }
 
-/** The allocation store: this node is the allocator; state in memory. */
-class MemoryIpam implements IpamCoordinator {
-  readonly kind = 'local' as const;
-  state: AllocationState = EMPTY_ALLOCATION_STATE;
-  async start(): Promise<void> {}
-  isAllocator(): boolean {
-    return true;
-  }
-  current(): AllocationState {
-    return this.state;
-  }
-  async save(state: AllocationState): Promise<boolean> {
-    this.state = state;
-    return true;
-  }
-  allocator(): string {
-    return 'node-a';
-  }
-  status(): IpamStateStatus {
-    return { allocator: 'node-a', generation: this.state.generation ?? 0, source: 'file' };
-  }
-  dispose(): void {}
-}
 
 const disposers: Array<() => void | Promise<void>> = [];
 afterEach(async () => {

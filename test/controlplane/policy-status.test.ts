@@ -5,14 +5,13 @@
  * and in `herald status` (JSON and text); IPv6 IPs are not contended for nor
  * listed as owned until NDP exists, and status says so.
  */
+import { MemoryIpam } from '../helpers/memory-ipam.js';
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import { buildStatus, IPV6_NOT_ANNOUNCED, renderStatus } from '../../src/api/status.js';
 import type { Logger } from '../../src/core/logger.js';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { ControlPlane } from '../../src/controlplane/controller.js';
-import type { IpamCoordinator, IpamStateStatus } from '../../src/controlplane/ipam/coordinator.js';
-import { EMPTY_ALLOCATION_STATE, type AllocationState } from '../../src/controlplane/ipam/state.js';
 import type { OwnershipBackend, OwnershipView } from '../../src/controlplane/ownership/backend.js';
 import type { L2Datapath } from '../../src/datapath/l2-responder/datapath.js';
 import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
@@ -61,28 +60,6 @@ class GreedyOwnership implements OwnershipBackend {
   dispose(): void {}
 }
 
-class MemoryIpam implements IpamCoordinator {
-  readonly kind = 'local' as const;
-  state: AllocationState = EMPTY_ALLOCATION_STATE;
-  async start(): Promise<void> {}
-  isAllocator(): boolean {
-    return true;
-  }
-  current(): AllocationState {
-    return this.state;
-  }
-  async save(state: AllocationState): Promise<boolean> {
-    this.state = state;
-    return true;
-  }
-  allocator(): string {
-    return 'node-a';
-  }
-  status(): IpamStateStatus {
-    return { allocator: 'node-a', generation: this.state.generation ?? 0, source: 'file' };
-  }
-  dispose(): void {}
-}
 
 interface Line {
   level: string;
