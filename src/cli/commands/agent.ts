@@ -106,7 +106,7 @@ export function agentCommand(): Command {
       try {
         if (opts.store === 'etcd' && opts.etcd.length === 0) throw new Error('--store etcd needs --etcd <url>');
         if (opts.store === 'local' && opts.etcd.length > 0) throw new Error('--etcd is only used with --store etcd');
-        agent = new Agent(
+        agent = await Agent.create(
           {
             node: opts.node,
             ...(opts.nodeLabels ? { nodeLabels: opts.nodeLabels } : {}),

@@ -30,7 +30,7 @@ import type { ParseJob } from './parse-job.js';
 import { SnapshotPublisher, contentHash } from './publisher.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
 import { DEFAULT_MANIFEST_PREFIX, normalizeManifestPrefix } from './stored-manifest.js';
-import { parseInWorker } from './worker-parser.js';
+import { parseManifestJob } from './worker-parser.js';
 
 export interface EtcdIntentSourceOptions {
   /** `http://host:port` or `unix:///abs/path` (validated here). */
@@ -48,7 +48,7 @@ export interface EtcdIntentSourceOptions {
   readonly clock?: Clock;
   /** Size cap of a stored value and YAML bounds (limits.ts). */
   readonly limits?: ManifestLimits;
-  /** Where parsing runs; default a worker thread (worker-parser.ts), never the caller's event loop. */
+  /** Where parsing runs; default parseManifestJob (worker-parser.ts): inline when small and alias-free, else a worker thread. */
   readonly parse?: (job: ParseJob) => Promise<ManifestLoad>;
 }
 
@@ -123,7 +123,7 @@ export class EtcdIntentSource implements IntentSource {
     this.log = opts.log.child({ source: this.name });
     this.callTimeoutMs = opts.callTimeoutMs;
     this.limits = opts.limits ?? manifestLimitDefaults;
-    this.parse = opts.parse ?? ((job) => parseInWorker(job, { signal: this.abort.signal }));
+    this.parse = opts.parse ?? ((job) => parseManifestJob(job, { signal: this.abort.signal }));
     this.reads = new Trigger({
       name: this.name,
       run: () => this.readAll(),
