@@ -668,9 +668,9 @@ export class EtcdOwnership implements OwnershipBackend {
         if (this.holdingThroughOutage()) return true;
         return this.session.state === 'live' && nowMs < this.session.validUntilMs();
       },
-      recheck: async (sleptMs) => {
+      recheck: async (why) => {
         const verdict = await this.session.verify();
-        this.deps.log.warn({ sleptMs, lease: verdict }, 'late wake-up: lease re-checked with the store');
+        this.deps.log.warn({ why, lease: verdict }, 'lease re-checked with the store');
         if (verdict !== 'unreachable') await this.refresh();
         await this.emit();
       },
