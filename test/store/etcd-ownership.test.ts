@@ -165,4 +165,36 @@ describe('etcd ownership', () => {
     await waitFor(() => a.session.state === 'live', { timeoutMs: 8000, what: 'the session back' });
     await waitFor(() => a.owned.current.has(IP), { timeoutMs: 5000, what: 'ownership re-established under the new lease' });
   });
+  test('a re-read that started before our own claim does not erase it (the IP stayed owned in etcd and unanswered)', async () => {
+    const a = await member('node-a', freshPrefix());
+    // Hold back the answer of the next full read until we have claimed the IP.
+    const client = a.session.client as unknown as { getAll: () => { prefix: (p: string) => { exec: () => Promise<unknown> } } };
+    const realGetAll = client.getAll.bind(client);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let readIssued!: () => void;
+    const issued = new Promise<void>((r) => (readIssued = r));
+    client.getAll = () => {
+      const builder = realGetAll();
+      return {
+        prefix: (p: string) => ({
+          exec: async () => {
+            const result = await builder.prefix(p).exec(); // read at the store now: before the claim
+            readIssued();
+            await gate;
+            return result;
+          },
+        }),
+      };
+    };
+    const own = a.own as unknown as { refresh(): Promise<void>; view(): { owners: Map<string, string> } };
+    const reread = own.refresh();
+    await issued;
+    client.getAll = realGetAll;
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { timeoutMs: 5000, what: 'the claim' });
+    release();
+    await reread;
+    assert.equal(own.view().owners.get(IP), 'node-a', 'the older snapshot must not erase the newer claim');
+  });
 });
