@@ -197,4 +197,25 @@ describe('etcd ownership', () => {
     await reread;
     assert.equal(own.view().owners.get(IP), 'node-a', 'the older snapshot must not erase the newer claim');
   });
+  test('contention is batched: 1,000 free IPs on two nodes cost tens of transactions, not thousands, and each IP gets exactly one owner (the first node to see them as free contends for all at once)', async () => {
+    const prefix = freshPrefix();
+    const txns = async () => {
+      const text = await (await fetch(`${etcd.endpoint}/metrics`)).text();
+      return text
+        .split('\n')
+        .filter((l) => l.startsWith('grpc_server_handled_total{') && l.includes('grpc_method="Txn"'))
+        .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+    };
+    const ips = Array.from({ length: 1000 }, (_, i) => `2001:db8::${(0x1000 + i).toString(16)}`);
+    const candidates = new Map(ips.map((ip) => [ip, ['eth0']] as const));
+    const [a, b] = [await member('node-a', prefix), await member('node-b', prefix)];
+    const before = await txns();
+    a.own.setCandidates(candidates);
+    b.own.setCandidates(candidates);
+    await waitFor(() => a.owned.current.size + b.owned.current.size === ips.length, { timeoutMs: 60_000, what: 'every IP owned' });
+    const used = (await txns()) - before;
+    // Candidacy (10 per node) and contention (10 per node) in chunks of 100; one per IP was ≥ 1,000.
+    assert.ok(used < 100, `${used} transactions for 1,000 IPs`);
+    for (const ip of ips) assert.ok(a.owned.current.has(ip) !== b.owned.current.has(ip), `${ip}: exactly one owner`);
+  });
 });

@@ -51,6 +51,20 @@ export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withd
 
 /** Keys without a lease carry no authority: a live agent's keys always sit on its lease. */
 const NO_LEASE = '0';
+/** Keys per contention transaction (etcd refuses more than 128 operations per branch by default). */
+const CONTEND_CHUNK = 100;
+
+/** A free IP to claim; `late` when we are not its preferred node and waited the contention delay. */
+/** An owned IP to give up, and why (logged). */
+interface Release {
+  ip: string;
+  why: string;
+}
+
+interface Contention {
+  ip: string;
+  late: boolean;
+}
 
 export interface OwnershipStatus {
   /** Keys ignored because they had no live lease, by kind. */
@@ -393,25 +407,29 @@ export class EtcdOwnership implements OwnershipBackend {
       }
       // Give up IPs we no longer qualify for, and hand over to a more preferred candidate.
       for (const ip of this.releasing) if (this.owners.get(ip)?.node !== this.nodeName) this.releasing.delete(ip);
+      const release: Release[] = [];
       for (const [ip, owner] of this.owners) {
         if (owner.node !== this.nodeName) continue;
-        if (this.releasing.has(ip)) await this.giveUp(ip, 'finishing an interrupted release');
-        else if (!this.candidates.has(ip)) await this.giveUp(ip, 'no longer a candidate');
+        if (this.releasing.has(ip)) release.push({ ip, why: 'finishing an interrupted release' });
+        else if (!this.candidates.has(ip)) release.push({ ip, why: 'no longer a candidate' });
         else if (this.handoverDue(ip)) {
           this.handedOverAt.set(ip, monotonicMs(this.deps.clock));
-          await this.giveUp(ip, 'handing over to the preferred node');
+          release.push({ ip, why: 'handing over to the preferred node' });
         }
       }
+      await this.giveUp(release);
       // Contend for free IPs: the preferred node at once, the others after a delay.
+      const contendNow: Contention[] = [];
       for (const ip of this.candidates.keys()) {
         if (this.owners.has(ip)) {
           this.lateContenders.delete(ip);
           continue;
         }
-        if (this.isPreferred(ip)) await this.contend(ip);
-        else if (this.lateContenders.delete(ip)) await this.contend(ip, true);
+        if (this.isPreferred(ip)) contendNow.push({ ip, late: false });
+        else if (this.lateContenders.delete(ip)) contendNow.push({ ip, late: true });
         else this.contendLater(ip);
       }
+      await this.contend(contendNow);
     } catch (e) {
       // Retry on our own, not only on the next change: a hand-over or a
       // contention must not wait for an unrelated watch event.
@@ -562,33 +580,60 @@ export class EtcdOwnership implements OwnershipBackend {
   /** IPs whose contention delay has passed: contend in the next pass if still free. */
   private readonly lateContenders = new Set<string>();
 
-  private async contend(ip: string, late = false): Promise<void> {
-    const lease = this.session.leaseId;
-    if (!lease || this.released) return;
-    const key = `${this.ownersPrefix}${ip}`;
+  /**
+   * Claims free IPs in transactions of up to CONTEND_CHUNK keys: all keys
+   * absent → all ours; otherwise the else-branch reads every key, so the view
+   * learns who took which at that revision and the still-free rest is tried
+   * again (each failed round learns at least one taken key, so this ends).
+   * One transaction per IP made cold convergence of 10k IPs take 45 s.
+   */
+  private async contend(contentions: readonly Contention[]): Promise<void> {
     const client = this.session.client;
-    const res = await client.if(key, 'Create', '==', 0).then(client.put(key).value(this.nodeName).lease(lease)).else(client.get(key)).commit();
-    if (!res.succeeded) this.learnKey(key, res);
-    if (res.succeeded) {
-      this.observe({ type: 'put', key, value: this.nodeName, lease, revision: Number(res.header.revision) });
-      this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
-      // We handed this IP over and had to take it back: the preferred node
-      // never claimed it. Skip it for this IP instead of flapping forever.
-      const handedOver = this.handedOverAt.get(ip);
-      if (late && handedOver !== undefined && monotonicMs(this.deps.clock) - handedOver < 10_000) this.skipUnclaimingPreferred(ip);
+    let changed = false;
+    for (let i = 0; i < contentions.length; i += CONTEND_CHUNK) {
+      let pending = contentions.slice(i, i + CONTEND_CHUNK);
+      for (let round = 0; pending.length > 0 && round <= CONTEND_CHUNK; round++) {
+        const lease = this.session.leaseId;
+        if (!lease || this.released || this.disposed) return;
+        const keys = pending.map((c) => `${this.ownersPrefix}${c.ip}`);
+        let txn = client.if(keys[0]!, 'Create', '==', 0);
+        for (const key of keys.slice(1)) txn = txn.and(key, 'Create', '==', 0);
+        const res = await txn
+          .then(...keys.map((key) => client.put(key).value(this.nodeName).lease(lease)))
+          .else(...keys.map((key) => client.get(key)))
+          .commit();
+        if (res.succeeded) {
+          for (const [n, { ip, late }] of pending.entries()) {
+            this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
+            this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+            // We handed this IP over and had to take it back: the preferred node
+            // never claimed it. Skip it for this IP instead of flapping forever.
+            const handedOver = this.handedOverAt.get(ip);
+            if (late && handedOver !== undefined && monotonicMs(this.deps.clock) - handedOver < 10_000) this.skipUnclaimingPreferred(ip);
+            this.handedOverAt.delete(ip);
+          }
+          changed = true;
+          break;
+        }
+        for (const [n, key] of keys.entries()) this.learnKey(key, res, n);
+        for (const { ip, late } of pending) {
+          if (late || !this.owners.has(ip)) continue;
+          this.handedOverAt.delete(ip);
+          changed = true;
+        }
+        pending = pending.filter(({ ip }) => !this.owners.has(ip));
+      }
+      if (pending.length > 0) this.resyncAt(this.deps.clock.now() + 500); // the bound was hit: try again soon
     }
-    if (res.succeeded || !late) {
-      this.handedOverAt.delete(ip);
-      void this.emit();
-    }
+    if (changed) void this.emit();
   }
 
   /**
    * The view was wrong about `key` (a conditional write failed): learn its
    * state from the transaction's else-branch read, at the read's revision.
    */
-  private learnKey(key: string, res: { header: { revision: string }; responses: Array<{ response_range?: { kvs: Array<{ value: Buffer; lease: string; mod_revision: string }> } }> }): void {
-    const kv = res.responses[0]?.response_range?.kvs[0];
+  private learnKey(key: string, res: { header: { revision: string }; responses: Array<{ response_range?: { kvs: Array<{ value: Buffer; lease: string; mod_revision: string }> } }> }, index = 0): void {
+    const kv = res.responses[index]?.response_range?.kvs[0];
     if (kv) this.observe({ type: 'put', key, value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
     else this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
   }
@@ -596,30 +641,58 @@ export class EtcdOwnership implements OwnershipBackend {
   /** IPs withdrawn locally whose owner key is still to be deleted: never announced, never contended, retried. */
   private readonly releasing = new Set<string>();
 
-  private async giveUp(ip: string, why: string): Promise<void> {
-    const key = `${this.ownersPrefix}${ip}`;
-    const record = this.owners.get(ip);
+  private async giveUp(releases: readonly Release[]): Promise<void> {
+    if (releases.length === 0) return;
     // Withdraw locally first — and wait until the datapath has — so two nodes never answer at once.
-    this.releasing.add(ip);
+    for (const { ip } of releases) this.releasing.add(ip);
     if (!(await this.emit())) {
       // Not confirmed withdrawn (the datapath failed or is stuck): keep the
-      // key, so nobody else answers beside us, and try again shortly.
-      this.releasing.delete(ip);
-      this.deps.log.error({ ip, why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
+      // keys, so nobody else answers beside us, and try again shortly.
+      for (const { ip } of releases) this.releasing.delete(ip);
+      this.deps.log.error({ ips: releases.length, first: releases[0]!.ip, why: releases[0]!.why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
       this.resyncAt(this.deps.clock.now() + 1000);
       return;
     }
-    // A failure here leaves the IP in `releasing` (withdrawn, key kept as the
-    // fence); the next sync retries the delete.
+    // Delete our keys in transactions of up to CONTEND_CHUNK, each only while
+    // it is still on the lease we know; a key that changed is learnt and the
+    // rest retried. A failure here leaves the IPs in `releasing` (withdrawn,
+    // keys kept as the fence); the next sync retries the deletes.
     const client = this.session.client;
-    if (record && record.node === this.nodeName) {
-      const res = await client.if(key, 'Lease', '==', record.lease).then(client.delete().key(key)).else(client.get(key)).commit();
-      if (res.succeeded) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
-      else this.learnKey(key, res);
+    const ours = releases.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName);
+    const unfinished = new Set<string>();
+    for (let i = 0; i < ours.length; i += CONTEND_CHUNK) {
+      let pending = ours.slice(i, i + CONTEND_CHUNK);
+      // Each failed round learns at least one changed key; the bound only guards against a view that does not.
+      for (let round = 0; pending.length > 0; round++) {
+        if (round > CONTEND_CHUNK) {
+          for (const { ip } of pending) unfinished.add(ip);
+          this.resyncAt(this.deps.clock.now() + 500);
+          break;
+        }
+        const keys = pending.map(({ ip }) => `${this.ownersPrefix}${ip}`);
+        const leases = pending.map(({ ip }) => this.owners.get(ip)!.lease);
+        let txn = client.if(keys[0]!, 'Lease', '==', leases[0]!);
+        for (const [n, key] of keys.entries()) if (n > 0) txn = txn.and(key, 'Lease', '==', leases[n]!);
+        const res = await txn
+          .then(...keys.map((key) => client.delete().key(key)))
+          .else(...keys.map((key) => client.get(key)))
+          .commit();
+        if (res.succeeded) {
+          for (const key of keys) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+          break;
+        }
+        for (const [n, key] of keys.entries()) this.learnKey(key, res, n);
+        // Still ours (perhaps on another lease than we compared with): try again with what we learnt.
+        pending = pending.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName);
+      }
     }
-    this.releasing.delete(ip);
-    this.deps.log.info({ ip, why }, 'released ownership');
+    for (const { ip, why } of releases) {
+      if (unfinished.has(ip)) continue;
+      this.releasing.delete(ip);
+      this.deps.log.info({ ip, why }, 'released ownership');
+    }
   }
+
 
   /**
    * Publishes the owned set when it changed; resolves true once the consumer
