@@ -62,6 +62,7 @@ unit_tests=(
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts
   test/cli/first-ten.test.ts
+  test/cli/log-text.test.ts
   test/layers.test.ts
 )
 lab_tests=(
