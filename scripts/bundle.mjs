@@ -32,6 +32,26 @@ const keepModuleUrls = {
   },
 };
 
+/**
+ * zod's `z.locales` namespace pulls in every language's error messages (about
+ * 250 kB, a third of what the agent compiles at start); herald reports in
+ * English only (zod's default, which zod imports directly), so the namespace
+ * holds `en` alone.
+ */
+const englishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      /[\\/]zod[\\/]v4[\\/](classic|core)$/.test(args.resolveDir) ? { path: resolve(args.resolveDir, '../locales/en.js').replace(/en\.js$/, 'english-only'), namespace: 'zod-locales' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
+      contents: "export { default as en } from './en.js';",
+      resolveDir: dirname(args.path),
+      loader: 'js',
+    }));
+  },
+};
+
 await rm(outdir, { recursive: true, force: true });
 const result = await build({
   metafile: process.argv.includes('--analyze'),
@@ -45,7 +65,7 @@ const result = await build({
   // Native code (koffi, netlink), files read at run time (etcd3's gRPC protos), opt-in (prom-client).
   external: ['koffi', 'netlink', 'netlink/*', 'etcd3', 'prom-client'],
   banner: { js: "import { createRequire as __heraldCreateRequire } from 'node:module'; const require = __heraldCreateRequire(import.meta.url);" },
-  plugins: [keepModuleUrls],
+  plugins: [keepModuleUrls, englishOnly],
   sourcemap: true,
   minify: true,
   keepNames: true,

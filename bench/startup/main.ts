@@ -12,12 +12,15 @@
  * announcing), at the log's millisecond resolution.
  *
  * The peer is `node -e 0` spawned the same way (nsenter into the node): the
- * floor any Node.js agent pays before its first line of code.
+ * floor any Node.js agent pays before its first line of code. `herald --help`
+ * and `herald --version` are timed the same way (spawn → exit), next to it.
+ * `--herald A,B` measures several builds (e.g. main's and this branch's),
+ * their runs interleaved so that both see the same background load.
  * `--load N` runs N `yes >/dev/null` busy loops for the whole measurement
  * (the 2-core development VM then has no idle core).
  *
- *   node --import tsx bench/startup/main.ts [--runs 9] [--load 0,2] [--herald bin/herald] [--json]
- *        [--agent-node-args '--cpu-prof --cpu-prof-dir=DIR']
+ *   node --import tsx bench/startup/main.ts [--runs 9] [--load 0,2] [--herald bin/herald[,OTHER/bin/herald]] [--json]
+ *        [--agent-node-args '--cpu-prof --cpu-prof-dir=DIR'] [--print-log]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -36,10 +39,12 @@ const value = (name: string): string | undefined => {
 };
 const RUNS = Number(value('runs') ?? 9);
 const LOADS = (value('load') ?? '0,2').split(',').map(Number);
-const BIN = value('herald') ?? HERALD;
+const BINS = (value('herald') ?? HERALD).split(',');
 const JSON_OUT = args.includes('--json');
 /** node flags for the agent only (e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'), for finding where the time goes. */
 const AGENT_NODE_ARGS = value('agent-node-args')?.split(' ').filter(Boolean);
+/** Print each agent's output (its log) after the run. */
+const PRINT_LOG = args.includes('--print-log');
 const TARGET = '198.51.100.40';
 const log = (s: string) => process.stderr.write(s + '\n');
 
@@ -122,21 +127,21 @@ async function stopChild(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-function clean(node: Host): void {
-  node.exec(BIN, ['datapath', 'remove', '--bpf-pin-dir', node.pinDir]);
+function clean(node: Host, bin: string): void {
+  node.exec(bin, ['datapath', 'remove', '--bpf-pin-dir', node.pinDir]);
   rmSync(node.stateDir, { recursive: true, force: true });
   rmSync(node.statusSocket, { force: true });
 }
 
-async function oneRun(lab: Lab, dir: string): Promise<Sample> {
+async function oneRun(lab: Lab, dir: string, bin: string): Promise<Sample> {
   const node = lab.nodes[0]!;
-  clean(node);
+  clean(node, bin);
   const probe = spawnIn(lab.client, '/usr/bin/python3', [PROBE, 'eth0', lab.client.ip, TARGET, '2', '30']);
   let agent: ReturnType<typeof spawnIn> | undefined;
   try {
     await waitLine(probe.child, probe.out, 'ready', 10_000);
     const t0 = epochNow();
-    const [cmd, pre] = AGENT_NODE_ARGS ? [process.execPath, [...AGENT_NODE_ARGS, BIN]] : [BIN, []];
+    const [cmd, pre] = AGENT_NODE_ARGS ? [process.execPath, [...AGENT_NODE_ARGS, bin]] : [bin, []];
     agent = spawnIn(node, cmd, [
       ...pre, 'agent', '--node', node.netns, '--manifests', dir, '--garp-count', '0',
       '--bpf-pin-dir', node.pinDir, '--state-dir', node.stateDir, '--status-socket', node.statusSocket,
@@ -146,6 +151,7 @@ async function oneRun(lab: Lab, dir: string): Promise<Sample> {
     if (!result.replyAt) throw new Error(`no ARP answer in 30 s; agent said:\n${agent.out.join('')}`);
     await waitLine(agent.child, agent.out, 'agent running', 10_000).catch(() => {});
     const text = agent.out.join('');
+    if (PRINT_LOG) log(text);
     const rel = (msg: string) => {
       const t = lineTime(text, msg, t0);
       return t === undefined ? undefined : t - t0;
@@ -164,10 +170,12 @@ async function oneRun(lab: Lab, dir: string): Promise<Sample> {
   }
 }
 
-async function nodeFloor(node: Host): Promise<number> {
+/** Spawn → exit of `node ARGS` in the node's namespace. */
+async function nodeRun(node: Host, argv: string[]): Promise<number> {
   const t0 = epochNow();
-  const p = spawnIn(node, process.execPath, ['-e', '0']);
-  await new Promise((r) => p.child.once('exit', r));
+  const p = spawnIn(node, process.execPath, argv);
+  const code = await new Promise((r) => p.child.once('exit', r));
+  if (code !== 0) throw new Error(`node ${argv.join(' ')} exited ${String(code)}: ${p.out.join('')}`);
   return epochNow() - t0;
 }
 
@@ -182,10 +190,13 @@ function startLoad(n: number): ChildProcess[] {
 }
 
 interface Row {
+  herald: string;
   load: number;
   loadavg: number;
   runs: number;
   nodeMs: number;
+  helpMs: number;
+  versionMs: number;
   answerMs: number;
   min: number;
   max: number;
@@ -204,35 +215,47 @@ async function main(): Promise<void> {
       const hogs = startLoad(load);
       try {
         if (load > 0) await new Promise((r) => setTimeout(r, 1000));
-        await oneRun(lab, dir); // warm the page cache; not counted
-        const samples: Sample[] = [];
+        for (const bin of BINS) await oneRun(lab, dir, bin); // warm the page cache; not counted
+        const samples = new Map<string, Sample[]>(BINS.map((b) => [b, []]));
         const floors: number[] = [];
+        const helps = new Map<string, number[]>(BINS.map((b) => [b, []]));
+        const versions = new Map<string, number[]>(BINS.map((b) => [b, []]));
         for (let i = 0; i < RUNS; i++) {
-          floors.push(await nodeFloor(lab.nodes[0]!));
-          const s = await oneRun(lab, dir);
-          samples.push(s);
-          log(`load ${load} run ${i + 1}: answer ${s.answerMs.toFixed(0)} ms (intent ${s.intentMs ?? '?'}, serving ${s.servingMs ?? '?'}, announcing ${s.announcingMs ?? '?'})`);
+          floors.push(await nodeRun(lab.nodes[0]!, ['-e', '0']));
+          for (const bin of BINS) {
+            helps.get(bin)!.push(await nodeRun(lab.nodes[0]!, [bin, '--help']));
+            versions.get(bin)!.push(await nodeRun(lab.nodes[0]!, [bin, '--version']));
+            const s = await oneRun(lab, dir, bin);
+            samples.get(bin)!.push(s);
+            log(`${bin} load ${load} run ${i + 1}: answer ${s.answerMs.toFixed(0)} ms (intent ${s.intentMs ?? '?'}, serving ${s.servingMs ?? '?'}, announcing ${s.announcingMs ?? '?'})`);
+          }
         }
-        const m = (f: (s: Sample) => number | undefined) => median(samples.map(f).filter((x): x is number => x !== undefined));
-        const answers = samples.map((s) => s.answerMs);
-        rows.push({
-          load,
-          loadavg: loadavg()[0]!,
-          runs: RUNS,
-          nodeMs: median(floors),
-          answerMs: median(answers),
-          min: Math.min(...answers),
-          max: Math.max(...answers),
-          intentMs: m((s) => s.intentMs),
-          servingMs: m((s) => s.servingMs),
-          announcingMs: m((s) => s.announcingMs),
-        });
+        for (const bin of BINS) {
+          const runs = samples.get(bin)!;
+          const m = (f: (s: Sample) => number | undefined) => median(runs.map(f).filter((x): x is number => x !== undefined));
+          const answers = runs.map((s) => s.answerMs);
+          rows.push({
+            herald: bin,
+            load,
+            loadavg: loadavg()[0]!,
+            runs: RUNS,
+            nodeMs: median(floors),
+            helpMs: median(helps.get(bin)!),
+            versionMs: median(versions.get(bin)!),
+            answerMs: median(answers),
+            min: Math.min(...answers),
+            max: Math.max(...answers),
+            intentMs: m((s) => s.intentMs),
+            servingMs: m((s) => s.servingMs),
+            announcingMs: m((s) => s.announcingMs),
+          });
+        }
       } finally {
         for (const h of hogs) h.kill('SIGKILL');
       }
     }
   } finally {
-    clean(lab.nodes[0]!);
+    clean(lab.nodes[0]!, BINS[0]!);
     await lab.destroy();
     rmSync(dir, { recursive: true, force: true });
   }
@@ -240,11 +263,12 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(rows));
     return;
   }
-  console.log('| busy loops | load avg | node -e 0 | first ARP answer (median) | min–max | ratio to node -e 0 | intent loaded | interface served | announcing |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  const x = (ms: number, floor: number) => `${ms.toFixed(0)} ms (${(ms / floor).toFixed(1)}×)`;
+  console.log('| herald | busy loops | load avg | node -e 0 | --help | --version | first ARP answer (median) | min–max | intent loaded | interface served | announcing |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     console.log(
-      `| ${r.load} | ${r.loadavg.toFixed(1)} | ${r.nodeMs.toFixed(0)} ms | **${r.answerMs.toFixed(0)} ms** | ${r.min.toFixed(0)}–${r.max.toFixed(0)} ms | ${(r.answerMs / r.nodeMs).toFixed(1)}× | ${r.intentMs.toFixed(0)} ms | ${r.servingMs.toFixed(0)} ms | ${r.announcingMs.toFixed(0)} ms |`,
+      `| ${r.herald} | ${r.load} | ${r.loadavg.toFixed(1)} | ${r.nodeMs.toFixed(0)} ms | ${x(r.helpMs, r.nodeMs)} | ${x(r.versionMs, r.nodeMs)} | **${r.answerMs.toFixed(0)} ms** | ${r.min.toFixed(0)}–${r.max.toFixed(0)} ms | ${r.intentMs.toFixed(0)} ms | ${r.servingMs.toFixed(0)} ms | ${r.announcingMs.toFixed(0)} ms |`,
     );
   }
 }
