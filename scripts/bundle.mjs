@@ -1,14 +1,18 @@
-// Bundles the compiled CLI (dist/cli/main.js and what it imports) into a few
-// files under dist/bundle/, which bin/herald runs. Why: Node's ESM loader pays
-// per module, and the agent imports about 300 (zod alone is 95 files); one
-// file per lazily loaded command (esbuild splitting keeps `herald --help`
-// free of the agent's modules) halves the time before the agent's first line.
+// Bundles the compiled CLI (dist/cli/main.js and what it imports) into one
+// CommonJS file, dist/bundle/main.cjs, plus V8's code cache for it
+// (main.cjs.cache), which bin/herald loads. Why: Node's ESM loader pays per
+// module (the agent imports about 300; zod alone is 95 files), and Node 20
+// has no compile cache for modules; a script compiled through vm.Script can
+// be given V8's cached code, so the agent's ~650 kB of JavaScript is not
+// parsed and compiled again at every start. Commands stay lazy: esbuild turns
+// each `import('./commands/x.js')` into a module initialised on first use.
 //
 // Same code, same behaviour: every `import.meta.url` in a bundled file is
 // rewritten to that file's own URL under dist/ (so the BPF object, the parse
 // worker and package.json are found where they always were), and packages
-// with native parts or files read at run time stay external.
+// with native parts or files read at run time stay external (require()d).
 import { build } from 'esbuild';
+import { spawnSync } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,8 +20,9 @@ import { fileURLToPath } from 'node:url';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = resolve(root, 'dist');
 const outdir = resolve(dist, 'bundle');
+const outfile = resolve(outdir, 'main.cjs');
 
-/** `import.meta.url` of each dist/ file as that file's URL, relative to the bundle's directory. */
+/** `import.meta.url` of each dist/ file as that file's URL (found from the bundle's __dirname). */
 const keepModuleUrls = {
   name: 'keep-module-urls',
   setup(b) {
@@ -25,24 +30,25 @@ const keepModuleUrls = {
     const ours = new RegExp(`^${dist.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/.*\\.js$`);
     b.onLoad({ filter: ours }, async (args) => {
       const text = await readFile(args.path, 'utf8');
-      if (!text.includes('import.meta.url')) return undefined;
+      if (!text.includes('import.meta')) return undefined;
       const rel = relative(outdir, args.path).split('\\').join('/');
-      return { contents: text.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, import.meta.url).href`), loader: 'js' };
+      const url = `require("node:url").pathToFileURL(require("node:path").resolve(__dirname, ${JSON.stringify(rel)})).href`;
+      // import.meta.resolve only serves the sources run under tsx (worker-parser.ts), never a bundle.
+      return { contents: text.replaceAll('import.meta.url', url).replaceAll('import.meta.resolve(', 'require.resolve('), loader: 'js' };
     });
   },
 };
 
 /**
  * zod's `z.locales` namespace pulls in every language's error messages (about
- * 250 kB, a third of what the agent compiles at start); herald reports in
- * English only (zod's default, which zod imports directly), so the namespace
- * holds `en` alone.
+ * 250 kB, a third of the agent's code); herald reports in English only (zod's
+ * default, which zod imports directly), so the namespace holds `en` alone.
  */
 const englishOnly = {
   name: 'zod-english-only',
   setup(b) {
     b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
-      /[\\/]zod[\\/]v4[\\/](classic|core)$/.test(args.resolveDir) ? { path: resolve(args.resolveDir, '../locales/en.js').replace(/en\.js$/, 'english-only'), namespace: 'zod-locales' } : undefined,
+      /[\\/]zod[\\/]v4[\\/](classic|core)$/.test(args.resolveDir) ? { path: resolve(args.resolveDir, '../locales/english-only'), namespace: 'zod-locales' } : undefined,
     );
     b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
       contents: "export { default as en } from './en.js';",
@@ -55,16 +61,15 @@ const englishOnly = {
 await rm(outdir, { recursive: true, force: true });
 const result = await build({
   metafile: process.argv.includes('--analyze'),
-  entryPoints: { main: resolve(dist, 'cli/main.js') },
-  outdir,
+  entryPoints: [resolve(dist, 'cli/main.js')],
+  outfile,
   bundle: true,
-  splitting: true,
-  format: 'esm',
+  format: 'cjs',
   platform: 'node',
   target: 'node20',
   // Native code (koffi, netlink), files read at run time (etcd3's gRPC protos), opt-in (prom-client).
-  external: ['koffi', 'netlink', 'netlink/*', 'etcd3', 'prom-client'],
-  banner: { js: "import { createRequire as __heraldCreateRequire } from 'node:module'; const require = __heraldCreateRequire(import.meta.url);" },
+  // tsx: only named in worker-parser's path for the sources run under tsx.
+  external: ['koffi', 'netlink', 'netlink/*', 'etcd3', 'prom-client', 'tsx/*'],
   plugins: [keepModuleUrls, englishOnly],
   sourcemap: true,
   minify: true,
@@ -75,3 +80,12 @@ if (result.metafile) {
   const { analyzeMetafile } = await import('esbuild');
   console.log(await analyzeMetafile(result.metafile));
 }
+
+// The code cache: V8's compiled code for the bundle after the agent command's
+// modules have been initialised (`herald agent --help`), written by bin/herald
+// on exit. A cache V8 refuses (another Node version or V8 flags) is ignored.
+const warm = spawnSync(process.execPath, [resolve(root, 'bin/herald'), 'agent', '--help'], {
+  env: { ...process.env, HERALD_WRITE_CODE_CACHE: '1' },
+  stdio: ['ignore', 'ignore', 'inherit'],
+});
+if (warm.status !== 0) throw new Error(`bundle: writing the code cache failed (exit ${warm.status})`);
