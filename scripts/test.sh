@@ -49,6 +49,7 @@ unit_tests=(
   test/api/status-server.test.ts
   test/api/metrics.test.ts
   test/intent/sources/files.test.ts
+  test/intent/sources/worker-parser.test.ts
   test/intent/sources/etcd.test.ts
   test/cli/manifests.test.ts
   test/cli/real-world-corpus.test.ts
