@@ -17,7 +17,6 @@ import type { Initializer, StateDB } from '../core/statedb/index.js';
 import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
-import { isIpv4 } from '../net/addr.js';
 import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate } from './announce/candidates.js';
 import { knownNodes, unmatchedNodeSelectors } from '../intent/node-labels.js';
 import type { Labels } from '../intent/selector.js';
@@ -60,8 +59,6 @@ export interface ControlPlaneStatus {
   ownership: OwnershipView;
   /** Policies that announce nothing because of node labels or this node's links (also logged, once per change). */
   policyWarnings: PolicyWarning[];
-  /** IPv6 IPs a policy selects here: not contended for nor answered until NDP is implemented. */
-  notAnnounced: Candidate[];
   lastError?: string;
 }
 
@@ -80,7 +77,6 @@ export class ControlPlane implements Disposable {
   private ipam: IpamResult | undefined;
   private links: LinkInfo[] = [];
   private candidates = new Map<string, Candidate>();
-  private notAnnounced: Candidate[] = [];
   private readonly initializer: Initializer;
   private initialized = false;
   private lastError: string | undefined;
@@ -142,7 +138,6 @@ export class ControlPlane implements Disposable {
       candidates: [...this.candidates.values()],
       ownership: this.deps.ownership.view(),
       policyWarnings: this.policyWarnings,
-      notAnnounced: this.notAnnounced,
       ...(this.lastError ? { lastError: this.lastError } : {}),
     };
   }
@@ -189,10 +184,10 @@ export class ControlPlane implements Disposable {
   private recomputeCandidates(): void {
     const ingress = new Map([...(this.ipam?.services ?? new Map())].map(([k, v]) => [k, v.ingress] as const));
     const node = nodeIdentity(this.snapshot, this.deps.nodeName, this.deps.nodeLabels);
-    const all = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
-    // Nothing answers NDP yet: owning an IPv6 IP would claim an address nobody can reach.
-    this.candidates = new Map([...all].filter(([ip]) => isIpv4(ip)));
-    this.notAnnounced = [...all.values()].filter((c) => !isIpv4(c.ip));
+    // Both families: IPv4 addresses are answered with ARP, IPv6 with NDP. A
+    // dual-stack service's two addresses are candidates of the same policies
+    // and interfaces, so they are contended for, and move, together.
+    this.candidates = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
     this.stats.recomputes++;
     this.warnAboutPolicies(node);
     // Static announcements qualify on their own, on their named interface.
