@@ -90,3 +90,25 @@ test('IPv6: each round of the burst is one unsolicited Neighbor Advertisement to
   }
   assert.equal(garp.stats.sent, 5);
 });
+
+test('while the liveness gate is held, rounds wait (IPv4 and IPv6 alike) and resume once it opens', () => {
+  const clock = new ManualClock();
+  const frames: Array<{ at: number; frame: Buffer }> = [];
+  let held = true;
+  const garp = new GarpAnnouncer(
+    { sender: { send: (_i, frame) => frames.push({ at: clock.now(), frame }) }, clock, log: silentLogger, held: () => held },
+    { count: 3, intervalMs: 1000 },
+  );
+  garp.announce(target);
+  garp.announce({ ip: '2001:db8::7', ifindex: 4, mac: '02:00:5e:00:53:0a' });
+  clock.advance(5000);
+  assert.equal(frames.length, 0, 'nothing goes out while held');
+  held = false;
+  clock.advance(5000);
+  const v6 = frames.filter((f) => parseNdFrame(f.frame) !== undefined);
+  const v4 = frames.filter((f) => parseArpFrame(f.frame) !== undefined);
+  assert.equal(v6.length, 3, 'all three NA rounds, after the hold');
+  assert.equal(v4.length, 6, 'all three ARP rounds (request + reply), after the hold');
+  assert.ok(frames.every((f) => f.at >= 5000));
+  assert.equal(garp.activeBursts, 0);
+});
