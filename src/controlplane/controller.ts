@@ -185,16 +185,23 @@ export class ControlPlane implements Disposable {
     const ingress = new Map([...(this.ipam?.services ?? new Map())].map(([k, v]) => [k, v.ingress] as const));
     const node = nodeIdentity(this.snapshot, this.deps.nodeName, this.deps.nodeLabels);
     // Both families: IPv4 addresses are answered with ARP, IPv6 with NDP. A
-    // dual-stack service's two addresses are candidates of the same policies
-    // and interfaces, so they are contended for, and move, together.
+    // dual-stack service's addresses are candidates of the same policies and
+    // interfaces, and share one affinity key (its first address), so every
+    // node prefers the same owner for both and they move together.
     this.candidates = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
+    const affinity = new Map<string, string>();
+    for (const ips of ingress.values()) {
+      if (ips.length < 2) continue;
+      const key = [...ips].sort()[0]!; // the same on every node, whatever the order
+      for (const ip of ips) affinity.set(ip, key);
+    }
     this.stats.recomputes++;
     this.warnAboutPolicies(node);
     // Static announcements qualify on their own, on their named interface.
     const wanted = new Map<string, string[]>([...this.candidates].map(([ip, c]) => [ip, [...c.interfaces]]));
     for (const a of this.deps.staticAnnouncements) wanted.set(a.ip, [...new Set([...(wanted.get(a.ip) ?? []), a.interface])]);
     this.deps.onCandidateInterfaces?.(new Set([...wanted.values()].flat()));
-    this.deps.ownership.setCandidates(wanted);
+    this.deps.ownership.setCandidates(wanted, affinity);
     this.writeTable(this.deps.ownership.view());
   }
 

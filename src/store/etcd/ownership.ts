@@ -211,9 +211,17 @@ export class EtcdOwnership implements OwnershipBackend {
     }, 1000);
   }
 
-  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>, affinity: ReadonlyMap<string, string> = new Map()): void {
     this.candidates = new Map(candidates);
+    this.affinity = new Map(affinity);
     this.markDirty();
+  }
+
+  /** IP → the key rendezvous preference is computed from (a dual-stack service's addresses share one). */
+  private affinity = new Map<string, string>();
+
+  private score(node: string, ip: string): string {
+    return rendezvousScore(node, this.affinity.get(ip) ?? ip);
   }
 
   /** `--on-store-loss keep`, and the store is merely unreachable (not: it told us our lease is gone). */
@@ -522,18 +530,18 @@ export class EtcdOwnership implements OwnershipBackend {
   }
 
   private isPreferred(ip: string): boolean {
-    const mine = rendezvousScore(this.nodeName, ip);
-    for (const node of this.others.get(ip)?.keys() ?? []) if (rendezvousScore(node, ip) > mine && !this.isSkipped(ip, node)) return false;
+    const mine = this.score(this.nodeName, ip);
+    for (const node of this.others.get(ip)?.keys() ?? []) if (this.score(node, ip) > mine && !this.isSkipped(ip, node)) return false;
     return true;
   }
 
   /** We took `ip` late: every more preferred candidate left it unclaimed, so skip them for a while. */
   private skipUnclaimingPreferred(ip: string): void {
-    const mine = rendezvousScore(this.nodeName, ip);
+    const mine = this.score(this.nodeName, ip);
     const skipMs = this.opts.skipPreferredMs ?? etcdOwnershipDefaults.skipPreferredMs!;
     const until = monotonicMs(this.deps.clock) + skipMs;
     for (const node of this.others.get(ip)?.keys() ?? []) {
-      if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
+      if (this.score(node, ip) <= mine || this.isSkipped(ip, node)) continue;
       const perIp = this.skipped.get(ip) ?? new Map<string, number>();
       perIp.set(node, until);
       this.skipped.set(ip, perIp);
@@ -542,10 +550,10 @@ export class EtcdOwnership implements OwnershipBackend {
   }
 
   private handoverDue(ip: string): boolean {
-    const mine = rendezvousScore(this.nodeName, ip);
+    const mine = this.score(this.nodeName, ip);
     const now = this.deps.clock.now();
     for (const [node, since] of this.others.get(ip) ?? []) {
-      if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
+      if (this.score(node, ip) <= mine || this.isSkipped(ip, node)) continue;
       if (now - since >= this.opts.handoverHoldMs) return true;
       this.resyncAt(since + this.opts.handoverHoldMs);
     }
