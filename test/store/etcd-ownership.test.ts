@@ -152,6 +152,20 @@ describe('etcd ownership', () => {
     await waitFor(() => other.owned.current.has(IP) && other.owned.current.has(v6), { timeoutMs: 3000, what: 'both families to move to the other node' });
   });
 
+  test('the wire watch probes an owner through an IPv4 address it owns, never an IPv6 one an ARP probe cannot ask for', async () => {
+    const prefix = freshPrefix();
+    const v4 = '203.0.113.7'; // sorts after 2001:db8::7 as text
+    const v6 = '2001:db8::7';
+    const both = new Map([[v4, ['eth0']], [v6, ['eth0']]]);
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(both);
+    await waitFor(() => a.owned.current.has(v4) && a.owned.current.has(v6), { what: 'a owns both' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(both);
+    await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a'), { what: 'b watches a' });
+    assert.deepEqual(b.watch.targets.map((t) => t.ip), [v4]);
+  });
+
   test('cut off from etcd, an owner steps down on its own clock before its lease can expire at the server', async () => {
     const prefix = freshPrefix();
     const proxy = new TcpProxy(hostPort(etcd.endpoint));

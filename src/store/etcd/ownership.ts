@@ -22,6 +22,7 @@ import type { Watcher } from 'etcd3';
 import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { isIpv4 } from '../../core/addr.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch, WatchTarget } from '../../controlplane/ownership/edges.js';
 import type { EtcdSession } from './session.js';
@@ -489,13 +490,19 @@ export class EtcdOwnership implements OwnershipBackend {
     void this.emit();
   }
 
-  /** Watch, on the wire, one IP of every other node that owns something we could take over. */
+  /**
+   * Watch, on the wire, one IP of every other node that owns something we
+   * could take over. The watch probes with ARP, so only IPv4 addresses can be
+   * watched: a node owning only IPv6 addresses is freed by lease expiry (a
+   * dual-stack service's owner is watched through its IPv4 address).
+   */
   private updateWatch(): void {
     const watch = this.deps.watch;
     if (!watch) return;
     const perNode = new Map<string, WatchTarget>();
     for (const [ip, owner] of [...this.owners].sort(([a], [b]) => a.localeCompare(b))) {
       if (owner.node === this.nodeName || perNode.has(owner.node)) continue;
+      if (!isIpv4(ip)) continue; // an ARP probe cannot ask for it
       const iface = this.candidates.get(ip)?.[0];
       if (iface) perNode.set(owner.node, { node: owner.node, ip, iface });
     }
