@@ -17,6 +17,8 @@ const SOCK_NONBLOCK = 0o4000;
 const SOCK_CLOEXEC = 0o2000000;
 export const PACKET_OUTGOING = 4;
 const SOL_PACKET = 263;
+const SOL_SOCKET = 1;
+const SO_ATTACH_FILTER = 26;
 const PACKET_ADD_MEMBERSHIP = 1;
 const PACKET_DROP_MEMBERSHIP = 2;
 const PACKET_MR_MULTICAST = 0;
@@ -49,6 +51,7 @@ function bindLibc() {
     mr_alen: 'uint16_t',
     mr_address: koffi.array('uint8_t', 8),
   });
+  const sockFprog = koffi.struct('sock_fprog', { len: 'uint16_t', filter: 'void *' });
   return {
     sockaddrLlSize: koffi.sizeof(sockaddrLl),
     socket: lib.func('int socket(int domain, int type, int protocol)'),
@@ -58,6 +61,8 @@ function bindLibc() {
       'intptr_t recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ sockaddr_ll *addr, _Inout_ uint32_t *addrlen)',
     ),
     setsockoptMreq: lib.func('int setsockopt(int fd, int level, int name, const packet_mreq *val, uint32_t len)'),
+    setsockoptFprog: lib.func('int setsockopt(int fd, int level, int name, const sock_fprog *val, uint32_t len)'),
+    sockFprogSize: koffi.sizeof(sockFprog),
     packetMreqSize: koffi.sizeof(packetMreq),
     close: lib.func('int close(int fd)'),
     strerror: lib.func('const char *strerror(int errnum)'),
@@ -154,6 +159,26 @@ export class PacketSocket implements Disposable {
     for (let i = 0; i < 6; i++) address[i] = mac[i] ?? 0;
     const mreq = { mr_ifindex: this.ifindex, mr_type: PACKET_MR_MULTICAST, mr_alen: 6, mr_address: address };
     if ((lib.setsockoptMreq(this.fd, SOL_PACKET, op, mreq, lib.packetMreqSize) as number) < 0) throw sysError(`${name}(ifindex ${this.ifindex})`);
+  }
+
+  /**
+   * Attaches a classic BPF socket filter (SO_ATTACH_FILTER): only frames it
+   * accepts are queued, so a socket bound to a busy EtherType (IPv6) costs
+   * nothing for the traffic it does not want. Instructions: [code, jt, jf, k].
+   */
+  attachFilter(insns: ReadonlyArray<readonly [number, number, number, number]>): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
+    const buf = Buffer.alloc(insns.length * 8);
+    insns.forEach(([code, jt, jf, k], i) => {
+      buf.writeUInt16LE(code, i * 8);
+      buf.writeUInt8(jt, i * 8 + 2);
+      buf.writeUInt8(jf, i * 8 + 3);
+      buf.writeUInt32LE(k >>> 0, i * 8 + 4);
+    });
+    const lib = c();
+    if ((lib.setsockoptFprog(this.fd, SOL_SOCKET, SO_ATTACH_FILTER, { len: insns.length, filter: buf }, lib.sockFprogSize) as number) < 0) {
+      throw sysError('SO_ATTACH_FILTER');
+    }
   }
 
   /** One frame if one is queued, else undefined (never blocks). */

@@ -152,7 +152,7 @@ describe('etcd ownership', () => {
     await waitFor(() => other.owned.current.has(IP) && other.owned.current.has(v6), { timeoutMs: 3000, what: 'both families to move to the other node' });
   });
 
-  test('the wire watch probes an owner through an IPv4 address it owns, never an IPv6 one an ARP probe cannot ask for', async () => {
+  test('the wire watch probes an owner through an IPv4 address when it owns one, else through an IPv6 one', async () => {
     const prefix = freshPrefix();
     const v4 = '203.0.113.7'; // sorts after 2001:db8::7 as text
     const v6 = '2001:db8::7';
@@ -164,6 +164,9 @@ describe('etcd ownership', () => {
     b.own.setCandidates(both);
     await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a'), { what: 'b watches a' });
     assert.deepEqual(b.watch.targets.map((t) => t.ip), [v4]);
+    a.own.setCandidates(new Map([[v6, ['eth0']]]));
+    b.own.setCandidates(new Map([[v6, ['eth0']]]));
+    await waitFor(() => b.watch.targets.length === 1 && b.watch.targets[0]!.ip === v6, { what: 'b watches a through its IPv6 address' });
   });
 
   test('cut off from etcd, an owner steps down on its own clock before its lease can expire at the server', async () => {

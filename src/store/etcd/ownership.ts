@@ -492,17 +492,16 @@ export class EtcdOwnership implements OwnershipBackend {
 
   /**
    * Watch, on the wire, one IP of every other node that owns something we
-   * could take over. The watch probes with ARP, so only IPv4 addresses can be
-   * watched: a node owning only IPv6 addresses is freed by lease expiry (a
-   * dual-stack service's owner is watched through its IPv4 address).
+   * could take over: an IPv4 one when it owns any (one ARP socket serves them
+   * all), else an IPv6 one (probed with NS).
    */
   private updateWatch(): void {
     const watch = this.deps.watch;
     if (!watch) return;
     const perNode = new Map<string, WatchTarget>();
-    for (const [ip, owner] of [...this.owners].sort(([a], [b]) => a.localeCompare(b))) {
+    const v4First = ([a]: [string, unknown], [b]: [string, unknown]) => Number(isIpv4(b)) - Number(isIpv4(a)) || a.localeCompare(b);
+    for (const [ip, owner] of [...this.owners].sort(v4First)) {
       if (owner.node === this.nodeName || perNode.has(owner.node)) continue;
-      if (!isIpv4(ip)) continue; // an ARP probe cannot ask for it
       const iface = this.candidates.get(ip)?.[0];
       if (iface) perNode.set(owner.node, { node: owner.node, ip, iface });
     }
