@@ -8,8 +8,10 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
+import { fileURLToPath } from 'node:url';
 import { HERALD, addIpv6, entry, labSkipReason, mapDump, ndisc6, ndpCraft, neigh6, startAgentReady, startCapture, stopCapture, waitFor } from '../helpers/lab-tools.js';
 
+const OWNER_WATCH = fileURLToPath(new URL('../../lab/owner-watch-run.ts', import.meta.url));
 const CLIENT6 = '2001:db8::1';
 const N1_6 = '2001:db8::11';
 const N2_6 = '2001:db8::12';
@@ -180,6 +182,25 @@ describe('eBPF NDP responder in a lab', { skip }, () => {
     }
     await waitFor(() => (mapDump(n1).liveness.ageMs ?? Infinity) < 1500, { what: 'a fresh stamp' });
     assert.equal(ndisc6(client, VIP).mac, n1.mac('eth0'));
+  });
+
+  test("a candidate's wire watch hears an IPv6 owner through NS probes, and reports it once its datapath goes silent", async () => {
+    const watcher = n2.spawn('owner-watch', process.execPath, ['--import', 'tsx', OWNER_WATCH, '--node', 'n1', '--ip', VIP, '--iface', 'eth0']);
+    try {
+      await watcher.waitForOutput('watching', 20_000);
+      await sleep(1000); // probes answered: the owner is heard
+      assert.doesNotMatch(watcher.text(), /silent/, 'a live owner is never reported');
+      agent.signal('SIGSTOP'); // its liveness stamp goes stale: the datapath stops answering
+      try {
+        // Only an owner once heard can be reported: this fails if the probes are never answered.
+        await watcher.waitForOutput('silent n1', 15_000);
+      } finally {
+        agent.signal('SIGCONT');
+      }
+    } finally {
+      await watcher.stop();
+    }
+    await waitFor(() => (mapDump(n1).liveness.ageMs ?? Infinity) < 1500, { what: 'a fresh stamp' });
   });
 
   test('on a macvlan the agent joins the solicited-node group, so the solicitation reaches the program', async () => {
