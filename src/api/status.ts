@@ -7,6 +7,7 @@ import type { L2Datapath } from '../datapath/l2-responder/datapath.js';
 import { livenessAge } from '../datapath/l2-responder/liveness.js';
 import type { L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { libbpf } from '../os/libbpf.js';
+import { compareIps, isIpv4, mustParseIp } from '../core/addr.js';
 import type { SessionStatus } from '../store/etcd/session.js';
 import type { OwnershipStatus } from '../store/etcd/ownership.js';
 import { renderIntentStatus, type IntentStatus } from './intent-status.js';
@@ -38,7 +39,8 @@ export interface HaStatus {
   heartbeat?: { held: number; lateWakeups: number; failures: number };
 }
 
-export const IPV6_NOT_ANNOUNCED = 'IPv6: not announced (no NDP yet)';
+/** IPv4 before IPv6, then numeric. */
+const compareIpText = (a: string, b: string) => compareIps(mustParseIp(a), mustParseIp(b));
 
 export type AgentStatus = ReturnType<typeof buildStatus>;
 
@@ -53,7 +55,7 @@ export function buildStatus(i: StatusInput) {
   const entries = maps.responders
     .entries()
     .map(([k, v]) => ({ ip: k.ip, interface: nameOf(k.ifindex), ifindex: k.ifindex, replies: Number(v.replies), conflicts: Number(v.conflicts) }))
-    .sort((a, b) => a.ip.localeCompare(b.ip, undefined, { numeric: true }) || a.ifindex - b.ifindex);
+    .sort((a, b) => compareIpText(a.ip, b.ip) || a.ifindex - b.ifindex);
   const owned = cp.ownership.owned;
   return {
     node: i.config.node,
@@ -66,15 +68,12 @@ export function buildStatus(i: StatusInput) {
     allocator: cp.allocator ?? null,
     allocation: cp.ipamState,
     ha: i.ha ?? null,
-    // Nothing answers NDP yet: an IPv6 address is never listed as owned.
-    ipv6NotAnnounced: [...new Set([...owned, ...cp.candidates.map((c) => c.ip)])].filter((ip) => ip.includes(':')).sort(),
-    owned: [...owned].filter((ip) => !ip.includes(':')).sort().map((ip) => ({
+    owned: [...owned].sort(compareIpText).map((ip) => ({
       ip,
       interfaces: i.table.filter((r) => r.ip === ip).map((r) => r.iface),
       origins: [...new Set(i.table.filter((r) => r.ip === ip).flatMap((r) => r.origins))],
     })),
     candidates: cp.candidates.map((c) => ({ ...c, owner: cp.ownership.owners.get(c.ip) ?? null })),
-    notAnnounced: (cp.notAnnounced ?? []).map((c) => ({ ip: c.ip, services: c.services, policies: c.policies, reason: IPV6_NOT_ANNOUNCED })),
     services: [...(cp.ipam?.services ?? new Map())].map(([service, a]) => ({
       service,
       ingress: a.ingress,
@@ -96,6 +95,11 @@ export function buildStatus(i: StatusInput) {
       pinDir: i.config.datapath.pinDir,
       capacity: i.datapath.map.capacity,
       liveness: livenessAge(maps.config, i.now),
+      // Answers per family: ARP replies (IPv4) and Neighbor Advertisements (IPv6).
+      answers: {
+        ipv4: entries.filter((e) => isIpv4(e.ip)).reduce((n, e) => n + e.replies, 0),
+        ipv6: entries.filter((e) => !isIpv4(e.ip)).reduce((n, e) => n + e.replies, 0),
+      },
       entries,
     },
     reconciler: i.reconciler ?? null,
@@ -149,10 +153,8 @@ export function renderStatus(s: AgentStatus): string {
   }
   out.push('', `owned IPs (${s.owned.length}):${s.owned.length === 0 && s.ha?.ownership.notOwningReason ? ` ${s.ha.ownership.notOwningReason}` : ''}`);
   table(['IP', 'INTERFACES', 'ORIGINS'], s.owned.map((o) => [o.ip, o.interfaces.join(',') || '-', o.origins.join(',')]));
-  if (s.ipv6NotAnnounced.length > 0) out.push(`IPv6: not announced (no NDP yet): ${s.ipv6NotAnnounced.join(', ')}`);
   out.push('', `candidates (${s.candidates.length}):`);
   table(['IP', 'INTERFACES', 'SERVICES', 'POLICIES', 'OWNER'], s.candidates.map((c) => [c.ip, c.interfaces.join(','), c.services.join(','), c.policies.join(','), c.owner ?? '-']));
-  for (const c of s.notAnnounced) out.push(`${c.reason}: ${c.ip} (${c.services.join(',')})`);
   out.push('', `services (${s.services.length}):`);
   table(
     ['SERVICE', 'INGRESS', 'SATISFIED', 'REASON', 'MESSAGE'],
@@ -167,7 +169,11 @@ export function renderStatus(s: AgentStatus): string {
   );
   const live = s.datapath.liveness;
   const age = live.ageMs === undefined ? 'never written' : `${(live.ageMs / 1000).toFixed(1)}s ago`;
-  out.push('', `responder map ${s.datapath.pinDir}: ${s.datapath.entries.length}/${s.datapath.capacity}; heartbeat ${age} (limit ${live.maxAgeMs / 1000}s)`);
+  out.push(
+    '',
+    `responder map ${s.datapath.pinDir}: ${s.datapath.entries.length} entries (capacity ${s.datapath.capacity} per family); heartbeat ${age} (limit ${live.maxAgeMs / 1000}s); ` +
+      `answers: ARP ${s.datapath.answers.ipv4}, NDP ${s.datapath.answers.ipv6}`,
+  );
   table(['IP', 'INTERFACE', 'REPLIES', 'CONFLICTS'], s.datapath.entries.map((e) => [e.ip, e.interface, String(e.replies), String(e.conflicts)]));
   const r = s.reconciler;
   if (r) {
@@ -175,7 +181,7 @@ export function renderStatus(s: AgentStatus): string {
     out.push('', `reconciler: initialized ${r.initialized}; last partial ${when(r.lastPartial)}; last full ${when(r.lastFull)}; errors ${r.errorCount}; retrying ${r.retrying}`);
   }
   for (const e of s.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);
-  out.push(`gratuitous ARP: ${s.garp.sent} sent, ${s.garp.failed} failed`);
+  out.push(`gratuitous ARP / unsolicited NA: ${s.garp.sent} sent, ${s.garp.failed} failed`);
   if (s.conflicts.length > 0) {
     out.push('', `address conflicts (${s.conflicts.length}): foreign MACs claimed IPs this node answers for`);
     table(

@@ -1,7 +1,9 @@
 /**
  * Watches other nodes on the wire: for each node that owns an IP this node is
  * a candidate for, send an ARP probe (sender 0.0.0.0, so no neighbour cache is
- * touched) for one of its IPs every `probeIntervalMs` and note every reply.
+ * touched) — or for an IPv6 address a Neighbor Solicitation from our
+ * link-local address — for one of its IPs every `probeIntervalMs` and note
+ * every reply.
  * A node heard answering that then stays quiet for `silenceMs` is reported silent — a crashed
  * agent's datapath goes quiet within its liveness limit, a lost node at once —
  * so a candidate can fence it out long before its lease would expire. A live
@@ -22,7 +24,30 @@ import type { Logger } from '../core/logger.js';
 import { ARPOP_REPLY, arpRequest, parseArpFrame } from '../net/arp.js';
 import type { OwnerWatch, WatchTarget } from '../controlplane/ownership/edges.js';
 import type { LinkInfo, Links } from '../os/links.js';
-import { ETH_P_ARP, PACKET_OUTGOING, PacketSocket } from '../os/packet-socket.js';
+import { ETH_P_ARP, ETH_P_IPV6, PACKET_OUTGOING, PacketSocket } from '../os/packet-socket.js';
+import { isIpv4 } from '../core/addr.js';
+import { ND_NEIGHBOR_ADVERT, neighborSolicitation, parseNdFrame } from '../net/ndp.js';
+
+/** Classic BPF: only Neighbor Advertisements (IPv6, next header ICMPv6, type 136, no extension headers) reach the IPv6 socket. */
+const NA_FILTER: ReadonlyArray<readonly [number, number, number, number]> = [
+  [0x28, 0, 0, 12], // ldh [12]        EtherType
+  [0x15, 0, 5, 0x86dd], // jeq IPv6
+  [0x30, 0, 0, 20], // ldb [20]        next header
+  [0x15, 0, 3, 58], // jeq ICMPv6
+  [0x30, 0, 0, 54], // ldb [54]        ICMPv6 type
+  [0x15, 0, 1, 136], // jeq NA
+  [0x06, 0, 0, 0xffff], // accept
+  [0x06, 0, 0, 0], // drop
+];
+
+/** fe80::/64 with the modified EUI-64 of `mac` (RFC 4291 appendix A): the NS source our probes use. */
+function linkLocalOf(mac: string): string {
+  const b = mac.split(':').map((x) => parseInt(x, 16));
+  const hex = (hi: number, lo: number) => ((hi << 8) | lo).toString(16);
+  return `fe80::${hex(b[0]! ^ 2, b[1]!)}:${hex(b[2]!, 0xff)}:${hex(0xfe, b[3]!)}:${hex(b[4]!, b[5]!)}`;
+}
+
+const familyOf = (ip: string) => (isIpv4(ip) ? 4 : 6);
 
 export interface OwnerWatchOptions {
   probeIntervalMs: number;
@@ -87,36 +112,55 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     void this.ensureSockets();
   }
 
+  /** One socket per (interface, family) watched: "eth0|4" (ARP) and "eth0|6" (NAs only, filtered in the kernel). */
   private async ensureSockets(): Promise<void> {
-    const wanted = new Set([...this.tracked.values()].map((t) => t.iface));
-    for (const iface of wanted) {
-      if (this.sockets.has(iface)) continue;
+    const wanted = new Set([...this.tracked.values()].map((t) => `${t.iface}|${familyOf(t.ip)}`));
+    for (const key of wanted) {
+      if (this.sockets.has(key)) continue;
+      const [iface, family] = key.split('|') as [string, string];
       try {
         const link = await this.deps.links.byName(iface);
         if (!link || !link.ethernet || this.disposed) continue;
-        const sock = PacketSocket.open(link.ifindex, ETH_P_ARP);
+        const sock = PacketSocket.open(link.ifindex, family === '4' ? ETH_P_ARP : ETH_P_IPV6);
+        if (family === '6') {
+          try {
+            sock.attachFilter(NA_FILTER);
+          } catch (e) {
+            sock.dispose();
+            throw e;
+          }
+        }
         sock.onFrames((rx) => this.onFrame(iface, rx.frame, rx.packetType));
         this.links.set(iface, link);
-        this.sockets.set(iface, sock);
+        this.sockets.set(key, sock);
       } catch (e) {
         this.deps.log.warn({ iface, err: describeError(e) }, 'owner watch: cannot open a packet socket');
       }
     }
-    for (const iface of [...this.sockets.keys()]) {
-      if (!wanted.has(iface)) {
-        this.sockets.deleteAndDispose(iface);
-        this.links.delete(iface);
-      }
+    for (const key of [...this.sockets.keys()]) {
+      if (!wanted.has(key)) this.sockets.deleteAndDispose(key);
     }
+    const ifaces = new Set([...wanted].map((k) => k.split('|')[0]!));
+    for (const iface of [...this.links.keys()]) if (!ifaces.has(iface)) this.links.delete(iface);
+  }
+
+  /** The address a reply vouches for: an ARP reply's sender, or a Neighbor Advertisement's target. */
+  private static answeredIp(frame: Buffer): string | undefined {
+    if (frame.length >= 14 && frame.readUInt16BE(12) === ETH_P_IPV6) {
+      const nd = parseNdFrame(frame);
+      return nd && nd.type === ND_NEIGHBOR_ADVERT && nd.checksumOk ? nd.target : undefined;
+    }
+    const arp = parseArpFrame(frame);
+    return arp && arp.op === ARPOP_REPLY ? arp.spa : undefined;
   }
 
   private onFrame(iface: string, frame: Buffer, packetType: number): void {
     if (packetType === PACKET_OUTGOING) return;
-    const arp = parseArpFrame(frame);
-    if (!arp || arp.op !== ARPOP_REPLY) return;
+    const ip = PacketOwnerWatch.answeredIp(frame);
+    if (ip === undefined) return;
     const now = monotonicMs(this.deps.clock);
     for (const t of this.tracked.values()) {
-      if (t.iface === iface && t.ip === arp.spa) {
+      if (t.iface === iface && t.ip === ip) {
         t.lastReply = now;
         t.evidenceFrom = now;
         t.probes = 0;
@@ -151,11 +195,18 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     this.lastTickAt = now;
     for (const t of this.tracked.values()) {
       const link = this.links.get(t.iface);
-      const sock = this.sockets.get(t.iface);
+      const v4 = isIpv4(t.ip);
+      const sock = this.sockets.get(`${t.iface}|${v4 ? 4 : 6}`);
       if (link && sock) {
         try {
-          // An RFC 5227 probe: herald's responder answers it, and it updates nobody's cache.
-          sock.send(arpRequest({ srcMac: link.mac, srcIp: '0.0.0.0', targetIp: t.ip }));
+          // IPv4: an RFC 5227 probe: herald's responder answers it, and it updates nobody's cache.
+          // IPv6: a solicitation from our link-local address (not a DAD probe, whose
+          // answer goes to all-nodes): answered to us alone.
+          sock.send(
+            v4
+              ? arpRequest({ srcMac: link.mac, srcIp: '0.0.0.0', targetIp: t.ip })
+              : neighborSolicitation({ srcMac: link.mac, srcIp: linkLocalOf(link.mac), target: t.ip }),
+          );
           t.probes++;
         } catch {
           /* a send error is a missed probe: no evidence */

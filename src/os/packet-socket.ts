@@ -16,6 +16,12 @@ const SOCK_RAW = 3;
 const SOCK_NONBLOCK = 0o4000;
 const SOCK_CLOEXEC = 0o2000000;
 export const PACKET_OUTGOING = 4;
+const SOL_PACKET = 263;
+const SOL_SOCKET = 1;
+const SO_ATTACH_FILTER = 26;
+const PACKET_ADD_MEMBERSHIP = 1;
+const PACKET_DROP_MEMBERSHIP = 2;
+const PACKET_MR_MULTICAST = 0;
 
 interface SockaddrLl {
   sll_family: number;
@@ -39,6 +45,13 @@ function bindLibc() {
     sll_halen: 'uint8_t',
     sll_addr: koffi.array('uint8_t', 8),
   });
+  const packetMreq = koffi.struct('packet_mreq', {
+    mr_ifindex: 'int',
+    mr_type: 'uint16_t',
+    mr_alen: 'uint16_t',
+    mr_address: koffi.array('uint8_t', 8),
+  });
+  const sockFprog = koffi.struct('sock_fprog', { len: 'uint16_t', filter: 'void *' });
   return {
     sockaddrLlSize: koffi.sizeof(sockaddrLl),
     socket: lib.func('int socket(int domain, int type, int protocol)'),
@@ -47,6 +60,10 @@ function bindLibc() {
     recvfrom: lib.func(
       'intptr_t recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ sockaddr_ll *addr, _Inout_ uint32_t *addrlen)',
     ),
+    setsockoptMreq: lib.func('int setsockopt(int fd, int level, int name, const packet_mreq *val, uint32_t len)'),
+    setsockoptFprog: lib.func('int setsockopt(int fd, int level, int name, const sock_fprog *val, uint32_t len)'),
+    sockFprogSize: koffi.sizeof(sockFprog),
+    packetMreqSize: koffi.sizeof(packetMreq),
     close: lib.func('int close(int fd)'),
     strerror: lib.func('const char *strerror(int errnum)'),
   };
@@ -95,7 +112,11 @@ export class PacketSocket implements Disposable {
     private readonly fd: number,
   ) {}
 
-  /** Opens a socket in the calling thread's network namespace. */
+  /**
+   * Opens a socket in the calling thread's network namespace. `ethType` 0
+   * receives nothing: a socket only to send (the frame's own EtherType is then
+   * used) or to hold multicast memberships.
+   */
   static open(ifindex: number, ethType: number): PacketSocket {
     const lib = c();
     const fd = lib.socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ethType)) as number;
@@ -113,8 +134,51 @@ export class PacketSocket implements Disposable {
     if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
     const lib = c();
     const dst = frame.subarray(0, 6);
-    const n = Number(lib.sendto(this.fd, frame, frame.length, 0, sockaddr(this.ifindex, this.ethType, dst), lib.sockaddrLlSize));
+    const ethType = this.ethType !== 0 ? this.ethType : frame.length >= 14 ? frame.readUInt16BE(12) : 0;
+    const n = Number(lib.sendto(this.fd, frame, frame.length, 0, sockaddr(this.ifindex, ethType, dst), lib.sockaddrLlSize));
     if (n < 0) throw sysError(`sendto(ifindex ${this.ifindex})`);
+  }
+
+  /**
+   * Makes the interface receive frames sent to this multicast MAC (the kernel
+   * counts memberships; they end with the socket). Interfaces that filter
+   * multicast (macvlan, NICs) otherwise drop them before tc ingress.
+   */
+  addMembership(mac: Buffer): void {
+    this.membership(PACKET_ADD_MEMBERSHIP, mac, 'PACKET_ADD_MEMBERSHIP');
+  }
+
+  dropMembership(mac: Buffer): void {
+    this.membership(PACKET_DROP_MEMBERSHIP, mac, 'PACKET_DROP_MEMBERSHIP');
+  }
+
+  private membership(op: number, mac: Buffer, name: string): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
+    const lib = c();
+    const address = [0, 0, 0, 0, 0, 0, 0, 0];
+    for (let i = 0; i < 6; i++) address[i] = mac[i] ?? 0;
+    const mreq = { mr_ifindex: this.ifindex, mr_type: PACKET_MR_MULTICAST, mr_alen: 6, mr_address: address };
+    if ((lib.setsockoptMreq(this.fd, SOL_PACKET, op, mreq, lib.packetMreqSize) as number) < 0) throw sysError(`${name}(ifindex ${this.ifindex})`);
+  }
+
+  /**
+   * Attaches a classic BPF socket filter (SO_ATTACH_FILTER): only frames it
+   * accepts are queued, so a socket bound to a busy EtherType (IPv6) costs
+   * nothing for the traffic it does not want. Instructions: [code, jt, jf, k].
+   */
+  attachFilter(insns: ReadonlyArray<readonly [number, number, number, number]>): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
+    const buf = Buffer.alloc(insns.length * 8);
+    insns.forEach(([code, jt, jf, k], i) => {
+      buf.writeUInt16LE(code, i * 8);
+      buf.writeUInt8(jt, i * 8 + 2);
+      buf.writeUInt8(jf, i * 8 + 3);
+      buf.writeUInt32LE(k >>> 0, i * 8 + 4);
+    });
+    const lib = c();
+    if ((lib.setsockoptFprog(this.fd, SOL_SOCKET, SO_ATTACH_FILTER, { len: insns.length, filter: buf }, lib.sockFprogSize) as number) < 0) {
+      throw sysError('SO_ATTACH_FILTER');
+    }
   }
 
   /** One frame if one is queued, else undefined (never blocks). */

@@ -127,6 +127,48 @@ describe('etcd ownership', () => {
     assert.equal(first.owned.current.has(IP), false);
   });
 
+  test('a dual-stack service: its two addresses share an affinity key, so one node owns both and both move together', async () => {
+    const prefix = freshPrefix();
+    const prefers = (ip: string) => (rendezvousScore('node-a', ip) > rendezvousScore('node-b', ip) ? 'node-a' : 'node-b');
+    // An IPv6 address that, scored on its own, would prefer the other node.
+    let v6 = '';
+    for (let i = 1; i < 1000 && !v6; i++) if (prefers(`2001:db8::${i.toString(16)}`) !== prefers(IP)) v6 = `2001:db8::${i.toString(16)}`;
+    assert.ok(v6, 'found an address the other node prefers');
+    const both = new Map([[IP, ['eth0']], [v6, ['eth0']]]);
+    const affinity = new Map([[IP, IP], [v6, IP]]);
+    const a = await member('node-a', prefix, { handoverHoldMs: 500 });
+    const b = await member('node-b', prefix, { handoverHoldMs: 500 });
+    a.own.setCandidates(both, affinity);
+    b.own.setCandidates(both, affinity);
+    const [owner, other] = prefers(IP) === 'node-a' ? [a, b] : [b, a];
+    await waitFor(() => owner.owned.current.has(IP) && owner.owned.current.has(v6) && other.owned.current.size === 0, {
+      timeoutMs: 5000,
+      what: 'the node preferred for the service to own both families',
+    });
+    await new Promise((r) => setTimeout(r, 1500)); // past the hand-over hold: nothing moves to the node preferred per address
+    assert.deepEqual([owner.owned.current.has(IP), owner.owned.current.has(v6), other.owned.current.size], [true, true, 0]);
+    await owner.own.release();
+    await owner.session.revoke();
+    await waitFor(() => other.owned.current.has(IP) && other.owned.current.has(v6), { timeoutMs: 3000, what: 'both families to move to the other node' });
+  });
+
+  test('the wire watch probes an owner through an IPv4 address when it owns one, else through an IPv6 one', async () => {
+    const prefix = freshPrefix();
+    const v4 = '203.0.113.7'; // sorts after 2001:db8::7 as text
+    const v6 = '2001:db8::7';
+    const both = new Map([[v4, ['eth0']], [v6, ['eth0']]]);
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(both);
+    await waitFor(() => a.owned.current.has(v4) && a.owned.current.has(v6), { what: 'a owns both' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(both);
+    await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a'), { what: 'b watches a' });
+    assert.deepEqual(b.watch.targets.map((t) => t.ip), [v4]);
+    a.own.setCandidates(new Map([[v6, ['eth0']]]));
+    b.own.setCandidates(new Map([[v6, ['eth0']]]));
+    await waitFor(() => b.watch.targets.length === 1 && b.watch.targets[0]!.ip === v6, { what: 'b watches a through its IPv6 address' });
+  });
+
   test('cut off from etcd, an owner steps down on its own clock before its lease can expire at the server', async () => {
     const prefix = freshPrefix();
     const proxy = new TcpProxy(hostPort(etcd.endpoint));

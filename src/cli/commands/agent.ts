@@ -59,7 +59,7 @@ function parseEtcdUrls(value: string, previous: string[] = []): string[] {
 
 export function agentCommand(): Command {
   return new Command('agent')
-    .description('run the node agent: intent → LB-IPAM → announcement policy → ownership → eBPF ARP responder')
+    .description('run the node agent: intent → LB-IPAM → announcement policy → ownership → eBPF ARP/NDP responder')
     .option('--node <name>', "this node's name", parseNodeName, defaultNodeName())
     .option('--node-labels <k=v,...>', "this node's labels besides kubernetes.io/os, arch and hostname (a Node manifest's labels win)", parseNodeLabels)
     .option('--manifests <path>', 'a file or directory of manifests (CiliumLoadBalancerIPPool, CiliumL2AnnouncementPolicy, Service, Node), watched')
@@ -68,7 +68,7 @@ export function agentCommand(): Command {
     .option('--etcd-prefix <prefix>', 'key prefix of herald in etcd', '/herald/')
     .option('--max-manifest-size <size>', 'refuse a manifest file or stored object larger than this (e.g. 4MiB); it is not read', parseByteSize, manifestLimitDefaults.maxBytes)
     .option('--state-dir <dir>', 'where local state (LB-IPAM allocations) is kept (default /var/lib/herald/<node>)')
-    .option('--announce <ip@interface>', 'also answer ARP for this IPv4 address on this interface (repeatable)', collect, [])
+    .option('--announce <ip@interface>', 'also answer ARP (IPv4) or NDP (IPv6) for this address on this interface (repeatable)', collect, [])
     .option('--bpf-pin-dir <dir>', 'where the maps are pinned (default /sys/fs/bpf/herald/<node>)')
     .option('--responder-map-size <n>', 'capacity of the responder map', parsePositiveInt, RESPONDER_MAP_SIZE_DEFAULT)
     .addOption(durationOption('--liveness-interval <duration>', 'how often the datapath heartbeat is written', livenessDefaults.intervalMs))
@@ -76,7 +76,7 @@ export function agentCommand(): Command {
       '--liveness-max-age <duration>',
       'the datapath stops answering when the heartbeat is older (default: 800ms with etcd, below the lease TTL; 3s with the local store, to outlast a restart)',
     ))
-    .option('--garp-count <n>', 'gratuitous ARP rounds per newly announced IP (0 = off)', parseCount, garpDefaults.count)
+    .option('--garp-count <n>', 'gratuitous ARP / unsolicited NA rounds per newly announced IP (0 = off)', parseCount, garpDefaults.count)
     .addOption(durationOption('--garp-interval <duration>', 'time between gratuitous ARP rounds', garpDefaults.intervalMs))
     .addOption(durationOption(
       '--conflict-defence-interval <duration>',

@@ -22,6 +22,7 @@ import type { Watcher } from 'etcd3';
 import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { isIpv4 } from '../../core/addr.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch, WatchTarget } from '../../controlplane/ownership/edges.js';
 import type { EtcdSession } from './session.js';
@@ -211,9 +212,17 @@ export class EtcdOwnership implements OwnershipBackend {
     }, 1000);
   }
 
-  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>, affinity: ReadonlyMap<string, string> = new Map()): void {
     this.candidates = new Map(candidates);
+    this.affinity = new Map(affinity);
     this.markDirty();
+  }
+
+  /** IP → the key rendezvous preference is computed from (a dual-stack service's addresses share one). */
+  private affinity = new Map<string, string>();
+
+  private score(node: string, ip: string): string {
+    return rendezvousScore(node, this.affinity.get(ip) ?? ip);
   }
 
   /** `--on-store-loss keep`, and the store is merely unreachable (not: it told us our lease is gone). */
@@ -481,17 +490,26 @@ export class EtcdOwnership implements OwnershipBackend {
     void this.emit();
   }
 
-  /** Watch, on the wire, one IP of every other node that owns something we could take over. */
+  /**
+   * Watch, on the wire, one IP of every other node that owns something we
+   * could take over: an IPv4 one when it owns any (one ARP socket serves them
+   * all), else an IPv6 one (probed with NS).
+   */
   private updateWatch(): void {
     const watch = this.deps.watch;
     if (!watch) return;
-    const perNode = new Map<string, WatchTarget>();
-    for (const [ip, owner] of [...this.owners].sort(([a], [b]) => a.localeCompare(b))) {
-      if (owner.node === this.nodeName || perNode.has(owner.node)) continue;
+    // One pass, not a sort of every owner per pass (10k owners): per node the
+    // lowest IPv4 address we are a candidate for, else the lowest IPv6 one.
+    const perNode = new Map<string, WatchTarget & { v4: boolean }>();
+    for (const [ip, owner] of this.owners) {
+      if (owner.node === this.nodeName) continue;
       const iface = this.candidates.get(ip)?.[0];
-      if (iface) perNode.set(owner.node, { node: owner.node, ip, iface });
+      if (!iface) continue;
+      const v4 = isIpv4(ip);
+      const best = perNode.get(owner.node);
+      if (!best || (v4 && !best.v4) || (v4 === best.v4 && ip.localeCompare(best.ip) < 0)) perNode.set(owner.node, { node: owner.node, ip, iface, v4 });
     }
-    watch.setTargets([...perNode.values()]);
+    watch.setTargets([...perNode.values()].map(({ node, ip, iface }) => ({ node, ip, iface })));
   }
 
   /**
@@ -522,18 +540,18 @@ export class EtcdOwnership implements OwnershipBackend {
   }
 
   private isPreferred(ip: string): boolean {
-    const mine = rendezvousScore(this.nodeName, ip);
-    for (const node of this.others.get(ip)?.keys() ?? []) if (rendezvousScore(node, ip) > mine && !this.isSkipped(ip, node)) return false;
+    const mine = this.score(this.nodeName, ip);
+    for (const node of this.others.get(ip)?.keys() ?? []) if (this.score(node, ip) > mine && !this.isSkipped(ip, node)) return false;
     return true;
   }
 
   /** We took `ip` late: every more preferred candidate left it unclaimed, so skip them for a while. */
   private skipUnclaimingPreferred(ip: string): void {
-    const mine = rendezvousScore(this.nodeName, ip);
+    const mine = this.score(this.nodeName, ip);
     const skipMs = this.opts.skipPreferredMs ?? etcdOwnershipDefaults.skipPreferredMs!;
     const until = monotonicMs(this.deps.clock) + skipMs;
     for (const node of this.others.get(ip)?.keys() ?? []) {
-      if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
+      if (this.score(node, ip) <= mine || this.isSkipped(ip, node)) continue;
       const perIp = this.skipped.get(ip) ?? new Map<string, number>();
       perIp.set(node, until);
       this.skipped.set(ip, perIp);
@@ -542,10 +560,10 @@ export class EtcdOwnership implements OwnershipBackend {
   }
 
   private handoverDue(ip: string): boolean {
-    const mine = rendezvousScore(this.nodeName, ip);
+    const mine = this.score(this.nodeName, ip);
     const now = this.deps.clock.now();
     for (const [node, since] of this.others.get(ip) ?? []) {
-      if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
+      if (this.score(node, ip) <= mine || this.isSkipped(ip, node)) continue;
       if (now - since >= this.opts.handoverHoldMs) return true;
       this.resyncAt(since + this.opts.handoverHoldMs);
     }
