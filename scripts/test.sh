@@ -19,6 +19,7 @@ unit_tests=(
   test/core/reconciler/backoff.test.ts
   test/core/addr.test.ts
   test/core/reconciler/settled.test.ts
+  test/core/reconciler/row-status.test.ts
   test/core/trigger.test.ts
   test/core/jobs.test.ts
   test/intent/annotations.test.ts
@@ -46,6 +47,7 @@ unit_tests=(
   test/controlplane/ipam/hold.test.ts
   test/os/state-file.test.ts
   test/api/status-server.test.ts
+  test/api/status-rows.test.ts
   test/api/metrics.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/etcd.test.ts

@@ -36,7 +36,7 @@ import {
   type RowStatus,
   type RowStatusEntry,
   type StatusRow,
-  type WaitOptions,
+  type WaitForRowOptions,
 } from './status.js';
 
 export type { RowStatus, RowStatusEntry } from './status.js';
@@ -206,7 +206,7 @@ export class Reconciler<Row> implements Disposable {
    * handled: `done` or `error` (see status.ts waitForRow). Rejects with
    * HERALD_RECONCILE_TIMEOUT at the deadline and HERALD_STOPPED on dispose.
    */
-  waitForRow(key: string, revision: number, opts: WaitOptions = {}): Promise<RowStatus> {
+  waitForRow(key: string, revision: number, opts: WaitForRowOptions = {}): Promise<RowStatus> {
     if (this.disposed) return Promise.reject(this.stoppedError());
     const signal = opts.signal ? AbortSignal.any([opts.signal, this.abort.signal]) : this.abort.signal;
     return waitForRow(this.deps, this.deps.name, this.deps.table as Table<Row>, key, revision, { ...opts, signal });

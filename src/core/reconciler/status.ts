@@ -150,15 +150,20 @@ export interface WaitOptions {
   signal?: AbortSignal;
 }
 
+export interface WaitForRowOptions extends WaitOptions {
+  /** Wait through errors (retries) until the row is done; default false: an error resolves too. */
+  untilDone?: boolean;
+}
+
 export const waitTimeoutDefaultMs = 10_000;
 
 /**
  * Resolves with the status of `key` once `reconciler` has handled revision
  * `revision` of it or a later one: `done` (it reached the target; for a
  * deleted row `{kind: 'done', op: 'delete'}`) or `error` (the attempt failed
- * and is being retried; wait again with the error's revision + 1 for a later
- * outcome). Never resolves on a pending row. Rejects with
- * HERALD_RECONCILE_TIMEOUT at the deadline.
+ * and is being retried; with `untilDone` it waits on through retries). Never
+ * resolves on a pending row. Rejects with HERALD_RECONCILE_TIMEOUT at the
+ * deadline.
  */
 export function waitForRow<Row>(
   deps: { db: StateDB; clock: Clock },
@@ -166,11 +171,11 @@ export function waitForRow<Row>(
   table: Table<Row>,
   key: string,
   revision: number,
-  opts: WaitOptions = {},
+  opts: WaitForRowOptions = {},
 ): Promise<RowStatus> {
   return waitOnTables(deps, [table, reconcileStatus, reconcileProgress], opts, `row ${key} of ${reconciler} to reach revision ${revision}`, (txn) => {
     const stored = txn.get(reconcileStatus, statusKey(reconciler, key));
-    if (stored && stored.revision >= revision) return publicStatus(stored);
+    if (stored && stored.revision >= revision) return stored.kind === 'error' && opts.untilDone ? undefined : publicStatus(stored);
     const applied = appliedRevision(txn, reconciler);
     // No status and no row: the delete was applied (or there never was anything to write).
     if (!stored && applied >= revision && txn.get(table, key) === undefined) return { kind: 'done', op: 'delete', revision: applied };
