@@ -99,6 +99,8 @@ export class EtcdIntentSource implements IntentSource {
   /** The prefix as of `cacheRev`. */
   private cache = new Map<string, StoredValue>();
   private cacheRev = 0;
+  /** The etcd revision of the last copy offered to the publisher (validated, and published unless unchanged or rejected). */
+  private offeredRev = 0;
   /** Events received while a read is in flight (applied on top of its result). */
   private duringRead: Change[] | undefined;
   /** Reads of the prefix: one at a time; a request during a read runs once more after it. */
@@ -143,6 +145,14 @@ export class EtcdIntentSource implements IntentSource {
       ...(this.callTimeoutMs !== undefined ? { callTimeoutMs: this.callTimeoutMs } : {}),
     });
     await this.sync();
+  }
+
+  /**
+   * Every change up to this etcd revision has been looked at: published,
+   * found unchanged, or rejected. What "has the source seen my write?" waits on.
+   */
+  get offeredRevision(): number {
+    return this.offeredRev;
   }
 
   dispose(): void {
@@ -293,7 +303,9 @@ export class EtcdIntentSource implements IntentSource {
       else kvs.push({ key, value: v.text });
     }
     const hash = contentHash(entries.map(([key, v]) => [key, `${v.bytes}\u0000${v.text}`] as const));
+    const revision = this.cacheRev;
     const outcome = await publisher.offer(hash, () => this.parse({ kind: 'stored', prefix: this.prefix, kvs, ioErrors, limits: this.limits }));
+    if (revision > this.offeredRev) this.offeredRev = revision;
     if (outcome !== 'same') this.log.debug({ keys: entries.length, revision: this.cacheRev, outcome }, 'intent read from etcd');
   }
 }
