@@ -18,6 +18,7 @@ unit_tests=(
   test/core/reconciler/retry.test.ts
   test/core/reconciler/backoff.test.ts
   test/core/addr.test.ts
+  test/os/links.test.ts
   test/core/reconciler/settled.test.ts
   test/core/reconciler/row-status.test.ts
   test/core/trigger.test.ts

@@ -183,8 +183,9 @@ export class Agent implements Disposable {
     // policy (an interface losing carrier withdraws its IPs, Cilium #35507).
     this.store.add(
       this.links.subscribe(() => {
-        this.l2.linksChanged();
-        this.controlPlane.linksChanged();
+        // The datapath first: a link regaining carrier is held silent before
+        // the control plane re-adds its IPs.
+        void this.l2.linksChanged().then(() => this.controlPlane.linksChanged());
       }),
     );
     if (this.source) {

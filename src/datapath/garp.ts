@@ -41,6 +41,9 @@ export interface GarpTarget {
   mac: string;
 }
 
+/** How soon a round postponed by a held heartbeat is tried again. */
+const HELD_ROUND_RETRY_MS = 20;
+
 export class GarpAnnouncer implements Disposable {
   private readonly bursts = new DisposableMap<string, Disposable>();
   readonly stats: GarpStats = { sent: 0, failed: 0 };
@@ -48,7 +51,8 @@ export class GarpAnnouncer implements Disposable {
   readonly perIp = new Map<string, GarpStats>();
 
   constructor(
-    private readonly deps: { sender: FrameSender; clock: Clock; log: Logger },
+    /** `held`: the heartbeat is held back (ownership in doubt): rounds wait, so a burst never outruns the re-check. */
+    private readonly deps: { sender: FrameSender; clock: Clock; log: Logger; held?: () => boolean },
     private readonly schedule: GarpSchedule,
   ) {
     if (schedule.count < 0 || schedule.intervalMs < 0) throw new Error('gARP count and interval must be >= 0');
@@ -61,6 +65,10 @@ export class GarpAnnouncer implements Disposable {
     let remaining = this.schedule.count;
     let timer: TimerHandle | undefined;
     const round = () => {
+      if (this.deps.held?.()) {
+        timer = this.deps.clock.setTimeout(round, HELD_ROUND_RETRY_MS);
+        return;
+      }
       this.sendRound(target);
       remaining--;
       if (remaining > 0) timer = this.deps.clock.setTimeout(round, this.schedule.intervalMs);

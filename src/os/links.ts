@@ -54,19 +54,33 @@ export class NetlinkLinks implements Links, Disposable {
   private socket: RtNetlinkSocket | undefined;
   private events: RtNetlinkSocket | undefined;
 
+  /** The tail of the request queue: one request at a time on the socket. */
+  private queue: Promise<unknown> = Promise.resolve();
+
   private sock(): RtNetlinkSocket {
     this.socket ??= createRtNetlink();
     return this.socket;
   }
 
+  /**
+   * Runs one request on the shared socket after the previous one finished:
+   * concurrent dumps on one netlink socket interleave their replies and fail
+   * ("Multipart message not terminated properly", EBUSY).
+   */
+  private request<T>(run: (sock: RtNetlinkSocket) => Promise<T>): Promise<T> {
+    const result = this.queue.then(() => run(this.sock()));
+    this.queue = result.catch(() => {});
+    return result;
+  }
+
   async list(): Promise<LinkInfo[]> {
-    const msgs = await this.sock().getLinks();
+    const msgs = await this.request((sock) => sock.getLinks());
     return msgs.map(toLinkInfo);
   }
 
   async byName(name: string): Promise<LinkInfo | undefined> {
     try {
-      const msgs = await this.sock().getLink({}, { ifname: name });
+      const msgs = await this.request((sock) => sock.getLink({}, { ifname: name }));
       const first = msgs[0];
       return first ? toLinkInfo(first) : undefined;
     } catch (e) {

@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { LabEtcd } from '../../lab/etcd.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
-import { HERALD, arping, craft, labSkipReason, mapDump, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { HERALD, arping, craft, labSkipReason, mapDump, startAgentReady, startCapture, stopCapture, waitFor } from '../helpers/lab-tools.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
@@ -165,18 +165,28 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
     await settle();
   });
 
-  test('link loss on the owner moves its IPs (Cilium #35507)', async () => {
+  test('link loss on the owner moves its IPs (Cilium #35507); its link back, the old owner re-checks before a word', async () => {
     const ip = IPS[2]!;
     const owner = ownerOf(ip);
+    const agent = agents.get(owner)!;
+    const sessionsBefore = agent.text().split('etcd session live').length;
     lab.setPort(owner, 'eth0', false);
+    let capture: LabProcess | undefined;
     try {
       await waitFor(() => lab.nodes.some((n) => n !== owner && status(n).owned.some((o) => o.ip === ip)), { timeoutMs: 15_000, what: 'another node to own the IP' });
       const r = arping(lab.client, ip, { count: 2 });
       assert.equal(r.received, 2);
       assert.ok(!r.macs.includes(owner.mac('eth0')));
+      capture = await startCapture(lab.client, `arp and ether src ${owner.mac('eth0')}`);
     } finally {
       lab.setPort(owner, 'eth0', true);
     }
+    // Its lease was revoked while it was cut off, but by its own clock it
+    // is still valid: the carrier coming back must hold it silent until the
+    // store has been asked (no gratuitous burst, no defence, no reply).
+    await waitFor(() => agent.text().split('etcd session live').length > sessionsBefore, { timeoutMs: 10_000, what: 'the old owner to learn its lease is gone and re-join' });
+    const claims = (await stopCapture(capture)).filter((l) => l.includes(`${ip} is-at`) || l.includes(`tell ${ip}`));
+    assert.deepEqual(claims, [], 'the old owner claimed the IP after its link came back');
     await settle();
   });
 

@@ -33,11 +33,12 @@ export interface LivenessGate {
   /** True while our own lease is valid by our own clock (monotonic ms). */
   mayAnswer(nowMs: number): boolean;
   /**
-   * We were asleep past the liveness limit: others may have fenced us out.
-   * Resolves once ownership is re-verified with the store and every IP we no
-   * longer own is withdrawn from the datapath.
+   * We could not be seen for a while (asleep past the liveness limit, a link
+   * without carrier, a foreign claim of our IP): others may have fenced us
+   * out. Resolves once ownership is re-verified with the store and every IP
+   * we no longer own is withdrawn from the datapath.
    */
-  recheck(sleptMs: number): Promise<void>;
+  recheck(why: string): Promise<void>;
 }
 
 /** The local store: no one else can take over, the gate is always open. */

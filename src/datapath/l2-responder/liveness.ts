@@ -85,16 +85,51 @@ export class LivenessWriter implements Disposable {
       this.answering = false;
       this.rechecking = true;
       this.deps.log.warn({ sleptMs: sinceLastTick, limitMs: this.opts.maxAgeMs }, 'heartbeat woke up late: re-checking ownership before answering again');
-      gate
-        .recheck(sinceLastTick)
-        .catch((e: unknown) => this.deps.log.warn({ err: describeError(e) }, 'ownership re-check failed; the gate decides'))
-        .finally(() => {
-          this.rechecking = false;
-          if (!this.disposed) this.write(gate);
-        });
+      void this.runRecheck(gate, `woke up ${Math.round(sinceLastTick)} ms late`);
       return;
     }
     this.write(gate);
+  }
+
+  private recheckDone: Promise<void> | undefined;
+
+  private runRecheck(gate: LivenessGate, why: string): Promise<void> {
+    this.rechecking = true;
+    this.recheckDone = gate
+      .recheck(why)
+      .catch((e: unknown) => this.deps.log.warn({ err: describeError(e) }, 'ownership re-check failed; the gate decides'))
+      .finally(() => {
+        this.rechecking = false;
+        this.recheckDone = undefined;
+        if (!this.disposed) this.write(gate);
+      });
+    return this.recheckDone;
+  }
+
+  /**
+   * Falls silent now (the stamp is cleared: the program treats it as never
+   * written) and answers again only once ownership is re-verified with the
+   * store. For a link that regains carrier: while it had none, nobody saw us
+   * answer, so a candidate may have fenced us out; answering, or sending a
+   * gratuitous burst, before asking the store would pull clients back to a
+   * node that no longer owns the IP.
+   */
+  holdAndRecheck(why: string): Promise<void> {
+    if (this.disposed) return Promise.resolve();
+    if (this.recheckDone) return this.recheckDone;
+    this.held++;
+    this.answering = false;
+    try {
+      this.deps.config.update(CONFIG_LIVENESS_NS, 0n);
+    } catch (e) {
+      this.deps.log.warn({ err: describeError(e) }, 'clearing the liveness stamp failed');
+    }
+    return this.runRecheck(this.deps.gate ?? openGate, why);
+  }
+
+  /** Re-verifies ownership with the store without falling silent meanwhile (before defending an IP). */
+  recheck(why: string): Promise<void> {
+    return (this.deps.gate ?? openGate).recheck(why);
   }
 
   private write(gate: LivenessGate): void {

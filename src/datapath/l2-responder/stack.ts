@@ -40,7 +40,8 @@ export class L2Stack implements Disposable {
     private readonly config: L2StackConfig,
   ) {
     this.datapath = this.store.add(new L2Datapath({ clock: deps.clock, log: deps.log, ...(deps.livenessGate ? { livenessGate: deps.livenessGate } : {}) }, config.datapath)); // program, maps, heartbeat
-    this.garp = this.store.add(new GarpAnnouncer({ sender: deps.sender, clock: deps.clock, log: deps.log }, config.garp)); // bursts
+    const held = () => this.datapath.liveness?.answering === false;
+    this.garp = this.store.add(new GarpAnnouncer({ sender: deps.sender, clock: deps.clock, log: deps.log, held }, config.garp)); // bursts
     this.conflicts = this.store.add(this.makeConflictDefender()); // validates its options before anything touches the kernel
   }
 
@@ -54,6 +55,12 @@ export class L2Stack implements Disposable {
     this.reconciler = reconciler;
     this.store.add({ dispose: () => void reconciler.dispose() });
     reconciler.start();
+    void links.list().then(
+      (ls) => {
+        for (const l of ls) if (!this.carrier.has(l.ifindex)) this.carrier.set(l.ifindex, l.up && l.carrier);
+      },
+      () => {},
+    );
   }
 
   private makeConflictDefender(): ConflictDefender {
@@ -65,11 +72,19 @@ export class L2Stack implements Disposable {
         // Read live: the maps exist once start() has loaded the program.
         conflictCount: (key) => this.datapath.maps.responders.lookup(key)?.conflicts,
         interfaceMac: (ifindex) => this.datapath.maps.interfaces.lookup(ifindex)?.mac,
-        // Only while our heartbeat runs: a node held back (lease in doubt,
-        // re-checking after a late wake-up) must not pull clients back to itself.
+        // Only while our heartbeat runs, and only once the store has
+        // confirmed we still own the IP: a foreign claim may be the node that
+        // fenced us out while we were cut off (a link back after a flap, a
+        // path to the segment healed), and defending then would pull clients
+        // back to us beside the rightful owner.
         announce: (target) => {
-          if (this.datapath.liveness?.answering === false) return;
-          this.garp.announceOnce(target);
+          const liveness = this.datapath.liveness;
+          if (!liveness) return;
+          void liveness.recheck(`a foreign MAC claims ${target.ip}`).then(() => {
+            if (liveness.answering === false) return;
+            if (!this.datapath.maps.responders.lookup({ ip: target.ip, ifindex: target.ifindex })) return; // withdrawn: it is not ours
+            this.garp.announceOnce(target);
+          });
         },
         interfaceName: (ifindex) => libbpf().ifIndexToName(ifindex),
       },
@@ -92,9 +107,27 @@ export class L2Stack implements Disposable {
     );
   }
 
-  /** Links changed: re-resolve interface names (a recreated interface has a new ifindex). */
-  linksChanged(): void {
+  /** ifindex → carrier, as last seen: a link regaining carrier is re-checked before answering on it. */
+  private carrier = new Map<number, boolean>();
+
+  /**
+   * Links changed: re-resolve interface names (a recreated interface has a
+   * new ifindex). An interface we serve that regains carrier holds the
+   * datapath silent until ownership is re-verified (Cilium #35507's other
+   * half: the node that lost its link must not come back answering beside
+   * the node that took over). Resolves once that hold is in place.
+   */
+  async linksChanged(): Promise<void> {
     this.ops.invalidateLinks();
+    try {
+      const links = await this.deps.links.list();
+      const served = new Set(this.datapath.maps.interfaces.keys());
+      const back = links.filter((l) => served.has(l.ifindex) && l.up && l.carrier && this.carrier.get(l.ifindex) === false);
+      this.carrier = new Map(links.map((l) => [l.ifindex, l.up && l.carrier]));
+      if (back.length > 0) void this.datapath.liveness?.holdAndRecheck(`${back.map((l) => l.name).join(', ')} regained carrier`);
+    } catch (e) {
+      this.deps.log.warn({ err: String(e) }, 'reading links failed');
+    }
     this.reconciler.triggerFull();
   }
 

@@ -43,12 +43,28 @@ export interface EtcdOwnershipOptions {
    * not make the IP flap between give-up and re-take forever).
    */
   skipPreferredMs?: number;
+  /** A full re-read of owners and candidates this often (a safety net under the watch). */
+  fullRefreshMs?: number;
 }
 
-export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 60_000 };
+export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 60_000, fullRefreshMs: 30_000 };
 
 /** Keys without a lease carry no authority: a live agent's keys always sit on its lease. */
 const NO_LEASE = '0';
+/** Keys per contention transaction (etcd refuses more than 128 operations per branch by default). */
+const CONTEND_CHUNK = 100;
+
+/** A free IP to claim; `late` when we are not its preferred node and waited the contention delay. */
+/** An owned IP to give up, and why (logged). */
+interface Release {
+  ip: string;
+  why: string;
+}
+
+interface Contention {
+  ip: string;
+  late: boolean;
+}
 
 export interface OwnershipStatus {
   /** Keys ignored because they had no live lease, by kind. */
@@ -68,6 +84,16 @@ export function rendezvousScore(node: string, ip: string): string {
 interface OwnerRecord {
   node: string;
   lease: string;
+}
+
+/** One change of a key under our prefix, at the store revision that made it. */
+interface KeyEvent {
+  type: 'put' | 'delete';
+  key: string;
+  value: string;
+  lease: string;
+  /** The store revision of this change (mod revision of a put, revision of a delete). */
+  revision: number;
 }
 
 export class EtcdOwnership implements OwnershipBackend {
@@ -93,6 +119,20 @@ export class EtcdOwnership implements OwnershipBackend {
   private readonly counters = { staleKeysIgnored: 0, staleKeysRemoved: 0, fencesIssued: 0, keysMovedToNewLease: 0 };
   private readonly ownersPrefix: string;
   private readonly candidatesPrefix: string;
+  /**
+   * The view is ordered by store revision: a snapshot read (refresh) reflects
+   * every change up to its revision, so a watch event or a write of ours at or
+   * below it is already in (applying it again would resurrect a deleted owner
+   * key), and one above it that arrived while the read was in flight is
+   * replayed on top (else the snapshot would erase a key we just created —
+   * an IP owned in the store that nobody answers for).
+   */
+  private snapshotRevision = 0;
+  /** key → revision of the last change applied to the view since the snapshot. */
+  private readonly keyRevisions = new Map<string, number>();
+  /** Changes seen while a refresh is in flight, one journal per refresh. */
+  private readonly journals = new Set<KeyEvent[]>();
+  private refreshTimer: TimerHandle | undefined;
 
   constructor(
     private readonly session: EtcdSession,
@@ -151,11 +191,11 @@ export class EtcdOwnership implements OwnershipBackend {
     }
     this.watcher = watcher;
     watcher.on('put', (kv) => {
-      this.applyPut(kv.key.toString(), kv.value.toString(), String(kv.lease), String(kv.mod_revision));
+      this.observe({ type: 'put', key: kv.key.toString(), value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
       this.markDirty();
     });
     watcher.on('delete', (kv) => {
-      this.applyDelete(kv.key.toString());
+      this.observe({ type: 'delete', key: kv.key.toString(), value: '', lease: NO_LEASE, revision: Number(kv.mod_revision) });
       this.markDirty();
     });
     watcher.on('connected', () => void this.refresh());
@@ -202,6 +242,19 @@ export class EtcdOwnership implements OwnershipBackend {
       .catch(() => {
         /* retried on the next read */
       });
+  }
+
+  /** A change seen on the watch or made by us: applied in revision order, journaled for in-flight refreshes. */
+  private observe(ev: KeyEvent): void {
+    for (const journal of this.journals) journal.push(ev);
+    this.applyEvent(ev);
+  }
+
+  private applyEvent(ev: KeyEvent): void {
+    if (!Number.isFinite(ev.revision) || ev.revision <= Math.max(this.snapshotRevision, this.keyRevisions.get(ev.key) ?? 0)) return;
+    this.keyRevisions.set(ev.key, ev.revision);
+    if (ev.type === 'put') this.applyPut(ev.key, ev.value, ev.lease, String(ev.revision));
+    else this.applyDelete(ev.key);
   }
 
   private applyPut(key: string, value: string, lease: string, modRevision: string): void {
@@ -275,8 +328,13 @@ export class EtcdOwnership implements OwnershipBackend {
   /** Re-reads owners and candidates from etcd, then acts. */
   private async refresh(): Promise<void> {
     if (this.disposed) return;
+    const journal: KeyEvent[] = [];
+    this.journals.add(journal);
     try {
       const res = await this.session.client.getAll().prefix(this.session.prefix).exec();
+      const revision = Number(res.header.revision);
+      // A newer snapshot has already been applied: this one is stale.
+      if (!(revision >= this.snapshotRevision)) return;
       const owners = new Map<string, OwnerRecord>();
       const others = new Map<string, Map<string, number>>();
       const now = this.deps.clock.now();
@@ -303,10 +361,27 @@ export class EtcdOwnership implements OwnershipBackend {
       }
       this.owners = owners;
       this.others = others;
+      this.snapshotRevision = revision;
+      this.keyRevisions.clear();
+      for (const ev of journal) this.applyEvent(ev);
       this.markDirty();
     } catch (e) {
       this.deps.log.debug({ err: describeError(e) }, 'etcd ownership refresh failed');
+    } finally {
+      this.journals.delete(journal);
+      this.schedulePeriodicRefresh();
     }
+  }
+
+  /**
+   * A full re-read now and then, as every reconciler does: whatever a lost
+   * watch event or an unforeseen race left wrong in the view is repaired
+   * within one period instead of leaving an IP unanswered.
+   */
+  private schedulePeriodicRefresh(): void {
+    this.refreshTimer?.cancel();
+    if (this.disposed) return;
+    this.refreshTimer = this.deps.clock.setTimeout(() => void this.refresh(), this.opts.fullRefreshMs ?? etcdOwnershipDefaults.fullRefreshMs!);
   }
 
   /** Publishes candidacy, contends for free IPs, gives up what we no longer qualify for. */
@@ -331,24 +406,30 @@ export class EtcdOwnership implements OwnershipBackend {
         for (const ip of chunk) this.published.delete(ip);
       }
       // Give up IPs we no longer qualify for, and hand over to a more preferred candidate.
+      for (const ip of this.releasing) if (this.owners.get(ip)?.node !== this.nodeName) this.releasing.delete(ip);
+      const release: Release[] = [];
       for (const [ip, owner] of this.owners) {
         if (owner.node !== this.nodeName) continue;
-        if (!this.candidates.has(ip)) await this.giveUp(ip, 'no longer a candidate');
+        if (this.releasing.has(ip)) release.push({ ip, why: 'finishing an interrupted release' });
+        else if (!this.candidates.has(ip)) release.push({ ip, why: 'no longer a candidate' });
         else if (this.handoverDue(ip)) {
           this.handedOverAt.set(ip, monotonicMs(this.deps.clock));
-          await this.giveUp(ip, 'handing over to the preferred node');
+          release.push({ ip, why: 'handing over to the preferred node' });
         }
       }
+      await this.giveUp(release);
       // Contend for free IPs: the preferred node at once, the others after a delay.
+      const contendNow: Contention[] = [];
       for (const ip of this.candidates.keys()) {
         if (this.owners.has(ip)) {
           this.lateContenders.delete(ip);
           continue;
         }
-        if (this.isPreferred(ip)) await this.contend(ip);
-        else if (this.lateContenders.delete(ip)) await this.contend(ip, true);
+        if (this.isPreferred(ip)) contendNow.push({ ip, late: false });
+        else if (this.lateContenders.delete(ip)) contendNow.push({ ip, late: true });
         else this.contendLater(ip);
       }
+      await this.contend(contendNow);
     } catch (e) {
       // Retry on our own, not only on the next change: a hand-over or a
       // contention must not wait for an unrelated watch event.
@@ -376,7 +457,7 @@ export class EtcdOwnership implements OwnershipBackend {
       for (const [ip, o] of chunk.slice(1)) txn = txn.and(`${this.ownersPrefix}${ip}`, 'Lease', '==', o.lease);
       const res = await txn.then(...chunk.map(([ip]) => client.put(`${this.ownersPrefix}${ip}`).value(this.nodeName).lease(lease))).commit();
       if (res.succeeded) {
-        for (const [ip] of chunk) this.owners.set(ip, { node: this.nodeName, lease });
+        for (const [ip] of chunk) this.observe({ type: 'put', key: `${this.ownersPrefix}${ip}`, value: this.nodeName, lease, revision: Number(res.header.revision) });
         this.counters.keysMovedToNewLease += chunk.length;
       } else {
         // Some key changed meanwhile: move the rest one by one, never taking a key that is no longer ours.
@@ -384,7 +465,7 @@ export class EtcdOwnership implements OwnershipBackend {
           const key = `${this.ownersPrefix}${ip}`;
           const r = await client.if(key, 'Lease', '==', o.lease).then(client.put(key).value(this.nodeName).lease(lease)).commit();
           if (r.succeeded) {
-            this.owners.set(ip, { node: this.nodeName, lease });
+            this.observe({ type: 'put', key, value: this.nodeName, lease, revision: Number(r.header.revision) });
             this.counters.keysMovedToNewLease++;
           }
         }
@@ -499,42 +580,119 @@ export class EtcdOwnership implements OwnershipBackend {
   /** IPs whose contention delay has passed: contend in the next pass if still free. */
   private readonly lateContenders = new Set<string>();
 
-  private async contend(ip: string, late = false): Promise<void> {
-    const lease = this.session.leaseId;
-    if (!lease || this.released) return;
-    const key = `${this.ownersPrefix}${ip}`;
-    const res = await this.session.client.if(key, 'Create', '==', 0).then(this.session.client.put(key).value(this.nodeName).lease(lease)).commit();
-    if (res.succeeded) {
-      this.owners.set(ip, { node: this.nodeName, lease });
-      this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
-      // We handed this IP over and had to take it back: the preferred node
-      // never claimed it. Skip it for this IP instead of flapping forever.
-      const handedOver = this.handedOverAt.get(ip);
-      if (late && handedOver !== undefined && monotonicMs(this.deps.clock) - handedOver < 10_000) this.skipUnclaimingPreferred(ip);
+  /**
+   * Claims free IPs in transactions of up to CONTEND_CHUNK keys: all keys
+   * absent → all ours; otherwise the else-branch reads every key, so the view
+   * learns who took which at that revision and the still-free rest is tried
+   * again (each failed round learns at least one taken key, so this ends).
+   * One transaction per IP made cold convergence of 10k IPs take 45 s.
+   */
+  private async contend(contentions: readonly Contention[]): Promise<void> {
+    const client = this.session.client;
+    let changed = false;
+    for (let i = 0; i < contentions.length; i += CONTEND_CHUNK) {
+      let pending = contentions.slice(i, i + CONTEND_CHUNK);
+      for (let round = 0; pending.length > 0 && round <= CONTEND_CHUNK; round++) {
+        const lease = this.session.leaseId;
+        if (!lease || this.released || this.disposed) return;
+        const keys = pending.map((c) => `${this.ownersPrefix}${c.ip}`);
+        let txn = client.if(keys[0]!, 'Create', '==', 0);
+        for (const key of keys.slice(1)) txn = txn.and(key, 'Create', '==', 0);
+        const res = await txn
+          .then(...keys.map((key) => client.put(key).value(this.nodeName).lease(lease)))
+          .else(...keys.map((key) => client.get(key)))
+          .commit();
+        if (res.succeeded) {
+          for (const [n, { ip, late }] of pending.entries()) {
+            this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
+            this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+            // We handed this IP over and had to take it back: the preferred node
+            // never claimed it. Skip it for this IP instead of flapping forever.
+            const handedOver = this.handedOverAt.get(ip);
+            if (late && handedOver !== undefined && monotonicMs(this.deps.clock) - handedOver < 10_000) this.skipUnclaimingPreferred(ip);
+            this.handedOverAt.delete(ip);
+          }
+          changed = true;
+          break;
+        }
+        for (const [n, key] of keys.entries()) this.learnKey(key, res, n);
+        for (const { ip, late } of pending) {
+          if (late || !this.owners.has(ip)) continue;
+          this.handedOverAt.delete(ip);
+          changed = true;
+        }
+        pending = pending.filter(({ ip }) => !this.owners.has(ip));
+      }
+      if (pending.length > 0) this.resyncAt(this.deps.clock.now() + 500); // the bound was hit: try again soon
     }
-    if (res.succeeded || !late) {
-      this.handedOverAt.delete(ip);
-      void this.emit();
-    }
+    if (changed) void this.emit();
   }
 
-  private async giveUp(ip: string, why: string): Promise<void> {
-    const lease = this.session.leaseId;
-    const record = this.owners.get(ip);
+  /**
+   * The view was wrong about `key` (a conditional write failed): learn its
+   * state from the transaction's else-branch read, at the read's revision.
+   */
+  private learnKey(key: string, res: { header: { revision: string }; responses: Array<{ response_range?: { kvs: Array<{ value: Buffer; lease: string; mod_revision: string }> } }> }, index = 0): void {
+    const kv = res.responses[index]?.response_range?.kvs[0];
+    if (kv) this.observe({ type: 'put', key, value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
+    else this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+  }
+
+  /** IPs withdrawn locally whose owner key is still to be deleted: never announced, never contended, retried. */
+  private readonly releasing = new Set<string>();
+
+  private async giveUp(releases: readonly Release[]): Promise<void> {
+    if (releases.length === 0) return;
     // Withdraw locally first — and wait until the datapath has — so two nodes never answer at once.
-    this.owners.delete(ip);
+    for (const { ip } of releases) this.releasing.add(ip);
     if (!(await this.emit())) {
       // Not confirmed withdrawn (the datapath failed or is stuck): keep the
-      // key, so nobody else answers beside us, and try again shortly.
-      if (record) this.owners.set(ip, record);
-      this.deps.log.error({ ip, why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
+      // keys, so nobody else answers beside us, and try again shortly.
+      for (const { ip } of releases) this.releasing.delete(ip);
+      this.deps.log.error({ ips: releases.length, first: releases[0]!.ip, why: releases[0]!.why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
       this.resyncAt(this.deps.clock.now() + 1000);
       return;
     }
-    const key = `${this.ownersPrefix}${ip}`;
-    if (lease) await this.session.client.if(key, 'Lease', '==', lease).then(this.session.client.delete().key(key)).commit();
-    this.deps.log.info({ ip, why }, 'released ownership');
+    // Delete our keys in transactions of up to CONTEND_CHUNK, each only while
+    // it is still on the lease we know; a key that changed is learnt and the
+    // rest retried. A failure here leaves the IPs in `releasing` (withdrawn,
+    // keys kept as the fence); the next sync retries the deletes.
+    const client = this.session.client;
+    const ours = releases.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName);
+    const unfinished = new Set<string>();
+    for (let i = 0; i < ours.length; i += CONTEND_CHUNK) {
+      let pending = ours.slice(i, i + CONTEND_CHUNK);
+      // Each failed round learns at least one changed key; the bound only guards against a view that does not.
+      for (let round = 0; pending.length > 0; round++) {
+        if (round > CONTEND_CHUNK) {
+          for (const { ip } of pending) unfinished.add(ip);
+          this.resyncAt(this.deps.clock.now() + 500);
+          break;
+        }
+        const keys = pending.map(({ ip }) => `${this.ownersPrefix}${ip}`);
+        const leases = pending.map(({ ip }) => this.owners.get(ip)!.lease);
+        let txn = client.if(keys[0]!, 'Lease', '==', leases[0]!);
+        for (const [n, key] of keys.entries()) if (n > 0) txn = txn.and(key, 'Lease', '==', leases[n]!);
+        const res = await txn
+          .then(...keys.map((key) => client.delete().key(key)))
+          .else(...keys.map((key) => client.get(key)))
+          .commit();
+        if (res.succeeded) {
+          for (const key of keys) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+          break;
+        }
+        for (const [n, key] of keys.entries()) this.learnKey(key, res, n);
+        // Still ours (perhaps on another lease than we compared with): try again with what we learnt.
+        pending = pending.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName);
+      }
+    }
+    for (const { ip, why } of releases) {
+      if (unfinished.has(ip)) continue;
+      this.releasing.delete(ip);
+      this.deps.log.info({ ip, why }, 'released ownership');
+    }
   }
+
 
   /**
    * Publishes the owned set when it changed; resolves true once the consumer
@@ -548,7 +706,11 @@ export class EtcdOwnership implements OwnershipBackend {
     // Ours: keys on our current lease, or on a lease this process held before
     // an outage (still standing at the server, so still a fence) until moved.
     const former = this.session.formerLeases;
-    if (!this.released) for (const [ip, o] of this.owners) if (o.node === this.nodeName && lease !== undefined && (o.lease === lease || former.has(o.lease))) owned.add(ip);
+    if (!this.released) {
+      for (const [ip, o] of this.owners) {
+        if (o.node === this.nodeName && lease !== undefined && !this.releasing.has(ip) && (o.lease === lease || former.has(o.lease))) owned.add(ip);
+      }
+    }
     const same = owned.size === this.lastOwned.size && [...owned].every((ip) => this.lastOwned.has(ip));
     if (same) return Promise.resolve(true);
     this.lastOwned = owned;
@@ -579,9 +741,9 @@ export class EtcdOwnership implements OwnershipBackend {
         if (this.holdingThroughOutage()) return true;
         return this.session.state === 'live' && nowMs < this.session.validUntilMs();
       },
-      recheck: async (sleptMs) => {
+      recheck: async (why) => {
         const verdict = await this.session.verify();
-        this.deps.log.warn({ sleptMs, lease: verdict }, 'late wake-up: lease re-checked with the store');
+        this.deps.log.warn({ why, lease: verdict }, 'lease re-checked with the store');
         if (verdict !== 'unreachable') await this.refresh();
         await this.emit();
       },
@@ -615,6 +777,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.dirtyTimer?.cancel();
     this.watchRetry?.cancel();
     this.resyncTimer?.handle.cancel();
+    this.refreshTimer?.cancel();
     for (const t of this.timers.values()) t.cancel();
     void this.watcher?.cancel();
   }
