@@ -105,7 +105,8 @@ export class EtcdIntentSource implements IntentSource {
   private duringRead: Change[] | undefined;
   /** Reads of the prefix: one at a time; a request during a read runs once more after it. */
   private readonly reads: Trigger;
-  private applyTimer: TimerHandle | undefined;
+  /** Publishes of watched changes: debounced by `debounceMs`, one at a time. */
+  private readonly applies: Trigger;
   private retryTimer: TimerHandle | undefined;
   private retryDelay: number;
   private disposed = false;
@@ -132,6 +133,14 @@ export class EtcdIntentSource implements IntentSource {
       clock: this.clock,
       log: this.log,
       // Only a throwing handler gets here; the source keeps going.
+      onError: (e) => this.log.error({ err: describeError(e) }, 'applying intent from etcd failed'),
+    });
+    this.applies = new Trigger({
+      name: `${this.name} (changes)`,
+      run: () => this.publish(),
+      clock: this.clock,
+      log: this.log,
+      delayMs: this.debounceMs,
       onError: (e) => this.log.error({ err: describeError(e) }, 'applying intent from etcd failed'),
     });
   }
@@ -161,7 +170,7 @@ export class EtcdIntentSource implements IntentSource {
     this.publisher?.close();
     this.abort.abort();
     this.reads.dispose();
-    this.applyTimer?.cancel();
+    this.applies.dispose();
     this.retryTimer?.cancel();
     this.dropWatcher();
     this.client?.close();
@@ -207,8 +216,7 @@ export class EtcdIntentSource implements IntentSource {
     this.cacheRev = listing.revision;
     if (!wentBack) this.applyChanges(during);
     if (!this.watcher || wentBack) this.watchFrom(listing.revision + 1);
-    this.applyTimer?.cancel();
-    this.applyTimer = undefined;
+    // A debounced publish still pending finds this copy already offered ('same').
     await this.publish();
   }
 
@@ -284,11 +292,7 @@ export class EtcdIntentSource implements IntentSource {
   }
 
   private scheduleApply(): void {
-    if (this.disposed || this.applyTimer) return;
-    this.applyTimer = this.clock.setTimeout(() => {
-      this.applyTimer = undefined;
-      this.publish().catch((e: unknown) => this.log.error({ err: describeError(e) }, 'applying intent from etcd failed'));
-    }, this.debounceMs);
+    this.applies.trigger();
   }
 
   /** Offers the copy; values over the size cap are refused by their size, unparsed. */
