@@ -20,6 +20,7 @@ unit_tests=(
   test/core/addr.test.ts
   test/os/links.test.ts
   test/core/reconciler/settled.test.ts
+  test/core/reconciler/row-status.test.ts
   test/core/trigger.test.ts
   test/core/jobs.test.ts
   test/intent/annotations.test.ts
@@ -47,6 +48,7 @@ unit_tests=(
   test/controlplane/ipam/hold.test.ts
   test/os/state-file.test.ts
   test/api/status-server.test.ts
+  test/api/status-rows.test.ts
   test/api/metrics.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/worker-parser.test.ts

@@ -302,7 +302,7 @@ export class Agent implements Disposable {
       startedAt: this.startedAt,
       controlPlane: this.controlPlane.status(),
       reconciler: this.l2.reconciler?.health(),
-      rowStatuses: this.l2.reconciler?.allStatuses() ?? new Map(),
+      rowsNotDone: [...(this.l2.reconciler?.notDone() ?? []), ...(this.routes?.notDone() ?? [])],
       table: this.db.readTxn().list(l2AnnounceTable),
       datapath: this.l2.datapath,
       garp: this.l2.garp.stats,

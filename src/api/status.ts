@@ -1,6 +1,6 @@
 /** The agent's status document (served on the status socket) and its text rendering. */
 import type { JobHealth } from '../core/jobs.js';
-import type { ReconcilerHealth, RowStatus } from '../core/reconciler/reconciler.js';
+import type { ReconcilerHealth, RowStatusEntry } from '../core/reconciler/reconciler.js';
 import type { ControlPlaneStatus } from '../controlplane/controller.js';
 import type { ConflictRecord } from '../datapath/conflict-defence.js';
 import type { L2Datapath } from '../datapath/l2-responder/datapath.js';
@@ -17,7 +17,8 @@ export interface StatusInput {
   startedAt: number;
   controlPlane: ControlPlaneStatus;
   reconciler: ReconcilerHealth | undefined;
-  rowStatuses: ReadonlyMap<string, RowStatus>;
+  /** Rows not done, per reconciler, from the reconcile-status table (core/reconciler/status.ts): pending and in error. */
+  rowsNotDone: readonly RowStatusEntry[];
   table: readonly L2AnnounceRow[];
   datapath: L2Datapath;
   garp: { sent: number; failed: number };
@@ -103,7 +104,13 @@ export function buildStatus(i: StatusInput) {
       entries,
     },
     reconciler: i.reconciler ?? null,
-    rowErrors: [...i.rowStatuses].flatMap(([key, s]) => (s.kind === 'error' ? [{ key, error: s.error, attempts: s.attempts }] : [])),
+    // Why a row is not in the kernel: the last error of each failing row, per reconciler.
+    rowErrors: i.rowsNotDone.flatMap((s) =>
+      s.kind === 'error'
+        ? [{ reconciler: s.reconciler, key: s.key, op: s.op, revision: s.revision, error: s.error ?? '', attempts: s.attempts ?? 0, since: new Date(s.updatedAt ?? 0).toISOString() }]
+        : [],
+    ),
+    rowsPending: i.rowsNotDone.filter((s) => s.kind === 'pending').map((s) => ({ reconciler: s.reconciler, key: s.key, op: s.op, revision: s.revision })),
     garp: i.garp,
     conflicts: (i.conflicts ?? []).map((c) => ({
       ip: c.ip,
@@ -180,7 +187,14 @@ export function renderStatus(s: AgentStatus): string {
     const when = (o?: { at: number; ok: boolean; durationMs: number }) => (o ? `${new Date(o.at).toISOString()} ${o.ok ? 'ok' : 'FAILED'} in ${o.durationMs} ms` : 'never');
     out.push('', `reconciler: initialized ${r.initialized}; last partial ${when(r.lastPartial)}; last full ${when(r.lastFull)}; errors ${r.errorCount}; retrying ${r.retrying}`);
   }
-  for (const e of s.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);
+  if (s.rowsPending.length > 0) out.push(`  rows pending: ${s.rowsPending.length}`);
+  if (s.rowErrors.length > 0) {
+    out.push(`  rows in error (${s.rowErrors.length}):`);
+    table(
+      ['RECONCILER', 'ROW', 'OP', 'REVISION', 'ATTEMPTS', 'SINCE', 'ERROR'],
+      s.rowErrors.map((e) => [e.reconciler, e.key, e.op, String(e.revision), String(e.attempts), e.since, e.error]),
+    );
+  }
   out.push(`gratuitous ARP / unsolicited NA: ${s.garp.sent} sent, ${s.garp.failed} failed`);
   if (s.conflicts.length > 0) {
     out.push('', `address conflicts (${s.conflicts.length}): foreign MACs claimed IPs this node answers for`);

@@ -176,7 +176,7 @@ describe('IPv6 in status (issue 11: NDP)', () => {
         ownership: { owned: new Set(['198.51.100.10', '2001:db8::10']), owners: new Map() },
       },
       reconciler: undefined,
-      rowStatuses: new Map(),
+      rowsNotDone: [],
       table: [],
       datapath: { maps: { responders: emptyMap, config: emptyMap }, map: { capacity: 16 } },
       garp: { sent: 0, failed: 0 },

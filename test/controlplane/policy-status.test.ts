@@ -123,7 +123,7 @@ function agentStatus(cp: ControlPlane) {
     startedAt: 0,
     controlPlane: cp.status(),
     reconciler: undefined,
-    rowStatuses: new Map(),
+    rowsNotDone: [],
     table: [],
     datapath,
     garp: { sent: 0, failed: 0 },

@@ -194,7 +194,7 @@ test('a full map is retried with backoff, surfaced as health, and recovers witho
   assert.equal(s.keys().length, 2);
   const status = s.reconciler.status(l2AnnounceKey('198.51.100.23', 'eth0'));
   assert.equal(status?.kind, 'error');
-  assert.match(status?.kind === 'error' ? status.error : '', /full/);
+  assert.match(status?.error ?? '', /full/);
   assert.equal(s.reconciler.health().retrying, 1);
   assert.ok(s.reconciler.health().errorCount >= 1);
   s.drop('198.51.100.21', 'eth0'); // room again

@@ -29,6 +29,15 @@ class ManualWatch implements OwnerWatch {
 
 const IP = '198.51.100.7';
 
+/**
+ * Every owned-set change of every member and the session states the test
+ * marks, in the order they happened: properties such as "never two owners" or
+ * "a stepped down before b took over" are checked on this order, not on
+ * wall-clock samples (a sampler misses short overlaps and ties on a loaded
+ * machine).
+ */
+type TimelineEvent = { node: string; owned: ReadonlySet<string> } | { node: string; session: string };
+
 describe('etcd ownership', () => {
   let etcd: EtcdServer;
   const cleanups: Array<() => void | Promise<void>> = [];
@@ -41,6 +50,21 @@ describe('etcd ownership', () => {
     for (const c of cleanups.reverse()) await c();
     await etcd?.stop();
   });
+
+  let timeline: TimelineEvent[] = [];
+  /** The most owners IP had at once, over the timeline. */
+  const maxOwnersOfIp = (): number => {
+    const now = new Map<string, boolean>();
+    let max = 0;
+    for (const e of timeline) {
+      if (!('owned' in e)) continue;
+      now.set(e.node, e.owned.has(IP));
+      max = Math.max(max, [...now.values()].filter(Boolean).length);
+    }
+    return max;
+  };
+  /** Index of the first timeline event matching `pred` (-1 if none). */
+  const at = (pred: (e: TimelineEvent) => boolean): number => timeline.findIndex(pred);
 
   async function member(node: string, prefix: string, opts: { endpoint?: string; handoverHoldMs?: number; onStoreLoss?: 'withdraw' | 'keep' } = {}) {
     const session = new EtcdSession(
@@ -58,30 +82,34 @@ describe('etcd ownership', () => {
     const owned = { current: new Set<string>() };
     await own.start((v) => {
       owned.current = new Set(v.owned);
+      timeline.push({ node, owned: owned.current });
     });
+    // Registered after the ownership's own listener: by the time it runs, the ownership has reacted.
+    session.onState((state) => timeline.push({ node, session: state }));
     cleanups.push(() => {
       own.dispose();
       session.dispose();
     });
     return { session, own, watch, owned };
   }
-  const freshPrefix = () => `/herald-test-${process.pid}-${prefixN++}/`;
+  const freshPrefix = () => {
+    timeline = [];
+    return `/herald-test-${process.pid}-${prefixN++}/`;
+  };
   const cand = new Map([[IP, ['eth0']]]);
 
   test('one owner per IP; the rendezvous-preferred candidate wins a free IP', async () => {
     const prefix = freshPrefix();
     const [a, b] = [await member('node-a', prefix, { handoverHoldMs: 500 }), await member('node-b', prefix, { handoverHoldMs: 500 })];
-    let maxOwners = 0;
-    const sample = setInterval(() => (maxOwners = Math.max(maxOwners, a.owned.current.size + b.owned.current.size)), 2);
     a.own.setCandidates(cand);
     b.own.setCandidates(cand);
     // Whoever wins the race first, the preferred node ends up owning it.
-    const preferred = rendezvousScore('node-a', IP) > rendezvousScore('node-b', IP) ? a : b;
-    await waitFor(() => preferred.owned.current.has(IP), { timeoutMs: 5000, what: 'the preferred node to own it' });
-    await new Promise((r) => setTimeout(r, 300));
-    clearInterval(sample);
+    const [preferredNode, preferred, other] = rendezvousScore('node-a', IP) > rendezvousScore('node-b', IP) ? ['node-a', a, b] : ['node-b', b, a];
+    await waitFor(() => preferred.owned.current.has(IP), { timeoutMs: 15_000, what: 'the preferred node to own it' });
+    // Settled once the other node has seen the owner key: from then on it does not contend.
+    await waitFor(() => other.own.view().owners.get(IP) === preferredNode, { timeoutMs: 15_000, what: 'the other node to see the owner' });
     assert.equal(a.owned.current.size + b.owned.current.size, 1);
-    assert.equal(maxOwners, 1, 'never two owners at once');
+    assert.equal(maxOwnersOfIp(), 1, `never two owners at once: ${JSON.stringify(timeline.map((e) => ('owned' in e ? [e.node, [...e.owned]] : [e.node, e.session])))}`);
   });
 
   test('release withdraws locally and the other candidate takes over once the lease is revoked', async () => {
@@ -95,7 +123,7 @@ describe('etcd ownership', () => {
     assert.equal(a.owned.current.size, 0, 'withdrawn before the lease goes');
     assert.equal(b.owned.current.size, 0, 'nobody else yet: the key is still held');
     await a.session.revoke();
-    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 3000, what: 'b takes over after the revoke' });
+    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 15_000, what: 'b takes over after the revoke' });
   });
 
   test('a silent owner is fenced out: its lease is revoked and a candidate takes over long before expiry', async () => {
@@ -106,12 +134,13 @@ describe('etcd ownership', () => {
     const b = await member('node-b', prefix);
     b.own.setCandidates(cand);
     await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a' && t.ip === IP), { what: 'b watches a on the wire' });
-    const t0 = Date.now();
     b.watch.silence('node-a');
-    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 2000, what: 'b takes over' });
-    assert.ok(Date.now() - t0 < 2900, 'before the 3 s lease could have expired');
-    await waitFor(() => a.session.state === 'lost' || !a.owned.current.has(IP), { timeoutMs: 5000, what: 'a learns it lost its lease' });
+    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 15_000, what: 'b takes over' });
+    // a keeps its lease alive: b can only have taken over by fencing (revoking a's lease), never by waiting it out.
+    assert.equal(b.own.status().fencesIssued, 1);
+    await waitFor(() => a.session.state === 'lost' || !a.owned.current.has(IP), { timeoutMs: 15_000, what: 'a learns it lost its lease' });
     assert.equal(a.owned.current.has(IP), false);
+    assert.equal(a.session.lostReason ?? 'lease-gone', 'lease-gone', 'a lost its lease to the fence, not to an outage');
   });
 
   test('an owner hands an IP over to a more preferred candidate after the hold-down', async () => {
@@ -179,16 +208,13 @@ describe('etcd ownership', () => {
     await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
     const b = await member('node-b', prefix);
     b.own.setCandidates(cand);
-    let aDroppedAt = 0;
-    let bTookAt = 0;
-    const poll = setInterval(() => {
-      if (!aDroppedAt && !a.owned.current.has(IP)) aDroppedAt = Date.now();
-      if (!bTookAt && b.owned.current.has(IP)) bTookAt = Date.now();
-    }, 5);
+    const cutAt = timeline.length;
     await proxy.cut();
-    await waitFor(() => bTookAt > 0, { timeoutMs: 8000, what: 'b takes over after a\'s lease expires' });
-    clearInterval(poll);
-    assert.ok(aDroppedAt > 0 && aDroppedAt < bTookAt, `a stepped down (${aDroppedAt}) before b took over (${bTookAt})`);
+    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 20_000, what: 'b takes over after a\'s lease expires' });
+    const aDropped = at((e) => e.node === 'node-a' && 'owned' in e && !e.owned.has(IP));
+    const bTook = at((e) => e.node === 'node-b' && 'owned' in e && e.owned.has(IP));
+    assert.ok(aDropped >= cutAt && aDropped < bTook, `a stepped down (event ${aDropped}) before b took over (event ${bTook})`);
+    assert.equal(maxOwnersOfIp(), 1, 'never two owners at once');
   });
 
   test('--on-store-loss keep: cut off from etcd, the owner keeps announcing (availability first, Cilium #40735)', async () => {
@@ -199,13 +225,20 @@ describe('etcd ownership', () => {
     const a = await member('node-a', prefix, { endpoint: proxy.endpoint, onStoreLoss: 'keep' });
     a.own.setCandidates(cand);
     await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const cutAt = timeline.length;
     await proxy.cut();
-    await waitFor(() => a.session.state === 'lost', { timeoutMs: 6000, what: 'the session to be lost' });
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor(() => a.session.state === 'lost', { timeoutMs: 20_000, what: 'the session to be lost' });
     assert.equal(a.owned.current.has(IP), true, 'still announcing');
     await proxy.restore();
-    await waitFor(() => a.session.state === 'live', { timeoutMs: 8000, what: 'the session back' });
-    await waitFor(() => a.owned.current.has(IP), { timeoutMs: 5000, what: 'ownership re-established under the new lease' });
+    await waitFor(() => a.session.state === 'live', { timeoutMs: 20_000, what: 'the session back' });
+    await waitFor(() => a.owned.current.has(IP), { timeoutMs: 15_000, what: 'ownership re-established under the new lease' });
+    // Through the whole outage (from the cut until the session was live again), a never withdrew IP:
+    // 'withdraw' drops it as the session is lost, so a drop would be in the timeline before 'live'.
+    const lost = at((e, i = timeline.indexOf(e)) => i >= cutAt && 'session' in e && e.session === 'lost');
+    const live = at((e, i = timeline.indexOf(e)) => i > lost && 'session' in e && e.session === 'live');
+    assert.ok(lost >= 0 && live > lost, 'the timeline has the outage');
+    const drops = timeline.slice(cutAt, live).filter((e) => e.node === 'node-a' && 'owned' in e && !e.owned.has(IP));
+    assert.deepEqual(drops, [], 'a withdrew during the outage');
   });
   test('a re-read that started before our own claim does not erase it (the IP stayed owned in etcd and unanswered)', async () => {
     const a = await member('node-a', freshPrefix());

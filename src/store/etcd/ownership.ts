@@ -23,6 +23,7 @@ import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { isIpv4 } from '../../core/addr.js';
+import { Trigger } from '../../core/trigger.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch, WatchTarget } from '../../controlplane/ownership/edges.js';
 import type { EtcdSession } from './session.js';
@@ -133,7 +134,10 @@ export class EtcdOwnership implements OwnershipBackend {
   private readonly keyRevisions = new Map<string, number>();
   /** Changes seen while a refresh is in flight, one journal per refresh. */
   private readonly journals = new Set<KeyEvent[]>();
-  private refreshTimer: TimerHandle | undefined;
+  /** Sync passes: one at a time, a burst of triggers costs one more (core/trigger). */
+  private readonly passes: Trigger;
+  /** Full re-reads: one at a time, and one every `fullRefreshMs` as a safety net under the watch. */
+  private readonly refreshes: Trigger;
 
   constructor(
     private readonly session: EtcdSession,
@@ -143,6 +147,15 @@ export class EtcdOwnership implements OwnershipBackend {
   ) {
     this.ownersPrefix = `${session.prefix}owners/`;
     this.candidatesPrefix = `${session.prefix}candidates/`;
+    // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
+    this.passes = new Trigger({ name: 'etcd ownership', run: () => this.pass(), clock: deps.clock, log: deps.log, delayMs: 0 });
+    this.refreshes = new Trigger({
+      name: 'etcd ownership refresh',
+      run: () => this.readAll(),
+      clock: deps.clock,
+      log: deps.log,
+      periodicMs: opts.fullRefreshMs ?? etcdOwnershipDefaults.fullRefreshMs!,
+    });
   }
 
   async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
@@ -300,42 +313,31 @@ export class EtcdOwnership implements OwnershipBackend {
     }
   }
 
-  private dirty = false;
-  private running = false;
-  private dirtyTimer: TimerHandle | undefined;
-
   /**
    * Coalesces events into one pass at a time: a burst of watch events (a
    * node joining with 10k candidacies) costs one pass, not 10k concurrent ones.
    */
   private markDirty(): void {
-    this.dirty = true;
-    if (this.running || this.dirtyTimer || this.disposed) return;
-    // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
-    this.dirtyTimer = this.deps.clock.setTimeout(() => {
-      this.dirtyTimer = undefined;
-      void this.pass();
-    }, 0);
+    this.passes.trigger();
   }
 
   private async pass(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      while (this.dirty && !this.disposed) {
-        this.dirty = false;
-        void this.emit();
-        this.updateWatch();
-        await this.sync();
-        void this.emit();
-      }
-    } finally {
-      this.running = false;
-    }
+    void this.emit();
+    this.updateWatch();
+    await this.sync();
+    void this.emit();
   }
 
-  /** Re-reads owners and candidates from etcd, then acts. */
-  private async refresh(): Promise<void> {
+  /**
+   * Re-reads owners and candidates from etcd, then acts; resolves once a
+   * re-read that started after the call has ended (one at a time: a request
+   * during a read runs one more after it).
+   */
+  private refresh(): Promise<void> {
+    return this.refreshes.triggerNow();
+  }
+
+  private async readAll(): Promise<void> {
     if (this.disposed) return;
     const journal: KeyEvent[] = [];
     this.journals.add(journal);
@@ -377,20 +379,10 @@ export class EtcdOwnership implements OwnershipBackend {
     } catch (e) {
       this.deps.log.debug({ err: describeError(e) }, 'etcd ownership refresh failed');
     } finally {
+      // Whatever a lost watch event or an unforeseen race left wrong in the view
+      // is repaired by the periodic re-read within one period (the refreshes trigger).
       this.journals.delete(journal);
-      this.schedulePeriodicRefresh();
     }
-  }
-
-  /**
-   * A full re-read now and then, as every reconciler does: whatever a lost
-   * watch event or an unforeseen race left wrong in the view is repaired
-   * within one period instead of leaving an IP unanswered.
-   */
-  private schedulePeriodicRefresh(): void {
-    this.refreshTimer?.cancel();
-    if (this.disposed) return;
-    this.refreshTimer = this.deps.clock.setTimeout(() => void this.refresh(), this.opts.fullRefreshMs ?? etcdOwnershipDefaults.fullRefreshMs!);
   }
 
   /** Publishes candidacy, contends for free IPs, gives up what we no longer qualify for. */
@@ -570,17 +562,9 @@ export class EtcdOwnership implements OwnershipBackend {
     return false;
   }
 
-  private resyncTimer: { at: number; handle: TimerHandle } | undefined;
-
-  /** Runs sync() again at `at` (the earliest pending handover). */
+  /** Runs sync() again at `at` (the earliest pending request wins). */
   private resyncAt(at: number): void {
-    if (this.resyncTimer && this.resyncTimer.at <= at) return;
-    this.resyncTimer?.handle.cancel();
-    const handle = this.deps.clock.setTimeout(() => {
-      this.resyncTimer = undefined;
-      this.markDirty();
-    }, Math.max(0, at - this.deps.clock.now()) + 10);
-    this.resyncTimer = { at, handle };
+    this.passes.triggerAt(at + 10);
   }
 
   private contendLater(ip: string): void {
@@ -792,10 +776,9 @@ export class EtcdOwnership implements OwnershipBackend {
 
   dispose(): void {
     this.disposed = true;
-    this.dirtyTimer?.cancel();
+    this.passes.dispose();
+    this.refreshes.dispose();
     this.watchRetry?.cancel();
-    this.resyncTimer?.handle.cancel();
-    this.refreshTimer?.cancel();
     for (const t of this.timers.values()) t.cancel();
     void this.watcher?.cancel();
   }
