@@ -34,6 +34,7 @@ unit_tests=(
   test/intent/selector.test.ts
   test/intent/node-labels.test.ts
   test/intent/service-fields.test.ts
+  test/intent/bgp.test.ts
   test/intent/sources/publisher.test.ts
   test/controlplane/candidates.test.ts
   test/controlplane/controller.test.ts
