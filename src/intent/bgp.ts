@@ -280,6 +280,6 @@ export function bgpWarnings(obj: BgpClusterConfigManifest | BgpPeerConfigManifes
 }
 
 /** The families herald advertises on: IPv4 and IPv6 unicast. */
-export function isUnicastIp(f: { afi: string; safi: string }): f is { afi: 'ipv4' | 'ipv6'; safi: 'unicast' } {
+export function isUnicastIp<F extends { afi: string; safi: string }>(f: F): f is F & { afi: 'ipv4' | 'ipv6'; safi: 'unicast' } {
   return (f.afi === 'ipv4' || f.afi === 'ipv6') && f.safi === 'unicast';
 }
