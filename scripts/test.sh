@@ -71,6 +71,7 @@ lab_tests=(
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/datapath/host-routes.lab.test.ts
+  test/datapath/bgp.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/controlplane/lbipam-parity.lab.test.ts
   test/intent/manifest-limits.lab.test.ts
