@@ -60,6 +60,7 @@ unit_tests=(
   test/net/arp.test.ts
   test/datapath/garp.test.ts
   test/datapath/layout.test.ts
+  test/datapath/bird-render.test.ts
   test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts
