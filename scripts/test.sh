@@ -74,6 +74,7 @@ lab_tests=(
   test/datapath/host-routes.lab.test.ts
   test/datapath/bgp.lab.test.ts
   test/controlplane/agent.lab.test.ts
+  test/controlplane/bgp-agent.lab.test.ts
   test/controlplane/lbipam-parity.lab.test.ts
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts

@@ -29,6 +29,8 @@ export interface StatusInput {
   intent?: IntentStatus;
   /** Health of the agent's long-lived jobs, by name (core/jobs.ts). */
   jobs?: ReadonlyMap<string, JobHealth>;
+  /** BGP anycast (with --bgp-router-id): routes, withheld IPs and why, BIRD's health. */
+  bgp?: unknown;
 }
 
 export interface HaStatus {
@@ -66,6 +68,7 @@ export function buildStatus(i: StatusInput) {
     allocator: cp.allocator ?? null,
     allocation: cp.ipamState,
     ha: i.ha ?? null,
+    bgp: i.bgp ?? null,
     // Nothing answers NDP yet: an IPv6 address is never listed as owned.
     ipv6NotAnnounced: [...new Set([...owned, ...cp.candidates.map((c) => c.ip)])].filter((ip) => ip.includes(':')).sort(),
     owned: [...owned].filter((ip) => !ip.includes(':')).sort().map((ip) => ({

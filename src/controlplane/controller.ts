@@ -18,7 +18,7 @@ import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../datapath/
 import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
 import { isIpv4 } from '../net/addr.js';
-import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate } from './announce/candidates.js';
+import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate, type NodeIdentity } from './announce/candidates.js';
 import { knownNodes, unmatchedNodeSelectors } from '../intent/node-labels.js';
 import type { Labels } from '../intent/selector.js';
 import { allocate } from './ipam/allocator.js';
@@ -43,6 +43,8 @@ export interface ControlPlaneDeps {
   lbClasses?: readonly string[];
   /** Resolves when the datapath has applied the table (awaited before an IP is given away). */
   applied?: () => Promise<void>;
+  /** Told the service IPs (intent, LB-IPAM results, this node) on every recompute: the BGP control plane's input. */
+  onServiceIps?: (inputs: { snapshot: IntentSnapshot; ingress: ReadonlyMap<string, readonly string[]>; node: NodeIdentity }) => void;
   /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
   onCandidateInterfaces?: (interfaces: ReadonlySet<string>) => void;
   clock: Clock;
@@ -190,6 +192,7 @@ export class ControlPlane implements Disposable {
     const ingress = new Map([...(this.ipam?.services ?? new Map())].map(([k, v]) => [k, v.ingress] as const));
     const node = nodeIdentity(this.snapshot, this.deps.nodeName, this.deps.nodeLabels);
     const all = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
+    this.deps.onServiceIps?.({ snapshot: this.snapshot, ingress, node });
     // Nothing answers NDP yet: owning an IPv6 IP would claim an address nobody can reach.
     this.candidates = new Map([...all].filter(([ip]) => isIpv4(ip)));
     this.notAnnounced = [...all.values()].filter((c) => !isIpv4(c.ip));
