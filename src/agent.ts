@@ -49,9 +49,8 @@ import { Reconciler } from './core/reconciler/reconciler.js';
 import { LocalRoutesOps } from './datapath/routes/local-routes-ops.js';
 import { BgpControlPlane, type BgpInputs } from './controlplane/bgp/controller.js';
 import { BirdOps } from './datapath/bird/bird-ops.js';
-import type { BfdOptions } from './datapath/bird/render.js';
 import { HostRoutesOps } from './datapath/routes/host-routes-ops.js';
-import { birdConfigTable, type BirdConfigRow } from './datapath/tables/bird-config.js';
+import { birdConfigTable, type BfdOptions, type BirdConfigRow } from './datapath/tables/bird-config.js';
 import { bgpRoutesTable, type BgpRouteRow } from './datapath/tables/bgp-routes.js';
 import { BirdDaemon, birdDefaults } from './os/bird.js';
 import { IprouteHostRoutes } from './os/host-routes.js';
@@ -174,7 +173,7 @@ export class Agent implements Disposable {
 
   private makeBgp(bgp: NonNullable<AgentConfig['bgp']>): BgpStack {
     const log = this.log.child({ module: 'bgp' });
-    const control = new BgpControlPlane({ db: this.db, render: { routerId: bgp.routerId, ...(bgp.bfd ? { bfd: bgp.bfd } : {}) }, log });
+    const control = new BgpControlPlane({ db: this.db, bird: { routerId: bgp.routerId, ...(bgp.bfd ? { bfd: bgp.bfd } : {}) }, log });
     const bird = new BirdDaemon({ ...birdDefaults, stateDir: join(this.config.stateDir, 'bird') }, { clock: this.clock, log });
     const common = { db: this.db, clock: this.clock, log };
     const routes = new Reconciler<BgpRouteRow>({ ...common, name: 'bgp-host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(new IprouteHostRoutes()) }, this.config.reconciler);

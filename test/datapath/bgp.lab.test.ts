@@ -20,6 +20,7 @@ import { Reconciler, reconcilerDefaults } from '../../src/core/reconciler/reconc
 import { StateDB } from '../../src/core/statedb/index.js';
 import { BgpControlPlane } from '../../src/controlplane/bgp/controller.js';
 import { BirdOps } from '../../src/datapath/bird/bird-ops.js';
+import { renderBirdConfig } from '../../src/datapath/bird/render.js';
 import { HostRoutesOps } from '../../src/datapath/routes/host-routes-ops.js';
 import { birdConfigTable, type BirdConfigRow } from '../../src/datapath/tables/bird-config.js';
 import { bgpRoutesTable, type BgpRouteRow } from '../../src/datapath/tables/bgp-routes.js';
@@ -34,6 +35,10 @@ const nsOf = (n: number) => `hlbgp${n}${process.pid}`;
 const ipIn = (ns: string, ...args: string[]): string => execFileSync('ip', ['-n', ns, ...args], { encoding: 'utf8' });
 const routerFib = (prefix: string): string => ipIn(ROUTER, 'route', 'show', prefix).trim().replace(/\s+/g, ' ');
 const SERVICE_IP = '203.0.113.10';
+const birdConf = (node: { db: StateDB } | undefined): string => {
+  const row = node?.db.readTxn().get(birdConfigTable, 'bird');
+  return row ? renderBirdConfig(row) : '(none)';
+};
 
 const intent = (readyOnA: boolean[], readyOnB: boolean[] = []) => {
   const eps = [
@@ -99,7 +104,7 @@ class HeraldNode {
     this.bird = new BirdDaemon({ ...birdDefaults, stateDir, netns: ns }, { clock: systemClock, log: silentLogger });
     this.control = new BgpControlPlane({
       db: this.db,
-      render: { routerId: `192.0.2.${1 + n}`, connectDelaySeconds: 1, errorWaitSeconds: [1, 5] },
+      bird: { routerId: `192.0.2.${1 + n}`, connectDelaySeconds: 1, errorWaitSeconds: [1, 5] },
       log: silentLogger,
     });
     const common = { db: this.db, clock: systemClock, log: silentLogger };
@@ -177,7 +182,7 @@ ${[1, 2]
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const onRouter = () => `router FIB: ${routerFib(`${SERVICE_IP}/32`)}\nrouter bird: ${routerLog}\nnode-1 bird.conf:\n${nodes[0]?.db.readTxn().get(birdConfigTable, 'bird')?.text ?? ''}`;
+  const onRouter = () => `router FIB: ${routerFib(`${SERVICE_IP}/32`)}\nrouter bird: ${routerLog}\nnode-1 bird.conf:\n${birdConf(nodes[0])}`;
 
   test('a ready local backend: the service IP appears in the router FIB with the node as next hop', async () => {
     const [a] = nodes;

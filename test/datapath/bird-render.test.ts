@@ -1,6 +1,7 @@
 /**
- * Issue 17: bird.conf rendered from the BGP intent. Every rendered config is
- * checked by BIRD's own parser (`bird -p`), the real tool.
+ * Issue 17: the peers BIRD gets from the BGP intent (control plane) and the
+ * bird.conf rendered from them (datapath). Every rendered config is checked
+ * by BIRD's own parser (`bird -p`), the real tool.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -8,8 +9,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { birdPeers, renderBirdConfig, type BirdPeer } from '../../src/datapath/bird/render.js';
+import { birdPeers } from '../../src/controlplane/bgp/peers.js';
+import { renderBirdConfig } from '../../src/datapath/bird/render.js';
 import type { BgpRouteRow } from '../../src/datapath/tables/bgp-routes.js';
+import type { BirdPeer } from '../../src/datapath/tables/bird-config.js';
 import { parseManifests } from '../../src/intent/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'herald-bird-render-'));
@@ -69,9 +72,11 @@ test('peers of the instances selecting this node, with their peer config; unsupp
 const route = (prefix: string, peers: string[]): BgpRouteRow => ({ ip: prefix.split('/')[0]!, prefix, nextHops: ['192.0.2.10'], services: ['default/web'], peers });
 
 test('the rendered config is accepted by BIRD, learns herald routes by krt_source and exports them to peers', () => {
-  const { peers } = birdPeers(parseManifests(intent, 'f.yaml').snapshot!, node);
-  const routes = [route('203.0.113.10/32', peers.map((p) => p.id)), route('2001:db8:2::10/128', ['bgp/i65000/tor-b', 'bgp/i65000/default-peer'])];
-  const text = renderBirdConfig({ peers, routes, options: { routerId: '192.0.2.2', bfd: { intervalMs: 100, multiplier: 3 } } });
+  const ids = ['bgp/i65000/tor-a', 'bgp/i65000/tor-b', 'bgp/i65000/default-peer'];
+  const routes = [route('203.0.113.10/32', ids), route('2001:db8:2::10/128', ['bgp/i65000/tor-b', 'bgp/i65000/default-peer'])];
+  const { peers } = birdPeers(parseManifests(intent, 'f.yaml').snapshot!, node, routes);
+  assert.deepEqual(peers.map((p) => p.prefixes), [undefined, undefined, undefined], 'each peer is owed every route of its families');
+  const text = renderBirdConfig({ name: 'bird', peers, routerId: '192.0.2.2', bfd: { intervalMs: 100, multiplier: 3 } });
   const parsed = birdParses(text);
   assert.ok(parsed.ok, `${parsed.output}\n${text}`);
   assert.match(text, /protocol kernel herald_kernel_4 \{\n {2}learn;\n[^}]*ipv4 \{ import where krt_source = 250; export none; \};/);
@@ -85,9 +90,10 @@ test('the rendered config is accepted by BIRD, learns herald routes by krt_sourc
 });
 
 test('a peer that selects fewer prefixes than the node advertises gets its own prefix set', () => {
-  const { peers } = birdPeers(parseManifests(intent, 'f.yaml').snapshot!, node);
   const routes = [route('203.0.113.10/32', ['bgp/i65000/tor-a']), route('203.0.113.11/32', ['bgp/i65000/tor-a', 'bgp/i65000/tor-b'])];
-  const text = renderBirdConfig({ peers, routes, options: { routerId: '192.0.2.2' } });
+  const { peers } = birdPeers(parseManifests(intent, 'f.yaml').snapshot!, node, routes);
+  assert.deepEqual(peers.map((p) => p.prefixes), [undefined, ['203.0.113.11/32'], []]);
+  const text = renderBirdConfig({ name: 'bird', peers, routerId: '192.0.2.2' });
   assert.ok(birdParses(text).ok, text);
   const peer2 = text.split('protocol bgp herald_peer2')[1]!;
   assert.match(peer2, /ipv4 \{ import none; next hop self; export where source = RTS_INHERIT && krt_source = 250 && net ~ \[ 203\.0\.113\.11\/32 \]; \};/);
@@ -97,7 +103,10 @@ test('a peer that selects fewer prefixes than the node advertises gets its own p
 
 test('values that are not what they claim are refused before they reach the file', () => {
   const peer: BirdPeer = { id: 'x', protocol: 'herald_peer1', localAsn: 65000, address: '198.51.100.1 }; protocol static {', asn: 65001, port: 179, holdSeconds: 9, keepaliveSeconds: 3, connectRetrySeconds: 1, multihop: 1, families: ['ipv4'] };
-  assert.throws(() => renderBirdConfig({ peers: [peer], routes: [], options: { routerId: '192.0.2.2' } }), /peer address .* is not an IP address/);
-  assert.throws(() => renderBirdConfig({ peers: [{ ...peer, address: '198.51.100.1', asn: 0 }], routes: [], options: { routerId: '192.0.2.2' } }), /peer ASN 0 out of range/);
-  assert.throws(() => renderBirdConfig({ peers: [], routes: [], options: { routerId: '2001:db8::1' } }), /router id .* must be an IPv4 address/);
+  const row = (peers: BirdPeer[], routerId = '192.0.2.2') => ({ name: 'bird' as const, peers, routerId });
+  assert.throws(() => renderBirdConfig(row([peer])), /peer address .* is not an IP address/);
+  assert.throws(() => renderBirdConfig(row([{ ...peer, address: '198.51.100.1', asn: 0 }])), /peer ASN 0 out of range/);
+  assert.throws(() => renderBirdConfig(row([{ ...peer, address: '198.51.100.1', protocol: 'p { }' }])), /protocol name .* is not a plain identifier/);
+  assert.throws(() => renderBirdConfig(row([{ ...peer, address: '198.51.100.1', prefixes: ['203.0.113.1/32 ]; }'] }])), /prefix .* is not an IP address/);
+  assert.throws(() => renderBirdConfig(row([], '2001:db8::1')), /router id .* must be an IPv4 address/);
 });

@@ -5,16 +5,19 @@
  * changed. The reconcilers apply them.
  *
  *   snapshot × ingress × node ─► computeBgpDesired ─► bgp-routes
- *                             └► birdPeers ─► renderBirdConfig ─► bird-config
+ *                             └► birdPeers ─────────► bird-config (rendered by the datapath)
  */
 import type { Logger } from '../../core/logger.js';
 import type { Initializer, StateDB } from '../../core/statedb/index.js';
-import { birdPeers, renderBirdConfig, type BirdRenderOptions } from '../../datapath/bird/render.js';
-import { birdConfigTable } from '../../datapath/tables/bird-config.js';
+import { birdConfigTable, type BirdConfigRow } from '../../datapath/tables/bird-config.js';
 import { bgpRoutesTable, type BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
 import type { NodeIdentity } from '../../intent/node-labels.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 import { computeBgpDesired, type BgpPolicyWarning, type Withheld } from './desired.js';
+import { birdPeers } from './peers.js';
+
+/** What BIRD is told besides the peers: router ID, BFD, retry knobs. */
+export type BirdSettings = Omit<BirdConfigRow, 'name' | 'peers'>;
 
 export interface BgpInputs {
   snapshot: IntentSnapshot;
@@ -36,7 +39,7 @@ export class BgpControlPlane {
   private last: BgpStatus = { routes: [], withheld: [], warnings: [] };
   private readonly warned = new Set<string>();
 
-  constructor(private readonly deps: { db: StateDB; render: BirdRenderOptions; log: Logger }) {
+  constructor(private readonly deps: { db: StateDB; bird: BirdSettings; log: Logger }) {
     // Registered before the reconcilers start: nothing is pruned until intent is in.
     this.routesInit = deps.db.registerInitializer(bgpRoutesTable, 'bgp-control-plane');
     this.birdInit = deps.db.registerInitializer(birdConfigTable, 'bgp-control-plane');
@@ -44,23 +47,23 @@ export class BgpControlPlane {
 
   update(inputs: BgpInputs): void {
     const desired = computeBgpDesired(inputs);
-    const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node);
+    const routes = [...desired.routes.values()];
+    const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node, routes);
     const warnings = [...desired.warnings, ...skipped];
     for (const w of warnings) {
       const key = `${w.peer}\u0000${w.message}`;
       if (!this.warned.has(key)) this.deps.log.warn(w, 'BGP peer not configured as written');
       this.warned.add(key);
     }
-    const routes = [...desired.routes.values()];
-    const text = peers.length > 0 ? renderBirdConfig({ peers, routes, options: this.deps.render }) : undefined;
+    const bird: BirdConfigRow | undefined = peers.length > 0 ? { name: 'bird', ...this.deps.bird, peers } : undefined;
     this.deps.db.update([bgpRoutesTable, birdConfigTable], (t) => {
       for (const old of t.list(bgpRoutesTable)) if (!desired.routes.has(old.prefix)) t.delete(bgpRoutesTable, old);
       for (const r of routes) if (!sameRow(t.get(bgpRoutesTable, r.prefix), r)) t.insert(bgpRoutesTable, r);
       const current = t.get(birdConfigTable, 'bird');
-      if (text === undefined) {
+      if (bird === undefined) {
         if (current) t.delete(birdConfigTable, current);
-      } else if (current?.text !== text) {
-        t.insert(birdConfigTable, { name: 'bird', text, peers: peers.map((p) => p.id) });
+      } else if (JSON.stringify(current) !== JSON.stringify(bird)) {
+        t.insert(birdConfigTable, bird);
       }
     });
     this.routesInit.done();
