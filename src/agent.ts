@@ -181,6 +181,8 @@ export class Agent implements Disposable {
     this.jobs.hook('bgp-host-routes', { start: () => routes.start(), stop: () => routes.dispose() });
     // Stopped before the routes (jobs stop in reverse): sessions close, peers withdraw.
     this.jobs.hook('bird', { start: () => birdReconciler.start(), stop: async () => { birdReconciler.dispose(); await bird.stop(); } });
+    // Session state for status, read from BIRD off the status path.
+    this.jobs.timer('bird-sessions', () => bird.refreshSessions(), 2000);
     return { control, bird, routes, birdReconciler };
   }
 
@@ -286,7 +288,14 @@ export class Agent implements Disposable {
 
   private bgpStatus(b: BgpStack) {
     const errors = (r: Reconciler<unknown>) => [...r.allStatuses()].flatMap(([key, s]) => (s.kind === 'error' ? [{ key, error: s.error, attempts: s.attempts }] : []));
-    return { ...b.control.status(), bird: b.bird.status(), rowErrors: [...errors(b.routes as Reconciler<unknown>), ...errors(b.birdReconciler as Reconciler<unknown>)] };
+    const row = this.db.readTxn().get(birdConfigTable, 'bird');
+    return {
+      ...b.control.status(),
+      bird: b.bird.status(),
+      peers: (row?.peers ?? []).map((p) => ({ id: p.id, protocol: p.protocol, address: p.address, asn: p.asn })),
+      ...(b.bird.lastSessions ? { sessions: b.bird.lastSessions } : {}),
+      rowErrors: [...errors(b.routes as Reconciler<unknown>), ...errors(b.birdReconciler as Reconciler<unknown>)],
+    };
   }
 
   /** Store session and fencing state (etcd store only); cheap, for status and every metrics scrape. */

@@ -10,6 +10,8 @@ import { libbpf } from '../os/libbpf.js';
 import type { SessionStatus } from '../store/etcd/session.js';
 import type { OwnershipStatus } from '../store/etcd/ownership.js';
 import { renderIntentStatus, type IntentStatus } from './intent-status.js';
+import type { BgpRouteRow } from '../datapath/tables/bgp-routes.js';
+import type { BgpSession, BirdHealth } from '../os/bird.js';
 
 export interface StatusInput {
   config: { node: string; store: string; manifests?: string; datapath: { pinDir: string } };
@@ -29,8 +31,18 @@ export interface StatusInput {
   intent?: IntentStatus;
   /** Health of the agent's long-lived jobs, by name (core/jobs.ts). */
   jobs?: ReadonlyMap<string, JobHealth>;
-  /** BGP anycast (with --bgp-router-id): routes, withheld IPs and why, BIRD's health. */
-  bgp?: unknown;
+  /** BGP anycast (with --bgp-router-id): routes, withheld IPs and why, BIRD's health and sessions. */
+  bgp?: BgpStatusView;
+}
+
+export interface BgpStatusView {
+  routes: readonly BgpRouteRow[];
+  withheld: readonly { ip: string; services: readonly string[]; reason: string }[];
+  warnings: readonly { peer: string; message: string }[];
+  bird: BirdHealth;
+  peers: readonly { id: string; protocol: string; address: string; asn: number }[];
+  sessions?: { at: number; sessions: readonly BgpSession[]; error?: string };
+  rowErrors: readonly { key: string; error: string; attempts: number }[];
 }
 
 export interface HaStatus {
@@ -186,10 +198,26 @@ export function renderStatus(s: AgentStatus): string {
       s.conflicts.map((c) => [c.ip, c.interface, c.foreignMac, c.op, c.lastSeen, String(c.claims), String(c.defences)]),
     );
   }
+  if (s.bgp) renderBgp(s.bgp, out, table);
   const unwell = s.jobs.filter((j) => j.level !== 'ok');
   if (unwell.length > 0) {
     out.push('', `jobs not ok (${unwell.length} of ${s.jobs.length}):`);
     table(['JOB', 'HEALTH', 'SINCE', 'MESSAGE'], unwell.map((j) => [j.name, j.level, j.since, j.message]));
   }
   return out.join('\n') + '\n';
+}
+
+function renderBgp(b: BgpStatusView, out: string[], table: (headers: string[], rows: string[][]) => void): void {
+  const bird = b.bird.running ? `running (pid ${b.bird.pid ?? '?'})` : 'not running';
+  out.push('', `BGP: BIRD ${bird}, restarts ${b.bird.restarts}${b.bird.lastError ? `; last error: ${b.bird.lastError}` : ''}`);
+  const byProtocol = new Map((b.sessions?.sessions ?? []).map((x) => [x.protocol, x]));
+  table(
+    ['PEER', 'ADDRESS', 'ASN', 'STATE', 'INFO'],
+    b.peers.map((p) => [p.id, p.address, String(p.asn), byProtocol.get(p.protocol)?.state ?? '?', byProtocol.get(p.protocol)?.info ?? b.sessions?.error ?? '']),
+  );
+  out.push(`advertised (${b.routes.length}):`);
+  table(['PREFIX', 'NEXT HOPS', 'SERVICES', 'PEERS'], b.routes.map((r) => [r.prefix, r.nextHops.join(','), r.services.join(','), r.peers.join(',')]));
+  for (const w of b.withheld) out.push(`not advertised: ${w.ip} (${w.services.join(',')}): ${w.reason}`);
+  for (const w of b.warnings) out.push(`warning: BGP peer ${w.peer}: ${w.message}`);
+  for (const e of b.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);
 }

@@ -101,6 +101,22 @@ export class BirdDaemon implements Disposable {
     delete this.health.lastError;
   }
 
+  /** The sessions last read by `refreshSessions` (status reads this, never BIRD itself). */
+  lastSessions: { at: number; sessions: BgpSession[]; error?: string } | undefined;
+
+  /** Reads the sessions from BIRD into `lastSessions` (a periodic job's body). */
+  async refreshSessions(): Promise<void> {
+    if (!this.health.running) {
+      this.lastSessions = { at: this.deps.clock.now(), sessions: [], error: 'BIRD is not running' };
+      return;
+    }
+    try {
+      this.lastSessions = { at: this.deps.clock.now(), sessions: await this.sessions() };
+    } catch (e) {
+      this.lastSessions = { at: this.deps.clock.now(), sessions: [], error: describeError(e) };
+    }
+  }
+
   /** BGP sessions as BIRD reports them (`show protocols`). */
   async sessions(): Promise<BgpSession[]> {
     const out = await this.birdc(['show', 'protocols']);

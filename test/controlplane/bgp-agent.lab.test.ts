@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
-import { labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
 const VIP = '203.0.113.200';
 
@@ -105,9 +105,14 @@ protocol bgp n1 {
     agent = await startAgentReady(node, ['--manifests', join(dir, 'intent'), '--bgp-router-id', node.ip]);
     await waitFor(() => fib() === `${VIP} via ${node.ip} dev eth0 proto bird metric 32`, { timeoutMs: 40_000, what: 'VIP on the upstream router', onTimeout: explain });
     assert.match(node.must('ip', ['route', 'show', `${VIP}/32`]), /via 203\.0\.113\.130 dev be0 proto 250/);
+    // herald status: the peer's session read from BIRD, and the advertised prefix with its next hop.
+    const status = () => node.must(HERALD, ['status', '--status-socket', node.statusSocket]);
+    await waitFor(() => /bgp\/i65000\/upstream +192\.0\.2\.1 +65100 +up +Established/.test(status()), { timeoutMs: 10_000, what: 'session in status', onTimeout: status });
+    assert.match(status(), new RegExp(`${VIP.replace(/\./g, '\\.')}/32 +203\\.0\\.113\\.130 +default/web +bgp/i65000/upstream`));
 
     write(false);
     await waitFor(() => fib() === '', { timeoutMs: 20_000, what: 'VIP withdrawn after readiness loss', onTimeout: explain });
+    assert.match(status(), new RegExp(`not advertised: ${VIP.replace(/\./g, '\\.')} \\(default/web\\): no-ready-backend`));
     assert.equal(node.must('ip', ['route', 'show', `${VIP}/32`]).trim(), '', 'host route removed');
 
     write(true);
