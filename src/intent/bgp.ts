@@ -231,6 +231,50 @@ export const bgpAdvertisementSchema = z
   })
   .transform(({ status: _status, ...o }) => o);
 
+// ---- CiliumBGPNodeConfigOverride ------------------------------------------
+
+const ipv4RouterId = z.string().transform((s, ctx) => {
+  const ip = parseIp(s);
+  if (!ip || ip.family !== 'IPv4') {
+    ctx.issues.push({ code: 'custom', message: `invalid router ID ${q(s)}: expected an IPv4 address`, input: s });
+    return z.NEVER;
+  }
+  return ip.text;
+});
+
+const localAddress = z.string().transform((s, ctx) => {
+  const ip = parseIp(s);
+  if (!ip) {
+    ctx.issues.push({ code: 'custom', message: `invalid local address ${q(s)}: expected an IP address`, input: s });
+    return z.NEVER;
+  }
+  return ip.text;
+});
+
+/** Per-node settings; the object's name is the node's name. */
+export const bgpNodeConfigOverrideSchema = z
+  .strictObject({
+    apiVersion: z.enum(BGP_API_VERSIONS),
+    kind: z.literal('CiliumBGPNodeConfigOverride'),
+    metadata: clusterMetadata((s) => checkDns1123Subdomain(s)),
+    spec: z.strictObject({
+      bgpInstances: z
+        .array(
+          z.strictObject({
+            name: bgpName,
+            routerID: ipv4RouterId.optional(),
+            localPort: z.number().int().min(1).max(65535).optional(),
+            localASN: asn(1).optional(),
+            peers: z.array(z.strictObject({ name: bgpName, localAddress: localAddress.optional() })).default([]),
+          }),
+        )
+        .min(1),
+    }),
+    status: z.unknown().optional(),
+  })
+  .transform(({ status: _status, ...o }) => o);
+
+export type BgpNodeConfigOverrideManifest = z.output<typeof bgpNodeConfigOverrideSchema>;
 export type BgpClusterConfigManifest = z.output<typeof bgpClusterConfigSchema>;
 export type BgpInstance = BgpClusterConfigManifest['spec']['bgpInstances'][number];
 export type BgpClusterPeer = BgpInstance['peers'][number];
@@ -243,7 +287,7 @@ type Warning = { path: string; message: string };
 const notYet = (path: string, what: string): Warning => ({ path, message: `${what} is not implemented by herald yet: accepted and not applied` });
 
 /** Fields herald accepts but does not act on, each reported once per object. */
-export function bgpWarnings(obj: BgpClusterConfigManifest | BgpPeerConfigManifest | BgpAdvertisementManifest): Warning[] {
+export function bgpWarnings(obj: BgpClusterConfigManifest | BgpPeerConfigManifest | BgpAdvertisementManifest | BgpNodeConfigOverrideManifest): Warning[] {
   const out: Warning[] = [];
   switch (obj.kind) {
     case 'CiliumBGPClusterConfig':
@@ -263,6 +307,11 @@ export function bgpWarnings(obj: BgpClusterConfigManifest | BgpPeerConfigManifes
       if (obj.spec.transport.localPort !== undefined) out.push(notYet('spec.transport.localPort', 'a local port (deprecated in Cilium too)'));
       obj.spec.families.forEach((f, i) => {
         if (!isUnicastIp(f)) out.push(notYet(`spec.families[${i}]`, `address family ${f.afi}/${f.safi}`));
+      });
+      break;
+    case 'CiliumBGPNodeConfigOverride':
+      obj.spec.bgpInstances.forEach((b, i) => {
+        if (b.localPort !== undefined) out.push(notYet(`spec.bgpInstances[${i}].localPort`, 'a local BGP listening port'));
       });
       break;
     case 'CiliumBGPAdvertisement':

@@ -11,10 +11,12 @@ import {
   BGP_API_VERSIONS,
   bgpAdvertisementSchema,
   bgpClusterConfigSchema,
+  bgpNodeConfigOverrideSchema,
   bgpPeerConfigSchema,
   bgpWarnings,
   type BgpAdvertisementManifest,
   type BgpClusterConfigManifest,
+  type BgpNodeConfigOverrideManifest,
   type BgpPeerConfigManifest,
 } from './bgp.js';
 
@@ -30,7 +32,8 @@ export type IntentManifest =
   | EndpointSliceManifest
   | BgpClusterConfigManifest
   | BgpPeerConfigManifest
-  | BgpAdvertisementManifest;
+  | BgpAdvertisementManifest
+  | BgpNodeConfigOverrideManifest;
 
 export type IntentObject =
   | Sourced<ServiceManifest>
@@ -40,7 +43,8 @@ export type IntentObject =
   | Sourced<EndpointSliceManifest>
   | Sourced<BgpClusterConfigManifest>
   | Sourced<BgpPeerConfigManifest>
-  | Sourced<BgpAdvertisementManifest>;
+  | Sourced<BgpAdvertisementManifest>
+  | Sourced<BgpNodeConfigOverrideManifest>;
 
 export type IntentKind = IntentManifest['kind'];
 
@@ -59,6 +63,7 @@ export const KINDS: Readonly<Record<IntentKind, KindInfo>> = {
   CiliumBGPClusterConfig: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpClusterConfigSchema },
   CiliumBGPPeerConfig: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpPeerConfigSchema },
   CiliumBGPAdvertisement: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpAdvertisementSchema },
+  CiliumBGPNodeConfigOverride: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpNodeConfigOverrideSchema },
 };
 
 export function isIntentKind(kind: string): kind is IntentKind {
@@ -102,6 +107,7 @@ export function manifestWarnings(obj: IntentManifest): { path: string; message: 
     case 'CiliumBGPClusterConfig':
     case 'CiliumBGPPeerConfig':
     case 'CiliumBGPAdvertisement':
+    case 'CiliumBGPNodeConfigOverride':
       return bgpWarnings(obj);
     default:
       return [];

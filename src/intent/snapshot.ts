@@ -12,7 +12,7 @@ import type { L2PolicyManifest } from './policy.js';
 import type { IPPoolManifest } from './pool.js';
 import type { ServiceManifest } from './service.js';
 import type { EndpointSliceManifest } from './endpoint-slice.js';
-import type { BgpAdvertisementManifest, BgpClusterConfigManifest, BgpPeerConfigManifest } from './bgp.js';
+import type { BgpAdvertisementManifest, BgpClusterConfigManifest, BgpNodeConfigOverrideManifest, BgpPeerConfigManifest } from './bgp.js';
 
 export interface IntentSnapshot {
   readonly services: ReadonlyMap<string, Sourced<ServiceManifest>>;
@@ -24,6 +24,8 @@ export interface IntentSnapshot {
   readonly bgpClusterConfigs: ReadonlyMap<string, Sourced<BgpClusterConfigManifest>>;
   readonly bgpPeerConfigs: ReadonlyMap<string, Sourced<BgpPeerConfigManifest>>;
   readonly bgpAdvertisements: ReadonlyMap<string, Sourced<BgpAdvertisementManifest>>;
+  /** By node name. */
+  readonly bgpNodeOverrides: ReadonlyMap<string, Sourced<BgpNodeConfigOverrideManifest>>;
 }
 
 /** A ReadonlyMap with no way to mutate it, even by a cast (a frozen `Map` still has `set`). */
@@ -90,6 +92,7 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
   const bgpClusterConfigs = new Map<string, Sourced<BgpClusterConfigManifest>>();
   const bgpPeerConfigs = new Map<string, Sourced<BgpPeerConfigManifest>>();
   const bgpAdvertisements = new Map<string, Sourced<BgpAdvertisementManifest>>();
+  const bgpNodeOverrides = new Map<string, Sourced<BgpNodeConfigOverrideManifest>>();
   const add = <T extends IntentObject>(map: Map<string, T>, obj: T): void => {
     const key = keyOf(obj);
     const first = map.get(key);
@@ -127,6 +130,9 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
       case 'CiliumBGPAdvertisement':
         add(bgpAdvertisements, obj);
         break;
+      case 'CiliumBGPNodeConfigOverride':
+        add(bgpNodeOverrides, obj);
+        break;
     }
   }
   return Object.freeze({
@@ -138,6 +144,7 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
     bgpClusterConfigs: new FrozenMap(bgpClusterConfigs),
     bgpPeerConfigs: new FrozenMap(bgpPeerConfigs),
     bgpAdvertisements: new FrozenMap(bgpAdvertisements),
+    bgpNodeOverrides: new FrozenMap(bgpNodeOverrides),
   });
 }
 

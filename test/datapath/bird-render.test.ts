@@ -110,3 +110,36 @@ test('values that are not what they claim are refused before they reach the file
   assert.throws(() => renderBirdConfig(row([{ ...peer, address: '198.51.100.1', prefixes: ['203.0.113.1/32 ]; }'] }])), /prefix .* is not an IP address/);
   assert.throws(() => renderBirdConfig(row([], '2001:db8::1')), /router id .* must be an IPv4 address/);
 });
+
+test('CiliumBGPNodeConfigOverride: this node\'s router ID, local ASN and a peer\'s local address (which also allows multihop BFD)', () => {
+  const override = `---
+apiVersion: cilium.io/v2
+kind: CiliumBGPNodeConfigOverride
+metadata: { name: node-a }
+spec:
+  bgpInstances:
+  - name: i65000
+    routerID: 192.0.2.77
+    localASN: 65010
+    peers: [{ name: tor-b, localAddress: "2001:db8::2" }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPNodeConfigOverride
+metadata: { name: node-b }
+spec:
+  bgpInstances: [{ name: i65000, routerID: 192.0.2.88 }]
+`;
+  const snapshot = parseManifests(intent + override, 'f.yaml').snapshot!;
+  const { peers } = birdPeers(snapshot, node);
+  assert.deepEqual(peers.map((p) => [p.id, p.routerId, p.localAsn, p.localAddress]), [
+    ['bgp/i65000/tor-a', '192.0.2.77', 65010, undefined],
+    ['bgp/i65000/tor-b', '192.0.2.77', 65010, '2001:db8::2'],
+    ['bgp/i65000/default-peer', '192.0.2.77', 65010, undefined],
+  ]);
+  const text = renderBirdConfig({ name: 'bird', peers, routerId: '192.0.2.2', bfd: { intervalMs: 100, multiplier: 3 } });
+  const parsed = birdParses(text);
+  assert.ok(parsed.ok, `${parsed.output}\n${text}`);
+  const peer2 = text.split('protocol bgp herald_peer2')[1]!.split('}\n')[0]!;
+  assert.match(peer2, /router id 192\.0\.2\.77;\n {2}local 2001:db8::2 as 65010;/);
+  assert.match(peer2, /multihop 3;\n {2}bfd on;/);
+});

@@ -178,3 +178,18 @@ test('an EndpointSlice without the service-name label is warned about', () => {
   const load = parseManifests(slice.replace('labels: { kubernetes.io/service-name: web }', 'labels: {}'), 'f.yaml');
   assert.deepEqual(load.warnings.map((w) => w.message), ['no kubernetes.io/service-name label: this slice backs no Service, so it gates nothing']);
 });
+
+test('CiliumBGPNodeConfigOverride: a router ID that is not IPv4, or a bad local address, is refused', () => {
+  const override = (instance: string) => `apiVersion: cilium.io/v2
+kind: CiliumBGPNodeConfigOverride
+metadata: { name: node-a }
+spec:
+  bgpInstances:
+  - ${instance}
+`;
+  assert.deepEqual(errorsOf(override('{ name: i, routerID: "2001:db8::1" }')), [['spec.bgpInstances[0].routerID', 'invalid router ID "2001:db8::1": expected an IPv4 address', 6]]);
+  assert.deepEqual(errorsOf(override('{ name: i, peers: [{ name: tor, localAddress: "192.0.2.1/24" }] }')).map((e) => e[1]), ['invalid local address "192.0.2.1/24": expected an IP address']);
+  assert.deepEqual(errorsOf(override('{ name: i, localASN: 0 }')).map((e) => e[1]), ['invalid ASN 0: must be an integer between 1 and 4294967295']);
+  const load = parseManifests(override('{ name: i, routerID: 192.0.2.9 }'), 'f.yaml');
+  assert.equal(load.snapshot?.bgpNodeOverrides.get('node-a')?.spec.bgpInstances[0]?.routerID, '192.0.2.9');
+});

@@ -22,11 +22,15 @@ const afiOf = (prefix: string): 'ipv4' | 'ipv6' => (familyOf(prefix.split('/')[0
 export function birdPeers(snapshot: IntentSnapshot, node: NodeIdentity, routes: readonly BgpRouteRow[] = []): { peers: BirdPeer[]; skipped: SkippedPeer[] } {
   const peers: BirdPeer[] = [];
   const skipped: SkippedPeer[] = [];
+  const override = snapshot.bgpNodeOverrides.get(node.name);
   const configs = [...snapshot.bgpClusterConfigs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   for (const [configName, config] of configs) {
     if (!matchesSelector(config.spec.nodeSelector, node.labels)) continue;
     for (const instance of config.spec.bgpInstances) {
+      // CiliumBGPNodeConfigOverride: this node's router ID, local ASN and peers' local addresses, per instance name.
+      const o = override?.spec.bgpInstances.find((b) => b.name === instance.name);
       for (const peer of instance.peers) {
+        const localAddress = o?.peers.find((p) => p.name === peer.name)?.localAddress;
         const id = `${configName}/${instance.name}/${peer.name}`;
         if (peer.peerAddress === undefined) {
           skipped.push({ peer: id, message: 'no peerAddress (auto-discovery is not implemented)' });
@@ -44,7 +48,9 @@ export function birdPeers(snapshot: IntentSnapshot, node: NodeIdentity, routes: 
         peers.push({
           id,
           protocol: `herald_peer${peers.length + 1}`,
-          localAsn: instance.localASN,
+          localAsn: o?.localASN ?? instance.localASN,
+          ...(o?.routerID !== undefined ? { routerId: o.routerID } : {}),
+          ...(localAddress !== undefined ? { localAddress } : {}),
           address: peer.peerAddress,
           asn: peer.peerASN,
           port: pc?.spec.transport.peerPort ?? 179,

@@ -61,15 +61,16 @@ export function renderBirdConfig(row: BirdConfigRow): string {
   }
   for (const p of peers) {
     lines.push(`# ${JSON.stringify(p.id).replace(/[^\x20-\x7e]/g, '?')}`, `protocol bgp ${protocolName(p.protocol)} {`);
-    lines.push(`  local as ${int(p.localAsn, 1, 4294967295, 'local ASN')};`);
+    if (p.routerId !== undefined) lines.push(`  router id ${addr(p.routerId, 'router id')};`);
+    lines.push(`  local ${p.localAddress !== undefined ? `${addr(p.localAddress, 'local address')} ` : ''}as ${int(p.localAsn, 1, 4294967295, 'local ASN')};`);
     lines.push(`  neighbor ${addr(p.address, 'peer address')} port ${int(p.port, 1, 65535, 'peer port')} as ${int(p.asn, 1, 4294967295, 'peer ASN')};`);
     lines.push(`  hold time ${int(p.holdSeconds, 3, 65535, 'hold time')};`, `  keepalive time ${int(p.keepaliveSeconds, 1, 65535, 'keepalive time')};`);
     lines.push(`  connect retry time ${int(p.connectRetrySeconds, 1, 2147483647, 'connect retry time')};`);
     if (options.connectDelaySeconds !== undefined) lines.push(`  connect delay time ${int(options.connectDelaySeconds, 1, 65535, 'connect delay')};`);
     if (options.errorWaitSeconds !== undefined) lines.push(`  error wait time ${int(options.errorWaitSeconds[0], 1, 65535, 'error wait')},${int(options.errorWaitSeconds[1], 1, 65535, 'error wait')};`);
     if (p.multihop > 1) lines.push(`  multihop ${int(p.multihop, 1, 255, 'multihop')};`);
-    // BIRD needs a fixed local address for multihop BFD, which herald does not configure yet.
-    if (options.bfd && p.multihop <= 1) lines.push('  bfd on;');
+    // BIRD needs a fixed local address for multihop BFD (CiliumBGPNodeConfigOverride's localAddress).
+    if (options.bfd && (p.multihop <= 1 || p.localAddress !== undefined)) lines.push('  bfd on;');
     for (const fam of p.families) {
       const bits = fam === 'ipv4' ? 32 : 128;
       const mine = (p.prefixes ?? []).map(hostPrefix).filter((x) => x.endsWith(`/${bits}`));

@@ -17,6 +17,10 @@ export interface BirdPeer {
   /** The generated BIRD protocol name (never intent text). */
   readonly protocol: string;
   readonly localAsn: number;
+  /** The instance's router ID for this node (CiliumBGPNodeConfigOverride); unset = the global one. */
+  readonly routerId?: string;
+  /** Source address of the session (CiliumBGPNodeConfigOverride peers[].localAddress). */
+  readonly localAddress?: string;
   readonly address: string;
   readonly asn: number;
   readonly port: number;

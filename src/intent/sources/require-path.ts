@@ -21,7 +21,7 @@ export async function requireManifestPath(path: string, limits: ManifestLimits =
     throw new HeraldError('HERALD_BAD_ARGUMENT', `--manifests ${path}: no manifest file in it (${MANIFEST_EXTENSIONS.join(', ')})`);
   }
   const s = load.snapshot;
-  if (s && load.errors.length === 0 && s.services.size + s.pools.size + s.policies.size + s.nodes.size + s.endpointSlices.size + s.bgpClusterConfigs.size + s.bgpPeerConfigs.size + s.bgpAdvertisements.size === 0) {
+  if (s && load.errors.length === 0 && s.services.size + s.pools.size + s.policies.size + s.nodes.size + s.endpointSlices.size + s.bgpClusterConfigs.size + s.bgpPeerConfigs.size + s.bgpAdvertisements.size + s.bgpNodeOverrides.size === 0) {
     throw new HeraldError('HERALD_BAD_ARGUMENT', `--manifests ${path}: ${load.files.length} file(s) read, no manifest object in them`);
   }
 }
