@@ -91,6 +91,22 @@ describe('BGP host routes in a real kernel (lab)', { skip: labSkipReason() }, ()
     reconciler.dispose();
   });
 
+  test('within-node ECMP: the kernel splits flows across the multipath route\'s next hops (L4 flow hash)', async () => {
+    const { reconciler, put, drop } = start(true);
+    execFileSync('ip', ['netns', 'exec', NS, 'sysctl', '-qw', 'net.ipv4.fib_multipath_hash_policy=1']);
+    put(row('203.0.113.40/32', ['192.0.2.40', '192.0.2.41']));
+    await reconciler.settled();
+    const chosen = new Map<string, number>();
+    for (let sport = 20000; sport < 20064; sport++) {
+      const via = /via (\S+)/.exec(ip('route', 'get', '203.0.113.40', 'ipproto', 'tcp', 'sport', String(sport), 'dport', '80'))?.[1] ?? '?';
+      chosen.set(via, (chosen.get(via) ?? 0) + 1);
+    }
+    assert.deepEqual([...chosen.keys()].sort(), ['192.0.2.40', '192.0.2.41'], `64 flows went to: ${JSON.stringify([...chosen])}`);
+    drop('203.0.113.40/32');
+    await reconciler.settled();
+    reconciler.dispose();
+  });
+
   test('deleting a route that is already gone, or whose interface vanished, is success', async () => {
     const edge = new IprouteHostRoutes({ netns: NS });
     await edge.del('203.0.113.99/32');
