@@ -104,7 +104,7 @@ class HeraldNode {
     this.bird = new BirdDaemon({ ...birdDefaults, stateDir, netns: ns }, { clock: systemClock, log: silentLogger });
     this.control = new BgpControlPlane({
       db: this.db,
-      bird: { routerId: `192.0.2.${1 + n}`, connectDelaySeconds: 1, errorWaitSeconds: [1, 5] },
+      bird: { routerId: `192.0.2.${1 + n}`, connectDelaySeconds: 1, errorWaitSeconds: [1, 5], bfd: { intervalMs: 100, multiplier: 3 } },
       log: silentLogger,
     });
     const common = { db: this.db, clock: systemClock, log: silentLogger };
@@ -130,6 +130,8 @@ describe('BGP anycast through BIRD to an upstream router (lab)', { skip: labSkip
   const dir = mkdtempSync(join(tmpdir(), 'herald-bgp-'));
   let router: ChildProcess | undefined;
   let routerLog = '';
+  let routerCtl = '';
+  const routerBirdc = (...args: string[]): string => execFileSync('ip', ['netns', 'exec', ROUTER, 'birdc', '-s', routerCtl, ...args], { encoding: 'utf8' });
   const nodes: HeraldNode[] = [];
 
   before(async () => {
@@ -159,11 +161,13 @@ describe('BGP anycast through BIRD to an upstream router (lab)', { skip: labSkip
       `router id 192.0.2.1;
 protocol device {}
 protocol kernel { merge paths on; ipv4 { import none; export all; }; }
+protocol bfd { interface "*" { min rx interval 100 ms; min tx interval 100 ms; multiplier 3; }; }
 ${[1, 2]
   .map(
     (n) => `protocol bgp node${n} {
   local as 65100; neighbor 192.0.2.${1 + n} as 65000;
   hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;
+  bfd on;
   ipv4 { import all; export none; };
 }`,
   )
@@ -172,6 +176,7 @@ ${[1, 2]
     );
     router = spawn('ip', ['netns', 'exec', ROUTER, 'bird', '-f', '-c', conf, '-s', join(dir, 'router.ctl')], { stdio: ['ignore', 'ignore', 'pipe'] });
     router.stderr?.on('data', (d: Buffer) => (routerLog += d.toString()));
+    routerCtl = join(dir, 'router.ctl');
     nodes.push(new HeraldNode(1, join(dir, 'node1')), new HeraldNode(2, join(dir, 'node2')));
   });
 
@@ -236,5 +241,17 @@ ${[1, 2]
     assert.ok(ipIn(nsOf(1), 'route', 'show', `${SERVICE_IP}/32`).includes('via 198.51.100.10'), 'host route stayed in the kernel');
     await waitFor(async () => (await a!.bird.sessions().catch(() => [])).some((s) => s.info === 'Established'), { timeoutMs: 30_000, what: 'session re-established' });
     await waitFor(() => routerFib(`${SERVICE_IP}/32`).includes('via 192.0.2.2'), { timeoutMs: 30_000, what: 'route re-advertised', onTimeout: onRouter });
+  });
+
+  test('BFD: a node whose link dies leaves the router through BFD, not the 9 s hold timer', async () => {
+    const [a, b] = nodes;
+    await a!.set(intent([true], [true]));
+    await b!.set(intent([true], [true]));
+    await waitFor(() => /nexthop via 192\.0\.2\.2 .*nexthop via 192\.0\.2\.3/.test(routerFib(`${SERVICE_IP}/32`)), { timeoutMs: 30_000, what: 'ECMP on the router', onTimeout: onRouter });
+    await waitFor(() => (routerBirdc('show', 'bfd', 'sessions').match(/ Up /g) ?? []).length === 2, { timeoutMs: 20_000, what: 'BFD sessions up', onTimeout: () => routerBirdc('show', 'bfd', 'sessions') });
+    ipIn(nsOf(2), 'link', 'set', 'eth0', 'down'); // no FIN, no NOTIFICATION: only BFD (or the hold timer) can tell
+    await waitFor(() => routerFib(`${SERVICE_IP}/32`) === `${SERVICE_IP} via 192.0.2.2 dev br0 proto bird metric 32`, { timeoutMs: 30_000, what: 'node-2 gone from the router', onTimeout: onRouter });
+    assert.match(routerBirdc('show', 'protocols', 'all', 'node2'), /BFD session down/);
+    ipIn(nsOf(2), 'link', 'set', 'eth0', 'up');
   });
 });
