@@ -74,6 +74,7 @@ lab_tests=(
   test/datapath/l2-reconciler.lab.test.ts
   test/datapath/host-routes.lab.test.ts
   test/datapath/bgp.lab.test.ts
+  test/datapath/bgp-gobgp.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/controlplane/bgp-agent.lab.test.ts
   test/controlplane/lbipam-parity.lab.test.ts

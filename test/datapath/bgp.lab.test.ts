@@ -14,20 +14,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { systemClock } from '../../src/core/clock.js';
-import { silentLogger } from '../../src/core/logger.js';
-import { Reconciler, reconcilerDefaults } from '../../src/core/reconciler/reconciler.js';
-import { StateDB } from '../../src/core/statedb/index.js';
-import { BgpControlPlane } from '../../src/controlplane/bgp/controller.js';
-import { BirdOps } from '../../src/datapath/bird/bird-ops.js';
-import { renderBirdConfig } from '../../src/datapath/bird/render.js';
-import { HostRoutesOps } from '../../src/datapath/routes/host-routes-ops.js';
-import { birdConfigTable, type BirdConfigRow } from '../../src/datapath/tables/bird-config.js';
-import { bgpRoutesTable, type BgpRouteRow } from '../../src/datapath/tables/bgp-routes.js';
-import { parseManifests, type IntentSnapshot } from '../../src/intent/index.js';
-import { BirdDaemon, birdDefaults } from '../../src/os/bird.js';
-import { IprouteHostRoutes } from '../../src/os/host-routes.js';
 import { waitFor } from '../../lab/lab.js';
+import { HeraldBgpNode } from '../helpers/bgp-node.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
 
 const ROUTER = `hlbgpr${process.pid}`;
@@ -35,10 +23,6 @@ const nsOf = (n: number) => `hlbgp${n}${process.pid}`;
 const ipIn = (ns: string, ...args: string[]): string => execFileSync('ip', ['-n', ns, ...args], { encoding: 'utf8' });
 const routerFib = (prefix: string): string => ipIn(ROUTER, 'route', 'show', prefix).trim().replace(/\s+/g, ' ');
 const SERVICE_IP = '203.0.113.10';
-const birdConf = (node: { db: StateDB } | undefined): string => {
-  const row = node?.db.readTxn().get(birdConfigTable, 'bird');
-  return row ? renderBirdConfig(row) : '(none)';
-};
 
 const intent = (readyOnA: boolean[], readyOnB: boolean[] = []) => {
   const eps = [
@@ -83,46 +67,12 @@ ${eps.join('\n')}
 `;
 };
 
-function snapshotOf(text: string): IntentSnapshot {
-  const load = parseManifests(text, 'lab.yaml');
-  assert.deepEqual(load.errors, []);
-  return load.snapshot!;
-}
-
-/** One herald node: the BGP control plane, the host-route and BIRD reconcilers, its own BIRD. */
-class HeraldNode {
-  readonly db = new StateDB([bgpRoutesTable, birdConfigTable]);
-  readonly bird: BirdDaemon;
-  readonly control: BgpControlPlane;
-  readonly routes: Reconciler<BgpRouteRow>;
-  readonly birdReconciler: Reconciler<BirdConfigRow>;
+class HeraldNode extends HeraldBgpNode {
   constructor(
     readonly n: number,
-    readonly stateDir: string,
+    stateDir: string,
   ) {
-    const ns = nsOf(n);
-    this.bird = new BirdDaemon({ ...birdDefaults, stateDir, netns: ns }, { clock: systemClock, log: silentLogger });
-    this.control = new BgpControlPlane({
-      db: this.db,
-      bird: { routerId: `192.0.2.${1 + n}`, connectDelaySeconds: 1, errorWaitSeconds: [1, 5], bfd: { intervalMs: 100, multiplier: 3 } },
-      log: silentLogger,
-    });
-    const common = { db: this.db, clock: systemClock, log: silentLogger };
-    this.routes = new Reconciler<BgpRouteRow>({ ...common, name: 'host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(new IprouteHostRoutes({ netns: ns })) }, reconcilerDefaults);
-    this.birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(this.bird) }, reconcilerDefaults);
-    this.routes.start();
-    this.birdReconciler.start();
-  }
-  async set(text: string): Promise<void> {
-    this.control.update({ snapshot: snapshotOf(text), ingress: new Map([['default/web', [SERVICE_IP]]]), node: { name: `node-${this.n}`, labels: {} } });
-    const a = await this.routes.settled();
-    const b = await this.birdReconciler.settled();
-    assert.deepEqual([...a.failed, ...b.failed], []);
-  }
-  async stop(): Promise<void> {
-    this.routes.dispose();
-    this.birdReconciler.dispose();
-    await this.bird.stop();
+    super({ netns: nsOf(n), nodeName: `node-${n}`, routerId: `192.0.2.${1 + n}`, stateDir, ingress: new Map([['default/web', [SERVICE_IP]]]), bfd: { intervalMs: 100, multiplier: 3 } });
   }
 }
 
@@ -187,7 +137,7 @@ ${[1, 2]
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const onRouter = () => `router FIB: ${routerFib(`${SERVICE_IP}/32`)}\nrouter bird: ${routerLog}\nnode-1 bird.conf:\n${birdConf(nodes[0])}`;
+  const onRouter = () => `router FIB: ${routerFib(`${SERVICE_IP}/32`)}\nrouter bird: ${routerLog}\nnode-1 bird.conf:\n${nodes[0]?.birdConf() ?? ''}`;
 
   test('a ready local backend: the service IP appears in the router FIB with the node as next hop', async () => {
     const [a] = nodes;
