@@ -86,6 +86,9 @@ export class BirdDaemon implements Disposable {
     const previous = await readFile(this.configPath, 'utf8').catch(() => undefined);
     await rename(next, this.configPath);
     if (!this.health.running) {
+      // Not started yet, or dead and waiting for its restart: start it now, once, on the new config.
+      this.restartTimer?.cancel();
+      this.restartTimer = undefined;
       this.spawn();
       this.applied = config;
       this.health.appliedAt = this.deps.clock.now();
@@ -182,7 +185,7 @@ export class BirdDaemon implements Disposable {
   }
 
   dispose(): void {
-    void this.stop();
+    this.stop().catch(() => {}); // stop() does not reject; the catch keeps the promise owned
   }
 }
 
