@@ -124,4 +124,16 @@ protocol bgp n1 {
     const left = spawnSync('pgrep', ['-f', join(node.stateDir, 'bird', 'bird.conf')], { encoding: 'utf8' });
     assert.equal(left.stdout.trim(), '', 'the agent\'s BIRD exited with it');
   });
+
+  test('a crashed node (kill -9 of agent and BIRD) leaves the upstream FIB; the restarted agent adopts its host route and advertises again', async () => {
+    agent = await startAgentReady(node, ['--manifests', join(dir, 'intent'), '--bgp-router-id', node.ip], 'agent-2');
+    await waitFor(() => fib().includes(`via ${node.ip}`), { timeoutMs: 40_000, what: 'VIP on the upstream router', onTimeout: explain });
+    await agent.stop('SIGKILL'); // the whole process group: the agent and its BIRD
+    await waitFor(() => fib() === '', { timeoutMs: 20_000, what: 'VIP gone after the crash', onTimeout: explain });
+    assert.match(node.must('ip', ['route', 'show', `${VIP}/32`]), /via 203\.0\.113\.130 dev be0 proto 250/, 'the host route outlives the agent');
+
+    agent = await startAgentReady(node, ['--manifests', join(dir, 'intent'), '--bgp-router-id', node.ip], 'agent-3');
+    await waitFor(() => fib().includes(`via ${node.ip}`), { timeoutMs: 40_000, what: 'VIP back after the restart', onTimeout: explain });
+    assert.equal(node.must('ip', ['route', 'show', 'proto', '250']).trim().split('\n').length, 1, 'one host route: adopted, not duplicated');
+  });
 });
