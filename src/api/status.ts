@@ -81,6 +81,8 @@ export function buildStatus(i: StatusInput) {
     allocation: cp.ipamState,
     ha: i.ha ?? null,
     bgp: i.bgp ?? null,
+    // Per service IP, how this node serves it: L2 (owned here / a candidate owned elsewhere) and BGP (advertised or why not).
+    ...(i.bgp ? { modes: ipModes(owned, cp.candidates.map((c) => c.ip), i.bgp) } : {}),
     // Nothing answers NDP yet: an IPv6 address is never listed as owned.
     ipv6NotAnnounced: [...new Set([...owned, ...cp.candidates.map((c) => c.ip)])].filter((ip) => ip.includes(':')).sort(),
     owned: [...owned].filter((ip) => !ip.includes(':')).sort().map((ip) => ({
@@ -199,12 +201,34 @@ export function renderStatus(s: AgentStatus): string {
     );
   }
   if (s.bgp) renderBgp(s.bgp, out, table);
+  if (s.modes) {
+    out.push('', `service IPs by mode (${s.modes.length}):`);
+    table(['IP', 'L2', 'BGP', 'NEXT HOPS'], s.modes.map((m) => [m.ip, m.l2 ?? '-', m.bgp ?? '-', m.nextHops.join(',') || '-']));
+  }
   const unwell = s.jobs.filter((j) => j.level !== 'ok');
   if (unwell.length > 0) {
     out.push('', `jobs not ok (${unwell.length} of ${s.jobs.length}):`);
     table(['JOB', 'HEALTH', 'SINCE', 'MESSAGE'], unwell.map((j) => [j.name, j.level, j.since, j.message]));
   }
   return out.join('\n') + '\n';
+}
+
+export interface IpMode {
+  ip: string;
+  l2: 'owned' | 'candidate' | null;
+  bgp: 'advertised' | string | null;
+  nextHops: readonly string[];
+}
+
+/** Joins the L2 and BGP views per IP (an IP may be in both during a migration). */
+function ipModes(owned: ReadonlySet<string>, candidates: readonly string[], b: BgpStatusView): IpMode[] {
+  const out = new Map<string, IpMode>();
+  const get = (ip: string) => out.get(ip) ?? out.set(ip, { ip, l2: null, bgp: null, nextHops: [] }).get(ip)!;
+  for (const ip of candidates) get(ip).l2 = 'candidate';
+  for (const ip of owned) get(ip).l2 = 'owned';
+  for (const r of b.routes) Object.assign(get(r.ip), { bgp: 'advertised', nextHops: r.nextHops });
+  for (const w of b.withheld) get(w.ip).bgp = w.reason;
+  return [...out.values()].sort((x, y) => x.ip.localeCompare(y.ip, undefined, { numeric: true }));
 }
 
 function renderBgp(b: BgpStatusView, out: string[], table: (headers: string[], rows: string[][]) => void): void {

@@ -109,6 +109,7 @@ protocol bgp n1 {
     const status = () => node.must(HERALD, ['status', '--status-socket', node.statusSocket]);
     await waitFor(() => /bgp\/i65000\/upstream +192\.0\.2\.1 +65100 +up +Established/.test(status()), { timeoutMs: 10_000, what: 'session in status', onTimeout: status });
     assert.match(status(), new RegExp(`${VIP.replace(/\./g, '\\.')}/32 +203\\.0\\.113\\.130 +default/web +bgp/i65000/upstream`));
+    assert.match(status(), new RegExp(`service IPs by mode \\(1\\):\\n +IP +L2 +BGP +NEXT HOPS\\n +${VIP.replace(/\./g, '\\.')} +- +advertised +203\\.0\\.113\\.130`));
 
     write(false);
     await waitFor(() => fib() === '', { timeoutMs: 20_000, what: 'VIP withdrawn after readiness loss', onTimeout: explain });
