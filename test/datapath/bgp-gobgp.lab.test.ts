@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
-import { HeraldBgpNode } from '../helpers/bgp-node.js';
+import { HeraldBgpNode } from '../../lab/bgp-node.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
 
 const PEER = `hlgobgpr${process.pid}`;

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
-import { HeraldBgpNode } from '../helpers/bgp-node.js';
+import { HeraldBgpNode } from '../../lab/bgp-node.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
 
 const ROUTER = `hlbgpr${process.pid}`;

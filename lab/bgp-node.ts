@@ -4,19 +4,19 @@
  * agent's BGP pieces without the rest of the agent.
  */
 import assert from 'node:assert/strict';
-import { systemClock } from '../../src/core/clock.js';
-import { silentLogger } from '../../src/core/logger.js';
-import { Reconciler, reconcilerDefaults } from '../../src/core/reconciler/reconciler.js';
-import { StateDB } from '../../src/core/statedb/index.js';
-import { BgpControlPlane } from '../../src/controlplane/bgp/controller.js';
-import { BirdOps } from '../../src/datapath/bird/bird-ops.js';
-import { renderBirdConfig } from '../../src/datapath/bird/render.js';
-import { HostRoutesOps } from '../../src/datapath/routes/host-routes-ops.js';
-import { birdConfigTable, type BfdOptions, type BirdConfigRow } from '../../src/datapath/tables/bird-config.js';
-import { bgpRoutesTable, type BgpRouteRow } from '../../src/datapath/tables/bgp-routes.js';
-import { parseManifests } from '../../src/intent/index.js';
-import { BirdDaemon, birdDefaults } from '../../src/os/bird.js';
-import { IprouteHostRoutes } from '../../src/os/host-routes.js';
+import { systemClock } from '../src/core/clock.js';
+import { silentLogger } from '../src/core/logger.js';
+import { Reconciler, reconcilerDefaults } from '../src/core/reconciler/reconciler.js';
+import { StateDB } from '../src/core/statedb/index.js';
+import { BgpControlPlane } from '../src/controlplane/bgp/controller.js';
+import { BirdOps } from '../src/datapath/bird/bird-ops.js';
+import { renderBirdConfig } from '../src/datapath/bird/render.js';
+import { HostRoutesOps } from '../src/datapath/routes/host-routes-ops.js';
+import { birdConfigTable, type BfdOptions, type BirdConfigRow } from '../src/datapath/tables/bird-config.js';
+import { bgpRoutesTable, type BgpRouteRow } from '../src/datapath/tables/bgp-routes.js';
+import { parseManifests, type IntentSnapshot } from '../src/intent/index.js';
+import { BirdDaemon, birdDefaults } from '../src/os/bird.js';
+import { IprouteHostRoutes } from '../src/os/host-routes.js';
 
 export class HeraldBgpNode {
   readonly db = new StateDB([bgpRoutesTable, birdConfigTable]);
@@ -42,10 +42,9 @@ export class HeraldBgpNode {
   }
 
   /** Applies manifests text as the node's intent and waits until routes and BIRD hold it. */
-  async set(text: string): Promise<void> {
-    const load = parseManifests(text, 'lab.yaml');
-    assert.deepEqual(load.errors, []);
-    this.control.update({ snapshot: load.snapshot!, ingress: this.opts.ingress, node: { name: this.opts.nodeName, labels: {} } });
+  async set(text: string | IntentSnapshot): Promise<void> {
+    const snapshot = typeof text === 'string' ? parse(text) : text;
+    this.control.update({ snapshot, ingress: this.opts.ingress, node: { name: this.opts.nodeName, labels: {} } });
     const a = await this.routes.settled();
     const b = await this.birdReconciler.settled();
     assert.deepEqual([...a.failed, ...b.failed], []);
@@ -62,4 +61,11 @@ export class HeraldBgpNode {
     this.birdReconciler.dispose();
     await this.bird.stop();
   }
+}
+
+/** Manifests text → snapshot; throws on any error. */
+export function parse(text: string): IntentSnapshot {
+  const load = parseManifests(text, 'lab.yaml');
+  assert.deepEqual(load.errors, []);
+  return load.snapshot!;
 }
