@@ -35,10 +35,13 @@ unit_tests=(
   test/intent/selector.test.ts
   test/intent/node-labels.test.ts
   test/intent/service-fields.test.ts
+  test/intent/bgp.test.ts
   test/intent/sources/publisher.test.ts
   test/controlplane/candidates.test.ts
   test/controlplane/controller.test.ts
   test/controlplane/policy-status.test.ts
+  test/controlplane/bgp/desired.test.ts
+  test/controlplane/bgp/controller.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/cilium-parity.test.ts
   test/controlplane/ipam/blocks.test.ts
@@ -62,6 +65,7 @@ unit_tests=(
   test/net/ndp.test.ts
   test/datapath/garp.test.ts
   test/datapath/layout.test.ts
+  test/datapath/bird-render.test.ts
   test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts
@@ -74,7 +78,11 @@ lab_tests=(
   test/datapath/ndp-responder.lab.test.ts
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
+  test/datapath/host-routes.lab.test.ts
+  test/datapath/bgp.lab.test.ts
+  test/datapath/bgp-gobgp.lab.test.ts
   test/controlplane/agent.lab.test.ts
+  test/controlplane/bgp-agent.lab.test.ts
   test/controlplane/lbipam-parity.lab.test.ts
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts

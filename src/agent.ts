@@ -49,6 +49,13 @@ import type { EtcdSession } from './store/etcd/session.js';
 import { LocalIpamCoordinator } from './store/local-ipam.js';
 import { Reconciler } from './core/reconciler/reconciler.js';
 import { LocalRoutesOps } from './datapath/routes/local-routes-ops.js';
+import { BgpControlPlane, type BgpInputs } from './controlplane/bgp/controller.js';
+import { BirdOps } from './datapath/bird/bird-ops.js';
+import { HostRoutesOps } from './datapath/routes/host-routes-ops.js';
+import { birdConfigTable, type BfdOptions, type BirdConfigRow } from './datapath/tables/bird-config.js';
+import { bgpRoutesTable, type BgpRouteRow } from './datapath/tables/bgp-routes.js';
+import { BirdDaemon, birdDefaults } from './os/bird.js';
+import { IprouteHostRoutes } from './os/host-routes.js';
 import { IprouteLocalRoutes } from './os/local-routes.js';
 
 export interface AgentConfig {
@@ -76,11 +83,21 @@ export interface AgentConfig {
   /** LB-IPAM serves only Services of these load balancer classes (Cilium's TestRequiredLBClass). */
   lbClasses?: string[];
   metricsListen?: { host: string; port: number };
+  /** BGP anycast through herald's own BIRD (state under stateDir/bird); off when unset. */
+  bgp?: { routerId: string; bfd?: BfdOptions };
+}
+
+interface BgpStack {
+  control: BgpControlPlane;
+  bird: BirdDaemon;
+  routes: Reconciler<BgpRouteRow>;
+  birdReconciler: Reconciler<BirdConfigRow>;
 }
 
 export class Agent implements Disposable {
   private readonly store = new DisposableStore();
-  readonly db = new StateDB([l2AnnounceTable]);
+  readonly db = new StateDB([l2AnnounceTable, bgpRoutesTable, birdConfigTable]);
+  readonly bgp: BgpStack | undefined;
   readonly l2: L2Stack;
   readonly controlPlane: ControlPlane;
   private readonly links: NetlinkLinks;
@@ -147,6 +164,7 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
+        ...(config.bgp ? { onServiceIps: (inputs: BgpInputs) => this.bgp?.control.update(inputs) } : {}),
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
         },
@@ -154,6 +172,8 @@ export class Agent implements Disposable {
         log: log.child({ module: 'control-plane' }),
       }),
     );
+    // BGP anycast: desired routes and bird.conf from intent; host routes and BIRD reconciled
+    this.bgp = config.bgp ? this.makeBgp(config.bgp) : undefined;
     // datapath: program, pinned maps, heartbeat, gratuitous ARP, table → map reconciler
     this.l2 = this.store.add(
       new L2Stack(
@@ -162,6 +182,21 @@ export class Agent implements Disposable {
         { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' } },
       ),
     );
+  }
+
+  private makeBgp(bgp: NonNullable<AgentConfig['bgp']>): BgpStack {
+    const log = this.log.child({ module: 'bgp' });
+    const control = new BgpControlPlane({ db: this.db, bird: { routerId: bgp.routerId, ...(bgp.bfd ? { bfd: bgp.bfd } : {}) }, log });
+    const bird = new BirdDaemon({ ...birdDefaults, stateDir: join(this.config.stateDir, 'bird') }, { clock: this.clock, log });
+    const common = { db: this.db, clock: this.clock, log };
+    const routes = new Reconciler<BgpRouteRow>({ ...common, name: 'bgp-host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(new IprouteHostRoutes()) }, this.config.reconciler);
+    const birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(bird) }, this.config.reconciler);
+    this.jobs.hook('bgp-host-routes', { start: () => routes.start(), stop: () => routes.dispose() });
+    // Stopped before the routes (jobs stop in reverse): sessions close, peers withdraw.
+    this.jobs.hook('bird', { start: () => birdReconciler.start(), stop: async () => { birdReconciler.dispose(); await bird.stop(); } });
+    // Session state for status, read from BIRD off the status path.
+    this.jobs.timer('bird-sessions', () => bird.refreshSessions(), 2000);
+    return { control, bird, routes, birdReconciler };
   }
 
   private makeSource(): IntentSource | undefined {
@@ -302,7 +337,7 @@ export class Agent implements Disposable {
       startedAt: this.startedAt,
       controlPlane: this.controlPlane.status(),
       reconciler: this.l2.reconciler?.health(),
-      rowsNotDone: [...(this.l2.reconciler?.notDone() ?? []), ...(this.routes?.notDone() ?? [])],
+      rowsNotDone: [...(this.l2.reconciler?.notDone() ?? []), ...(this.routes?.notDone() ?? []), ...(this.bgp?.routes.notDone() ?? []), ...(this.bgp?.birdReconciler.notDone() ?? [])],
       table: this.db.readTxn().list(l2AnnounceTable),
       datapath: this.l2.datapath,
       garp: this.l2.garp.stats,
@@ -310,8 +345,21 @@ export class Agent implements Disposable {
       now: this.clock.monotonicNs(),
       intent: this.intentReport.status(),
       jobs: this.jobs.health(),
+      ...(this.bgp ? { bgp: this.bgpStatus(this.bgp) } : {}),
       ...(this.haStatus() ? { ha: this.haStatus()! } : {}),
     });
+  }
+
+  private bgpStatus(b: BgpStack) {
+    const errors = (r: Reconciler<unknown>) => r.notDone().flatMap((s) => (s.kind === 'error' ? [{ key: s.key, error: s.error ?? '', attempts: s.attempts ?? 0 }] : []));
+    const row = this.db.readTxn().get(birdConfigTable, 'bird');
+    return {
+      ...b.control.status(),
+      bird: b.bird.status(),
+      peers: (row?.peers ?? []).map((p) => ({ id: p.id, protocol: p.protocol, address: p.address, asn: p.asn })),
+      ...(b.bird.lastSessions ? { sessions: b.bird.lastSessions } : {}),
+      rowErrors: [...errors(b.routes as Reconciler<unknown>), ...errors(b.birdReconciler as Reconciler<unknown>)],
+    };
   }
 
   /** Store session and fencing state (etcd store only); cheap, for status and every metrics scrape. */

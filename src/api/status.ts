@@ -11,6 +11,8 @@ import { compareIps, isIpv4, mustParseIp } from '../core/addr.js';
 import type { SessionStatus } from '../store/etcd/session.js';
 import type { OwnershipStatus } from '../store/etcd/ownership.js';
 import { renderIntentStatus, type IntentStatus } from './intent-status.js';
+import type { BgpRouteRow } from '../datapath/tables/bgp-routes.js';
+import type { BgpSession, BirdHealth } from '../os/bird.js';
 
 export interface StatusInput {
   config: { node: string; store: string; manifests?: string; datapath: { pinDir: string } };
@@ -31,6 +33,18 @@ export interface StatusInput {
   intent?: IntentStatus;
   /** Health of the agent's long-lived jobs, by name (core/jobs.ts). */
   jobs?: ReadonlyMap<string, JobHealth>;
+  /** BGP anycast (with --bgp-router-id): routes, withheld IPs and why, BIRD's health and sessions. */
+  bgp?: BgpStatusView;
+}
+
+export interface BgpStatusView {
+  routes: readonly BgpRouteRow[];
+  withheld: readonly { ip: string; services: readonly string[]; reason: string }[];
+  warnings: readonly { peer: string; message: string }[];
+  bird: BirdHealth;
+  peers: readonly { id: string; protocol: string; address: string; asn: number }[];
+  sessions?: { at: number; sessions: readonly BgpSession[]; error?: string };
+  rowErrors: readonly { key: string; error: string; attempts: number }[];
 }
 
 export interface HaStatus {
@@ -69,6 +83,9 @@ export function buildStatus(i: StatusInput) {
     allocator: cp.allocator ?? null,
     allocation: cp.ipamState,
     ha: i.ha ?? null,
+    bgp: i.bgp ?? null,
+    // Per service IP, how this node serves it: L2 (owned here / a candidate owned elsewhere) and BGP (advertised or why not).
+    ...(i.bgp ? { modes: ipModes(owned, cp.candidates.map((c) => c.ip), i.bgp) } : {}),
     owned: [...owned].sort(compareIpText).map((ip) => ({
       ip,
       interfaces: i.table.filter((r) => r.ip === ip).map((r) => r.iface),
@@ -203,10 +220,48 @@ export function renderStatus(s: AgentStatus): string {
       s.conflicts.map((c) => [c.ip, c.interface, c.foreignMac, c.op, c.lastSeen, String(c.claims), String(c.defences)]),
     );
   }
+  if (s.bgp) renderBgp(s.bgp, out, table);
+  if (s.modes) {
+    out.push('', `service IPs by mode (${s.modes.length}):`);
+    table(['IP', 'L2', 'BGP', 'NEXT HOPS'], s.modes.map((m) => [m.ip, m.l2 ?? '-', m.bgp ?? '-', m.nextHops.join(',') || '-']));
+  }
   const unwell = s.jobs.filter((j) => j.level !== 'ok');
   if (unwell.length > 0) {
     out.push('', `jobs not ok (${unwell.length} of ${s.jobs.length}):`);
     table(['JOB', 'HEALTH', 'SINCE', 'MESSAGE'], unwell.map((j) => [j.name, j.level, j.since, j.message]));
   }
   return out.join('\n') + '\n';
+}
+
+export interface IpMode {
+  ip: string;
+  l2: 'owned' | 'candidate' | null;
+  bgp: 'advertised' | string | null;
+  nextHops: readonly string[];
+}
+
+/** Joins the L2 and BGP views per IP (an IP may be in both during a migration). */
+function ipModes(owned: ReadonlySet<string>, candidates: readonly string[], b: BgpStatusView): IpMode[] {
+  const out = new Map<string, IpMode>();
+  const get = (ip: string) => out.get(ip) ?? out.set(ip, { ip, l2: null, bgp: null, nextHops: [] }).get(ip)!;
+  for (const ip of candidates) get(ip).l2 = 'candidate';
+  for (const ip of owned) get(ip).l2 = 'owned';
+  for (const r of b.routes) Object.assign(get(r.ip), { bgp: 'advertised', nextHops: r.nextHops });
+  for (const w of b.withheld) get(w.ip).bgp = w.reason;
+  return [...out.values()].sort((x, y) => x.ip.localeCompare(y.ip, undefined, { numeric: true }));
+}
+
+function renderBgp(b: BgpStatusView, out: string[], table: (headers: string[], rows: string[][]) => void): void {
+  const bird = b.bird.running ? `running (pid ${b.bird.pid ?? '?'})` : 'not running';
+  out.push('', `BGP: BIRD ${bird}, restarts ${b.bird.restarts}${b.bird.lastError ? `; last error: ${b.bird.lastError}` : ''}`);
+  const byProtocol = new Map((b.sessions?.sessions ?? []).map((x) => [x.protocol, x]));
+  table(
+    ['PEER', 'ADDRESS', 'ASN', 'STATE', 'INFO'],
+    b.peers.map((p) => [p.id, p.address, String(p.asn), byProtocol.get(p.protocol)?.state ?? '?', byProtocol.get(p.protocol)?.info ?? b.sessions?.error ?? '']),
+  );
+  out.push(`advertised (${b.routes.length}):`);
+  table(['PREFIX', 'NEXT HOPS', 'SERVICES', 'PEERS'], b.routes.map((r) => [r.prefix, r.nextHops.join(','), r.services.join(','), r.peers.join(',')]));
+  for (const w of b.withheld) out.push(`not advertised: ${w.ip} (${w.services.join(',')}): ${w.reason}`);
+  for (const w of b.warnings) out.push(`warning: BGP peer ${w.peer}: ${w.message}`);
+  for (const e of b.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);
 }

@@ -17,7 +17,7 @@ import type { Initializer, StateDB } from '../core/statedb/index.js';
 import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
-import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate } from './announce/candidates.js';
+import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate, type NodeIdentity } from './announce/candidates.js';
 import { knownNodes, unmatchedNodeSelectors } from '../intent/node-labels.js';
 import type { Labels } from '../intent/selector.js';
 import { allocate } from './ipam/allocator.js';
@@ -42,6 +42,8 @@ export interface ControlPlaneDeps {
   lbClasses?: readonly string[];
   /** Resolves when the datapath has applied the table (awaited before an IP is given away). */
   applied?: () => Promise<void>;
+  /** Told the service IPs (intent, LB-IPAM results, this node) on every recompute: the BGP control plane's input. */
+  onServiceIps?: (inputs: { snapshot: IntentSnapshot; ingress: ReadonlyMap<string, readonly string[]>; node: NodeIdentity }) => void;
   /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
   onCandidateInterfaces?: (interfaces: ReadonlySet<string>) => void;
   clock: Clock;
@@ -189,6 +191,7 @@ export class ControlPlane implements Disposable {
     // interfaces, and share one affinity key (its first address), so every
     // node prefers the same owner for both and they move together.
     this.candidates = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
+    this.deps.onServiceIps?.({ snapshot: this.snapshot, ingress, node });
     const affinity = new Map<string, string>();
     for (const ips of ingress.values()) {
       if (ips.length < 2) continue;

@@ -1,3 +1,4 @@
+import { parseIp } from '../../core/addr.js';
 import { parseNodeLabels } from '../../intent/node-labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { join } from 'node:path';
@@ -40,6 +41,8 @@ interface AgentOptions {
   logLevel: string;
   maxManifestSize: number;
   lbClasses?: string[];
+  bgpRouterId?: string;
+  bgpBfd?: number;
 }
 
 function parseLbClasses(value: string, previous: string[] = []): string[] {
@@ -98,6 +101,12 @@ export function agentCommand(): Command {
       parseLbClasses,
     )
     .option('--local-routes', 'install a local route for each owned IP so host services can serve it (plain hosts)')
+    .option('--bgp-router-id <ipv4>', 'BGP anycast: advertise service IPs with ready backends through herald\'s own BIRD, with this router ID (off by default)', parseRouterId)
+    .option('--bgp-bfd <ms>', 'BGP anycast: BFD on every session at this interval (multiplier 3)', (v: string) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 10 || n > 60_000) throw new Error(`--bgp-bfd ${v}: expected milliseconds between 10 and 60000`);
+      return n;
+    })
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
@@ -130,6 +139,7 @@ export function agentCommand(): Command {
             statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
             onStoreLoss: opts.onStoreLoss,
             localRoutes: Boolean(opts.localRoutes),
+            ...(opts.bgpRouterId ? { bgp: { routerId: opts.bgpRouterId, ...(opts.bgpBfd ? { bfd: { intervalMs: opts.bgpBfd, multiplier: 3 } } : {}) } } : {}),
             ...(opts.lbClasses ? { lbClasses: opts.lbClasses } : {}),
             ...(opts.metricsListen ? { metricsListen: (await import('../../api/metrics.js')).parseListen(opts.metricsListen) } : {}),
           },
@@ -159,4 +169,10 @@ export function agentCommand(): Command {
       process.once('SIGTERM', () => void stop('SIGTERM'));
       process.once('SIGINT', () => void stop('SIGINT'));
     });
+}
+
+function parseRouterId(v: string): string {
+  const ip = parseIp(v);
+  if (!ip || ip.family !== 'IPv4') throw new Error(`--bgp-router-id ${v}: expected an IPv4 address`);
+  return ip.text;
 }

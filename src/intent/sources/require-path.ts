@@ -33,7 +33,7 @@ export async function requireManifestFiles(path: string, limits: ManifestLimits 
 
 /** A valid snapshot with no object at all, read from `files` file(s), is refused. */
 export function requireManifestObjects(path: string, files: number, s: IntentSnapshot): void {
-  if (s.services.size + s.pools.size + s.policies.size + s.nodes.size === 0) {
+  if (s.services.size + s.pools.size + s.policies.size + s.nodes.size + s.endpointSlices.size + s.bgpClusterConfigs.size + s.bgpPeerConfigs.size + s.bgpAdvertisements.size + s.bgpNodeOverrides.size === 0) {
     throw new HeraldError('HERALD_BAD_ARGUMENT', `--manifests ${path}: ${files} file(s) read, no manifest object in them`);
   }
 }
