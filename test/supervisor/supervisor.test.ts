@@ -81,3 +81,23 @@ test('a child that exits by itself: its lease is revoked too (already gone is fi
   assert.equal(code, 3);
   assert.deepEqual(revoked.map((r) => r.id), ['404']);
 });
+
+test("the agent's end: the supervisor's death (fd 3 closing) reaches onSupervisorGone", async () => {
+  const { spawn } = await import('node:child_process');
+  const link = new URL('../../src/supervisor/child.ts', import.meta.url).pathname;
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '-e', `import('${link}').then(({ SupervisorLink }) => { const l = SupervisorLink.fromEnv(); l.onSupervisorGone(() => { console.log('gone'); process.exit(0); }); setInterval(() => {}, 1000); console.log('ready'); })`],
+    { stdio: ['ignore', 'pipe', 'inherit', 'pipe'], env: { ...process.env, HERALD_SUPERVISOR_FD: '3' } },
+  );
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  await new Promise<void>((r) => {
+    const t = setInterval(() => out.includes('ready') && (clearInterval(t), r()), 20);
+  });
+  const channel = child.stdio[3] as import('node:net').Socket;
+  channel.destroy(); // as if the supervisor died
+  const code = await new Promise((r) => child.once('exit', (c) => r(c)));
+  assert.equal(code, 0);
+  assert.match(out, /gone/);
+});

@@ -94,8 +94,9 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
     this.ensurePrepared(link);
     const key = { ip: row.ip, ifindex: link.ifindex };
     if (this.deps.map.create(key)) {
-      this.deps.log.info({ ip: row.ip, iface: row.iface, ifindex: link.ifindex, origins: row.origins }, 'announcing');
+      // The first gratuitous round goes out the moment the entry answers, before anything else (even the log line).
       this.deps.garp.announce({ ip: row.ip, ifindex: link.ifindex, mac: link.mac });
+      this.deps.log.info({ ip: row.ip, iface: row.iface, ifindex: link.ifindex, origins: row.origins }, 'announcing');
     }
   }
 
