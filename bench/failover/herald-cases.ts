@@ -21,7 +21,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LabEtcd } from '../../lab/etcd.js';
-import { waitFor, type Host, type LabProcess } from '../../lab/lab.js';
+import { supervisedAgentPid, waitFor, type Host, type LabProcess } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 import type { FailoverBench, FailoverCase, Scenario, Setup, Trigger } from './harness.js';
@@ -104,9 +104,9 @@ const stopOwner =
 /** kill -9 of the owner's agent process only: its supervisor (the lab process's leader) lives on. */
 const crashAgentProcess: Trigger = (_bench, scenario) => {
   const agent = (scenario as HeraldScenario).agents.get(scenario.owner)!;
-  const pid = /herald supervisor: agent pid (\d+)/.exec(agent.text())?.[1];
+  const pid = supervisedAgentPid(agent);
   if (!pid) throw new Error(`${scenario.owner.name}: the agent runs without its supervisor`);
-  process.kill(Number(pid), 'SIGKILL');
+  process.kill(pid, 'SIGKILL');
 };
 
 export function heraldCases(): FailoverCase[] {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { LabEtcd } from '../../lab/etcd.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
-import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
+import { Lab, sleep, supervisedAgentPid, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, arping, craft, labSkipReason, mapDump, startAgentReady, startCapture, stopCapture, waitFor } from '../helpers/lab-tools.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
@@ -169,11 +169,11 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
     const ip = IPS[0]!;
     const owner = ownerOf(ip);
     const agent = agents.get(owner)!;
-    const child = /herald supervisor: agent pid (\d+)/.exec(agent.text());
+    const child = supervisedAgentPid(agent);
     assert.ok(child, 'the agent runs under its supervisor');
     const lease = (JSON.parse(owner.must(HERALD, ['status', '--json', '--status-socket', owner.statusSocket])) as { ha: { session: { lease: string } } }).ha.session.lease;
     const capture = await startCapture(lab.client, 'arp');
-    process.kill(Number(child[1]), 'SIGKILL'); // the agent process only: the supervisor survives it
+    process.kill(child, 'SIGKILL'); // the agent process only: the supervisor survives it
     await agent.exited;
     const out = agent.text();
     // Silence first, then the lease: both done by the supervisor, not by expiry.
