@@ -7,6 +7,7 @@ packages=(
   clang llvm libbpf-dev libbpf1 bpftool   # build and load the eBPF datapath
   iproute2 ethtool                        # tc, netns, links
   iputils-arping iputils-ping tcpdump python3-scapy    # tests, benchmarks and the demo's client
+  netsniff-ng                             # trafgen: the ARP flood in bench/wire-filter
   etcd-server keepalived bird2            # coordination store and the peers we measure against
   ca-certificates curl gcc
 )

@@ -41,7 +41,7 @@ import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
 import { EtcdIpamCoordinator } from './store/etcd/ipam.js';
 import { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
-import { PacketOwnerWatch } from './datapath/owner-watch.js';
+import { PacketOwnerWatch, ownerWatchDefaults, type OwnerWatchOptions } from './datapath/owner-watch.js';
 import { EtcdSession, etcdSessionDefaults } from './store/etcd/session.js';
 import { NodeClaim, nodeClaimWait } from './store/etcd/node-claim.js';
 import { LocalIpamCoordinator } from './store/local-ipam.js';
@@ -105,7 +105,7 @@ export class Agent implements Disposable {
     this.session = config.store === 'etcd' ? this.store.add(new EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
     this.source = this.makeSource(); // manifests from files or etcd
-    this.ownerWatch = this.session ? this.store.add(new PacketOwnerWatch({ links: this.links, clock, log })) : undefined; // silent owners on the wire
+    this.ownerWatch = this.session ? this.store.add(new PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions())) : undefined; // silent owners on the wire
     this.ownership = this.store.add(
       this.session
         ? new EtcdOwnership(
@@ -317,4 +317,9 @@ export class Agent implements Disposable {
   dispose(): void {
     this.store.dispose();
   }
+}
+
+/** HERALD_WIRE_FILTER=off reads every ARP frame in JavaScript again: only to measure what the socket filter saves (bench/wire-filter). */
+function ownerWatchOptions(): OwnerWatchOptions {
+  return { ...ownerWatchDefaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
 }

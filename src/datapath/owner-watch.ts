@@ -17,11 +17,13 @@
  */
 import { monotonicMs, type Clock, type TimerHandle } from '../core/clock.js';
 import { DisposableMap, type Disposable } from '../core/disposable.js';
+import { isIpv4 } from '../core/addr.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ARPOP_REPLY, arpRequest, parseArpFrame } from '../net/arp.js';
 import type { OwnerWatch, WatchTarget } from '../controlplane/ownership/edges.js';
 import type { LinkInfo, Links } from '../os/links.js';
+import { arpBlock, ipv4Prefix, socketFilter, type BpfInsn } from '../net/socket-filter.js';
 import { ETH_P_ARP, PACKET_OUTGOING, PacketSocket } from '../os/packet-socket.js';
 
 export interface OwnerWatchOptions {
@@ -34,6 +36,12 @@ export interface OwnerWatchOptions {
    * silence window (so at least two on-time probes span any verdict).
    */
   maxProbeGapMs?: number;
+  /**
+   * Let the kernel drop every frame but ARP replies from a watched IP (a
+   * classic BPF socket filter), so a flood of other hosts' ARP costs no
+   * JavaScript. Default true; false only to measure the difference (bench/wire-filter).
+   */
+  wireFilter?: boolean;
 }
 
 export const ownerWatchDefaults: OwnerWatchOptions = { probeIntervalMs: 50, silenceMs: 300 };
@@ -56,6 +64,8 @@ interface Tracked extends WatchTarget {
 
 export class PacketOwnerWatch implements OwnerWatch, Disposable {
   private readonly sockets = new DisposableMap<string, PacketSocket>();
+  /** The watched IPs each socket's filter was built from (sorted, joined). */
+  private readonly filterKeys = new Map<string, string>();
   private links = new Map<string, LinkInfo>();
   private tracked = new Map<string, Tracked>();
   private timer: TimerHandle | undefined;
@@ -84,6 +94,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     }
     this.tracked = next;
     if (next.size > 0 && !this.timer) this.schedule();
+    for (const iface of this.sockets.keys()) this.refreshFilter(iface, this.sockets.get(iface)!);
     void this.ensureSockets();
   }
 
@@ -94,7 +105,9 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
       try {
         const link = await this.deps.links.byName(iface);
         if (!link || !link.ethernet || this.disposed) continue;
-        const sock = PacketSocket.open(link.ifindex, ETH_P_ARP);
+        const filter = this.filterFor(iface);
+        const sock = PacketSocket.open(link.ifindex, ETH_P_ARP, filter ? { filter: filter.prog } : {});
+        if (filter) this.filterKeys.set(iface, filter.key);
         sock.onFrames((rx) => this.onFrame(iface, rx.frame, rx.packetType));
         this.links.set(iface, link);
         this.sockets.set(iface, sock);
@@ -106,7 +119,26 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
       if (!wanted.has(iface)) {
         this.sockets.deleteAndDispose(iface);
         this.links.delete(iface);
+        this.filterKeys.delete(iface);
       }
+    }
+  }
+
+  /** Only ARP replies whose sender is an IP watched on this interface: all `onFrame` reads. */
+  private filterFor(iface: string): { key: string; prog: BpfInsn[] } | undefined {
+    if (this.opts.wireFilter === false) return undefined;
+    const ips = [...new Set([...this.tracked.values()].filter((t) => t.iface === iface && isIpv4(t.ip)).map((t) => t.ip))].sort();
+    return { key: ips.join(','), prog: socketFilter([arpBlock({ ops: [ARPOP_REPLY], sender: ips.map((ip) => ipv4Prefix(ip)) })]) };
+  }
+
+  private refreshFilter(iface: string, sock: PacketSocket): void {
+    const filter = this.filterFor(iface);
+    if (!filter || this.filterKeys.get(iface) === filter.key) return;
+    try {
+      sock.setFilter(filter.prog); // replaces the old one atomically
+      this.filterKeys.set(iface, filter.key);
+    } catch (e) {
+      this.deps.log.warn({ iface, err: describeError(e) }, 'owner watch: cannot update the socket filter');
     }
   }
 

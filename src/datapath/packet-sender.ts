@@ -1,5 +1,6 @@
 /** FrameSender over AF_PACKET: one socket per interface, opened on first use. */
 import { DisposableMap, type Disposable } from '../core/disposable.js';
+import { DROP_ALL } from '../net/socket-filter.js';
 import { ETH_P_ARP, PacketSocket } from '../os/packet-socket.js';
 import type { FrameSender } from './garp.js';
 
@@ -9,7 +10,8 @@ export class PacketFrameSender implements FrameSender, Disposable {
   send(ifindex: number, frame: Buffer): void {
     let socket = this.sockets.get(ifindex);
     if (!socket) {
-      socket = PacketSocket.open(ifindex, ETH_P_ARP);
+      // Send-only: a drop-all filter keeps the kernel from queueing every ARP on the segment for it.
+      socket = PacketSocket.open(ifindex, ETH_P_ARP, { filter: DROP_ALL });
       this.sockets.set(ifindex, socket);
     }
     try {

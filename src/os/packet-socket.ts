@@ -6,6 +6,7 @@
 import koffi from 'koffi';
 import type { Disposable } from '../core/disposable.js';
 import { HeraldError } from '../core/errors.js';
+import { DROP_ALL, encodeFilter, type BpfInsn } from '../net/socket-filter.js';
 import { errnoName } from './libbpf.js';
 
 export const ETH_P_ALL = 0x0003;
@@ -15,6 +16,8 @@ const AF_PACKET = 17;
 const SOCK_RAW = 3;
 const SOCK_NONBLOCK = 0o4000;
 const SOCK_CLOEXEC = 0o2000000;
+const SOL_SOCKET = 1;
+const SO_ATTACH_FILTER = 26;
 export const PACKET_OUTGOING = 4;
 
 interface SockaddrLl {
@@ -39,6 +42,7 @@ function bindLibc() {
     sll_halen: 'uint8_t',
     sll_addr: koffi.array('uint8_t', 8),
   });
+  const sockFprog = koffi.struct('sock_fprog', { len: 'uint16_t', filter: 'void *' });
   return {
     sockaddrLlSize: koffi.sizeof(sockaddrLl),
     socket: lib.func('int socket(int domain, int type, int protocol)'),
@@ -47,6 +51,9 @@ function bindLibc() {
     recvfrom: lib.func(
       'intptr_t recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ sockaddr_ll *addr, _Inout_ uint32_t *addrlen)',
     ),
+    // struct sock_fprog { unsigned short len; struct sock_filter *filter; }
+    setsockoptFilter: lib.func('int setsockopt(int fd, int level, int name, const sock_fprog *val, uint32_t len)'),
+    sockFprogSize: koffi.sizeof(sockFprog),
     close: lib.func('int close(int fd)'),
     strerror: lib.func('const char *strerror(int errnum)'),
   };
@@ -95,17 +102,48 @@ export class PacketSocket implements Disposable {
     private readonly fd: number,
   ) {}
 
-  /** Opens a socket in the calling thread's network namespace. */
-  static open(ifindex: number, ethType: number): PacketSocket {
+  /**
+   * Opens a socket in the calling thread's network namespace. With `filter`,
+   * the socket never delivers a frame the filter rejects: the kernel starts
+   * queueing frames the moment socket() returns, so a drop-all filter goes on
+   * first, whatever slipped in before it is drained, and then the real filter
+   * replaces it. `filter: DROP_ALL` makes a send-only socket (the kernel then
+   * queues nothing for it).
+   */
+  static open(ifindex: number, ethType: number, opts: { filter?: readonly BpfInsn[] } = {}): PacketSocket {
     const lib = c();
     const fd = lib.socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ethType)) as number;
     if (fd < 0) throw sysError('socket(AF_PACKET)');
-    if ((lib.bind(fd, sockaddr(ifindex, ethType, undefined), lib.sockaddrLlSize) as number) < 0) {
-      const e = sysError(`bind(AF_PACKET, ifindex ${ifindex})`);
-      lib.close(fd);
+    const sock = new PacketSocket(ifindex, ethType, fd);
+    try {
+      if (opts.filter) sock.setFilter(DROP_ALL);
+      if ((lib.bind(fd, sockaddr(ifindex, ethType, undefined), lib.sockaddrLlSize) as number) < 0) {
+        throw sysError(`bind(AF_PACKET, ifindex ${ifindex})`);
+      }
+      if (opts.filter) {
+        while (sock.tryReceive()) sock.drained++;
+        if (opts.filter !== DROP_ALL) sock.setFilter(opts.filter);
+      }
+    } catch (e) {
+      sock.dispose();
       throw e;
     }
-    return new PacketSocket(ifindex, ethType, fd);
+    return sock;
+  }
+
+  /** Frames read and thrown away while the first filter went on (for tests). */
+  drained = 0;
+
+  /**
+   * Attaches a classic BPF program, atomically replacing the one before (the
+   * kernel swaps the pointer under RCU: no frame sees "no filter" in between).
+   */
+  setFilter(prog: readonly BpfInsn[]): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
+    const lib = c();
+    const code = encodeFilter(prog);
+    const r = lib.setsockoptFilter(this.fd, SOL_SOCKET, SO_ATTACH_FILTER, { len: prog.length, filter: code }, lib.sockFprogSize) as number;
+    if (r < 0) throw sysError(`setsockopt(SO_ATTACH_FILTER, ${prog.length} instructions)`);
   }
 
   /** Sends one complete Ethernet frame (header included). Throws on failure. */
