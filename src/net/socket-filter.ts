@@ -23,13 +23,15 @@ export interface BpfInsn {
 // linux/filter.h, linux/bpf_common.h
 const BPF_LD = 0x00, BPF_ALU = 0x04, BPF_JMP = 0x05, BPF_RET = 0x06;
 const BPF_W = 0x00, BPF_H = 0x08, BPF_B = 0x10, BPF_ABS = 0x20;
-const BPF_AND = 0x50, BPF_JEQ = 0x10, BPF_K = 0x00;
+const BPF_AND = 0x50, BPF_JEQ = 0x10, BPF_JA = 0x00, BPF_K = 0x00;
+const EXIT = 0xfff; // placeholder: "to the block's exit jump"
 export const OP = {
   ldW: BPF_LD | BPF_W | BPF_ABS,
   ldH: BPF_LD | BPF_H | BPF_ABS,
   ldB: BPF_LD | BPF_B | BPF_ABS,
   and: BPF_ALU | BPF_AND | BPF_K,
   jeq: BPF_JMP | BPF_JEQ | BPF_K,
+  ja: BPF_JMP | BPF_JA,
   ret: BPF_RET | BPF_K,
 } as const;
 /** Bytes of the frame to keep on accept: all of it. */
@@ -89,7 +91,8 @@ export function coverPrefixes(input: readonly Ipv4Prefix[], max: number): Ipv4Pr
 
 // Ethernet + ARP (IPv4 over Ethernet) offsets.
 const ETH_TYPE = 12;
-const ARP_HTYPE_PTYPE_HLEN_PLEN = [[14, 0x0001], [16, 0x0800]] as const;
+/** htype Ethernet, ptype IPv4, hlen 6 / plen 4: anything else has no IPv4 addresses at 28 and 38. */
+const ARP_HTYPE_PTYPE_HLEN_PLEN = [[14, 0x0001], [16, 0x0800], [18, 0x0604]] as const;
 const ARP_OP = 20;
 const ARP_SPA = 28;
 const ARP_TPA = 38;
@@ -128,22 +131,21 @@ function prefixTests(offset: number, prefixes: readonly Ipv4Prefix[]): BpfInsn[]
 export function arpBlock(m: ArpMatch): BpfInsn[] {
   const tests = [...prefixTests(ARP_SPA, m.sender ?? []), ...prefixTests(ARP_TPA, m.target ?? [])];
   if (tests.length === 0) return [];
+  // Guards and op tests are few, so their jumps to J (the block's exit) are
+  // short; J itself is an unconditional jump, which reaches any distance.
   const guards: Array<[number, number, number]> = [[OP.ldH, ETH_TYPE, 0x0806], ...ARP_HTYPE_PTYPE_HLEN_PLEN.map(([o, v]) => [OP.ldH, o, v] as [number, number, number])];
   const ops = m.ops ?? [];
-  // Every guard that fails skips the rest of the block: count forward from each.
-  const body: BpfInsn[] = [];
-  const opTests: BpfInsn[] = [];
+  const head: BpfInsn[] = [];
+  for (const [code, off, val] of guards) head.push(ins(code, off), ins(OP.jeq, val, 0, EXIT));
   if (ops.length) {
-    opTests.push(ins(OP.ldH, ARP_OP));
-    ops.forEach((op, i) => opTests.push(ins(OP.jeq, op, ops.length - 1 - i, i === ops.length - 1 ? 0xfff : 0)));
+    head.push(ins(OP.ldH, ARP_OP));
+    ops.forEach((op, i) => head.push(ins(OP.jeq, op, ops.length - i, 0))); // a hit skips the rest and J; the last miss falls into J
+  } else {
+    head[head.length - 1] = { ...head[head.length - 1]!, jt: 1 }; // past J
   }
-  const guardInsns: BpfInsn[] = [];
-  for (const [code, off, val] of guards) guardInsns.push(ins(code, off), ins(OP.jeq, val, 0, 0xfff));
-  body.push(...guardInsns, ...opTests, ...tests);
-  // Resolve the "skip the block" placeholders (jf 0xfff) to the block's end.
-  for (let i = 0; i < body.length; i++) {
-    if (body[i]!.jf === 0xfff) body[i] = { ...body[i]!, jf: body.length - i - 1 };
-  }
+  const j = head.length;
+  for (let i = 0; i < j; i++) if (head[i]!.jf === EXIT) head[i] = { ...head[i]!, jf: j - i - 1 };
+  const body = [...head, ins(OP.ja, tests.length), ...tests];
   return body;
 }
 
@@ -152,7 +154,8 @@ export function socketFilter(blocks: readonly (readonly BpfInsn[])[]): BpfInsn[]
   const prog = [...blocks.flat(), ins(OP.ret, DROP)];
   if (prog.length > MAX_INSNS) throw new Error(`socket filter has ${prog.length} instructions (max ${MAX_INSNS})`);
   for (const [i, x] of prog.entries()) {
-    if (x.code === OP.jeq && (x.jt > 255 || x.jf > 255 || i + 1 + Math.max(x.jt, x.jf) >= prog.length)) throw new Error(`socket filter: bad jump at ${i}`);
+    const reach = x.code === OP.jeq ? Math.max(x.jt, x.jf) : x.code === OP.ja ? x.k : -1;
+    if (reach >= 0 && (x.jt > 255 || x.jf > 255 || i + 1 + reach >= prog.length)) throw new Error(`socket filter: bad jump at ${i}`);
   }
   return prog;
 }
@@ -192,6 +195,9 @@ export function runFilter(prog: readonly BpfInsn[], frame: Uint8Array): number {
         break;
       case OP.jeq:
         pc += a === x.k ? x.jt : x.jf;
+        break;
+      case OP.ja:
+        pc += x.k;
         break;
       case OP.ret:
         return x.k;
