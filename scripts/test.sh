@@ -56,6 +56,7 @@ unit_tests=(
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts
   test/net/arp.test.ts
+  test/net/socket-filter.test.ts
   test/datapath/garp.test.ts
   test/datapath/layout.test.ts
   test/datapath/conflict-defence.test.ts
@@ -66,6 +67,7 @@ unit_tests=(
 )
 lab_tests=(
   test/datapath/l2-responder.lab.test.ts
+  test/net/socket-filter.lab.test.ts
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/controlplane/agent.lab.test.ts
