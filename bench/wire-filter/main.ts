@@ -1,0 +1,157 @@
+/**
+ * bench/wire-filter — what watching the wire costs an agent under a flood of
+ * other hosts' ARP (issue #16). Three agents on etcd (bench/faults' lab), two
+ * service IPs, so the two candidates of each IP watch its owner on the wire.
+ * The client floods the segment with foreign ARP (trafgen, netsniff-ng) and
+ * we read each agent's CPU time (utime + stime of its process group, from
+ * /proc) over the flood, in two legs of one run:
+ *   before   HERALD_WIRE_FILTER=off: the owner watch reads every ARP frame in JavaScript
+ *   after    the default: classic BPF socket filters, only watched owners' replies are read
+ * Also checked: the watch still hears the owners (no silent-owner reports, no
+ * ownership change during the flood).
+ *
+ *   node --import tsx bench/wire-filter/main.ts [--rate 200000] [--seconds 10] [--json]
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sleep } from '../../lab/lab.js';
+import { FaultLab, IPS } from '../faults/cluster.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const args = process.argv.slice(2);
+const opt = (name: string, def: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : def;
+};
+const RATE = opt('rate', 200_000);
+const SECONDS = opt('seconds', 10);
+const JSON_OUT = args.includes('--json');
+const log = (s: string) => {
+  if (!JSON_OUT) process.stderr.write(s + '\n');
+};
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+
+/** Foreign ARP: requests and replies (alternating) between random 203.0.113.x hosts, none of them herald's. */
+const arpPacket = (op: number) => `{
+  0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+  0x02, 0x00, 0x00, 0x00, 0x0f, 0x01,
+  c16(0x0806), c16(1), c16(0x0800), c8(6), c8(4), c16(${op}),
+  0x02, 0x00, 0x00, 0x00, 0x0f, 0x01,
+  203, 0, 113, drnd(1),
+  0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+  203, 0, 113, drnd(1),
+}
+`;
+const TRAFGEN_CONF = arpPacket(1) + arpPacket(2);
+
+/** CPU seconds used so far by every process in the group `pgid` (the agent and any helper it runs). */
+function groupCpuS(pgid: number): number {
+  let ticks = 0;
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(f[2]) === pgid) ticks += Number(f[11]) + Number(f[12]); // pgrp, utime, stime
+    } catch {
+      /* exited */
+    }
+  }
+  return ticks / CLK_TCK;
+}
+
+function rxPackets(fl: FaultLab): number {
+  const r = fl.nodes[0]!.must('cat', ['/sys/class/net/eth0/statistics/rx_packets']);
+  return Number(r.trim());
+}
+
+interface Leg {
+  leg: string;
+  floodFps: number;
+  agentCorePct: number[];
+  maxCorePct: number;
+  idleCorePct: number[];
+  watchTargets: number[];
+  silentReports: number;
+  ownersStable: boolean;
+}
+
+async function runLeg(fl: FaultLab, leg: 'before' | 'after'): Promise<Leg> {
+  await fl.startAgents([], leg === 'before' ? { HERALD_WIRE_FILTER: 'off' } : {});
+  const settled = await fl.settle();
+  log(`  ${leg}: settled ${settled.settled} in ${settled.ms} ms`);
+  await sleep(2000);
+  const status = () =>
+    fl.nodes.map((n) => JSON.parse(n.must(fl.herald, ['status', '--json', '--status-socket', n.statusSocket])) as { ownerWatch?: { targets: number; reports: number } });
+  const before = status();
+  const ownersBefore = JSON.stringify([...fl.owners()].sort());
+  const pids = fl.nodes.map((n) => fl.agents.get(n)!.pid);
+  // Idle baseline over the same length of time.
+  const idle0 = pids.map(groupCpuS);
+  await sleep(SECONDS * 1000);
+  const idle1 = pids.map(groupCpuS);
+  // The flood.
+  const conf = join(fl.dir, 'flood.cfg');
+  writeFileSync(conf, TRAFGEN_CONF);
+  const rx0 = rxPackets(fl);
+  const cpu0 = pids.map(groupCpuS);
+  const t0 = process.hrtime.bigint();
+  const flood = spawn('timeout', ['-s', 'KILL', String(SECONDS), 'ip', 'netns', 'exec', fl.lab.client.netns, 'trafgen', '-o', 'eth0', '-i', conf, '-P', '1', '-b', `${RATE}pps`, '-q'], { stdio: 'ignore' });
+  await new Promise((r) => flood.on('exit', r));
+  const wallS = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu1 = pids.map(groupCpuS);
+  const rx1 = rxPackets(fl);
+  await sleep(1000);
+  const after = status();
+  const ownersAfter = JSON.stringify([...fl.owners()].sort());
+  await fl.stopAgents();
+  const pct = (a: number[], b: number[], s: number) => a.map((x, i) => Math.round(((b[i]! - x) / s) * 1000) / 10);
+  const agentCorePct = pct(cpu0, cpu1, wallS);
+  return {
+    leg,
+    floodFps: Math.round((rx1 - rx0) / wallS),
+    agentCorePct,
+    maxCorePct: Math.max(...agentCorePct),
+    idleCorePct: pct(idle0, idle1, SECONDS),
+    watchTargets: before.map((s) => s.ownerWatch?.targets ?? 0),
+    silentReports: after.reduce((a, s, i) => a + (s.ownerWatch?.reports ?? 0) - (before[i]!.ownerWatch?.reports ?? 0), 0),
+    ownersStable: ownersBefore === ownersAfter,
+  };
+}
+
+async function main(): Promise<void> {
+  const fl = await FaultLab.create(ROOT, log);
+  const legs: Leg[] = [];
+  try {
+    await fl.stopAgents();
+    for (const leg of ['before', 'after'] as const) {
+      const r = await runLeg(fl, leg);
+      legs.push(r);
+      log(`  ${leg}: flood ${r.floodFps} frames/s at n1; agent CPU ${r.agentCorePct.join(' / ')} % of a core (idle ${r.idleCorePct.join(' / ')}); watch targets ${r.watchTargets.join('/')}; silent reports ${r.silentReports}; owners stable ${r.ownersStable}`);
+    }
+  } finally {
+    await fl.destroy();
+  }
+  const [b, a] = legs as [Leg, Leg];
+  const ratio = a.maxCorePct > 0 ? b.maxCorePct / a.maxCorePct : Infinity;
+  if (JSON_OUT) {
+    process.stdout.write(JSON.stringify({ rate: RATE, seconds: SECONDS, ips: IPS, legs, ratio }, null, 2) + '\n');
+  } else {
+    process.stdout.write(
+      [
+        `foreign ARP flood, ${SECONDS} s per leg (trafgen asked for ${RATE} frames/s)`,
+        `leg      frames/s at n1   agent CPU (% of a core, per node)   busiest`,
+        ...legs.map((l) => `${l.leg.padEnd(8)} ${String(l.floodFps).padStart(15)}   ${l.agentCorePct.map((x) => x.toFixed(1).padStart(6)).join(' ')}            ${l.maxCorePct.toFixed(1).padStart(6)}`),
+        `busiest agent: ${b.maxCorePct.toFixed(1)} % → ${a.maxCorePct.toFixed(1)} % of a core (${ratio === Infinity ? '∞' : ratio.toFixed(1)}× less with the socket filter)`,
+      ].join('\n') + '\n',
+    );
+  }
+  if (legs.some((l) => l.silentReports > 0 || !l.ownersStable || l.watchTargets.every((t) => t === 0))) {
+    process.stderr.write('WARNING: a leg had silent-owner reports, an ownership change, or no watch targets\n');
+    process.exitCode = 1;
+  }
+}
+
+await main();
