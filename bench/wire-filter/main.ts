@@ -63,8 +63,9 @@ function groupCpuS(pgid: number): number {
 }
 
 function rxPackets(fl: FaultLab): number {
-  const r = fl.nodes[0]!.must('cat', ['/sys/class/net/eth0/statistics/rx_packets']);
-  return Number(r.trim());
+  // /proc/net is the reader's namespace (sysfs would be the host's).
+  const line = fl.nodes[0]!.must('cat', ['/proc/net/dev']).split('\n').find((l) => l.trim().startsWith('eth0:'))!;
+  return Number(line.split(':')[1]!.trim().split(/\s+/)[1]);
 }
 
 interface Leg {
@@ -84,7 +85,7 @@ async function runLeg(fl: FaultLab, leg: 'before' | 'after'): Promise<Leg> {
   log(`  ${leg}: settled ${settled.settled} in ${settled.ms} ms`);
   await sleep(2000);
   const status = () =>
-    fl.nodes.map((n) => JSON.parse(n.must(fl.herald, ['status', '--json', '--status-socket', n.statusSocket])) as { ownerWatch?: { targets: number; reports: number } });
+    fl.nodes.map((n) => (JSON.parse(n.must(fl.herald, ['status', '--json', '--status-socket', n.statusSocket])) as { ha?: { ownerWatch?: { targets: number; reports: number } } }).ha?.ownerWatch);
   const before = status();
   const ownersBefore = JSON.stringify([...fl.owners()].sort());
   const pids = fl.nodes.map((n) => fl.agents.get(n)!.pid);
@@ -115,8 +116,8 @@ async function runLeg(fl: FaultLab, leg: 'before' | 'after'): Promise<Leg> {
     agentCorePct,
     maxCorePct: Math.max(...agentCorePct),
     idleCorePct: pct(idle0, idle1, SECONDS),
-    watchTargets: before.map((s) => s.ownerWatch?.targets ?? 0),
-    silentReports: after.reduce((a, s, i) => a + (s.ownerWatch?.reports ?? 0) - (before[i]!.ownerWatch?.reports ?? 0), 0),
+    watchTargets: before.map((s) => s?.targets ?? 0),
+    silentReports: after.reduce((a, s, i) => a + (s?.reports ?? 0) - (before[i]?.reports ?? 0), 0),
     ownersStable: ownersBefore === ownersAfter,
   };
 }
