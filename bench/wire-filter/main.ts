@@ -16,7 +16,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sleep } from '../../lab/lab.js';
+import { sleep, type Host } from '../../lab/lab.js';
 import { FaultLab, IPS } from '../faults/cluster.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -62,15 +62,21 @@ function groupCpuS(pgid: number): number {
   return ticks / CLK_TCK;
 }
 
-function rxPackets(fl: FaultLab): number {
-  // /proc/net is the reader's namespace (sysfs would be the host's).
-  const line = fl.nodes[0]!.must('cat', ['/proc/net/dev']).split('\n').find((l) => l.trim().startsWith('eth0:'))!;
-  return Number(line.split(':')[1]!.trim().split(/\s+/)[1]);
+/** eth0 counters inside a host: /proc/net is the reader's namespace (sysfs would be the host's). */
+function counters(h: Host): { rx: number; rxDrop: number; tx: number } {
+  const line = h.must('cat', ['/proc/net/dev']).split('\n').find((l) => l.trim().startsWith('eth0:'))!;
+  const f = line.split(':')[1]!.trim().split(/\s+/).map(Number);
+  return { rx: f[1]!, rxDrop: f[3]!, tx: f[9]! };
 }
 
 interface Leg {
   leg: string;
-  floodFps: number;
+  /** Frames/s trafgen put on the wire (client eth0 tx). */
+  sentFps: number;
+  /** Frames/s that reached each node's eth0 (the rest was lost to the 2-core lab's switch and veth backlogs). */
+  floodFps: number[];
+  /** Agent CPU per frame that reached its node, µs. */
+  usPerFrame: number[];
   agentCorePct: number[];
   maxCorePct: number;
   idleCorePct: number[];
@@ -96,14 +102,16 @@ async function runLeg(fl: FaultLab, leg: 'before' | 'after'): Promise<Leg> {
   // The flood.
   const conf = join(fl.dir, 'flood.cfg');
   writeFileSync(conf, TRAFGEN_CONF);
-  const rx0 = rxPackets(fl);
+  const c0 = fl.nodes.map(counters);
+  const tx0 = counters(fl.lab.client).tx;
   const cpu0 = pids.map(groupCpuS);
   const t0 = process.hrtime.bigint();
   const flood = spawn('timeout', ['-s', 'KILL', String(SECONDS), 'ip', 'netns', 'exec', fl.lab.client.netns, 'trafgen', '-o', 'eth0', '-i', conf, '-P', '1', '-b', `${RATE}pps`, '-q'], { stdio: 'ignore' });
   await new Promise((r) => flood.on('exit', r));
   const wallS = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu1 = pids.map(groupCpuS);
-  const rx1 = rxPackets(fl);
+  const c1 = fl.nodes.map(counters);
+  const tx1 = counters(fl.lab.client).tx;
   await sleep(1000);
   const after = status();
   const ownersAfter = JSON.stringify([...fl.owners()].sort());
@@ -112,7 +120,9 @@ async function runLeg(fl: FaultLab, leg: 'before' | 'after'): Promise<Leg> {
   const agentCorePct = pct(cpu0, cpu1, wallS);
   return {
     leg,
-    floodFps: Math.round((rx1 - rx0) / wallS),
+    sentFps: Math.round((tx1 - tx0) / wallS),
+    floodFps: c0.map((c, i) => Math.round((c1[i]!.rx - c.rx) / wallS)),
+    usPerFrame: c0.map((c, i) => Math.round(((cpu1[i]! - cpu0[i]!) / Math.max(1, c1[i]!.rx - c.rx)) * 1e7) / 10),
     agentCorePct,
     maxCorePct: Math.max(...agentCorePct),
     idleCorePct: pct(idle0, idle1, SECONDS),
@@ -130,7 +140,7 @@ async function main(): Promise<void> {
     for (const leg of ['before', 'after'] as const) {
       const r = await runLeg(fl, leg);
       legs.push(r);
-      log(`  ${leg}: flood ${r.floodFps} frames/s at n1; agent CPU ${r.agentCorePct.join(' / ')} % of a core (idle ${r.idleCorePct.join(' / ')}); watch targets ${r.watchTargets.join('/')}; silent reports ${r.silentReports}; owners stable ${r.ownersStable}`);
+      log(`  ${leg}: sent ${r.sentFps} frames/s, received ${r.floodFps.join(' / ')}; ${r.usPerFrame.join(' / ')} µs CPU per frame; agent CPU ${r.agentCorePct.join(' / ')} % of a core (idle ${r.idleCorePct.join(' / ')}); watch targets ${r.watchTargets.join('/')}; silent reports ${r.silentReports}; owners stable ${r.ownersStable}`);
     }
   } finally {
     await fl.destroy();
@@ -143,8 +153,8 @@ async function main(): Promise<void> {
     process.stdout.write(
       [
         `foreign ARP flood, ${SECONDS} s per leg (trafgen asked for ${RATE} frames/s)`,
-        `leg      frames/s at n1   agent CPU (% of a core, per node)   busiest`,
-        ...legs.map((l) => `${l.leg.padEnd(8)} ${String(l.floodFps).padStart(15)}   ${l.agentCorePct.map((x) => x.toFixed(1).padStart(6)).join(' ')}            ${l.maxCorePct.toFixed(1).padStart(6)}`),
+        `leg      sent/s   received/s per node      agent CPU % of a core per node   µs CPU per frame   busiest`,
+        ...legs.map((l) => `${l.leg.padEnd(8)} ${String(l.sentFps).padStart(6)}   ${l.floodFps.map((x) => String(x).padStart(6)).join(' ')}     ${l.agentCorePct.map((x) => x.toFixed(1).padStart(6)).join(' ')}     ${l.usPerFrame.map((x) => x.toFixed(1).padStart(5)).join(' ')}   ${l.maxCorePct.toFixed(1).padStart(6)}`),
         `busiest agent: ${b.maxCorePct.toFixed(1)} % → ${a.maxCorePct.toFixed(1)} % of a core (${ratio === Infinity ? '∞' : ratio.toFixed(1)}× less with the socket filter)`,
       ].join('\n') + '\n',
     );

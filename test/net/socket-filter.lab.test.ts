@@ -14,6 +14,7 @@ const TOOL = `${ROOT}test/tools/filter-listen.ts`;
 const WATCHED = '198.51.100.10';
 const RANGE = '198.51.100.64/26';
 const FOREIGN = '198.51.100.11';
+const PROBE_SRC = '02:00:00:00:77:01';
 let markers = 0;
 /** Every exchange ends with a frame from a fresh sender MAC, so we know when the listener has read all before it. */
 const nextMarker = () => `02:00:00:00:99:${(++markers).toString(16).padStart(2, '0')}`;
@@ -45,8 +46,10 @@ describe('socket filter on a real packet socket', { skip }, () => {
     return p;
   }
 
+  // Probe frames come from their own Ethernet source (02:00:00:00:77:…), so the
+  // client's own traffic (IPv6 autoconfiguration, say) is never counted.
   const frame = (spa: string, op: number, extra: object = {}) => ({
-    ethDst: 'ff:ff:ff:ff:ff:ff', ethSrc: client.mac(), htype: 1, ptype: 0x0800, hlen: 6, plen: 4,
+    ethDst: 'ff:ff:ff:ff:ff:ff', ethSrc: PROBE_SRC, htype: 1, ptype: 0x0800, hlen: 6, plen: 4,
     op, sha: client.mac(), spa, tha: '00:00:00:00:00:00', tpa: '192.0.2.1', ...extra,
   });
 
@@ -54,12 +57,12 @@ describe('socket filter on a real packet socket', { skip }, () => {
   async function exchange(listener: LabProcess, frames: object[], markerSpa = WATCHED, markerExtra: object = {}, also: LabProcess[] = []): Promise<Seen[]> {
     const start = listener.text().length;
     const mark = nextMarker();
-    client.must(process.execPath, ['--import', 'tsx', TOOL, 'send', String(client.ifindex('eth0')), JSON.stringify([...frames, frame(markerSpa, 2, { sha: mark, ...markerExtra })])]);
+    client.must(process.execPath, ['--import', 'tsx', TOOL, 'send', String(client.ifindex('eth0')), JSON.stringify([...frames, frame(markerSpa, 2, { sha: mark, ethSrc: client.mac(), ...markerExtra })])]);
     for (const p of [listener, ...also]) await p.waitForOutput(mark, 10_000);
     return seen(listener, start).filter((s) => s.sha !== mark);
   }
   const seen = (p: LabProcess, start = 0) =>
-    p.text().slice(start).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Seen).filter((s) => s.src === client.mac() && !s.sha?.startsWith('02:00:00:00:99:'));
+    p.text().slice(start).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Seen).filter((s) => s.src === PROBE_SRC);
 
   const probeSet = () => [
     frame(WATCHED, 2), // a watched owner's reply
