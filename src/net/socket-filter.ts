@@ -149,6 +149,41 @@ export function arpBlock(m: ArpMatch): BpfInsn[] {
   return body;
 }
 
+// Ethernet + IPv6 + ICMPv6 (no extension headers: NDP frames carry none, RFC 4861 hop limit 255).
+const IP6_NEXT_HEADER = 20;
+const ICMP6_TYPE = 54;
+const ND_TARGET = 62;
+export const ND_NEIGHBOR_SOLICIT = 135;
+export const ND_NEIGHBOR_ADVERT = 136;
+
+/**
+ * ICMPv6 neighbour solicitations/advertisements whose target address is one
+ * of `targets` (all NS/NA when `targets` is absent). For the NDP watcher: it
+ * sits next to `arpBlock` in one program (the socket then binds ETH_P_ALL or
+ * one socket per ethertype).
+ */
+export function ndBlock(m: { types?: readonly number[]; targets?: readonly string[] }): BpfInsn[] {
+  const types = m.types ?? [ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT];
+  const words = (m.targets ?? []).map((t) => {
+    const ip = mustParseIp(t);
+    if (ip.family !== 'IPv6') throw new Error(`not IPv6: ${t}`);
+    return [0, 1, 2, 3].map((w) => ((ip.bytes[w * 4]! << 24) | (ip.bytes[w * 4 + 1]! << 16) | (ip.bytes[w * 4 + 2]! << 8) | ip.bytes[w * 4 + 3]!) >>> 0);
+  });
+  const tests: BpfInsn[] = [];
+  if (m.targets === undefined) tests.push(accept());
+  for (const w of words) {
+    // Four words in a row; a miss skips to the next address.
+    tests.push(ins(OP.ldW, ND_TARGET), ins(OP.jeq, w[0]!, 0, 7), ins(OP.ldW, ND_TARGET + 4), ins(OP.jeq, w[1]!, 0, 5));
+    tests.push(ins(OP.ldW, ND_TARGET + 8), ins(OP.jeq, w[2]!, 0, 3), ins(OP.ldW, ND_TARGET + 12), ins(OP.jeq, w[3]!, 0, 1), accept());
+  }
+  if (tests.length === 0) return [];
+  const head: BpfInsn[] = [ins(OP.ldH, ETH_TYPE), ins(OP.jeq, 0x86dd, 0, EXIT), ins(OP.ldB, IP6_NEXT_HEADER), ins(OP.jeq, 58, 0, EXIT), ins(OP.ldB, ICMP6_TYPE)];
+  types.forEach((t, i) => head.push(ins(OP.jeq, t, types.length - i, 0)));
+  const j = head.length;
+  for (let i = 0; i < j; i++) if (head[i]!.jf === EXIT) head[i] = { ...head[i]!, jf: j - i - 1 };
+  return [...head, ins(OP.ja, tests.length), ...tests];
+}
+
 /** A complete program: the blocks, then drop. Throws if it cannot be loaded. */
 export function socketFilter(blocks: readonly (readonly BpfInsn[])[]): BpfInsn[] {
   const prog = [...blocks.flat(), ins(OP.ret, DROP)];

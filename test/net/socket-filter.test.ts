@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ARPOP_REPLY, ARPOP_REQUEST, buildArpFrame, type ArpFields } from '../../src/net/arp.js';
-import { ACCEPT, DROP_ALL, arpBlock, coverPrefixes, encodeFilter, ipv4Prefix, runFilter, socketFilter } from '../../src/net/socket-filter.js';
+import { ACCEPT, DROP_ALL, ND_NEIGHBOR_ADVERT, ND_NEIGHBOR_SOLICIT, arpBlock, ndBlock, coverPrefixes, encodeFilter, ipv4Prefix, runFilter, socketFilter } from '../../src/net/socket-filter.js';
 
 const base: ArpFields = {
   ethDst: 'ff:ff:ff:ff:ff:ff', ethSrc: '02:00:00:00:00:01', htype: 1, ptype: 0x0800, hlen: 6, plen: 4,
@@ -66,6 +66,28 @@ describe('socket filter builder', () => {
     const b = encodeFilter(socketFilter([arpBlock({ sender: prefixes('198.51.100.10') })]));
     // ldh [12] → code 0x28, k 12
     assert.deepEqual([...b.subarray(0, 8)], [0x28, 0, 0, 0, 12, 0, 0, 0]);
+  });
+
+  test('an NDP block sits beside the ARP block: NS/NA for watched targets only', () => {
+    const nd = (type: number, target: string, nextHeader = 58) => {
+      const b = Buffer.alloc(86);
+      b.writeUInt16BE(0x86dd, 12);
+      b.writeUInt8(0x60, 14);
+      b.writeUInt8(nextHeader, 20);
+      b.writeUInt8(type, 54);
+      const words = target === '2001:db8::10' ? [0x20010db8, 0, 0, 0x10] : [0x20010db8, 0, 0, 0x11];
+      words.forEach((w, i) => b.writeUInt32BE(w, 62 + i * 4));
+      return b;
+    };
+    const p = socketFilter([arpBlock({ ops: [ARPOP_REPLY], sender: prefixes('198.51.100.10') }), ndBlock({ targets: ['2001:db8::10'] })]);
+    assert.equal(runFilter(p, nd(ND_NEIGHBOR_ADVERT, '2001:db8::10')), ACCEPT);
+    assert.equal(runFilter(p, nd(ND_NEIGHBOR_SOLICIT, '2001:db8::10')), ACCEPT);
+    assert.equal(runFilter(p, nd(ND_NEIGHBOR_ADVERT, '2001:db8::11')), 0);
+    assert.equal(runFilter(p, nd(128, '2001:db8::10')), 0, 'echo request');
+    assert.equal(runFilter(p, nd(ND_NEIGHBOR_ADVERT, '2001:db8::10', 17)), 0, 'UDP');
+    assert.equal(runFilter(p, frame({})), ACCEPT, 'the ARP block still matches');
+    assert.equal(runFilter(p, frame({ spa: '198.51.100.11' })), 0);
+    assert.equal(runFilter(socketFilter([ndBlock({})]), nd(ND_NEIGHBOR_SOLICIT, '2001:db8::11')), ACCEPT, 'no targets: every NS/NA');
   });
 
   test('rejects a program the kernel would refuse', () => {
