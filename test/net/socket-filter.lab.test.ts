@@ -90,6 +90,23 @@ describe('socket filter on a real packet socket', { skip }, () => {
     assert.deepEqual(got.map((s) => s.tpa), [WATCHED]);
   });
 
+  test('frames queued before the filter went on are drained, never read', async () => {
+    // A flood of foreign ARP from the client while n1 opens filtered sockets over and over.
+    const conf = `{ 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x00, 0x00, 0x77, 0x02, c16(0x0806), c16(1), c16(0x0800), c8(6), c8(4), c16(2), 0x02, 0x00, 0x00, 0x00, 0x77, 0x02, 203, 0, 113, drnd(1), 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 203, 0, 113, drnd(1) }`;
+    const flood = client.spawn('trafgen', 'sh', ['-c', `printf '%s' '${conf}' > /tmp/${lab.id}-flood.cfg && exec timeout -s KILL 60 trafgen -o eth0 -i /tmp/${lab.id}-flood.cfg -P 1 -b 50000pps -q`]);
+    procs.push(flood);
+    try {
+      const r = node.exec(process.execPath, ['--import', 'tsx', TOOL, 'reopen', String(node.ifindex('eth0')), JSON.stringify({ ops: [2], sender: [WATCHED] })]);
+      assert.equal(r.code, 0, r.stdout);
+      const res = JSON.parse(r.stdout.trim().split('\n').pop()!) as { opens: number; drained: number; unfiltered: number };
+      assert.equal(res.unfiltered, 0, `a frame queued before the filter was read: ${JSON.stringify(res)}`);
+      assert.ok(res.drained > 0, `the race was never exercised (nothing drained): ${JSON.stringify(res)}`);
+    } finally {
+      await flood.stop('SIGKILL', 2000);
+      client.exec('rm', ['-f', `/tmp/${lab.id}-flood.cfg`]);
+    }
+  });
+
   test('replacing the filter takes effect at once, with no unfiltered gap', async () => {
     const l = await listen({ ops: [2], sender: [WATCHED] }, { SWAP_FILTER: JSON.stringify({ ops: [2], sender: [FOREIGN] }) });
     assert.deepEqual((await exchange(l, [frame(WATCHED, 2), frame(FOREIGN, 2)])).map((s) => s.spa), [WATCHED]);

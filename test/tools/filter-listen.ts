@@ -2,6 +2,7 @@
  * Lab helper for socket-filter.lab.test.ts, run inside a lab host:
  *   listen <ifindex> <filter-json|none>   prints one JSON line per frame read; SIGUSR2 swaps to the
  *                                       filter in $SWAP_FILTER (prints "swapped")
+ *   reopen <ifindex> <filter-json>      opens filtered sockets under a flood; prints {opens, drained, unfiltered}
  *   send <ifindex> <frames-json>        sends ARP frames (ArpFields, optional ethType override)
  * A filter is {ops?, sender?, target?} with prefixes as text.
  */
@@ -32,6 +33,26 @@ if (mode === 'listen') {
     process.exit(0);
   });
   process.stdout.write(`ready drained=${sock.drained}\n`);
+} else if (mode === 'reopen') {
+  // Opens filtered sockets again and again while a flood runs: whatever the
+  // first read returns must have passed the filter (frames queued between
+  // socket() and the filter were drained), and some must have been drained,
+  // or the race was never exercised.
+  const spec = JSON.parse(arg) as FilterSpec;
+  const allowed = new Set(spec.sender ?? []);
+  let opens = 0, drained = 0, unfiltered = 0;
+  const deadline = Date.now() + 20_000;
+  while ((drained < 5 || opens < 200) && Date.now() < deadline) {
+    const sock = PacketSocket.open(ifindex, ETH_P_ALL, { filter: program(spec) });
+    opens++;
+    drained += sock.drained;
+    for (let rx = sock.tryReceive(); rx; rx = sock.tryReceive()) {
+      const arp = parseArpFrame(rx.frame);
+      if (!arp || !allowed.has(arp.spa)) unfiltered++;
+    }
+    sock.dispose();
+  }
+  process.stdout.write(JSON.stringify({ opens, drained, unfiltered }) + '\n');
 } else if (mode === 'send') {
   const sock = PacketSocket.open(ifindex, ETH_P_ALL);
   for (const f of JSON.parse(arg) as Array<ArpFields & { ethType?: number }>) {
