@@ -45,7 +45,6 @@ const accept = () => ins(OP.ret, ACCEPT);
 
 /** Drops everything: attached before bind/drain so nothing unfiltered is ever read. */
 export const DROP_ALL: readonly BpfInsn[] = [ins(OP.ret, DROP)];
-export const ACCEPT_ALL: readonly BpfInsn[] = [accept()];
 
 /** One IPv4 prefix as host-order numbers. */
 export interface Ipv4Prefix {
@@ -209,7 +208,7 @@ export function encodeFilter(prog: readonly BpfInsn[]): Buffer {
 
 /**
  * Runs a program over a frame the way the kernel does (the subset emitted
- * here): the returned byte count, 0 for drop. For unit tests and `herald` debugging.
+ * here): the returned byte count, 0 for drop. For unit tests.
  */
 export function runFilter(prog: readonly BpfInsn[], frame: Uint8Array): number {
   let a = 0;
