@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * herald L2 responder: answers ARP requests for the service IPs this node owns,
- * straight from tc ingress, and counts replies and address conflicts per IP.
+ * herald L2 responder: answers ARP requests (IPv4) and Neighbor Solicitations
+ * (IPv6, RFC 4861) for the service IPs this node owns, straight from tc
+ * ingress, and counts replies and address conflicts per IP.
  *
  * Stricter than Cilium's responder (bpf/lib/arp.h): the protocol type and both
  * address lengths are checked too, frames from broadcast/multicast sources are
@@ -74,11 +75,28 @@ struct {
 } runtime_config SEC(".maps");
 
 /* Shared with src/datapath/l2-responder/layout.ts: keep in sync. */
+struct responder_key6 {
+	__u8 ip6[16];  /* network byte order */
+	__u32 ifindex; /* the interface the solicitation must arrive on */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct responder_key6);
+	__type(value, struct responder_stats); /* replies = Neighbor Advertisements sent */
+	__uint(max_entries, 65536); /* overridden at load time (--responder-map-size) */
+} responder_v6 SEC(".maps");
+
+/* Shared with src/datapath/l2-responder/layout.ts: keep in sync. */
 struct conflict_event {
-	__u32 ip4;             /* network byte order: the IP claimed */
+	__u8 family;           /* 4 or 6 */
+	__u8 pad;
+	__be16 op;             /* ARP opcode, or ICMPv6 type (135 NS, 136 NA), network byte order */
 	__u32 ifindex;         /* where the claim arrived */
+	__u8 ip[16];           /* the IP claimed, network byte order (IPv4: the first 4 bytes) */
 	__u8 sha[ETH_ALEN_];   /* the MAC the claim asks caches to use */
-	__be16 op;             /* ARP opcode of the claim (network byte order) */
+	__u8 pad2[2];
 	__u64 ktime_ns;        /* CLOCK_MONOTONIC of the frame */
 };
 
@@ -108,6 +126,13 @@ struct {
 	__type(value, __u64); /* ktime of the last event reported */
 	__uint(max_entries, 4096);
 } conflict_reported SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct responder_key6);
+	__type(value, __u64);
+	__uint(max_entries, 4096);
+} conflict_reported_v6 SEC(".maps");
 
 struct arp_ipv4 {
 	__be16 htype;
@@ -212,7 +237,9 @@ static __always_inline void note_conflict(__u32 spa, __u32 ifindex, const struct
 	struct conflict_event *ev = bpf_ringbuf_reserve(&conflict_events, sizeof(*ev), 0);
 	if (!ev)
 		return; /* buffer full: the counter still has it, the agent re-checks it */
-	ev->ip4 = spa;
+	__builtin_memset(ev, 0, sizeof(*ev));
+	ev->family = 4;
+	__builtin_memcpy(ev->ip, &spa, 4);
 	ev->ifindex = ifindex;
 	__builtin_memcpy(ev->sha, arp->sha, ETH_ALEN_);
 	ev->op = arp->op;
@@ -220,21 +247,8 @@ static __always_inline void note_conflict(__u32 spa, __u32 ifindex, const struct
 	bpf_ringbuf_submit(ev, 0);
 }
 
-SEC("tc")
-int herald_l2_ingress(struct __sk_buff *skb)
+static __always_inline int handle_arp(struct __sk_buff *skb, __u32 ifindex, struct iface_info *iface)
 {
-	if (skb->protocol != bpf_htons(ETH_P_ARP))
-		return PASS;
-	/* A tagged frame seen on the parent device belongs to a VLAN: the program
-	 * attached to that VLAN's sub-interface answers it (Cilium #37959). */
-	if (skb->vlan_present)
-		return PASS;
-
-	__u32 ifindex = skb->ifindex;
-	struct iface_info *iface = bpf_map_lookup_elem(&interfaces, &ifindex);
-	if (!iface)
-		return PASS; /* not an interface we serve, or not Ethernet */
-
 	if (skb->len < ARP_FRAME_LEN)
 		return PASS; /* truncated: never answer */
 	void *data = (void *)(long)skb->data;
@@ -296,6 +310,27 @@ int herald_l2_ingress(struct __sk_buff *skb)
 
 	__sync_fetch_and_add(&stats->replies, 1);
 	return bpf_redirect(ifindex, 0);
+}
+
+#include "ndp.h"
+
+SEC("tc")
+int herald_l2_ingress(struct __sk_buff *skb)
+{
+	if (skb->protocol != bpf_htons(ETH_P_ARP) && skb->protocol != bpf_htons(ETH_P_IPV6))
+		return PASS;
+	/* A tagged frame seen on the parent device belongs to a VLAN: the program
+	 * attached to that VLAN's sub-interface answers it (Cilium #37959). */
+	if (skb->vlan_present)
+		return PASS;
+
+	__u32 ifindex = skb->ifindex;
+	struct iface_info *iface = bpf_map_lookup_elem(&interfaces, &ifindex);
+	if (!iface)
+		return PASS; /* not an interface we serve, or not Ethernet */
+	if (skb->protocol == bpf_htons(ETH_P_ARP))
+		return handle_arp(skb, ifindex, iface);
+	return handle_ndp(skb, ifindex, iface);
 }
 
 char LICENSE[] SEC("license") = "GPL";

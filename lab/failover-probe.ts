@@ -31,6 +31,9 @@
  * start: CLOCK_MONOTONIC, shared by every process on the machine, so the
  * harness can place its own events (the failure trigger) on this timeline.
  *
+ * An IPv6 --target is asked with Neighbor Solicitations (to its solicited-node
+ * group, SLLA = --src-mac) and the advertisements are read as ARP replies.
+ *
  *   node --import tsx lab/failover-probe.ts --iface eth0 --src-ip 192.0.2.250 \
  *     --src-mac 02:00:00:00:02:fa --target 198.51.100.50 [--interval-ms 10] [--duration-ms 10000] [--http-port 8080] \
  *     [--http-timeout-ms 200] [--out-json FILE]
@@ -46,8 +49,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { arpRequest, parseArpFrame } from '../src/net/arp.js';
+import { ND_NEIGHBOR_ADVERT, neighborSolicitation, parseNdFrame } from '../src/net/ndp.js';
 import { NetlinkLinks } from '../src/os/links.js';
-import { ETH_P_ARP, PACKET_OUTGOING, PacketSocket, type ReceivedFrame } from '../src/os/packet-socket.js';
+import { ETH_P_ARP, ETH_P_IPV6, PACKET_OUTGOING, PacketSocket, type ReceivedFrame } from '../src/os/packet-socket.js';
 
 interface Args {
   iface: string;
@@ -170,6 +174,23 @@ export interface ProbeResult {
   neigh: Array<{ t: number; mac: string | null; state: string }>;
 }
 
+type Resolution = { op: number; ethSrc: string; sha: string; spa: string; tpa: string };
+
+/**
+ * An IPv6 target is asked with Neighbor Solicitations instead, and each
+ * Neighbor Advertisement is read as the ARP reply it stands for: sender = the
+ * advertised target with its TLLA; an unsolicited one (to all-nodes) counts
+ * as a gratuitous announcement. null: not an advertisement (all other IPv6
+ * traffic reaches this socket too), never counted as malformed.
+ */
+function advertisementAsArp(frame: Buffer): Resolution | null {
+  if (frame.length < 55 || frame[54] !== ND_NEIGHBOR_ADVERT) return null;
+  const p = parseNdFrame(frame);
+  if (!p || p.type !== ND_NEIGHBOR_ADVERT || !p.checksumOk) return null;
+  const unsolicited = !p.solicited || p.ipDst === 'ff02::1';
+  return { op: 2, ethSrc: p.ethSrc, sha: p.lladdr ?? p.ethSrc, spa: p.target, tpa: unsolicited ? p.target : p.ipDst };
+}
+
 /** Interns strings (MACs, node names) so records can hold small indexes. */
 class Table {
   readonly items: string[] = [];
@@ -199,10 +220,14 @@ class ArpSide {
   sendErrors = 0;
   lastSendError = '';
 
+  private readonly v6: boolean;
+
   constructor(
     private readonly target: string,
     private readonly srcIp: string,
-  ) {}
+  ) {
+    this.v6 = target.includes(':');
+  }
 
   sent(t: number): void {
     this.sentAt.push(t);
@@ -213,9 +238,13 @@ class ArpSide {
   /** Classifies one received frame; never throws. */
   frame(rx: ReceivedFrame, t: number): void {
     if (rx.packetType === PACKET_OUTGOING) return;
-    let p: ReturnType<typeof parseArpFrame>;
+    let p: Resolution | undefined;
     try {
-      p = parseArpFrame(rx.frame);
+      if (this.v6) {
+        const nd = advertisementAsArp(rx.frame);
+        if (nd === null) return;
+        p = nd;
+      } else p = parseArpFrame(rx.frame);
     } catch {
       p = undefined;
     }
@@ -445,9 +474,10 @@ async function main(): Promise<void> {
   const link = await links.byName(a.iface);
   links.dispose();
   if (!link) throw new Error(`no interface ${a.iface}`);
-  const sock = PacketSocket.open(link.ifindex, ETH_P_ARP);
+  const v6 = a.target.includes(':');
+  const sock = PacketSocket.open(link.ifindex, v6 ? ETH_P_IPV6 : ETH_P_ARP);
   const srcMac = a.srcMac ?? link.mac;
-  const request = arpRequest({ srcMac, srcIp: a.srcIp, targetIp: a.target });
+  const request = v6 ? neighborSolicitation({ srcMac, srcIp: a.srcIp, target: a.target }) : arpRequest({ srcMac, srcIp: a.srcIp, targetIp: a.target });
   const arp = new ArpSide(a.target, a.srcIp);
   const http = a.httpPort > 0 ? new HttpSide(a.target, a.httpPort, a.httpTimeoutMs, a.intervalMs) : undefined;
   const neigh: ProbeResult['neigh'] = [];

@@ -8,7 +8,8 @@ packages=(
   iproute2 ethtool                        # tc, netns, links
   iputils-arping iputils-ping tcpdump python3-scapy    # tests, benchmarks and the demo's client
   netsniff-ng                             # trafgen: the ARP flood in bench/wire-filter
-  etcd-server keepalived bird2            # coordination store and the peers we measure against
+  ndisc6                                  # ndisc6: IPv6 neighbour discovery from the client (NDP tests)
+  etcd-server keepalived bird2 gobgpd     # coordination store, the peers we measure against, a second BGP implementation
   ca-certificates curl gcc
 )
 missing=()
@@ -24,6 +25,8 @@ fi
 # Debian's etcd package starts a system etcd on the default ports; herald's tests
 # and demo run their own on other ports, so the packaged service is not needed.
 if systemctl is-active --quiet etcd 2>/dev/null; then systemctl disable --now etcd >/dev/null 2>&1 || true; fi
+# Likewise gobgpd: the BGP lab runs its own in a namespace.
+if systemctl is-active --quiet gobgpd 2>/dev/null; then systemctl disable --now gobgpd >/dev/null 2>&1 || true; fi
 
 if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
   echo "setup: Node.js 20 or newer is required" >&2

@@ -20,6 +20,7 @@ unit_tests=(
   test/core/addr.test.ts
   test/os/links.test.ts
   test/core/reconciler/settled.test.ts
+  test/core/reconciler/row-status.test.ts
   test/core/trigger.test.ts
   test/core/jobs.test.ts
   test/intent/annotations.test.ts
@@ -34,10 +35,13 @@ unit_tests=(
   test/intent/selector.test.ts
   test/intent/node-labels.test.ts
   test/intent/service-fields.test.ts
+  test/intent/bgp.test.ts
   test/intent/sources/publisher.test.ts
   test/controlplane/candidates.test.ts
   test/controlplane/controller.test.ts
   test/controlplane/policy-status.test.ts
+  test/controlplane/bgp/desired.test.ts
+  test/controlplane/bgp/controller.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/cilium-parity.test.ts
   test/controlplane/ipam/blocks.test.ts
@@ -47,8 +51,10 @@ unit_tests=(
   test/controlplane/ipam/hold.test.ts
   test/os/state-file.test.ts
   test/api/status-server.test.ts
+  test/api/status-rows.test.ts
   test/api/metrics.test.ts
   test/intent/sources/files.test.ts
+  test/intent/sources/worker-parser.test.ts
   test/intent/sources/etcd.test.ts
   test/cli/manifests.test.ts
   test/cli/real-world-corpus.test.ts
@@ -57,20 +63,28 @@ unit_tests=(
   test/store/etcd-ipam.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts
+  test/net/ndp.test.ts
   test/datapath/garp.test.ts
   test/datapath/layout.test.ts
+  test/datapath/bird-render.test.ts
   test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts
   test/cli/first-ten.test.ts
+  test/cli/log-text.test.ts
   test/layers.test.ts
 )
 lab_tests=(
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
+  test/datapath/ndp-responder.lab.test.ts
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
+  test/datapath/host-routes.lab.test.ts
+  test/datapath/bgp.lab.test.ts
+  test/datapath/bgp-gobgp.lab.test.ts
   test/controlplane/agent.lab.test.ts
+  test/controlplane/bgp-agent.lab.test.ts
   test/controlplane/lbipam-parity.lab.test.ts
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts

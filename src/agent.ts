@@ -7,6 +7,9 @@
  *   datapath      L2 responder program + pinned maps + heartbeat, gratuitous ARP,
  *                 and the reconciler that applies the table to the kernel
  *   api           status socket, Prometheus metrics (opt-in)
+ *
+ * The etcd store's modules (agent-etcd.ts) are imported only with
+ * `--store etcd` (Agent.create), so a local-store agent starts without them.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -34,19 +37,25 @@ import { l2AnnounceTable, type L2AnnounceRow } from './datapath/tables/l2-announ
 import { emptySnapshot } from './intent/snapshot.js';
 import { formatErrors } from './intent/diagnostics.js';
 import { FileIntentSource } from './intent/sources/files.js';
-import { EtcdIntentSource } from './intent/sources/etcd.js';
-import { requireManifestPath } from './intent/sources/require-path.js';
+import { requireManifestFiles, requireManifestObjects } from './intent/sources/require-path.js';
 import type { IntentSource } from './intent/sources/source.js';
+import type { IntentSnapshot } from './intent/snapshot.js';
 import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
-import { EtcdIpamCoordinator } from './store/etcd/ipam.js';
-import { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
-import { PacketOwnerWatch, ownerWatchDefaults, type OwnerWatchOptions } from './datapath/owner-watch.js';
-import { EtcdSession, etcdSessionDefaults } from './store/etcd/session.js';
-import { NodeClaim, nodeClaimWait } from './store/etcd/node-claim.js';
+import type { EtcdModules } from './agent-etcd.js';
+import type { EtcdOwnership } from './store/etcd/ownership.js';
+import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
+import type { EtcdSession } from './store/etcd/session.js';
 import { LocalIpamCoordinator } from './store/local-ipam.js';
 import { Reconciler } from './core/reconciler/reconciler.js';
 import { LocalRoutesOps } from './datapath/routes/local-routes-ops.js';
+import { BgpControlPlane, type BgpInputs } from './controlplane/bgp/controller.js';
+import { BirdOps } from './datapath/bird/bird-ops.js';
+import { HostRoutesOps } from './datapath/routes/host-routes-ops.js';
+import { birdConfigTable, type BfdOptions, type BirdConfigRow } from './datapath/tables/bird-config.js';
+import { bgpRoutesTable, type BgpRouteRow } from './datapath/tables/bgp-routes.js';
+import { BirdDaemon, birdDefaults } from './os/bird.js';
+import { IprouteHostRoutes } from './os/host-routes.js';
 import { IprouteLocalRoutes } from './os/local-routes.js';
 
 export interface AgentConfig {
@@ -74,15 +83,27 @@ export interface AgentConfig {
   /** LB-IPAM serves only Services of these load balancer classes (Cilium's TestRequiredLBClass). */
   lbClasses?: string[];
   metricsListen?: { host: string; port: number };
+  /** BGP anycast through herald's own BIRD (state under stateDir/bird); off when unset. */
+  bgp?: { routerId: string; bfd?: BfdOptions };
+}
+
+interface BgpStack {
+  control: BgpControlPlane;
+  bird: BirdDaemon;
+  routes: Reconciler<BgpRouteRow>;
+  birdReconciler: Reconciler<BirdConfigRow>;
 }
 
 export class Agent implements Disposable {
   private readonly store = new DisposableStore();
-  readonly db = new StateDB([l2AnnounceTable]);
+  readonly db = new StateDB([l2AnnounceTable, bgpRoutesTable, birdConfigTable]);
+  readonly bgp: BgpStack | undefined;
   readonly l2: L2Stack;
   readonly controlPlane: ControlPlane;
   private readonly links: NetlinkLinks;
   private readonly ownership: OwnershipBackend;
+  /** The same object as `ownership` with the etcd store (for its liveness gate and HA status). */
+  private readonly etcdOwnership: EtcdOwnership | undefined;
   private readonly source: IntentSource | undefined;
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
@@ -92,30 +113,39 @@ export class Agent implements Disposable {
   readonly startedAt = Date.now();
   private readonly intentReport: IntentReport;
 
+  /** Builds an agent, loading the etcd store's modules first when the configuration uses etcd. */
+  static async create(config: AgentConfig, log: Logger, clock: Clock = systemClock): Promise<Agent> {
+    const etcd = config.store === 'etcd' ? await import('./agent-etcd.js') : undefined;
+    return new Agent(config, log, clock, etcd);
+  }
+
   constructor(
     readonly config: AgentConfig,
     private readonly log: Logger,
     private readonly clock: Clock = systemClock,
+    /** The etcd store's modules; required with `store: 'etcd'` (Agent.create loads them). */
+    private readonly etcd?: EtcdModules,
   ) {
+    if (config.store === 'etcd' && !etcd) throw new HeraldError('HERALD_INTERNAL', 'an etcd agent needs the etcd modules (use Agent.create)');
     this.intentReport = new IntentReport(config.node);
     // infra
     this.jobs = new Jobs({ clock, log: log.child({ module: 'jobs' }) });
     this.links = this.store.add(new NetlinkLinks()); // interface lookups and link events
     const sender = this.store.add(new PacketFrameSender()); // gratuitous ARP frames out
-    this.session = config.store === 'etcd' ? this.store.add(new EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
+    this.session = etcd && config.store === 'etcd' ? this.store.add(new etcd.EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcd.etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
     this.source = this.makeSource(); // manifests from files or etcd
-    this.ownerWatch = this.session ? this.store.add(new PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions())) : undefined; // silent owners on the wire
-    this.ownership = this.store.add(
-      this.session
-        ? new EtcdOwnership(
+    this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
+    this.etcdOwnership =
+      etcd && this.session && this.ownerWatch
+        ? new etcd.EtcdOwnership(
             this.session,
             config.node,
-            { clock, log: log.child({ module: 'ownership' }), watch: this.ownerWatch! },
-            { ...etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
+            { clock, log: log.child({ module: 'ownership' }), watch: this.ownerWatch },
+            { ...etcd.etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
           )
-        : new LocalOwnership(config.node),
-    ); // per-IP ownership
+        : undefined;
+    this.ownership = this.store.add(this.etcdOwnership ?? new LocalOwnership(config.node)); // per-IP ownership
     this.controlPlane = this.store.add(
       new ControlPlane({
         db: this.db,
@@ -134,6 +164,7 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
+        ...(config.bgp ? { onServiceIps: (inputs: BgpInputs) => this.bgp?.control.update(inputs) } : {}),
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
         },
@@ -141,43 +172,67 @@ export class Agent implements Disposable {
         log: log.child({ module: 'control-plane' }),
       }),
     );
+    // BGP anycast: desired routes and bird.conf from intent; host routes and BIRD reconciled
+    this.bgp = config.bgp ? this.makeBgp(config.bgp) : undefined;
     // datapath: program, pinned maps, heartbeat, gratuitous ARP, table → map reconciler
     this.l2 = this.store.add(
       new L2Stack(
         // The heartbeat answers to the store session: no stamp while our lease may have lapsed.
-        { db: this.db, links: this.links, sender, clock, log, ...(this.ownership instanceof EtcdOwnership ? { livenessGate: this.ownership.livenessGate() } : {}) },
+        { db: this.db, links: this.links, sender, clock, log, ...(this.etcdOwnership ? { livenessGate: this.etcdOwnership.livenessGate() } : {}) },
         { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' } },
       ),
     );
+  }
+
+  private makeBgp(bgp: NonNullable<AgentConfig['bgp']>): BgpStack {
+    const log = this.log.child({ module: 'bgp' });
+    const control = new BgpControlPlane({ db: this.db, bird: { routerId: bgp.routerId, ...(bgp.bfd ? { bfd: bgp.bfd } : {}) }, log });
+    const bird = new BirdDaemon({ ...birdDefaults, stateDir: join(this.config.stateDir, 'bird') }, { clock: this.clock, log });
+    const common = { db: this.db, clock: this.clock, log };
+    const routes = new Reconciler<BgpRouteRow>({ ...common, name: 'bgp-host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(new IprouteHostRoutes()) }, this.config.reconciler);
+    const birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(bird) }, this.config.reconciler);
+    this.jobs.hook('bgp-host-routes', { start: () => routes.start(), stop: () => routes.dispose() });
+    // Stopped before the routes (jobs stop in reverse): sessions close, peers withdraw.
+    this.jobs.hook('bird', { start: () => birdReconciler.start(), stop: async () => { birdReconciler.dispose(); await bird.stop(); } });
+    // Session state for status, read from BIRD off the status path.
+    this.jobs.timer('bird-sessions', () => bird.refreshSessions(), 2000);
+    return { control, bird, routes, birdReconciler };
   }
 
   private makeSource(): IntentSource | undefined {
     const log = this.log.child({ module: 'intent' });
     const limits = this.config.manifestLimits;
     if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log, ...(limits ? { limits } : {}) }));
-    if (this.config.store === 'etcd') {
-      return this.store.add(new EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log, ...(limits ? { limits } : {}) }));
+    if (this.config.store === 'etcd' && this.etcd) {
+      return this.store.add(new this.etcd.EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log, ...(limits ? { limits } : {}) }));
     }
     return undefined;
   }
 
   private makeIpamCoordinator(): IpamCoordinator {
-    if (this.session) return this.store.add(new EtcdIpamCoordinator(this.session, this.config.node, this.log.child({ module: 'ipam' }), { stateDir: this.config.stateDir }));
+    if (this.session && this.etcd) return this.store.add(new this.etcd.EtcdIpamCoordinator(this.session, this.config.node, this.log.child({ module: 'ipam' }), { stateDir: this.config.stateDir }));
     return this.store.add(new LocalIpamCoordinator(join(this.config.stateDir, 'ipam.json'), this.config.node));
   }
 
   async start(): Promise<void> {
-    // Before touching anything: refuse a path that is not a socket, or one another agent serves.
+    // Before touching anything: refuse a path that is not a socket, or one another
+    // agent serves, and a --manifests path that is missing or holds no manifest file.
     if (this.config.statusSocket) await claimStatusSocketPath(this.config.statusSocket);
-    if (this.config.manifests) await requireManifestPath(this.config.manifests, this.config.manifestLimits);
+    const manifestFiles = this.config.manifests ? await requireManifestFiles(this.config.manifests, this.config.manifestLimits) : 0;
     mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
+    // Intent is read (and a large set parsed in a worker) while the datapath
+    // loads and the control plane starts; snapshots wait for the control plane.
+    const intent = this.startSource(manifestFiles);
     this.l2.start();
     this.store.add(this.jobs);
     if (this.config.localRoutes) this.addLocalRoutesJob();
     await this.jobs.start();
     await this.session?.start();
     // Refuse a second agent with our --node on this store before acting on anything.
-    if (this.session) await this.store.add(new NodeClaim(this.session, this.config.node, { clock: this.clock, log: this.log }, nodeClaimWait(etcdSessionDefaults.ttlSeconds))).claim();
+    if (this.session && this.etcd) {
+      const { NodeClaim, nodeClaimWait, etcdSessionDefaults } = this.etcd;
+      await this.store.add(new NodeClaim(this.session, this.config.node, { clock: this.clock, log: this.log }, nodeClaimWait(etcdSessionDefaults.ttlSeconds))).claim();
+    }
     await this.controlPlane.start();
     // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
     // policy (an interface losing carrier withdraws its IPs, Cilium #35507).
@@ -188,28 +243,8 @@ export class Agent implements Disposable {
         void this.l2.linksChanged().then(() => this.controlPlane.linksChanged());
       }),
     );
-    if (this.source) {
-      await this.source.start({
-        onSnapshot: (snapshot) => {
-          this.log.info(
-            { services: snapshot.services.size, pools: snapshot.pools.size, policies: snapshot.policies.size, nodes: snapshot.nodes.size },
-            'intent loaded',
-          );
-          const nodeWarning = this.intentReport.loaded(snapshot);
-          if (nodeWarning) this.log.warn({ node: this.config.node }, nodeWarning);
-          void this.controlPlane.setSnapshot(snapshot);
-        },
-        onError: (problem) => {
-          const text = 'errors' in problem ? formatErrors(problem.errors) : describeError(problem.error);
-          if ('errors' in problem) this.intentReport.rejectedErrors(problem.errors, new Date());
-          else this.intentReport.rejectedError(problem.error, new Date());
-          this.log.error({ source: this.source?.name, errors: text }, 'intent rejected; the previous good state stays in force');
-        },
-        onWarnings: (warnings) => this.log.warn({ warnings: formatErrors(warnings) }, 'intent warnings'),
-      });
-    } else {
-      await this.controlPlane.setSnapshot(emptySnapshot);
-    }
+    intent.controlPlaneReady();
+    await intent.loaded;
     const statusSocket = this.config.statusSocket;
     if (statusSocket) {
       const server = new StatusServer(statusSocket, () => this.status());
@@ -222,6 +257,70 @@ export class Agent implements Disposable {
       this.jobs.hook('metrics-server', { start: () => metrics.start(), stop: () => metrics.dispose() });
     }
     await this.jobs.start();
+  }
+
+  /**
+   * Starts the intent source (or applies the empty snapshot when there is
+   * none). Snapshots that arrive before `controlPlaneReady()` are held, the
+   * latest one applied then. `loaded` resolves after the first read, and
+   * rejects when the first snapshot of a --manifests path holds no object
+   * (that snapshot is never applied: pinned entries of a previous run stay).
+   */
+  private startSource(manifestFiles: number): { loaded: Promise<void>; controlPlaneReady: () => void } {
+    let ready = false;
+    let starting = true;
+    let held: IntentSnapshot | undefined;
+    let refusal: Error | undefined;
+    const source = this.source;
+    if (!source) {
+      let applied: (done: Promise<void>) => void = () => {};
+      return {
+        loaded: new Promise<void>((resolve) => (applied = resolve)),
+        controlPlaneReady: () => applied(this.controlPlane.setSnapshot(emptySnapshot)),
+      };
+    }
+    const loaded = source
+      .start({
+        onSnapshot: (snapshot) => {
+          if (starting && this.config.manifests) {
+            try {
+              requireManifestObjects(this.config.manifests, manifestFiles, snapshot);
+            } catch (e) {
+              refusal = e as Error;
+              return;
+            }
+          }
+          starting = false;
+          this.log.info(
+            { services: snapshot.services.size, pools: snapshot.pools.size, policies: snapshot.policies.size, nodes: snapshot.nodes.size },
+            'intent loaded',
+          );
+          const nodeWarning = this.intentReport.loaded(snapshot);
+          if (nodeWarning) this.log.warn({ node: this.config.node }, nodeWarning);
+          if (ready) void this.controlPlane.setSnapshot(snapshot);
+          else held = snapshot;
+        },
+        onError: (problem) => {
+          const text = 'errors' in problem ? formatErrors(problem.errors) : describeError(problem.error);
+          if ('errors' in problem) this.intentReport.rejectedErrors(problem.errors, new Date());
+          else this.intentReport.rejectedError(problem.error, new Date());
+          this.log.error({ source: source.name, errors: text }, 'intent rejected; the previous good state stays in force');
+        },
+        onWarnings: (warnings) => this.log.warn({ warnings: formatErrors(warnings) }, 'intent warnings'),
+      })
+      .then(() => {
+        starting = false;
+        if (refusal) throw refusal;
+      });
+    loaded.catch(() => {}); // awaited by start(); not unhandled if start() fails first
+    return {
+      loaded,
+      controlPlaneReady: () => {
+        ready = true;
+        if (held) void this.controlPlane.setSnapshot(held);
+        held = undefined;
+      },
+    };
   }
 
   /** A local route per owned IP, so host services serve it (plain hosts; keepalived's users). */
@@ -238,7 +337,7 @@ export class Agent implements Disposable {
       startedAt: this.startedAt,
       controlPlane: this.controlPlane.status(),
       reconciler: this.l2.reconciler?.health(),
-      rowStatuses: this.l2.reconciler?.allStatuses() ?? new Map(),
+      rowsNotDone: [...(this.l2.reconciler?.notDone() ?? []), ...(this.routes?.notDone() ?? []), ...(this.bgp?.routes.notDone() ?? []), ...(this.bgp?.birdReconciler.notDone() ?? [])],
       table: this.db.readTxn().list(l2AnnounceTable),
       datapath: this.l2.datapath,
       garp: this.l2.garp.stats,
@@ -246,17 +345,30 @@ export class Agent implements Disposable {
       now: this.clock.monotonicNs(),
       intent: this.intentReport.status(),
       jobs: this.jobs.health(),
+      ...(this.bgp ? { bgp: this.bgpStatus(this.bgp) } : {}),
       ...(this.haStatus() ? { ha: this.haStatus()! } : {}),
     });
   }
 
+  private bgpStatus(b: BgpStack) {
+    const errors = (r: Reconciler<unknown>) => r.notDone().flatMap((s) => (s.kind === 'error' ? [{ key: s.key, error: s.error ?? '', attempts: s.attempts ?? 0 }] : []));
+    const row = this.db.readTxn().get(birdConfigTable, 'bird');
+    return {
+      ...b.control.status(),
+      bird: b.bird.status(),
+      peers: (row?.peers ?? []).map((p) => ({ id: p.id, protocol: p.protocol, address: p.address, asn: p.asn })),
+      ...(b.bird.lastSessions ? { sessions: b.bird.lastSessions } : {}),
+      rowErrors: [...errors(b.routes as Reconciler<unknown>), ...errors(b.birdReconciler as Reconciler<unknown>)],
+    };
+  }
+
   /** Store session and fencing state (etcd store only); cheap, for status and every metrics scrape. */
   private haStatus(): HaStatus | undefined {
-    if (!this.session || !(this.ownership instanceof EtcdOwnership)) return undefined;
+    if (!this.session || !this.etcdOwnership) return undefined;
     const liveness = this.l2.datapath.liveness;
     return {
       session: this.session.status(),
-      ownership: this.ownership.status(),
+      ownership: this.etcdOwnership.status(),
       ...(this.ownerWatch ? { ownerWatch: this.ownerWatch.stats() } : {}),
       ...(liveness ? { heartbeat: { held: liveness.held, lateWakeups: liveness.lateWakeups, failures: liveness.failures } } : {}),
     };
@@ -320,6 +432,6 @@ export class Agent implements Disposable {
 }
 
 /** HERALD_WIRE_FILTER=off reads every ARP frame in JavaScript again: only to measure what the socket filter saves (bench/wire-filter). */
-function ownerWatchOptions(): OwnerWatchOptions {
-  return { ...ownerWatchDefaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
+function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
+  return { ...defaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
 }

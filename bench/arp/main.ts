@@ -59,7 +59,7 @@ async function main(): Promise<void> {
       { name: 'proxy_arp', ip: '198.51.100.12' },
     ];
     log('bench/arp: starting herald on n1');
-    const agent = await startAgentReady(node, ['--interface', 'eth0', '--announce', '198.51.100.10@eth0', '--garp-count', '0']);
+    const agent = await startAgentReady(node, ['--announce', '198.51.100.10@eth0', '--garp-count', '0']);
     // kernel: the address lives on the interface, as keepalived puts a VIP there.
     node.must('ip', ['addr', 'add', '198.51.100.11/32', 'dev', 'eth0']);
     // proxy_arp: the node routes the IP out of another interface and answers for it.

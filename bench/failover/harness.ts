@@ -30,6 +30,8 @@ const HTTP_SERVER = fileURLToPath(new URL('../../lab/http-server.ts', import.met
 
 /** The probe asks from its own identity, so its replies never touch the client kernel's neighbour entry. */
 export const PROBE_SRC_IP = '192.0.2.250';
+/** The same for --family 6: an address on the client's on-link prefix that nobody holds. */
+export const PROBE_SRC_IP6 = '2001:db8::fa';
 export const PROBE_SRC_MAC = '02:00:00:00:02:fa';
 
 export interface Scenario {
@@ -88,6 +90,8 @@ export interface CaseResult {
 }
 
 export interface BenchOptions {
+  /** 6: the VIP is IPv6 (2001:db8:100::50), the probe asks with NDP and GETs over IPv6. */
+  family?: 4 | 6;
   vip?: string;
   httpPort?: number;
   /** Copy every probe's raw JSON here (for re-analysis). */
@@ -96,6 +100,7 @@ export interface BenchOptions {
 }
 
 export class FailoverBench {
+  readonly family: 4 | 6;
   readonly vip: string;
   readonly httpPort: number;
   readonly log: (line: string) => void;
@@ -107,7 +112,8 @@ export class FailoverBench {
     readonly lab: Lab,
     private readonly opts: BenchOptions,
   ) {
-    this.vip = opts.vip ?? '198.51.100.50';
+    this.family = opts.family ?? 4;
+    this.vip = opts.vip ?? (this.family === 6 ? '2001:db8:100::50' : '198.51.100.50');
     this.httpPort = opts.httpPort ?? 8080;
     this.log = opts.log ?? (() => undefined);
     this.tmp = mkdtempSync(join(tmpdir(), 'herald-failover-'));
@@ -119,6 +125,14 @@ export class FailoverBench {
     const lab = Lab.create({ nodes: opts.nodes ?? 3, tag: 'fo', storeHost: true });
     const bench = new FailoverBench(lab, opts);
     try {
+      if (bench.family === 6) {
+        // Client ::1, nodes ::11, ::12, …; service addresses on-link for the client, so it solicits them.
+        [lab.client, ...lab.nodes].forEach((h, i) => {
+          h.must('sysctl', ['-q', '-w', 'net.ipv6.conf.eth0.disable_ipv6=0']);
+          h.must('ip', ['-6', 'addr', 'add', `2001:db8::${i === 0 ? 1 : (0x10 + i).toString(16)}/64`, 'dev', 'eth0', 'nodad']);
+        });
+        lab.client.must('ip', ['-6', 'route', 'add', '2001:db8:100::/64', 'dev', 'eth0']);
+      }
       await bench.startServers();
       for (const n of lab.nodes) bench.macs.set(n.mac(), n.name);
       return bench;
@@ -130,7 +144,7 @@ export class FailoverBench {
 
   private async startServers(): Promise<void> {
     this.servers = this.lab.nodes.map((n) =>
-      n.spawn('http', process.execPath, ['--import', 'tsx', HTTP_SERVER, '--port', String(this.httpPort), '--name', n.name]),
+      n.spawn('http', process.execPath, ['--import', 'tsx', HTTP_SERVER, '--port', String(this.httpPort), '--name', n.name, '--host', this.family === 6 ? '::' : '0.0.0.0']),
     );
     await Promise.all(this.servers.map((s) => s.waitForOutput('listening', 20_000)));
   }
@@ -204,7 +218,7 @@ export class FailoverBench {
     const maxMs = 120_000 + o.preMs + o.postMs;
     const probe = this.lab.client.spawn('probe', process.execPath, [
       '--import', 'tsx', PROBE,
-      '--iface', 'eth0', '--src-ip', PROBE_SRC_IP, '--src-mac', PROBE_SRC_MAC, '--target', this.vip,
+      '--iface', 'eth0', '--src-ip', this.family === 6 ? PROBE_SRC_IP6 : PROBE_SRC_IP, '--src-mac', PROBE_SRC_MAC, '--target', this.vip,
       '--interval-ms', String(o.intervalMs), '--duration-ms', String(maxMs),
       '--http-port', String(this.httpPort), '--http-timeout-ms', String(o.httpTimeoutMs), '--out-json', out,
     ]);

@@ -33,7 +33,7 @@ let trial = 0;
 const tmp = mkdtempSync(join(tmpdir(), 'herald-failover-herald-'));
 process.once('exit', () => rmSync(tmp, { recursive: true, force: true }));
 
-const manifests = (vip: string, port: number) => `apiVersion: cilium.io/v2
+const manifests = (vip: string, port: number, family: 4 | 6) => `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
 metadata: { name: bench }
 spec:
@@ -51,7 +51,7 @@ kind: Service
 metadata: { name: web, namespace: bench }
 spec:
   type: LoadBalancer
-  ports: [{ port: ${port} }]
+  ports: [{ port: ${port} }]${family === 6 ? '\n  ipFamilies: [IPv6]' : ''}
 `;
 
 const heraldSetup: Setup = async (bench: FailoverBench): Promise<HeraldScenario> => {
@@ -62,7 +62,7 @@ const heraldSetup: Setup = async (bench: FailoverBench): Promise<HeraldScenario>
   }
   const prefix = `/herald-t${++trial}/`;
   const file = join(tmp, `m${trial}.yaml`);
-  writeFileSync(file, manifests(bench.vip, bench.httpPort));
+  writeFileSync(file, manifests(bench.vip, bench.httpPort, bench.family));
   const nodes = bench.nodes;
   nodes[0]!.must(HERALD, ['apply', '-f', file, '--etcd', etcd.endpoint, '--prefix', `${prefix}manifests/`]);
   const agents = new Map<Host, LabProcess>();

@@ -13,7 +13,11 @@
  *   dual      trials in which some request was answered by two MACs (split brain)
  *
  *   node --import tsx bench/failover/main.ts [--trials N | --quick] [--only SUBSTR[,SUBSTR]]
- *        [--json] [--raw-dir DIR]
+ *        [--family 4|6] [--json] [--raw-dir DIR]
+ *
+ * --family 6: the VIP is IPv6; the probe asks with Neighbor Solicitations
+ * every 10 ms (advertisements read as replies, the unsolicited burst as
+ * gratuitous announcements) and GETs over IPv6; herald cases only.
  */
 import { mkdirSync } from 'node:fs';
 import type { Stat } from './analyze.js';
@@ -31,6 +35,7 @@ const TRIALS = Number(value('trials') ?? (QUICK ? 3 : 20));
 const JSON_OUT = args.includes('--json');
 const ONLY = value('only')?.split(',').filter(Boolean);
 const RAW_DIR = value('raw-dir');
+const FAMILY = Number(value('family') ?? 4);
 
 const log = (s: string) => process.stderr.write(s + '\n');
 
@@ -84,14 +89,16 @@ function ratioLines(results: CaseResult[]): string[] {
 
 async function main(): Promise<void> {
   if (!Number.isInteger(TRIALS) || TRIALS < 1) throw new Error('--trials must be a positive integer');
-  const all: FailoverCase[] = [...keepalivedCases(), ...heraldCases()];
+  if (FAMILY !== 4 && FAMILY !== 6) throw new Error('--family must be 4 or 6');
+  // IPv6: herald only (the same three failures; compare with the IPv4 run).
+  const all: FailoverCase[] = FAMILY === 6 ? heraldCases() : [...keepalivedCases(), ...heraldCases()];
   const cases = ONLY ? all.filter((c) => ONLY.some((o) => c.name.includes(o))) : all;
   if (cases.length === 0) throw new Error(`no case matches --only ${ONLY?.join(',')}; cases: ${all.map((c) => c.name).join(', ')}`);
   if (RAW_DIR) mkdirSync(RAW_DIR, { recursive: true });
 
   const started = Date.now();
   log(`bench/failover: ${cases.length} cases × ${TRIALS} trials`);
-  const bench = await FailoverBench.create({ log, ...(RAW_DIR ? { rawDir: RAW_DIR } : {}) });
+  const bench = await FailoverBench.create({ log, family: FAMILY as 4 | 6, ...(RAW_DIR ? { rawDir: RAW_DIR } : {}) });
   const results: CaseResult[] = [];
   try {
     for (const c of cases) {

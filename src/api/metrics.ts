@@ -5,6 +5,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { isIpv4 } from '../core/addr.js';
 import { HeraldError } from '../core/errors.js';
 
 export interface MetricsSource {
@@ -49,11 +50,20 @@ export function buildRegistry(src: MetricsSource): Registry {
         for (const r of rows()) setCounter(this, r.value, { ip: r.ip, interface: r.iface });
       },
     });
-  perIpCounter('herald_arp_replies_total', 'ARP replies sent by the eBPF responder, per IP and interface (from the BPF map)', () =>
-    src.responderEntries().map((e) => ({ ...e, value: e.replies })),
+  const family = (v4: boolean) => src.responderEntries().filter((e) => isIpv4(e.ip) === v4);
+  perIpCounter('herald_arp_replies_total', 'ARP replies sent by the eBPF responder, per IPv4 address and interface (from the BPF map)', () =>
+    family(true).map((e) => ({ ...e, value: e.replies })),
   );
-  perIpCounter('herald_arp_conflicts_total', 'ARP frames from a foreign MAC claiming an announced IP, per IP and interface', () =>
-    src.responderEntries().map((e) => ({ ...e, value: e.conflicts })),
+  perIpCounter('herald_arp_conflicts_total', 'ARP frames from a foreign MAC claiming an announced IP, per IPv4 address and interface', () =>
+    family(true).map((e) => ({ ...e, value: e.conflicts })),
+  );
+  perIpCounter('herald_ndp_replies_total', 'Neighbor Advertisements sent by the eBPF responder, per IPv6 address and interface (from the BPF map)', () =>
+    family(false).map((e) => ({ ...e, value: e.replies })),
+  );
+  perIpCounter(
+    'herald_ndp_conflicts_total',
+    'Neighbor Advertisements (or solicitations from the address) from a foreign MAC claiming an announced IPv6 address, per IP and interface',
+    () => family(false).map((e) => ({ ...e, value: e.conflicts })),
   );
   perIpCounter(
     'herald_arp_defences_total',
@@ -62,7 +72,7 @@ export function buildRegistry(src: MetricsSource): Registry {
   );
   new Counter({
     name: 'herald_garp_sent_total',
-    help: 'Gratuitous ARP frames sent',
+    help: 'Gratuitous ARP frames and unsolicited Neighbor Advertisements sent',
     registers: [registry],
     collect() {
       this.reset();
@@ -71,7 +81,7 @@ export function buildRegistry(src: MetricsSource): Registry {
   });
   new Counter({
     name: 'herald_garp_failed_total',
-    help: 'Gratuitous ARP frames that failed to send',
+    help: 'Gratuitous ARP frames and unsolicited Neighbor Advertisements that failed to send',
     registers: [registry],
     collect() {
       this.reset();

@@ -1,22 +1,26 @@
 /** The agent's status document (served on the status socket) and its text rendering. */
 import type { JobHealth } from '../core/jobs.js';
-import type { ReconcilerHealth, RowStatus } from '../core/reconciler/reconciler.js';
+import type { ReconcilerHealth, RowStatusEntry } from '../core/reconciler/reconciler.js';
 import type { ControlPlaneStatus } from '../controlplane/controller.js';
 import type { ConflictRecord } from '../datapath/conflict-defence.js';
 import type { L2Datapath } from '../datapath/l2-responder/datapath.js';
 import { livenessAge } from '../datapath/l2-responder/liveness.js';
 import type { L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { libbpf } from '../os/libbpf.js';
+import { compareIps, isIpv4, mustParseIp } from '../core/addr.js';
 import type { SessionStatus } from '../store/etcd/session.js';
 import type { OwnershipStatus } from '../store/etcd/ownership.js';
 import { renderIntentStatus, type IntentStatus } from './intent-status.js';
+import type { BgpRouteRow } from '../datapath/tables/bgp-routes.js';
+import type { BgpSession, BirdHealth } from '../os/bird.js';
 
 export interface StatusInput {
   config: { node: string; store: string; manifests?: string; datapath: { pinDir: string } };
   startedAt: number;
   controlPlane: ControlPlaneStatus;
   reconciler: ReconcilerHealth | undefined;
-  rowStatuses: ReadonlyMap<string, RowStatus>;
+  /** Rows not done, per reconciler, from the reconcile-status table (core/reconciler/status.ts): pending and in error. */
+  rowsNotDone: readonly RowStatusEntry[];
   table: readonly L2AnnounceRow[];
   datapath: L2Datapath;
   garp: { sent: number; failed: number };
@@ -29,6 +33,18 @@ export interface StatusInput {
   intent?: IntentStatus;
   /** Health of the agent's long-lived jobs, by name (core/jobs.ts). */
   jobs?: ReadonlyMap<string, JobHealth>;
+  /** BGP anycast (with --bgp-router-id): routes, withheld IPs and why, BIRD's health and sessions. */
+  bgp?: BgpStatusView;
+}
+
+export interface BgpStatusView {
+  routes: readonly BgpRouteRow[];
+  withheld: readonly { ip: string; services: readonly string[]; reason: string }[];
+  warnings: readonly { peer: string; message: string }[];
+  bird: BirdHealth;
+  peers: readonly { id: string; protocol: string; address: string; asn: number }[];
+  sessions?: { at: number; sessions: readonly BgpSession[]; error?: string };
+  rowErrors: readonly { key: string; error: string; attempts: number }[];
 }
 
 export interface HaStatus {
@@ -38,7 +54,8 @@ export interface HaStatus {
   heartbeat?: { held: number; lateWakeups: number; failures: number };
 }
 
-export const IPV6_NOT_ANNOUNCED = 'IPv6: not announced (no NDP yet)';
+/** IPv4 before IPv6, then numeric. */
+const compareIpText = (a: string, b: string) => compareIps(mustParseIp(a), mustParseIp(b));
 
 export type AgentStatus = ReturnType<typeof buildStatus>;
 
@@ -53,7 +70,7 @@ export function buildStatus(i: StatusInput) {
   const entries = maps.responders
     .entries()
     .map(([k, v]) => ({ ip: k.ip, interface: nameOf(k.ifindex), ifindex: k.ifindex, replies: Number(v.replies), conflicts: Number(v.conflicts) }))
-    .sort((a, b) => a.ip.localeCompare(b.ip, undefined, { numeric: true }) || a.ifindex - b.ifindex);
+    .sort((a, b) => compareIpText(a.ip, b.ip) || a.ifindex - b.ifindex);
   const owned = cp.ownership.owned;
   return {
     node: i.config.node,
@@ -66,15 +83,15 @@ export function buildStatus(i: StatusInput) {
     allocator: cp.allocator ?? null,
     allocation: cp.ipamState,
     ha: i.ha ?? null,
-    // Nothing answers NDP yet: an IPv6 address is never listed as owned.
-    ipv6NotAnnounced: [...new Set([...owned, ...cp.candidates.map((c) => c.ip)])].filter((ip) => ip.includes(':')).sort(),
-    owned: [...owned].filter((ip) => !ip.includes(':')).sort().map((ip) => ({
+    bgp: i.bgp ?? null,
+    // Per service IP, how this node serves it: L2 (owned here / a candidate owned elsewhere) and BGP (advertised or why not).
+    ...(i.bgp ? { modes: ipModes(owned, cp.candidates.map((c) => c.ip), i.bgp) } : {}),
+    owned: [...owned].sort(compareIpText).map((ip) => ({
       ip,
       interfaces: i.table.filter((r) => r.ip === ip).map((r) => r.iface),
       origins: [...new Set(i.table.filter((r) => r.ip === ip).flatMap((r) => r.origins))],
     })),
     candidates: cp.candidates.map((c) => ({ ...c, owner: cp.ownership.owners.get(c.ip) ?? null })),
-    notAnnounced: (cp.notAnnounced ?? []).map((c) => ({ ip: c.ip, services: c.services, policies: c.policies, reason: IPV6_NOT_ANNOUNCED })),
     services: [...(cp.ipam?.services ?? new Map())].map(([service, a]) => ({
       service,
       ingress: a.ingress,
@@ -96,10 +113,21 @@ export function buildStatus(i: StatusInput) {
       pinDir: i.config.datapath.pinDir,
       capacity: i.datapath.map.capacity,
       liveness: livenessAge(maps.config, i.now),
+      // Answers per family: ARP replies (IPv4) and Neighbor Advertisements (IPv6).
+      answers: {
+        ipv4: entries.filter((e) => isIpv4(e.ip)).reduce((n, e) => n + e.replies, 0),
+        ipv6: entries.filter((e) => !isIpv4(e.ip)).reduce((n, e) => n + e.replies, 0),
+      },
       entries,
     },
     reconciler: i.reconciler ?? null,
-    rowErrors: [...i.rowStatuses].flatMap(([key, s]) => (s.kind === 'error' ? [{ key, error: s.error, attempts: s.attempts }] : [])),
+    // Why a row is not in the kernel: the last error of each failing row, per reconciler.
+    rowErrors: i.rowsNotDone.flatMap((s) =>
+      s.kind === 'error'
+        ? [{ reconciler: s.reconciler, key: s.key, op: s.op, revision: s.revision, error: s.error ?? '', attempts: s.attempts ?? 0, since: new Date(s.updatedAt ?? 0).toISOString() }]
+        : [],
+    ),
+    rowsPending: i.rowsNotDone.filter((s) => s.kind === 'pending').map((s) => ({ reconciler: s.reconciler, key: s.key, op: s.op, revision: s.revision })),
     garp: i.garp,
     conflicts: (i.conflicts ?? []).map((c) => ({
       ip: c.ip,
@@ -149,10 +177,8 @@ export function renderStatus(s: AgentStatus): string {
   }
   out.push('', `owned IPs (${s.owned.length}):${s.owned.length === 0 && s.ha?.ownership.notOwningReason ? ` ${s.ha.ownership.notOwningReason}` : ''}`);
   table(['IP', 'INTERFACES', 'ORIGINS'], s.owned.map((o) => [o.ip, o.interfaces.join(',') || '-', o.origins.join(',')]));
-  if (s.ipv6NotAnnounced.length > 0) out.push(`IPv6: not announced (no NDP yet): ${s.ipv6NotAnnounced.join(', ')}`);
   out.push('', `candidates (${s.candidates.length}):`);
   table(['IP', 'INTERFACES', 'SERVICES', 'POLICIES', 'OWNER'], s.candidates.map((c) => [c.ip, c.interfaces.join(','), c.services.join(','), c.policies.join(','), c.owner ?? '-']));
-  for (const c of s.notAnnounced) out.push(`${c.reason}: ${c.ip} (${c.services.join(',')})`);
   out.push('', `services (${s.services.length}):`);
   table(
     ['SERVICE', 'INGRESS', 'SATISFIED', 'REASON', 'MESSAGE'],
@@ -167,15 +193,26 @@ export function renderStatus(s: AgentStatus): string {
   );
   const live = s.datapath.liveness;
   const age = live.ageMs === undefined ? 'never written' : `${(live.ageMs / 1000).toFixed(1)}s ago`;
-  out.push('', `responder map ${s.datapath.pinDir}: ${s.datapath.entries.length}/${s.datapath.capacity}; heartbeat ${age} (limit ${live.maxAgeMs / 1000}s)`);
+  out.push(
+    '',
+    `responder map ${s.datapath.pinDir}: ${s.datapath.entries.length} entries (capacity ${s.datapath.capacity} per family); heartbeat ${age} (limit ${live.maxAgeMs / 1000}s); ` +
+      `answers: ARP ${s.datapath.answers.ipv4}, NDP ${s.datapath.answers.ipv6}`,
+  );
   table(['IP', 'INTERFACE', 'REPLIES', 'CONFLICTS'], s.datapath.entries.map((e) => [e.ip, e.interface, String(e.replies), String(e.conflicts)]));
   const r = s.reconciler;
   if (r) {
     const when = (o?: { at: number; ok: boolean; durationMs: number }) => (o ? `${new Date(o.at).toISOString()} ${o.ok ? 'ok' : 'FAILED'} in ${o.durationMs} ms` : 'never');
     out.push('', `reconciler: initialized ${r.initialized}; last partial ${when(r.lastPartial)}; last full ${when(r.lastFull)}; errors ${r.errorCount}; retrying ${r.retrying}`);
   }
-  for (const e of s.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);
-  out.push(`gratuitous ARP: ${s.garp.sent} sent, ${s.garp.failed} failed`);
+  if (s.rowsPending.length > 0) out.push(`  rows pending: ${s.rowsPending.length}`);
+  if (s.rowErrors.length > 0) {
+    out.push(`  rows in error (${s.rowErrors.length}):`);
+    table(
+      ['RECONCILER', 'ROW', 'OP', 'REVISION', 'ATTEMPTS', 'SINCE', 'ERROR'],
+      s.rowErrors.map((e) => [e.reconciler, e.key, e.op, String(e.revision), String(e.attempts), e.since, e.error]),
+    );
+  }
+  out.push(`gratuitous ARP / unsolicited NA: ${s.garp.sent} sent, ${s.garp.failed} failed`);
   if (s.conflicts.length > 0) {
     out.push('', `address conflicts (${s.conflicts.length}): foreign MACs claimed IPs this node answers for`);
     table(
@@ -183,10 +220,48 @@ export function renderStatus(s: AgentStatus): string {
       s.conflicts.map((c) => [c.ip, c.interface, c.foreignMac, c.op, c.lastSeen, String(c.claims), String(c.defences)]),
     );
   }
+  if (s.bgp) renderBgp(s.bgp, out, table);
+  if (s.modes) {
+    out.push('', `service IPs by mode (${s.modes.length}):`);
+    table(['IP', 'L2', 'BGP', 'NEXT HOPS'], s.modes.map((m) => [m.ip, m.l2 ?? '-', m.bgp ?? '-', m.nextHops.join(',') || '-']));
+  }
   const unwell = s.jobs.filter((j) => j.level !== 'ok');
   if (unwell.length > 0) {
     out.push('', `jobs not ok (${unwell.length} of ${s.jobs.length}):`);
     table(['JOB', 'HEALTH', 'SINCE', 'MESSAGE'], unwell.map((j) => [j.name, j.level, j.since, j.message]));
   }
   return out.join('\n') + '\n';
+}
+
+export interface IpMode {
+  ip: string;
+  l2: 'owned' | 'candidate' | null;
+  bgp: 'advertised' | string | null;
+  nextHops: readonly string[];
+}
+
+/** Joins the L2 and BGP views per IP (an IP may be in both during a migration). */
+function ipModes(owned: ReadonlySet<string>, candidates: readonly string[], b: BgpStatusView): IpMode[] {
+  const out = new Map<string, IpMode>();
+  const get = (ip: string) => out.get(ip) ?? out.set(ip, { ip, l2: null, bgp: null, nextHops: [] }).get(ip)!;
+  for (const ip of candidates) get(ip).l2 = 'candidate';
+  for (const ip of owned) get(ip).l2 = 'owned';
+  for (const r of b.routes) Object.assign(get(r.ip), { bgp: 'advertised', nextHops: r.nextHops });
+  for (const w of b.withheld) get(w.ip).bgp = w.reason;
+  return [...out.values()].sort((x, y) => x.ip.localeCompare(y.ip, undefined, { numeric: true }));
+}
+
+function renderBgp(b: BgpStatusView, out: string[], table: (headers: string[], rows: string[][]) => void): void {
+  const bird = b.bird.running ? `running (pid ${b.bird.pid ?? '?'})` : 'not running';
+  out.push('', `BGP: BIRD ${bird}, restarts ${b.bird.restarts}${b.bird.lastError ? `; last error: ${b.bird.lastError}` : ''}`);
+  const byProtocol = new Map((b.sessions?.sessions ?? []).map((x) => [x.protocol, x]));
+  table(
+    ['PEER', 'ADDRESS', 'ASN', 'STATE', 'INFO'],
+    b.peers.map((p) => [p.id, p.address, String(p.asn), byProtocol.get(p.protocol)?.state ?? '?', byProtocol.get(p.protocol)?.info ?? b.sessions?.error ?? '']),
+  );
+  out.push(`advertised (${b.routes.length}):`);
+  table(['PREFIX', 'NEXT HOPS', 'SERVICES', 'PEERS'], b.routes.map((r) => [r.prefix, r.nextHops.join(','), r.services.join(','), r.peers.join(',')]));
+  for (const w of b.withheld) out.push(`not advertised: ${w.ip} (${w.services.join(',')}): ${w.reason}`);
+  for (const w of b.warnings) out.push(`warning: BGP peer ${w.peer}: ${w.message}`);
+  for (const e of b.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);
 }

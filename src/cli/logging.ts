@@ -1,13 +1,13 @@
-/** The process logger: JSON lines for machines, or readable text for people. */
+/** The process logger: JSON lines for machines, or readable text for people (log-text.ts). */
 import { pino } from 'pino';
-import pretty from 'pino-pretty';
 import type { Logger } from '../core/logger.js';
+import { formatLogLine } from './log-text.js';
 
 export type LogFormat = 'json' | 'text';
 
 export function createLogger(opts: { format: LogFormat; level: string; name?: string }): Logger {
   const base = { level: opts.level, base: opts.name ? { node: opts.name } : null };
-  if (opts.format === 'json') return pino(base, pino.destination({ fd: 2, sync: true })) as unknown as Logger;
-  const stream = pretty({ destination: 2, sync: true, colorize: false, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' });
-  return pino(base, stream) as unknown as Logger;
+  const stderr = pino.destination({ fd: 2, sync: true });
+  if (opts.format === 'json') return pino(base, stderr) as unknown as Logger;
+  return pino(base, { write: (line: string) => stderr.write(formatLogLine(line)) }) as unknown as Logger;
 }

@@ -19,7 +19,7 @@ export interface SubcommandEntry {
 export const subcommands: readonly SubcommandEntry[] = [
   {
     name: 'agent',
-    description: 'run the node agent: intent → LB-IPAM → announcement policy → ownership → eBPF ARP responder',
+    description: 'run the node agent: intent → LB-IPAM → announcement policy → ownership → eBPF ARP/NDP responder',
     load: async () => (await import('./commands/agent.js')).agentCommand(),
   },
   {
@@ -31,7 +31,7 @@ export const subcommands: readonly SubcommandEntry[] = [
   { name: 'datapath', description: 'manage the kernel side of the datapath', load: async () => (await import('./commands/datapath.js')).datapathCommand() },
   {
     name: 'garp',
-    description: 'send a gratuitous ARP burst for an IP from an interface (works without an IPv4 address on it)',
+    description: 'send a gratuitous ARP burst (IPv4) or unsolicited Neighbor Advertisements (IPv6) for an IP from an interface (works without an address on it)',
     load: async () => (await import('./commands/garp.js')).garpCommand(),
   },
   {

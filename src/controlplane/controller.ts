@@ -17,8 +17,7 @@ import type { Initializer, StateDB } from '../core/statedb/index.js';
 import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../datapath/tables/l2-announce.js';
 import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
-import { isIpv4 } from '../net/addr.js';
-import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate } from './announce/candidates.js';
+import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate, type NodeIdentity } from './announce/candidates.js';
 import { knownNodes, unmatchedNodeSelectors } from '../intent/node-labels.js';
 import type { Labels } from '../intent/selector.js';
 import { allocate } from './ipam/allocator.js';
@@ -43,6 +42,8 @@ export interface ControlPlaneDeps {
   lbClasses?: readonly string[];
   /** Resolves when the datapath has applied the table (awaited before an IP is given away). */
   applied?: () => Promise<void>;
+  /** Told the service IPs (intent, LB-IPAM results, this node) on every recompute: the BGP control plane's input. */
+  onServiceIps?: (inputs: { snapshot: IntentSnapshot; ingress: ReadonlyMap<string, readonly string[]>; node: NodeIdentity }) => void;
   /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
   onCandidateInterfaces?: (interfaces: ReadonlySet<string>) => void;
   clock: Clock;
@@ -60,8 +61,6 @@ export interface ControlPlaneStatus {
   ownership: OwnershipView;
   /** Policies that announce nothing because of node labels or this node's links (also logged, once per change). */
   policyWarnings: PolicyWarning[];
-  /** IPv6 IPs a policy selects here: not contended for nor answered until NDP is implemented. */
-  notAnnounced: Candidate[];
   lastError?: string;
 }
 
@@ -80,7 +79,6 @@ export class ControlPlane implements Disposable {
   private ipam: IpamResult | undefined;
   private links: LinkInfo[] = [];
   private candidates = new Map<string, Candidate>();
-  private notAnnounced: Candidate[] = [];
   private readonly initializer: Initializer;
   private initialized = false;
   private lastError: string | undefined;
@@ -142,7 +140,6 @@ export class ControlPlane implements Disposable {
       candidates: [...this.candidates.values()],
       ownership: this.deps.ownership.view(),
       policyWarnings: this.policyWarnings,
-      notAnnounced: this.notAnnounced,
       ...(this.lastError ? { lastError: this.lastError } : {}),
     };
   }
@@ -189,17 +186,25 @@ export class ControlPlane implements Disposable {
   private recomputeCandidates(): void {
     const ingress = new Map([...(this.ipam?.services ?? new Map())].map(([k, v]) => [k, v.ingress] as const));
     const node = nodeIdentity(this.snapshot, this.deps.nodeName, this.deps.nodeLabels);
-    const all = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
-    // Nothing answers NDP yet: owning an IPv6 IP would claim an address nobody can reach.
-    this.candidates = new Map([...all].filter(([ip]) => isIpv4(ip)));
-    this.notAnnounced = [...all.values()].filter((c) => !isIpv4(c.ip));
+    // Both families: IPv4 addresses are answered with ARP, IPv6 with NDP. A
+    // dual-stack service's addresses are candidates of the same policies and
+    // interfaces, and share one affinity key (its first address), so every
+    // node prefers the same owner for both and they move together.
+    this.candidates = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
+    this.deps.onServiceIps?.({ snapshot: this.snapshot, ingress, node });
+    const affinity = new Map<string, string>();
+    for (const ips of ingress.values()) {
+      if (ips.length < 2) continue;
+      const key = [...ips].sort()[0]!; // the same on every node, whatever the order
+      for (const ip of ips) affinity.set(ip, key);
+    }
     this.stats.recomputes++;
     this.warnAboutPolicies(node);
     // Static announcements qualify on their own, on their named interface.
     const wanted = new Map<string, string[]>([...this.candidates].map(([ip, c]) => [ip, [...c.interfaces]]));
     for (const a of this.deps.staticAnnouncements) wanted.set(a.ip, [...new Set([...(wanted.get(a.ip) ?? []), a.interface])]);
     this.deps.onCandidateInterfaces?.(new Set([...wanted.values()].flat()));
-    this.deps.ownership.setCandidates(wanted);
+    this.deps.ownership.setCandidates(wanted, affinity);
     this.writeTable(this.deps.ownership.view());
   }
 

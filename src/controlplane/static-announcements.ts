@@ -12,18 +12,18 @@ export interface StaticAnnouncement {
 
 export const STATIC_ORIGIN = 'static';
 
-/** "198.51.100.10@eth0" → { ip, interface }. */
+/** "198.51.100.10@eth0" or "2001:db8::10@eth0" → { ip (canonical), interface }. */
 export function parseAnnouncement(text: string): StaticAnnouncement {
   const at = text.lastIndexOf('@');
   const ip = at > 0 ? text.slice(0, at) : '';
   const iface = at > 0 ? text.slice(at + 1) : '';
-  if (!isIpv4(ip) || !/^[^\s/]{1,15}$/.test(iface)) {
-    throw new HeraldError('HERALD_BAD_ARGUMENT', `announcement "${text}" must look like IPv4@interface, e.g. 198.51.100.10@eth0`);
-  }
   const parsed = parseIp(ip);
-  const never = parsed && neverServiceReason(parsed);
+  if (!parsed || (parsed.family === 'IPv4' && !isIpv4(ip)) || !/^[^\s/]{1,15}$/.test(iface)) {
+    throw new HeraldError('HERALD_BAD_ARGUMENT', `announcement "${text}" must look like IP@interface, e.g. 198.51.100.10@eth0 or 2001:db8::10@eth0`);
+  }
+  const never = neverServiceReason(parsed);
   if (never) throw new HeraldError('HERALD_BAD_ARGUMENT', `--announce "${text}": ${never}`);
-  return { ip, interface: iface };
+  return { ip: parsed.text, interface: iface };
 }
 
 export function writeStaticAnnouncements(db: StateDB, announcements: readonly StaticAnnouncement[]): void {

@@ -22,6 +22,8 @@ export type HeraldErrorCode =
   | 'HERALD_STORE'
   | 'HERALD_RECONCILE_TIMEOUT'
   | 'HERALD_TXN'
+  | 'HERALD_BIRD_CONFIG'
+  | 'HERALD_BIRD'
   | 'HERALD_INTERNAL';
 
 export class HeraldError extends Error {

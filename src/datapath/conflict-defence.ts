@@ -53,8 +53,8 @@ export interface ConflictRecord {
   interface: string;
   /** The MAC that claimed the IP most recently. */
   foreignMac: string;
-  /** Opcode of that claim. */
-  op: 'request' | 'reply';
+  /** What the claim was: an ARP request or reply, or an NDP solicitation or advertisement. */
+  op: ClaimKind;
   /** Wall-clock ms of the last reported claim. */
   lastSeenAt: number;
   /** Claims reported by the program (at most ~10/s per entry). */
@@ -64,6 +64,13 @@ export interface ConflictRecord {
   defences: number;
   /** Wall-clock ms of the last defence. */
   lastDefenceAt?: number;
+}
+
+export type ClaimKind = 'request' | 'reply' | 'solicitation' | 'advertisement';
+
+function claimKind(ev: ConflictEvent): ClaimKind {
+  if (ev.family === 6) return ev.op === 136 ? 'advertisement' : 'solicitation';
+  return ev.op === 2 ? 'reply' : 'request';
 }
 
 interface EntryState {
@@ -107,7 +114,7 @@ export class ConflictDefender implements Disposable {
           ip: ev.ip,
           ifindex: ev.ifindex,
           interface: this.deps.interfaceName?.(ev.ifindex) ?? `ifindex ${ev.ifindex}`,
-          foreignMac: ev.mac, op: 'request', lastSeenAt: 0, events: 0, claims: 0, defences: 0 },
+          foreignMac: ev.mac, op: claimKind(ev), lastSeenAt: 0, events: 0, claims: 0, defences: 0 },
         claimsAtDefence: 0n,
       };
       this.entries.set(k, st);
@@ -115,7 +122,7 @@ export class ConflictDefender implements Disposable {
     }
     const r = st.record;
     r.foreignMac = ev.mac;
-    r.op = ev.op === 2 ? 'reply' : 'request';
+    r.op = claimKind(ev);
     r.lastSeenAt = this.deps.clock.now();
     r.events++;
     // Within an interval of the last defence a check is always pending (it

@@ -8,6 +8,12 @@
  * only one opcode (MetalLB #172, #291). Default schedule: at once, then 4 more
  * rounds 1 s apart (Cilium sends once, which clients miss).
  *
+ * For an IPv6 address each round is one unsolicited Neighbor Advertisement to
+ * all-nodes (ff02::1) with Override set, Solicited clear and the target
+ * link-layer option (RFC 4861 7.2.6). Linux clients update an existing
+ * neighbour entry from it; they create a missing one only with
+ * net.ipv6.conf.<if>.accept_untracked_na (or when they are routers).
+ *
  * A failed send is logged and counted and never blocks or undoes programming
  * the responder map (Cilium #48626: a failed gARP left the entry out for good).
  */
@@ -15,7 +21,9 @@ import type { Clock, TimerHandle } from '../core/clock.js';
 import { DisposableMap, type Disposable } from '../core/disposable.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import { isIpv4 } from '../core/addr.js';
 import { gratuitousReply, gratuitousRequest } from '../net/arp.js';
+import { unsolicitedAdvertisement } from '../net/ndp.js';
 
 export interface GarpSchedule {
   /** Rounds in a burst (the first is sent at once). 0 disables gratuitous ARP. */
@@ -95,7 +103,8 @@ export class GarpAnnouncer implements Disposable {
   private sendRound(t: GarpTarget): void {
     const counters = this.perIp.get(t.ip) ?? { sent: 0, failed: 0 };
     this.perIp.set(t.ip, counters);
-    for (const frame of [gratuitousRequest(t.mac, t.ip), gratuitousReply(t.mac, t.ip)]) {
+    const frames = isIpv4(t.ip) ? [gratuitousRequest(t.mac, t.ip), gratuitousReply(t.mac, t.ip)] : [unsolicitedAdvertisement(t.mac, t.ip)];
+    for (const frame of frames) {
       try {
         this.deps.sender.send(t.ifindex, frame);
         this.stats.sent++;
@@ -103,7 +112,7 @@ export class GarpAnnouncer implements Disposable {
       } catch (e) {
         this.stats.failed++;
         counters.failed++;
-        this.deps.log.warn({ ip: t.ip, ifindex: t.ifindex, err: describeError(e) }, 'gratuitous ARP send failed');
+        this.deps.log.warn({ ip: t.ip, ifindex: t.ifindex, err: describeError(e) }, isIpv4(t.ip) ? 'gratuitous ARP send failed' : 'unsolicited neighbor advertisement send failed');
       }
     }
   }

@@ -1,7 +1,9 @@
 /**
  * Watches other nodes on the wire: for each node that owns an IP this node is
  * a candidate for, send an ARP probe (sender 0.0.0.0, so no neighbour cache is
- * touched) for one of its IPs every `probeIntervalMs` and note every reply.
+ * touched) — or for an IPv6 address a Neighbor Solicitation from our
+ * link-local address — for one of its IPs every `probeIntervalMs` and note
+ * every reply.
  * A node heard answering that then stays quiet for `silenceMs` is reported silent — a crashed
  * agent's datapath goes quiet within its liveness limit, a lost node at once —
  * so a candidate can fence it out long before its lease would expire. A live
@@ -23,8 +25,18 @@ import type { Logger } from '../core/logger.js';
 import { ARPOP_REPLY, arpRequest, parseArpFrame } from '../net/arp.js';
 import type { OwnerWatch, WatchTarget } from '../controlplane/ownership/edges.js';
 import type { LinkInfo, Links } from '../os/links.js';
-import { arpBlock, ipv4Prefix, socketFilter, type BpfInsn } from '../net/socket-filter.js';
-import { ETH_P_ARP, PACKET_OUTGOING, PacketSocket } from '../os/packet-socket.js';
+import { arpBlock, ipv4Prefix, ndBlock, socketFilter, type BpfInsn } from '../net/socket-filter.js';
+import { ETH_P_ARP, ETH_P_IPV6, PACKET_OUTGOING, PacketSocket } from '../os/packet-socket.js';
+import { ND_NEIGHBOR_ADVERT, neighborSolicitation, parseNdFrame } from '../net/ndp.js';
+
+/** fe80::/64 with the modified EUI-64 of `mac` (RFC 4291 appendix A): the NS source our probes use. */
+function linkLocalOf(mac: string): string {
+  const b = mac.split(':').map((x) => parseInt(x, 16));
+  const hex = (hi: number, lo: number) => ((hi << 8) | lo).toString(16);
+  return `fe80::${hex(b[0]! ^ 2, b[1]!)}:${hex(b[2]!, 0xff)}:${hex(0xfe, b[3]!)}:${hex(b[4]!, b[5]!)}`;
+}
+
+const familyOf = (ip: string) => (isIpv4(ip) ? 4 : 6);
 
 export interface OwnerWatchOptions {
   probeIntervalMs: number;
@@ -37,9 +49,9 @@ export interface OwnerWatchOptions {
    */
   maxProbeGapMs?: number;
   /**
-   * Let the kernel drop every frame but ARP replies from a watched IP (a
-   * classic BPF socket filter), so a flood of other hosts' ARP costs no
-   * JavaScript. Default true; false only to measure the difference (bench/wire-filter).
+   * Let the kernel drop every frame but ARP replies from a watched IPv4 and
+   * Neighbor Advertisements for a watched IPv6 (classic BPF socket filters),
+   * so a flood of other hosts' ARP or NDP costs no JavaScript. Default true; false only to measure the difference (bench/wire-filter).
    */
   wireFilter?: boolean;
 }
@@ -94,61 +106,84 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     }
     this.tracked = next;
     if (next.size > 0 && !this.timer) this.schedule();
-    for (const iface of this.sockets.keys()) this.refreshFilter(iface, this.sockets.get(iface)!);
+    for (const key of this.sockets.keys()) this.refreshFilter(key, this.sockets.get(key)!);
     void this.ensureSockets();
   }
 
+  /** One socket per (interface, family) watched: "eth0|4" (ARP replies) and "eth0|6" (NAs), each filtered in the kernel. */
   private async ensureSockets(): Promise<void> {
-    const wanted = new Set([...this.tracked.values()].map((t) => t.iface));
-    for (const iface of wanted) {
-      if (this.sockets.has(iface)) continue;
+    const wanted = new Set([...this.tracked.values()].map((t) => `${t.iface}|${familyOf(t.ip)}`));
+    for (const key of wanted) {
+      if (this.sockets.has(key)) continue;
+      const [iface, family] = key.split('|') as [string, string];
       try {
         const link = await this.deps.links.byName(iface);
         if (!link || !link.ethernet || this.disposed) continue;
-        const filter = this.filterFor(iface);
-        const sock = PacketSocket.open(link.ifindex, ETH_P_ARP, filter ? { filter: filter.prog } : {});
-        if (filter) this.filterKeys.set(iface, filter.key);
+        const filter = this.filterFor(key);
+        const sock = PacketSocket.open(link.ifindex, family === '4' ? ETH_P_ARP : ETH_P_IPV6, filter ? { filter: filter.prog } : {});
+        if (filter) this.filterKeys.set(key, filter.key);
         sock.onFrames((rx) => this.onFrame(iface, rx.frame, rx.packetType));
         this.links.set(iface, link);
-        this.sockets.set(iface, sock);
+        this.sockets.set(key, sock);
       } catch (e) {
         this.deps.log.warn({ iface, err: describeError(e) }, 'owner watch: cannot open a packet socket');
       }
     }
-    for (const iface of [...this.sockets.keys()]) {
-      if (!wanted.has(iface)) {
-        this.sockets.deleteAndDispose(iface);
-        this.links.delete(iface);
-        this.filterKeys.delete(iface);
+    for (const key of [...this.sockets.keys()]) {
+      if (!wanted.has(key)) {
+        this.sockets.deleteAndDispose(key);
+        this.filterKeys.delete(key);
       }
     }
+    const ifaces = new Set([...wanted].map((k) => k.split('|')[0]!));
+    for (const iface of [...this.links.keys()]) if (!ifaces.has(iface)) this.links.delete(iface);
   }
 
-  /** Only ARP replies whose sender is an IP watched on this interface: all `onFrame` reads. */
-  private filterFor(iface: string): { key: string; prog: BpfInsn[] } | undefined {
-    if (this.opts.wireFilter === false) return undefined;
-    const ips = [...new Set([...this.tracked.values()].filter((t) => t.iface === iface && isIpv4(t.ip)).map((t) => t.ip))].sort();
-    return { key: ips.join(','), prog: socketFilter([arpBlock({ ops: [ARPOP_REPLY], sender: ips.map((ip) => ipv4Prefix(ip)) })]) };
+  /** The address a reply vouches for: an ARP reply's sender, or a Neighbor Advertisement's target. */
+  private static answeredIp(frame: Buffer): string | undefined {
+    if (frame.length >= 14 && frame.readUInt16BE(12) === ETH_P_IPV6) {
+      const nd = parseNdFrame(frame);
+      return nd && nd.type === ND_NEIGHBOR_ADVERT && nd.checksumOk ? nd.target : undefined;
+    }
+    const arp = parseArpFrame(frame);
+    return arp && arp.op === ARPOP_REPLY ? arp.spa : undefined;
   }
 
-  private refreshFilter(iface: string, sock: PacketSocket): void {
-    const filter = this.filterFor(iface);
-    if (!filter || this.filterKeys.get(iface) === filter.key) return;
+  /**
+   * What the socket `key` ("eth0|4" / "eth0|6") lets through, so all `onFrame`
+   * reads are answers about watched IPs: on ARP sockets, ARP replies whose
+   * sender is an IPv4 watched on the interface; on IPv6 sockets, Neighbor
+   * Advertisements whose target is an IPv6 watched there. Without the wire
+   * filter, ARP sockets take everything and IPv6 ones every NA (a socket bound
+   * to IPv6 would otherwise read all of the segment's IPv6 traffic).
+   */
+  private filterFor(key: string): { key: string; prog: BpfInsn[] } | undefined {
+    const [iface, family] = key.split('|') as [string, string];
+    const v4 = family === '4';
+    if (this.opts.wireFilter === false) return v4 ? undefined : { key: '*', prog: socketFilter([ndBlock({ types: [ND_NEIGHBOR_ADVERT] })]) };
+    const ips = [...new Set([...this.tracked.values()].filter((t) => t.iface === iface && isIpv4(t.ip) === v4).map((t) => t.ip))].sort();
+    const block = v4 ? arpBlock({ ops: [ARPOP_REPLY], sender: ips.map((ip) => ipv4Prefix(ip)) }) : ndBlock({ types: [ND_NEIGHBOR_ADVERT], targets: ips });
+    return { key: ips.join(','), prog: socketFilter([block]) };
+  }
+
+  private refreshFilter(key: string, sock: PacketSocket): void {
+    const filter = this.filterFor(key);
+    if (!filter || this.filterKeys.get(key) === filter.key) return;
     try {
       sock.setFilter(filter.prog); // replaces the old one atomically
-      this.filterKeys.set(iface, filter.key);
+      this.filterKeys.set(key, filter.key);
     } catch (e) {
-      this.deps.log.warn({ iface, err: describeError(e) }, 'owner watch: cannot update the socket filter');
+      this.deps.log.warn({ socket: key, err: describeError(e) }, 'owner watch: cannot update the socket filter');
     }
   }
 
   private onFrame(iface: string, frame: Buffer, packetType: number): void {
     if (packetType === PACKET_OUTGOING) return;
-    const arp = parseArpFrame(frame);
-    if (!arp || arp.op !== ARPOP_REPLY) return;
+    const ip = PacketOwnerWatch.answeredIp(frame);
+    if (ip === undefined) return;
     const now = monotonicMs(this.deps.clock);
     for (const t of this.tracked.values()) {
-      if (t.iface === iface && t.ip === arp.spa) {
+      if (t.iface === iface && t.ip === ip) {
         t.lastReply = now;
         t.evidenceFrom = now;
         t.probes = 0;
@@ -183,11 +218,18 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     this.lastTickAt = now;
     for (const t of this.tracked.values()) {
       const link = this.links.get(t.iface);
-      const sock = this.sockets.get(t.iface);
+      const v4 = isIpv4(t.ip);
+      const sock = this.sockets.get(`${t.iface}|${v4 ? 4 : 6}`);
       if (link && sock) {
         try {
-          // An RFC 5227 probe: herald's responder answers it, and it updates nobody's cache.
-          sock.send(arpRequest({ srcMac: link.mac, srcIp: '0.0.0.0', targetIp: t.ip }));
+          // IPv4: an RFC 5227 probe: herald's responder answers it, and it updates nobody's cache.
+          // IPv6: a solicitation from our link-local address (not a DAD probe, whose
+          // answer goes to all-nodes): answered to us alone.
+          sock.send(
+            v4
+              ? arpRequest({ srcMac: link.mac, srcIp: '0.0.0.0', targetIp: t.ip })
+              : neighborSolicitation({ srcMac: link.mac, srcIp: linkLocalOf(link.mac), target: t.ip }),
+          );
           t.probes++;
         } catch {
           /* a send error is a missed probe: no evidence */

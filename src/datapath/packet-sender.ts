@@ -1,7 +1,10 @@
-/** FrameSender over AF_PACKET: one socket per interface, opened on first use. */
+/**
+ * FrameSender over AF_PACKET: one socket per interface, opened on first use.
+ * The sockets receive nothing (protocol 0); each frame goes out with its own
+ * EtherType (ARP, or IPv6 for neighbor advertisements).
+ */
 import { DisposableMap, type Disposable } from '../core/disposable.js';
-import { DROP_ALL } from '../net/socket-filter.js';
-import { ETH_P_ARP, PacketSocket } from '../os/packet-socket.js';
+import { PacketSocket } from '../os/packet-socket.js';
 import type { FrameSender } from './garp.js';
 
 export class PacketFrameSender implements FrameSender, Disposable {
@@ -10,8 +13,9 @@ export class PacketFrameSender implements FrameSender, Disposable {
   send(ifindex: number, frame: Buffer): void {
     let socket = this.sockets.get(ifindex);
     if (!socket) {
-      // Send-only: a drop-all filter keeps the kernel from queueing every ARP on the segment for it.
-      socket = PacketSocket.open(ifindex, ETH_P_ARP, { filter: DROP_ALL });
+      // Send-only: bound to protocol 0 the kernel queues nothing for it (no
+      // filter needed, unlike an ARP-bound socket, which would get every ARP).
+      socket = PacketSocket.open(ifindex, 0);
       this.sockets.set(ifindex, socket);
     }
     try {

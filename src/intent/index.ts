@@ -1,6 +1,8 @@
 /** Intent manifests: the pure public surface of src/intent (file loading is in load.ts, which uses node:fs). */
 export * from './annotations.js';
+export * from './bgp.js';
 export * from './diagnostics.js';
+export * from './endpoint-slice.js';
 export * from './ip.js';
 export * from './kinds.js';
 export * from './names.js';

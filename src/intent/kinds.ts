@@ -6,18 +6,45 @@ import { l2PolicySchema, l2PolicyWarnings, POLICY_API_VERSIONS, type L2PolicyMan
 import { poolSchema, poolWarnings, POOL_API_VERSIONS, type IPPoolManifest } from './pool.js';
 import { serviceSchema, type ServiceManifest } from './service.js';
 import { ignoredCiliumAnnotations } from './annotations.js';
+import { endpointSliceSchema, endpointSliceWarnings, type EndpointSliceManifest } from './endpoint-slice.js';
+import {
+  BGP_API_VERSIONS,
+  bgpAdvertisementSchema,
+  bgpClusterConfigSchema,
+  bgpNodeConfigOverrideSchema,
+  bgpPeerConfigSchema,
+  bgpWarnings,
+  type BgpAdvertisementManifest,
+  type BgpClusterConfigManifest,
+  type BgpNodeConfigOverrideManifest,
+  type BgpPeerConfigManifest,
+} from './bgp.js';
 
 /** A manifest object plus where it was read from (for later messages). */
 export type Sourced<T> = T & { readonly source: SourceRef };
 
 /** A parsed manifest object of one of the supported kinds. */
-export type IntentManifest = ServiceManifest | IPPoolManifest | L2PolicyManifest | NodeManifest;
+export type IntentManifest =
+  | ServiceManifest
+  | IPPoolManifest
+  | L2PolicyManifest
+  | NodeManifest
+  | EndpointSliceManifest
+  | BgpClusterConfigManifest
+  | BgpPeerConfigManifest
+  | BgpAdvertisementManifest
+  | BgpNodeConfigOverrideManifest;
 
 export type IntentObject =
   | Sourced<ServiceManifest>
   | Sourced<IPPoolManifest>
   | Sourced<L2PolicyManifest>
-  | Sourced<NodeManifest>;
+  | Sourced<NodeManifest>
+  | Sourced<EndpointSliceManifest>
+  | Sourced<BgpClusterConfigManifest>
+  | Sourced<BgpPeerConfigManifest>
+  | Sourced<BgpAdvertisementManifest>
+  | Sourced<BgpNodeConfigOverrideManifest>;
 
 export type IntentKind = IntentManifest['kind'];
 
@@ -32,6 +59,11 @@ export const KINDS: Readonly<Record<IntentKind, KindInfo>> = {
   CiliumLoadBalancerIPPool: { apiVersions: POOL_API_VERSIONS, namespaced: false, schema: poolSchema },
   CiliumL2AnnouncementPolicy: { apiVersions: POLICY_API_VERSIONS, namespaced: false, schema: l2PolicySchema },
   Node: { apiVersions: ['v1'], namespaced: false, schema: nodeSchema },
+  EndpointSlice: { apiVersions: ['discovery.k8s.io/v1'], namespaced: true, schema: endpointSliceSchema },
+  CiliumBGPClusterConfig: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpClusterConfigSchema },
+  CiliumBGPPeerConfig: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpPeerConfigSchema },
+  CiliumBGPAdvertisement: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpAdvertisementSchema },
+  CiliumBGPNodeConfigOverride: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpNodeConfigOverrideSchema },
 };
 
 export function isIntentKind(kind: string): kind is IntentKind {
@@ -45,7 +77,7 @@ export function objectKey(kind: IntentKind, name: string, namespace: string | un
 
 /** The key of a parsed object (see `objectKey`). */
 export function keyOf(obj: IntentManifest): string {
-  return obj.kind === 'Service' ? `${obj.metadata.namespace}/${obj.metadata.name}` : obj.metadata.name;
+  return obj.kind === 'Service' || obj.kind === 'EndpointSlice' ? `${obj.metadata.namespace}/${obj.metadata.name}` : obj.metadata.name;
 }
 
 /**
@@ -70,6 +102,13 @@ export function manifestWarnings(obj: IntentManifest): { path: string; message: 
       return poolWarnings(obj);
     case 'CiliumL2AnnouncementPolicy':
       return l2PolicyWarnings(obj);
+    case 'EndpointSlice':
+      return endpointSliceWarnings(obj);
+    case 'CiliumBGPClusterConfig':
+    case 'CiliumBGPPeerConfig':
+    case 'CiliumBGPAdvertisement':
+    case 'CiliumBGPNodeConfigOverride':
+      return bgpWarnings(obj);
     default:
       return [];
   }

@@ -60,6 +60,10 @@ export interface ParsedEntry {
 type Position = { line: number; column: number };
 type Path = readonly PropertyKey[];
 
+const LEGACY_BGP_KIND = 'CiliumBGPPeeringPolicy';
+const LEGACY_BGP_MESSAGE =
+  'CiliumBGPPeeringPolicy (Cilium\'s older BGP API) is not read by herald: write its virtualRouters as a CiliumBGPClusterConfig (bgpInstances, peers), a CiliumBGPPeerConfig (timers, families) and a CiliumBGPAdvertisement (serviceSelector → advertisements of type Service)';
+
 const KUSTOMIZE_API_VERSION = 'kustomize.config.k8s.io/v1beta1';
 const KUSTOMIZATION_FILES = new Set(['kustomization.yaml', 'kustomization.yml', 'kustomization']);
 
@@ -333,6 +337,11 @@ function readObject(
   }
   if (prefix.length > 0 && kind.endsWith('List')) {
     error(['kind'], `a List item cannot be a ${kind}`);
+    return;
+  }
+  if (kind === LEGACY_BGP_KIND && typeof apiVersion === 'string' && groupOf(apiVersion) === 'cilium.io') {
+    // Cilium's older BGP API: refused rather than ignored, since ignoring it would silently advertise nothing.
+    error(['kind'], LEGACY_BGP_MESSAGE, { kind, ...(name !== undefined ? { name } : {}) });
     return;
   }
   if (!readsKind(kind, apiVersion)) {

@@ -11,12 +11,21 @@ import type { NodeManifest } from './node.js';
 import type { L2PolicyManifest } from './policy.js';
 import type { IPPoolManifest } from './pool.js';
 import type { ServiceManifest } from './service.js';
+import type { EndpointSliceManifest } from './endpoint-slice.js';
+import type { BgpAdvertisementManifest, BgpClusterConfigManifest, BgpNodeConfigOverrideManifest, BgpPeerConfigManifest } from './bgp.js';
 
 export interface IntentSnapshot {
   readonly services: ReadonlyMap<string, Sourced<ServiceManifest>>;
   readonly pools: ReadonlyMap<string, Sourced<IPPoolManifest>>;
   readonly policies: ReadonlyMap<string, Sourced<L2PolicyManifest>>;
   readonly nodes: ReadonlyMap<string, Sourced<NodeManifest>>;
+  /** EndpointSlices by `namespace/name`. */
+  readonly endpointSlices: ReadonlyMap<string, Sourced<EndpointSliceManifest>>;
+  readonly bgpClusterConfigs: ReadonlyMap<string, Sourced<BgpClusterConfigManifest>>;
+  readonly bgpPeerConfigs: ReadonlyMap<string, Sourced<BgpPeerConfigManifest>>;
+  readonly bgpAdvertisements: ReadonlyMap<string, Sourced<BgpAdvertisementManifest>>;
+  /** By node name. */
+  readonly bgpNodeOverrides: ReadonlyMap<string, Sourced<BgpNodeConfigOverrideManifest>>;
 }
 
 /** A ReadonlyMap with no way to mutate it, even by a cast (a frozen `Map` still has `set`). */
@@ -79,6 +88,11 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
   const pools = new Map<string, Sourced<IPPoolManifest>>();
   const policies = new Map<string, Sourced<L2PolicyManifest>>();
   const nodes = new Map<string, Sourced<NodeManifest>>();
+  const endpointSlices = new Map<string, Sourced<EndpointSliceManifest>>();
+  const bgpClusterConfigs = new Map<string, Sourced<BgpClusterConfigManifest>>();
+  const bgpPeerConfigs = new Map<string, Sourced<BgpPeerConfigManifest>>();
+  const bgpAdvertisements = new Map<string, Sourced<BgpAdvertisementManifest>>();
+  const bgpNodeOverrides = new Map<string, Sourced<BgpNodeConfigOverrideManifest>>();
   const add = <T extends IntentObject>(map: Map<string, T>, obj: T): void => {
     const key = keyOf(obj);
     const first = map.get(key);
@@ -104,6 +118,21 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
       case 'Node':
         add(nodes, obj);
         break;
+      case 'EndpointSlice':
+        add(endpointSlices, obj);
+        break;
+      case 'CiliumBGPClusterConfig':
+        add(bgpClusterConfigs, obj);
+        break;
+      case 'CiliumBGPPeerConfig':
+        add(bgpPeerConfigs, obj);
+        break;
+      case 'CiliumBGPAdvertisement':
+        add(bgpAdvertisements, obj);
+        break;
+      case 'CiliumBGPNodeConfigOverride':
+        add(bgpNodeOverrides, obj);
+        break;
     }
   }
   return Object.freeze({
@@ -111,6 +140,11 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
     pools: new FrozenMap(pools),
     policies: new FrozenMap(policies),
     nodes: new FrozenMap(nodes),
+    endpointSlices: new FrozenMap(endpointSlices),
+    bgpClusterConfigs: new FrozenMap(bgpClusterConfigs),
+    bgpPeerConfigs: new FrozenMap(bgpPeerConfigs),
+    bgpAdvertisements: new FrozenMap(bgpAdvertisements),
+    bgpNodeOverrides: new FrozenMap(bgpNodeOverrides),
   });
 }
 

@@ -19,6 +19,21 @@ export function bytesToIpv4(b: Buffer | Uint8Array): string {
   return formatIpBytes(b.subarray(0, 4));
 }
 
+export function ipv6ToBytes(ip: string): Buffer {
+  const parsed = parseIp(ip);
+  if (parsed?.family !== 'IPv6') throw new HeraldError('HERALD_BAD_ARGUMENT', `not an IPv6 address: "${ip}"`);
+  return Buffer.from(parsed.bytes);
+}
+
+export function bytesToIpv6(b: Buffer | Uint8Array): string {
+  return formatIpBytes(b.subarray(0, 16));
+}
+
+/** The address bytes of either family (4 or 16). */
+export function ipToBytes(ip: string): Buffer {
+  return isIpv4(ip) ? ipv4ToBytes(ip) : ipv6ToBytes(ip);
+}
+
 const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
 
 export function isMac(text: string): boolean {

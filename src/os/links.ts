@@ -2,7 +2,9 @@
  * Network interfaces of the agent's network namespace, read over rtnetlink
  * (never sysfs: under `nsenter --net` /sys/class/net shows the host's links).
  */
-import { createRtNetlink, type RtNetlinkSocket } from 'netlink';
+// Only the rtnetlink part of the package: its index also loads the generic
+// netlink, nl80211 and WireGuard definitions (half of its 60 ms import).
+import { createRtNetlink, type RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import type { Disposable } from '../core/disposable.js';
 import { HeraldError } from '../core/errors.js';
 import { formatMac } from '../net/addr.js';

@@ -1,5 +1,6 @@
 /**
- * Local routes for owned service IPs (`ip route … table local type local`):
+ * Local routes for owned service IPs (`ip route … table local type local`,
+ * /32 or /128):
  * the kernel accepts traffic for the IP as if it were configured, so host
  * services bound to 0.0.0.0 serve it, while the address itself is on no
  * interface. Written with iproute2 (`ip -batch` for bulk), read as JSON.
@@ -9,6 +10,7 @@ import { promisify } from 'node:util';
 import { HeraldError } from '../core/errors.js';
 
 const run = promisify(execFile);
+const host = (ip: string) => (ip.includes(':') ? `${ip}/128` : `${ip}/32`);
 
 /** herald's routing protocol number: marks the routes it owns (kube-vip uses 248). */
 export const HERALD_ROUTE_PROTO = 250;
@@ -25,17 +27,22 @@ export class IprouteLocalRoutes implements LocalRoutes {
   private readonly quieted = new Set<string>();
 
   async list(): Promise<string[]> {
-    const { stdout } = await run('ip', ['-j', '-4', 'route', 'show', 'table', 'local', 'proto', String(HERALD_ROUTE_PROTO)]);
-    return (JSON.parse(stdout || '[]') as Array<{ dst: string }>).map((r) => r.dst.replace(/\/32$/, ''));
+    const out: string[] = [];
+    for (const family of ['-4', '-6']) {
+      const { stdout } = await run('ip', ['-j', family, 'route', 'show', 'table', 'local', 'proto', String(HERALD_ROUTE_PROTO)]);
+      out.push(...(JSON.parse(stdout || '[]') as Array<{ dst: string }>).map((r) => r.dst.replace(/\/(32|128)$/, '')));
+    }
+    return out;
   }
 
+  /** An IPv6 local route does not make the kernel answer Neighbor Solicitations (only configured addresses are), so it needs no quieting. */
   async add(ip: string): Promise<void> {
-    await this.ip(['route', 'replace', 'local', `${ip}/32`, 'dev', 'lo', 'table', 'local', 'proto', String(HERALD_ROUTE_PROTO)]);
+    await this.ip(['route', 'replace', 'local', host(ip), 'dev', 'lo', 'table', 'local', 'proto', String(HERALD_ROUTE_PROTO)]);
   }
 
   async del(ip: string): Promise<void> {
     try {
-      await this.ip(['route', 'del', 'local', `${ip}/32`, 'dev', 'lo', 'table', 'local', 'proto', String(HERALD_ROUTE_PROTO)]);
+      await this.ip(['route', 'del', 'local', host(ip), 'dev', 'lo', 'table', 'local', 'proto', String(HERALD_ROUTE_PROTO)]);
     } catch (e) {
       if (!String((e as Error).message).includes('No such process')) throw e; // already gone
     }

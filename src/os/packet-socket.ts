@@ -19,6 +19,10 @@ const SOCK_CLOEXEC = 0o2000000;
 const SOL_SOCKET = 1;
 const SO_ATTACH_FILTER = 26;
 export const PACKET_OUTGOING = 4;
+const SOL_PACKET = 263;
+const PACKET_ADD_MEMBERSHIP = 1;
+const PACKET_DROP_MEMBERSHIP = 2;
+const PACKET_MR_MULTICAST = 0;
 
 interface SockaddrLl {
   sll_family: number;
@@ -42,6 +46,12 @@ function bindLibc() {
     sll_halen: 'uint8_t',
     sll_addr: koffi.array('uint8_t', 8),
   });
+  const packetMreq = koffi.struct('packet_mreq', {
+    mr_ifindex: 'int',
+    mr_type: 'uint16_t',
+    mr_alen: 'uint16_t',
+    mr_address: koffi.array('uint8_t', 8),
+  });
   const sockFprog = koffi.struct('sock_fprog', { len: 'uint16_t', filter: 'void *' });
   return {
     sockaddrLlSize: koffi.sizeof(sockaddrLl),
@@ -54,6 +64,8 @@ function bindLibc() {
     // struct sock_fprog { unsigned short len; struct sock_filter *filter; }
     setsockoptFilter: lib.func('int setsockopt(int fd, int level, int name, const sock_fprog *val, uint32_t len)'),
     sockFprogSize: koffi.sizeof(sockFprog),
+    setsockoptMreq: lib.func('int setsockopt(int fd, int level, int name, const packet_mreq *val, uint32_t len)'),
+    packetMreqSize: koffi.sizeof(packetMreq),
     close: lib.func('int close(int fd)'),
     strerror: lib.func('const char *strerror(int errnum)'),
   };
@@ -108,7 +120,9 @@ export class PacketSocket implements Disposable {
    * queueing frames the moment socket() returns, so a drop-all filter goes on
    * first, whatever slipped in before it is drained, and then the real filter
    * replaces it. `filter: DROP_ALL` makes a send-only socket (the kernel then
-   * queues nothing for it).
+   * queues nothing for it). `ethType` 0 receives nothing either: a socket only
+   * to send (the frame's own EtherType is then used) or to hold multicast
+   * memberships.
    */
   static open(ifindex: number, ethType: number, opts: { filter?: readonly BpfInsn[] } = {}): PacketSocket {
     const lib = c();
@@ -151,8 +165,31 @@ export class PacketSocket implements Disposable {
     if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
     const lib = c();
     const dst = frame.subarray(0, 6);
-    const n = Number(lib.sendto(this.fd, frame, frame.length, 0, sockaddr(this.ifindex, this.ethType, dst), lib.sockaddrLlSize));
+    const ethType = this.ethType !== 0 ? this.ethType : frame.length >= 14 ? frame.readUInt16BE(12) : 0;
+    const n = Number(lib.sendto(this.fd, frame, frame.length, 0, sockaddr(this.ifindex, ethType, dst), lib.sockaddrLlSize));
     if (n < 0) throw sysError(`sendto(ifindex ${this.ifindex})`);
+  }
+
+  /**
+   * Makes the interface receive frames sent to this multicast MAC (the kernel
+   * counts memberships; they end with the socket). Interfaces that filter
+   * multicast (macvlan, NICs) otherwise drop them before tc ingress.
+   */
+  addMembership(mac: Buffer): void {
+    this.membership(PACKET_ADD_MEMBERSHIP, mac, 'PACKET_ADD_MEMBERSHIP');
+  }
+
+  dropMembership(mac: Buffer): void {
+    this.membership(PACKET_DROP_MEMBERSHIP, mac, 'PACKET_DROP_MEMBERSHIP');
+  }
+
+  private membership(op: number, mac: Buffer, name: string): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
+    const lib = c();
+    const address = [0, 0, 0, 0, 0, 0, 0, 0];
+    for (let i = 0; i < 6; i++) address[i] = mac[i] ?? 0;
+    const mreq = { mr_ifindex: this.ifindex, mr_type: PACKET_MR_MULTICAST, mr_alen: 6, mr_address: address };
+    if ((lib.setsockoptMreq(this.fd, SOL_PACKET, op, mreq, lib.packetMreqSize) as number) < 0) throw sysError(`${name}(ifindex ${this.ifindex})`);
   }
 
   /** One frame if one is queued, else undefined (never blocks). */

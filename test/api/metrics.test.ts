@@ -18,13 +18,10 @@ test('per-IP counters: replies, conflicts and defences per ip and interface', as
   };
   const text = await buildRegistry(src).metrics();
   const series = (name: string) => text.split('\n').filter((l) => l.startsWith(`${name}{`));
-  assert.deepEqual(series('herald_arp_replies_total'), [
-    'herald_arp_replies_total{ip="192.0.2.10",interface="eth0"} 5',
-    'herald_arp_replies_total{ip="2001:db8::10",interface="eth1"} 2',
-  ]);
-  assert.deepEqual(series('herald_arp_conflicts_total'), [
-    'herald_arp_conflicts_total{ip="192.0.2.10",interface="eth0"} 1',
-    'herald_arp_conflicts_total{ip="2001:db8::10",interface="eth1"} 0',
-  ]);
+  // Per family: ARP replies for IPv4 addresses, Neighbor Advertisements for IPv6.
+  assert.deepEqual(series('herald_arp_replies_total'), ['herald_arp_replies_total{ip="192.0.2.10",interface="eth0"} 5']);
+  assert.deepEqual(series('herald_arp_conflicts_total'), ['herald_arp_conflicts_total{ip="192.0.2.10",interface="eth0"} 1']);
+  assert.deepEqual(series('herald_ndp_replies_total'), ['herald_ndp_replies_total{ip="2001:db8::10",interface="eth1"} 2']);
+  assert.deepEqual(series('herald_ndp_conflicts_total'), ['herald_ndp_conflicts_total{ip="2001:db8::10",interface="eth1"} 0']);
   assert.deepEqual(series('herald_arp_defences_total'), ['herald_arp_defences_total{ip="192.0.2.10",interface="eth0"} 3']);
 });

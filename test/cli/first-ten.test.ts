@@ -158,8 +158,8 @@ describe('intent status: rejections and node warnings in the human view', () => 
   });
 });
 
-describe('IPv6 in status until NDP lands', () => {
-  test('an IPv6 address is listed as not announced, never as owned', async () => {
+describe('IPv6 in status (issue 11: NDP)', () => {
+  test('an owned IPv6 address is listed as owned like an IPv4 one, and "not announced" is gone', async () => {
     const { buildStatus, renderStatus } = await import('../../src/api/status.js');
     const emptyMap = { entries: () => [], lookup: () => undefined };
     const st = buildStatus({
@@ -176,14 +176,14 @@ describe('IPv6 in status until NDP lands', () => {
         ownership: { owned: new Set(['198.51.100.10', '2001:db8::10']), owners: new Map() },
       },
       reconciler: undefined,
-      rowStatuses: new Map(),
+      rowsNotDone: [],
       table: [],
       datapath: { maps: { responders: emptyMap, config: emptyMap }, map: { capacity: 16 } },
       garp: { sent: 0, failed: 0 },
       now: 0n,
     } as unknown as Parameters<typeof buildStatus>[0]);
-    assert.deepEqual(st.owned.map((o) => o.ip), ['198.51.100.10']);
-    assert.deepEqual(st.ipv6NotAnnounced, ['2001:db8::10']);
-    assert.match(renderStatus(st), /IPv6: not announced \(no NDP yet\): 2001:db8::10/);
+    assert.deepEqual(st.owned.map((o) => o.ip), ['198.51.100.10', '2001:db8::10']);
+    assert.doesNotMatch(renderStatus(st), /not announced/);
+    assert.match(renderStatus(st), /answers: ARP 0, NDP 0/);
   });
 });

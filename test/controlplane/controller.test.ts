@@ -47,8 +47,8 @@ metadata: { name: db, namespace: default, annotations: { lbipam.cilium.io/ips: "
 spec: { type: LoadBalancer, ports: [{ port: 5432 }] }
 `;
 
-function snapshot(): IntentSnapshot {
-  const load = parseManifests(MANIFESTS, 'test.yaml');
+function snapshot(manifests = MANIFESTS): IntentSnapshot {
+  const load = parseManifests(manifests, 'test.yaml');
   assert.equal(formatErrors(load.errors), '');
   return load.snapshot!;
 }
@@ -57,14 +57,16 @@ function snapshot(): IntentSnapshot {
 class FakeOwnership implements OwnershipBackend {
   readonly kind = 'etcd' as const;
   candidates: ReadonlyMap<string, readonly string[]> = new Map();
+  affinity: ReadonlyMap<string, string> = new Map();
   private owned = new Set<string>();
   private onChange: (view: OwnershipView) => void | Promise<void> = () => {};
 
   async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
     this.onChange = onChange;
   }
-  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>, affinity: ReadonlyMap<string, string> = new Map()): void {
     this.candidates = new Map(candidates);
+    this.affinity = new Map(affinity);
   }
   /** Publishes a new owned set, as a backend does; returns what onChange returned (awaited before giving an IP away). */
   own(...ips: string[]): Promise<void> {
@@ -85,7 +87,7 @@ afterEach(async () => {
 });
 
 async function setup(
-  opts: { db?: StateDB; applied?: () => Promise<void>; staticAnnouncements?: StaticAnnouncement[]; beforeStart?: () => void } = {},
+  opts: { db?: StateDB; applied?: () => Promise<void>; staticAnnouncements?: StaticAnnouncement[]; beforeStart?: () => void; manifests?: string } = {},
 ) {
   const db = opts.db ?? new StateDB([l2AnnounceTable]);
   const links = new FakeLinks();
@@ -106,7 +108,7 @@ async function setup(
   disposers.push(() => cp.dispose());
   opts.beforeStart?.(); // as in the agent: the datapath starts after the control plane registered its initializer
   await cp.start();
-  await cp.setSnapshot(snapshot());
+  await cp.setSnapshot(snapshot(opts.manifests));
   const announced = () => db.readTxn().list(l2AnnounceTable).map((r) => `${r.ip}@${r.iface} ${r.origins.join(',')}`);
   return { db, ownership, ipam, cp, announced };
 }
@@ -121,6 +123,24 @@ test('only the IPs this node owns reach the l2-announce table, though it is a ca
   await s.ownership.own(WEB);
   assert.deepEqual(s.announced(), [`${WEB}@eth0 service:default/web`]);
   assert.ok(s.ipam.state.allocations['default/db']?.includes(DB), 'db has its IP allocated, just not owned here');
+});
+
+test('a dual-stack service: both addresses are candidates with one affinity key, so they are owned and moved together', async () => {
+  const dual = MANIFESTS.replace('blocks: [{ cidr: 198.51.100.16/28 }]', 'blocks: [{ cidr: 198.51.100.16/28 }, { cidr: "2001:db8:100::/124" }]') + `---
+apiVersion: v1
+kind: Service
+metadata: { name: dual, namespace: default }
+spec: { type: LoadBalancer, ipFamilyPolicy: RequireDualStack, ipFamilies: [IPv4, IPv6], ports: [{ port: 443 }] }
+`;
+  const s = await setup({ manifests: dual });
+  const ips = s.ipam.state.allocations['default/dual'] ?? [];
+  const v4 = ips.find((ip) => !ip.includes(':'));
+  const v6 = ips.find((ip) => ip.includes(':'));
+  assert.ok(v4 && v6, `one address per family: ${ips.join(', ')}`);
+  assert.ok(s.ownership.candidates.has(v4) && s.ownership.candidates.has(v6), 'both families are contended for');
+  assert.equal(s.ownership.affinity.get(v4), s.ownership.affinity.get(v6), 'one affinity key for both');
+  assert.ok(s.ownership.affinity.get(v4) !== undefined);
+  assert.equal(s.ownership.affinity.get(WEB), undefined, 'single-address services keep their own address as the key');
 });
 
 test('losing ownership of an IP removes its row; the others stay', async () => {

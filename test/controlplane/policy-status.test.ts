@@ -8,7 +8,7 @@
 import { MemoryIpam } from '../helpers/memory-ipam.js';
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
-import { buildStatus, IPV6_NOT_ANNOUNCED, renderStatus } from '../../src/api/status.js';
+import { buildStatus, renderStatus } from '../../src/api/status.js';
 import type { Logger } from '../../src/core/logger.js';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { ControlPlane } from '../../src/controlplane/controller.js';
@@ -123,7 +123,7 @@ function agentStatus(cp: ControlPlane) {
     startedAt: 0,
     controlPlane: cp.status(),
     reconciler: undefined,
-    rowStatuses: new Map(),
+    rowsNotDone: [],
     table: [],
     datapath,
     garp: { sent: 0, failed: 0 },
@@ -186,7 +186,7 @@ test('a policy that selects this node has no warning', async () => {
   assert.equal(s.lines.filter((l) => l.level === 'warn').length, 0);
 });
 
-test('IPv6 ingress IPs are neither contended for nor owned until NDP exists; status says "IPv6: not announced (no NDP yet)"', async () => {
+test('IPv6 ingress IPs are contended for and owned like IPv4 ones (issue 11); a dual-stack service\'s addresses move together', async () => {
   const v6 = `
 ---
 apiVersion: v1
@@ -195,13 +195,11 @@ metadata: { name: v6, namespace: default, annotations: { lbipam.cilium.io/ips: "
 spec: { type: LoadBalancer, ipFamilies: [IPv6], ipFamilyPolicy: SingleStack, ports: [{ port: 80 }] }
 `;
   const s = await setup(POOL + v6 + policy('all', ''));
-  assert.deepEqual(s.cp.status().ipam?.services.get('default/v6')?.ingress, ['2001:db8::10'], 'LB-IPAM still allocates it');
-  assert.deepEqual([...s.ownership.candidates.keys()], ['198.51.100.20'], 'only the IPv4 IP is contended for');
-  assert.deepEqual(s.db.readTxn().list(l2AnnounceTable).map((r) => r.ip), ['198.51.100.20']);
+  assert.deepEqual(s.cp.status().ipam?.services.get('default/v6')?.ingress, ['2001:db8::10'], 'LB-IPAM allocates it');
+  assert.deepEqual([...s.ownership.candidates.keys()].sort(), ['198.51.100.20', '2001:db8::10'], 'both families are contended for');
+  assert.deepEqual(s.db.readTxn().list(l2AnnounceTable).map((r) => r.ip).sort(), ['198.51.100.20', '2001:db8::10']);
   const st = agentStatus(s.cp);
-  assert.deepEqual(st.owned.map((o) => o.ip), ['198.51.100.20']);
-  assert.deepEqual(st.candidates.map((c) => c.ip), ['198.51.100.20']);
-  assert.deepEqual(st.notAnnounced, [{ ip: '2001:db8::10', services: ['default/v6'], policies: ['all'], reason: IPV6_NOT_ANNOUNCED }]);
-  assert.equal(IPV6_NOT_ANNOUNCED, 'IPv6: not announced (no NDP yet)');
-  assert.match(renderStatus(st), /^IPv6: not announced \(no NDP yet\): 2001:db8::10 \(default\/v6\)$/m);
+  assert.deepEqual(st.owned.map((o) => o.ip), ['198.51.100.20', '2001:db8::10']);
+  assert.deepEqual(st.candidates.map((c) => c.ip).sort(), ['198.51.100.20', '2001:db8::10']);
+  assert.doesNotMatch(renderStatus(st), /not announced/);
 });

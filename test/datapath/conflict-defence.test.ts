@@ -58,13 +58,24 @@ class Harness {
     const last = this.lastReport.get(k);
     if (last !== undefined && now - last < REPORT_GAP_MS) return;
     this.lastReport.set(k, now);
-    this.defender.onConflict({ ip, ifindex: IFINDEX, mac, op, ktimeNs: this.clock.monotonicNs() });
+    this.defender.onConflict({ family: ip.includes(':') ? 6 : 4, ip, ifindex: IFINDEX, mac, op, ktimeNs: this.clock.monotonicNs() });
   }
 
   defenceTimes(ip = IP): number[] {
     return this.sent.filter((s) => s.target.ip === ip).map((s) => s.at);
   }
 }
+
+test('an IPv6 claim (a foreign Neighbor Advertisement) is defended like an ARP one and recorded as an advertisement', () => {
+  const h = new Harness();
+  const V6 = '2001:db8::7';
+  h.counters.set(`${V6}|${IFINDEX}`, 0n);
+  h.claim(V6, FOREIGN, 136);
+  assert.deepEqual(h.sent.map((s) => s.target), [{ ip: V6, ifindex: IFINDEX, mac: OUR_MAC }]);
+  const [r] = h.defender.records();
+  assert.equal(r!.ip, V6);
+  assert.equal(r!.op, 'advertisement');
+});
 
 test('a first claim is defended at once, from our MAC on the interface it arrived on', () => {
   const h = new Harness();

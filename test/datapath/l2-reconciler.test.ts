@@ -14,6 +14,8 @@ import { L2ResponderOps, type InterfacePreparer } from '../../src/datapath/l2-re
 import { FakeResponderMap } from '../../src/datapath/l2-responder/responder-map.js';
 import { l2AnnounceKey, l2AnnounceTable, withOrigin, withoutOrigin, type L2AnnounceRow } from '../../src/datapath/tables/l2-announce.js';
 import { parseArpFrame } from '../../src/net/arp.js';
+import { parseNdFrame, solicitedNodeMac } from '../../src/net/ndp.js';
+import { FakeMulticastGroups } from '../../src/os/fake/multicast-groups.js';
 import type { LinkInfo } from '../../src/os/links.js';
 import { FakeLinks } from '../../src/os/fake/links.js';
 import { ManualClock } from '../helpers/manual-clock.js';
@@ -23,7 +25,7 @@ class RecordingSender implements FrameSender {
   fail = false;
   send(ifindex: number, frame: Buffer): void {
     if (this.fail) throw new Error('ENETDOWN');
-    this.frames.push({ ifindex, ip: parseArpFrame(frame)!.spa });
+    this.frames.push({ ifindex, ip: parseArpFrame(frame)?.spa ?? parseNdFrame(frame)!.target });
   }
 }
 
@@ -53,7 +55,8 @@ function setup(opts: { map?: FakeResponderMap; config?: Partial<ReconcilerConfig
   const sender = new RecordingSender();
   const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 1, intervalMs: 1000 });
   const preparer = new RecordingPreparer();
-  const ops = new L2ResponderOps({ map, interfaces: preparer, links, garp, log: silentLogger });
+  const groups = new FakeMulticastGroups();
+  const ops = new L2ResponderOps({ map, interfaces: preparer, links, garp, groups, log: silentLogger });
   const init = db.registerInitializer(l2AnnounceTable, 'test-source');
   if (opts.initialized !== false) init.done();
   const reconciler = new Reconciler<L2AnnounceRow>(
@@ -79,7 +82,7 @@ function setup(opts: { map?: FakeResponderMap; config?: Partial<ReconcilerConfig
       await new Promise((r) => setImmediate(r));
     }
   };
-  return { clock, db, map, links, eth0, eth1, sender, garp, preparer, ops, init, reconciler, put, drop, keys, settle };
+  return { clock, db, map, links, eth0, eth1, sender, garp, preparer, groups, ops, init, reconciler, put, drop, keys, settle };
 }
 
 test('partial reconciliation: an inserted row becomes a map entry with a gratuitous burst; a deleted row is withdrawn', async () => {
@@ -191,7 +194,7 @@ test('a full map is retried with backoff, surfaced as health, and recovers witho
   assert.equal(s.keys().length, 2);
   const status = s.reconciler.status(l2AnnounceKey('198.51.100.23', 'eth0'));
   assert.equal(status?.kind, 'error');
-  assert.match(status?.kind === 'error' ? status.error : '', /full/);
+  assert.match(status?.error ?? '', /full/);
   assert.equal(s.reconciler.health().retrying, 1);
   assert.ok(s.reconciler.health().errorCount >= 1);
   s.drop('198.51.100.21', 'eth0'); // room again
@@ -238,13 +241,24 @@ test('a failed gratuitous ARP never keeps the entry out of the map (Cilium #4862
   assert.equal(s.reconciler.status(l2AnnounceKey('198.51.100.26', 'eth0'))?.kind, 'done');
 });
 
-test('IPv6 rows are skipped until NDP lands, without errors', async () => {
+test('an IPv6 row becomes a responder_v6 entry, joins its solicited-node group and gets its NA burst; withdrawing leaves the group', async () => {
   const s = setup();
   s.put('2001:db8::10', 'eth0');
+  s.put('2001:db8:1::10', 'eth0'); // same low 24 bits: the same group, counted twice
+  await s.settle();
+  assert.deepEqual(s.keys(), ['2001:db8:1::10@2', '2001:db8::10@2']);
+  assert.equal(s.reconciler.health().errorCount, 0);
+  const group = `2|${solicitedNodeMac('2001:db8::10')}`;
+  assert.equal(group, '2|33:33:ff:00:00:10');
+  assert.equal(s.groups.held().get(group), 2);
+  assert.deepEqual(s.sender.frames.map((f) => f.ip).sort(), ['2001:db8:1::10', '2001:db8::10'], 'one unsolicited NA each');
+  s.drop('2001:db8::10', 'eth0');
+  await s.settle();
+  assert.equal(s.groups.held().get(group), 1);
+  s.drop('2001:db8:1::10', 'eth0');
   await s.settle();
   assert.deepEqual(s.keys(), []);
-  assert.equal(s.reconciler.status(l2AnnounceKey('2001:db8::10', 'eth0'))?.kind, 'done');
-  assert.equal(s.reconciler.health().errorCount, 0);
+  assert.equal(s.groups.held().size, 0, 'no membership outlives its entries');
 });
 
 test('a missing interface is an error status that resolves when the interface appears', async () => {

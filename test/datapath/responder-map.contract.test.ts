@@ -44,6 +44,25 @@ function contract(name: string, make: () => { map: ResponderMap; bump?: (ip: str
       }
     });
 
+    test('IPv6 keys live in responder_v6, with the same semantics and a capacity of their own', () => {
+      const { map, close } = make();
+      try {
+        for (let i = 1; i <= CAPACITY; i++) assert.equal(map.create({ ip: `198.51.100.${i}`, ifindex: 3 }), true);
+        assert.equal(map.create({ ip: '2001:db8::10', ifindex: 3 }), true, 'a full IPv4 map does not limit IPv6');
+        assert.equal(map.create({ ip: '2001:db8::10', ifindex: 3 }), false);
+        assert.equal(map.has({ ip: '2001:db8::10', ifindex: 3 }), true);
+        assert.equal(map.has({ ip: '2001:db8::10', ifindex: 4 }), false);
+        assert.ok(map.keys().some((k) => k.ip === '2001:db8::10' && k.ifindex === 3));
+        for (let i = 2; i <= CAPACITY; i++) map.create({ ip: `2001:db8::${i}`, ifindex: 3 });
+        assert.throws(() => map.create({ ip: '2001:db8::99', ifindex: 3 }), (e) => isHeraldError(e, 'HERALD_BPF_MAP_FULL'));
+        assert.equal(map.delete({ ip: '2001:db8::10', ifindex: 3 }), true);
+        assert.equal(map.delete({ ip: '2001:db8::10', ifindex: 3 }), false);
+        assert.equal(map.keys().length, 2 * CAPACITY - 1);
+      } finally {
+        close();
+      }
+    });
+
     test('a full map refuses a new key with HERALD_BPF_MAP_FULL and keeps the others', () => {
       const { map, close } = make();
       try {
@@ -65,7 +84,13 @@ contract(
   'pinned BPF map',
   () => {
     const pinDir = `/sys/fs/bpf/herald/hlct${randomBytes(3).toString('hex')}`;
-    const program = L2ResponderProgram.load({ pinDir, responderMapSize: CAPACITY });
+    let program: L2ResponderProgram;
+    try {
+      program = L2ResponderProgram.load({ pinDir, responderMapSize: CAPACITY });
+    } catch (e) {
+      rmSync(pinDir, { recursive: true, force: true });
+      throw e;
+    }
     return {
       map: new BpfResponderMap(program.maps.responders),
       close: () => {

@@ -7,6 +7,7 @@ import { waitFor } from '../../lab/lab.js';
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const HERALD = `${ROOT}bin/herald`;
 const ARP_CRAFT = `${ROOT}test/tools/arp_craft.py`;
+const NDP_CRAFT = `${ROOT}test/tools/ndp_craft.py`;
 
 /** Root, network namespaces and the built agent are all needed for lab tests. */
 export function labSkipReason(): string | false {
@@ -126,3 +127,61 @@ export async function stopCapture(p: LabProcess): Promise<string[]> {
 }
 
 export { waitFor };
+
+/** IPv6 on a lab host's interface (no DAD on the host address: the lab is fresh). */
+export function addIpv6(host: Host, cidr: string, iface = 'eth0'): void {
+  host.must('sysctl', ['-q', '-w', `net.ipv6.conf.${iface}.disable_ipv6=0`]);
+  host.must('ip', ['-6', 'addr', 'add', cidr, 'dev', iface, 'nodad']);
+}
+
+export interface Ndisc6Result {
+  /** Lower-case MAC of the first answer, '' when none. */
+  mac: string;
+  code: number;
+  output: string;
+}
+
+/** ndisc6 (Debian ndisc6): one Neighbor Solicitation exchange for `ip` on `iface`. */
+export function ndisc6(host: Host, ip: string, opts: { iface?: string; retries?: number; waitMs?: number } = {}): Ndisc6Result {
+  const r = host.exec('ndisc6', ['-n', '-1', '-r', String(opts.retries ?? 2), '-w', String(opts.waitMs ?? 500), ip, opts.iface ?? 'eth0']);
+  const out = r.stdout + r.stderr;
+  const mac = /Target link-layer address:\s*([0-9A-Fa-f:]{17})/.exec(out)?.[1]?.toLowerCase() ?? '';
+  return { mac, code: r.code, output: out };
+}
+
+export interface NdReply {
+  ethSrc: string;
+  ethDst: string;
+  src: string;
+  dst: string;
+  hlim: number;
+  code: number;
+  R: number;
+  S: number;
+  O: number;
+  tgt: string;
+  tlla: string | null;
+  checksumOk: boolean;
+  plen: number;
+}
+
+/** Crafted Neighbor Solicitations from scapy (test/tools/ndp_craft.py), with the advertisements seen for the target. */
+export function ndpCraft(
+  host: Host,
+  target: string,
+  variant: string,
+  opts: { src: string; iface?: string; count?: number; wait?: number; interval?: number; dstMac?: string },
+): { variant: string; sent: number; replies: NdReply[] } {
+  const args = [NDP_CRAFT, opts.iface ?? 'eth0', target, variant, '--src', opts.src, '--count', String(opts.count ?? 3), '--wait', String(opts.wait ?? 0.5)];
+  if (opts.interval !== undefined) args.push('--interval', String(opts.interval));
+  if (opts.dstMac) args.push('--dst-mac', opts.dstMac);
+  const r = host.exec('/usr/bin/python3', args);
+  if (r.code !== 0) throw new Error(`ndp_craft ${variant} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as { variant: string; sent: number; replies: NdReply[] };
+}
+
+/** The neighbour entry for an IPv6 address on a host: MAC and state, or undefined. */
+export function neigh6(host: Host, ip: string, iface = 'eth0'): { lladdr?: string; state: string[] } | undefined {
+  const out = JSON.parse(host.must('ip', ['-6', '-j', 'neigh', 'show', ip, 'dev', iface]) || '[]') as Array<{ lladdr?: string; state: string[] }>;
+  return out[0];
+}

@@ -23,6 +23,8 @@ import { ManualClock } from '../helpers/manual-clock.js';
 const IP = '198.51.100.61';
 /** A second IP the agent is the only candidate for: once it owns it, its decision about IP is made. */
 const BARRIER_IP = '198.51.100.62';
+/** A barrier added later: once the agent owns it, every pass before it (and its claims) has run. */
+const LATE_BARRIER_IP = '198.51.100.63';
 const CONTEND_DELAY_MS = 300;
 
 describe('etcd ownership fences', () => {
@@ -99,7 +101,7 @@ describe('etcd ownership fences', () => {
     assert.ok(lease);
     a.own.setCandidates(new Map([[IP, ['eth0']], [BARRIER_IP, ['eth0']]]));
     const candidacy = () => keysUnder(`${prefix}candidates/`);
-    await waitFor(async () => (await candidacy()).length === 2, { timeoutMs: 5000, what: 'both candidacy keys' });
+    await waitFor(async () => (await candidacy()).length === 2, { timeoutMs: 15_000, what: 'both candidacy keys' });
     for (const kv of await candidacy()) {
       assert.match(kv.key, /\/node-a$/);
       assert.equal(kv.lease, lease, `${kv.key} is attached to lease ${kv.lease}, not the session's ${lease}`);
@@ -108,7 +110,7 @@ describe('etcd ownership fences', () => {
     a.own.dispose();
     await a.session.revoke();
     await waitFor(async () => (await candidacy()).length === 0, {
-      timeoutMs: 5000,
+      timeoutMs: 15_000,
       what: 'the candidacy keys to vanish with the lease',
       onTimeout: () => 'still present',
     });
@@ -134,12 +136,12 @@ describe('etcd ownership fences', () => {
       },
     });
     a.own.setCandidates(new Map([[IP, ['eth0']]]));
-    await waitFor(() => a.owned.current.has(IP), { timeoutMs: 5000, what: 'a owns the IP' });
+    await waitFor(() => a.owned.current.has(IP), { timeoutMs: 15_000, what: 'a owns the IP' });
     assert.equal((await ownerKey(prefix, IP))?.lease, a.session.leaseId);
 
     a.own.setCandidates(new Map()); // a gives the IP up
     // a's passes run in order: once it owns the barrier IP, its delete of IP has been sent.
-    await waitFor(() => a.owned.current.has(BARRIER_IP), { timeoutMs: 5000, what: 'a owns the barrier IP' });
+    await waitFor(() => a.owned.current.has(BARRIER_IP), { timeoutMs: 15_000, what: 'a owns the barrier IP' });
     assert.ok(takenOver);
     assert.deepEqual(await ownerKey(prefix, IP), { value: 'node-b', lease: otherLease }, "a deleted node-b's owner key");
   });
@@ -161,13 +163,13 @@ describe('etcd ownership fences', () => {
       },
     });
     a.own.setCandidates(new Map([[IP, ['eth0']], [BARRIER_IP, ['eth0']]]));
-    await waitFor(() => a.owned.current.has(BARRIER_IP), { timeoutMs: 5000, what: 'a owns the barrier IP' });
+    await waitFor(() => a.owned.current.has(BARRIER_IP), { timeoutMs: 15_000, what: 'a owns the barrier IP' });
     assert.equal(a.own.view().owners.get(IP), 'node-a', 'a has seen the key with its name');
     assert.deepEqual((await Promise.all(checks)).filter(Boolean), []);
 
     // The stale lease goes: the key goes with it, and a takes the IP on its own lease.
     await admin.leaseClient.leaseRevoke({ ID: staleLease });
-    await waitFor(() => a.owned.current.has(IP), { timeoutMs: 5000, what: 'a owns the IP on its own lease' });
+    await waitFor(() => a.owned.current.has(IP), { timeoutMs: 15_000, what: 'a owns the IP on its own lease' });
     assert.equal((await ownerKey(prefix, IP))?.lease, a.session.leaseId);
     assert.ok(checks.length > 0);
     assert.deepEqual((await Promise.all(checks)).filter(Boolean), []);
@@ -183,7 +185,7 @@ describe('etcd ownership fences', () => {
           clock.advance(0);
           return await cond();
         },
-        { timeoutMs: 5000, intervalMs: 10, what },
+        { timeoutMs: 15_000, intervalMs: 10, what },
       );
     }
 
@@ -211,7 +213,11 @@ describe('etcd ownership fences', () => {
       await pumpUntil(clock, () => o.owned.current.has(BARRIER_IP), `${other} owns the barrier IP`);
       assert.equal(await ownerKey(prefix, IP), undefined, `${other} contended at once although ${preferred} is preferred`);
       clock.advance(CONTEND_DELAY_MS - 1);
-      await pumpUntil(clock, () => true, 'one more pass');
+      // Not "one more pump and look": a claim sent by then may not have landed. A new barrier IP
+      // is claimed by a pass that runs after any pass of this instant, so its ownership proves it.
+      o.own.setCandidates(new Map([[IP, ['eth0']], [BARRIER_IP, ['eth0']], [LATE_BARRIER_IP, ['eth0']]]));
+      await pumpUntil(clock, () => o.owned.current.has(LATE_BARRIER_IP), `${other} owns the late barrier IP`);
+      assert.equal(clock.now(), CONTEND_DELAY_MS - 1);
       assert.equal(await ownerKey(prefix, IP), undefined, 'contended before the delay');
       clock.advance(1);
       // The preferred node never claims: the other takes the IP after the delay.

@@ -2,7 +2,7 @@
  * Test driver: a real agent (real BPF program, maps, reconciler, AF_PACKET)
  * whose l2-announce table is written from stdin, one command per line:
  *   add IP IFACE ORIGIN | del IP IFACE ORIGIN | health
- * Prints "ok <cmd>" once the reconciler has applied the change. Run inside a
+ * Prints "ok <cmd> <op>" once the reconciler has applied the change (waitForRow). Run inside a
  * lab host: nsenter --net=/run/netns/NS node --import tsx test/tools/l2-driver.ts PIN_DIR
  */
 import { createInterface } from 'node:readline';
@@ -31,15 +31,12 @@ stackLinks.subscribe(() => agent.linksChanged());
 agent.start();
 process.stdout.write('ready\n');
 
-const settle = async () => {
-  for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 5));
-};
-
 for await (const line of createInterface({ input: process.stdin })) {
   const [cmd, ip, iface, origin] = line.trim().split(/\s+/);
   if (cmd === 'add' || cmd === 'del') {
+    const key = l2AnnounceKey(ip!, iface!);
     db.update([l2AnnounceTable], (t) => {
-      const row = t.get(l2AnnounceTable, l2AnnounceKey(ip!, iface!));
+      const row = t.get(l2AnnounceTable, key);
       if (cmd === 'add') t.insert(l2AnnounceTable, withOrigin(row, ip!, iface!, origin!));
       else if (row) {
         const rest = withoutOrigin(row, origin!);
@@ -47,8 +44,9 @@ for await (const line of createInterface({ input: process.stdin })) {
         else t.delete(l2AnnounceTable, row);
       }
     });
-    await settle();
-    process.stdout.write(`ok ${line.trim()}\n`);
+    // This revision of the row (or its deletion) has reached the BPF map, as the reconcile-status table says.
+    const done = await agent.reconciler.waitForRow(key, db.readTxn().revision(l2AnnounceTable), { untilDone: true });
+    process.stdout.write(`ok ${line.trim()} ${done.op}\n`);
   } else if (cmd === 'health') {
     process.stdout.write(`health ${JSON.stringify(agent.reconciler.health())}\n`);
   }

@@ -1,3 +1,4 @@
+import { parseIp } from '../../core/addr.js';
 import { parseNodeLabels } from '../../intent/node-labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { join } from 'node:path';
@@ -40,6 +41,8 @@ interface AgentOptions {
   logLevel: string;
   maxManifestSize: number;
   lbClasses?: string[];
+  bgpRouterId?: string;
+  bgpBfd?: number;
 }
 
 function parseLbClasses(value: string, previous: string[] = []): string[] {
@@ -59,7 +62,7 @@ function parseEtcdUrls(value: string, previous: string[] = []): string[] {
 
 export function agentCommand(): Command {
   return new Command('agent')
-    .description('run the node agent: intent → LB-IPAM → announcement policy → ownership → eBPF ARP responder')
+    .description('run the node agent: intent → LB-IPAM → announcement policy → ownership → eBPF ARP/NDP responder')
     .option('--node <name>', "this node's name", parseNodeName, defaultNodeName())
     .option('--node-labels <k=v,...>', "this node's labels besides kubernetes.io/os, arch and hostname (a Node manifest's labels win)", parseNodeLabels)
     .option('--manifests <path>', 'a file or directory of manifests (CiliumLoadBalancerIPPool, CiliumL2AnnouncementPolicy, Service, Node), watched')
@@ -68,7 +71,7 @@ export function agentCommand(): Command {
     .option('--etcd-prefix <prefix>', 'key prefix of herald in etcd', '/herald/')
     .option('--max-manifest-size <size>', 'refuse a manifest file or stored object larger than this (e.g. 4MiB); it is not read', parseByteSize, manifestLimitDefaults.maxBytes)
     .option('--state-dir <dir>', 'where local state (LB-IPAM allocations) is kept (default /var/lib/herald/<node>)')
-    .option('--announce <ip@interface>', 'also answer ARP for this IPv4 address on this interface (repeatable)', collect, [])
+    .option('--announce <ip@interface>', 'also answer ARP (IPv4) or NDP (IPv6) for this address on this interface (repeatable)', collect, [])
     .option('--bpf-pin-dir <dir>', 'where the maps are pinned (default /sys/fs/bpf/herald/<node>)')
     .option('--responder-map-size <n>', 'capacity of the responder map', parsePositiveInt, RESPONDER_MAP_SIZE_DEFAULT)
     .addOption(durationOption('--liveness-interval <duration>', 'how often the datapath heartbeat is written', livenessDefaults.intervalMs))
@@ -76,7 +79,7 @@ export function agentCommand(): Command {
       '--liveness-max-age <duration>',
       'the datapath stops answering when the heartbeat is older (default: 800ms with etcd, below the lease TTL; 3s with the local store, to outlast a restart)',
     ))
-    .option('--garp-count <n>', 'gratuitous ARP rounds per newly announced IP (0 = off)', parseCount, garpDefaults.count)
+    .option('--garp-count <n>', 'gratuitous ARP / unsolicited NA rounds per newly announced IP (0 = off)', parseCount, garpDefaults.count)
     .addOption(durationOption('--garp-interval <duration>', 'time between gratuitous ARP rounds', garpDefaults.intervalMs))
     .addOption(durationOption(
       '--conflict-defence-interval <duration>',
@@ -98,6 +101,12 @@ export function agentCommand(): Command {
       parseLbClasses,
     )
     .option('--local-routes', 'install a local route for each owned IP so host services can serve it (plain hosts)')
+    .option('--bgp-router-id <ipv4>', 'BGP anycast: advertise service IPs with ready backends through herald\'s own BIRD, with this router ID (off by default)', parseRouterId)
+    .option('--bgp-bfd <ms>', 'BGP anycast: BFD on every session at this interval (multiplier 3)', (v: string) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 10 || n > 60_000) throw new Error(`--bgp-bfd ${v}: expected milliseconds between 10 and 60000`);
+      return n;
+    })
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
@@ -106,7 +115,7 @@ export function agentCommand(): Command {
       try {
         if (opts.store === 'etcd' && opts.etcd.length === 0) throw new Error('--store etcd needs --etcd <url>');
         if (opts.store === 'local' && opts.etcd.length > 0) throw new Error('--etcd is only used with --store etcd');
-        agent = new Agent(
+        agent = await Agent.create(
           {
             node: opts.node,
             ...(opts.nodeLabels ? { nodeLabels: opts.nodeLabels } : {}),
@@ -130,6 +139,7 @@ export function agentCommand(): Command {
             statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
             onStoreLoss: opts.onStoreLoss,
             localRoutes: Boolean(opts.localRoutes),
+            ...(opts.bgpRouterId ? { bgp: { routerId: opts.bgpRouterId, ...(opts.bgpBfd ? { bfd: { intervalMs: opts.bgpBfd, multiplier: 3 } } : {}) } } : {}),
             ...(opts.lbClasses ? { lbClasses: opts.lbClasses } : {}),
             ...(opts.metricsListen ? { metricsListen: (await import('../../api/metrics.js')).parseListen(opts.metricsListen) } : {}),
           },
@@ -159,4 +169,10 @@ export function agentCommand(): Command {
       process.once('SIGTERM', () => void stop('SIGTERM'));
       process.once('SIGINT', () => void stop('SIGINT'));
     });
+}
+
+function parseRouterId(v: string): string {
+  const ip = parseIp(v);
+  if (!ip || ip.family !== 'IPv4') throw new Error(`--bgp-router-id ${v}: expected an IPv4 address`);
+  return ip.text;
 }

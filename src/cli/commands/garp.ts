@@ -2,20 +2,20 @@ import { Command } from 'commander';
 import { systemClock } from '../../core/clock.js';
 import { GarpAnnouncer, garpDefaults } from '../../datapath/garp.js';
 import { PacketFrameSender } from '../../datapath/packet-sender.js';
-import { isIpv4 } from '../../net/addr.js';
+import { isIp } from '../../core/addr.js';
 import { NetlinkLinks, requireEthernetLink } from '../../os/links.js';
 import { createLogger } from '../logging.js';
 import { durationOption, parseCount } from '../options.js';
 
 export function garpCommand(): Command {
   return new Command('garp')
-    .description('send a gratuitous ARP burst for an IP from an interface (works without an IPv4 address on it)')
+    .description('send a gratuitous ARP burst (IPv4) or unsolicited Neighbor Advertisements (IPv6) for an IP from an interface (works without an address on it)')
     .argument('<interface>', 'interface to send from')
-    .argument('<ip>', 'IPv4 address to announce')
-    .option('--count <n>', 'rounds (each sends the request and the reply form)', parseCount, garpDefaults.count)
+    .argument('<ip>', 'IPv4 or IPv6 address to announce')
+    .option('--count <n>', 'rounds (IPv4: the request and the reply form; IPv6: one NA to ff02::1)', parseCount, garpDefaults.count)
     .addOption(durationOption('--interval <duration>', 'time between rounds', garpDefaults.intervalMs))
     .action(async (ifname: string, ip: string, opts: { count: number; interval: number }) => {
-      if (!isIpv4(ip)) throw new Error(`"${ip}" is not an IPv4 address`);
+      if (!isIp(ip)) throw new Error(`"${ip}" is not an IP address`);
       const links = new NetlinkLinks();
       const link = await requireEthernetLink(links, ifname);
       links.dispose();

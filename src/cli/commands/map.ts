@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { compareIps, mustParseIp } from '../../core/addr.js';
 import { livenessAge } from '../../datapath/l2-responder/liveness.js';
 import { openPinnedMaps } from '../../datapath/l2-responder/program.js';
 import { NetlinkLinks } from '../../os/links.js';
@@ -10,7 +11,7 @@ export function mapCommand(): Command {
   const map = new Command('map').description('inspect the datapath maps (read live from the pinned maps)');
   map
     .command('dump')
-    .description('print the responder map: IP, interface, replies, conflicts')
+    .description('print the responder maps (IPv4 ARP and IPv6 NDP entries): IP, interface, replies, conflicts')
     .option('--node <name>', 'the node whose maps to read (default: the only agent running here, else the hostname)', parseNodeName)
     .option('--bpf-pin-dir <dir>', 'pin directory (default /sys/fs/bpf/herald/<node>)')
     .option('--json', 'machine-readable output')
@@ -30,7 +31,7 @@ export function mapCommand(): Command {
             replies: Number(v.replies),
             conflicts: Number(v.conflicts),
           }))
-          .sort((a, b) => a.ip.localeCompare(b.ip, undefined, { numeric: true }) || a.ifindex - b.ifindex);
+          .sort((a, b) => compareIps(mustParseIp(a.ip), mustParseIp(b.ip)) || a.ifindex - b.ifindex);
         const live = livenessAge(maps.config, process.hrtime.bigint());
         const capacity = maps.responders.info().maxEntries;
         if (opts.json) {
@@ -39,7 +40,7 @@ export function mapCommand(): Command {
         }
         const age = live.ageMs === undefined ? 'never written' : `${(live.ageMs / 1000).toFixed(1)}s ago`;
         const state = live.ageMs !== undefined && live.ageMs <= live.maxAgeMs ? 'answering' : 'SILENT';
-        process.stdout.write(`responder map ${pinDir}: ${entries.length}/${capacity} entries; liveness ${age} (limit ${live.maxAgeMs / 1000}s): ${state}\n`);
+        process.stdout.write(`responder map ${pinDir}: ${entries.length} entries (capacity ${capacity} per family); liveness ${age} (limit ${live.maxAgeMs / 1000}s): ${state}\n`);
         printTable(['IP', 'INTERFACE', 'REPLIES', 'CONFLICTS'], entries.map((e) => [e.ip, e.interface, String(e.replies), String(e.conflicts)]));
       } finally {
         links.dispose();

@@ -23,9 +23,12 @@ export interface OwnershipBackend extends Disposable {
   start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void>;
   /**
    * The IPs this node qualifies for, with the interfaces it would announce each
-   * on; the backend contends for them and gives up the rest.
+   * on; the backend contends for them and gives up the rest. `affinity` maps
+   * an IP to the key its node preference is computed from (default: the IP
+   * itself): a dual-stack service's addresses share one, so the same node is
+   * preferred for both families and they move together.
    */
-  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void;
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>, affinity?: ReadonlyMap<string, string>): void;
   /** Graceful stop: give up every IP at once so another node can take over without waiting. */
   release(): Promise<void>;
   view(): OwnershipView;

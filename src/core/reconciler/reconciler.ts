@@ -9,6 +9,9 @@
  *   passes), so a restarting agent never empties kernel state it answers from.
  * - A failing row is retried on its own with backoff and gets an error status;
  *   it never blocks the other rows, and the loop never dies.
+ * - Every row's status (done / error, for which revision) and how far the
+ *   reconciler has got are written to statedb tables (status.ts), once per
+ *   round: settled(), waitForRow() and `herald status` all read them there.
  *
  * Modelled on cilium/statedb's reconciler (incremental + full, per-object
  * status and retries), in the shape of herald's jobs: owned, disposable, timed
@@ -19,6 +22,24 @@ import type { Disposable } from '../disposable.js';
 import { HeraldError, describeError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { AnyRWTable, AnyTable, ChangeIterator, StateDB, Table } from '../statedb/index.js';
+import {
+  appliedRevision,
+  reconcileProgressTable,
+  reconcileStatusWritable,
+  registerStatusTables,
+  rowStatus,
+  rowsInError,
+  rowsNotDone,
+  statusKey,
+  waitForRow,
+  waitOnTables,
+  type RowStatus,
+  type RowStatusEntry,
+  type StatusRow,
+  type WaitForRowOptions,
+} from './status.js';
+
+export type { RowStatus, RowStatusEntry } from './status.js';
 
 export interface ReconcilerOps<Row> {
   /** Makes the target hold `row`. Must be idempotent. */
@@ -45,10 +66,6 @@ export const reconcilerDefaults: ReconcilerConfig = {
   retryMaxMs: 60_000,
   initGraceMs: 60_000,
 };
-
-export type RowStatus =
-  | { kind: 'done'; updatedAt: number }
-  | { kind: 'error'; updatedAt: number; error: string; attempts: number };
 
 export interface RoundOutcome {
   at: number;
@@ -90,16 +107,11 @@ export interface SettleOptions {
 
 export const settleTimeoutDefaultMs = 10_000;
 
-interface SettleWaiter {
-  revision: number;
-  resolve: (o: SettleOutcome) => void;
-  reject: (e: Error) => void;
-  timer: TimerHandle;
-}
-
 interface Retry<Row> {
   kind: 'upsert' | 'delete';
   row: Row;
+  /** The table revision of the change that failed. */
+  revision: number;
   attempts: number;
   dueAt: number;
 }
@@ -114,13 +126,11 @@ export interface ReconcilerDeps<Row> {
 }
 
 export class Reconciler<Row> implements Disposable {
-  private readonly statuses = new Map<string, RowStatus>();
   private readonly retries = new Map<string, Retry<Row>>();
-  /** Keys whose last change failed, with that change's table revision (cleared when the key succeeds). */
-  private readonly failedAt = new Map<string, number>();
-  /** Every change up to this table revision has been applied or has an error status. */
+  /** Status writes of this round, by key (null: remove the key's status); written with the progress in one txn. */
+  private readonly statusWrites = new Map<string, StatusRow | null>();
+  /** Every change up to this table revision has been applied or has an error status (as published in reconcile-progress). */
   private appliedRevision = -1;
-  private readonly settleWaiters = new Set<SettleWaiter>();
   private iterator: ChangeIterator<Row> | undefined;
   private disposed = false;
   private initialized = false;
@@ -147,11 +157,15 @@ export class Reconciler<Row> implements Disposable {
       if (!(typeof v === 'number' && v > 0)) throw new Error(`reconciler ${deps.name}: ${k} must be > 0, got ${v}`);
     }
     if (config.retryMinMs > config.retryMaxMs) throw new Error(`reconciler ${deps.name}: retryMinMs must be <= retryMaxMs`);
+    registerStatusTables(deps.db);
   }
 
   start(): void {
     if (this.loop) return;
     const table = this.deps.table as Table<Row>;
+    if (this.deps.db.readTxn().get(reconcileProgressTable, this.deps.name)) {
+      throw new HeraldError('HERALD_BAD_ARGUMENT', `another reconciler named ${this.deps.name} runs on this database`);
+    }
     this.iterator = this.deps.db.changes(table);
     this.timers.push(
       this.deps.clock.setTimeout(() => {
@@ -172,12 +186,30 @@ export class Reconciler<Row> implements Disposable {
     this.kick();
   }
 
+  /** The row's status as the status table says now (see status.ts for pending). */
   status(key: string): RowStatus | undefined {
-    return this.statuses.get(key);
+    return rowStatus(this.deps.db.readTxn(), this.deps.name, this.deps.table as Table<Row>, key);
   }
 
-  allStatuses(): ReadonlyMap<string, RowStatus> {
-    return this.statuses;
+  /** Rows not done now: pending writes and deletes, and errors. */
+  notDone(): RowStatusEntry[] {
+    return rowsNotDone(this.deps.db.readTxn(), this.deps.name, this.deps.table as Table<Row>);
+  }
+
+  /** Rows whose last attempt failed. */
+  errors(): RowStatusEntry[] {
+    return rowsInError(this.deps.db.readTxn(), this.deps.name);
+  }
+
+  /**
+   * Resolves once revision `revision` (or a later one) of `key` has been
+   * handled: `done` or `error` (see status.ts waitForRow). Rejects with
+   * HERALD_RECONCILE_TIMEOUT at the deadline and HERALD_STOPPED on dispose.
+   */
+  waitForRow(key: string, revision: number, opts: WaitForRowOptions = {}): Promise<RowStatus> {
+    if (this.disposed) return Promise.reject(this.stoppedError());
+    const signal = opts.signal ? AbortSignal.any([opts.signal, this.abort.signal]) : this.abort.signal;
+    return waitForRow(this.deps, this.deps.name, this.deps.table as Table<Row>, key, revision, { ...opts, signal });
   }
 
   health(): ReconcilerHealth {
@@ -203,42 +235,42 @@ export class Reconciler<Row> implements Disposable {
   settled(opts: SettleOptions = {}): Promise<SettleOutcome> {
     const table = this.deps.table as Table<Row>;
     const revision = opts.revision ?? this.deps.db.readTxn().revision(table);
-    if (this.disposed) return Promise.reject(new HeraldError('HERALD_STOPPED', `reconciler ${this.deps.name} is stopped`));
-    if (this.appliedRevision >= revision) return Promise.resolve(this.outcome(revision));
-    const timeoutMs = opts.timeoutMs ?? settleTimeoutDefaultMs;
-    return new Promise<SettleOutcome>((resolve, reject) => {
-      const waiter: SettleWaiter = {
-        revision,
-        resolve,
-        reject,
-        timer: this.deps.clock.setTimeout(() => {
-          this.settleWaiters.delete(waiter);
-          reject(
-            new HeraldError(
-              'HERALD_RECONCILE_TIMEOUT',
-              `reconciler ${this.deps.name}: changes up to revision ${revision} not applied within ${timeoutMs} ms (applied up to ${this.appliedRevision})`,
-            ),
-          );
-        }, timeoutMs),
-      };
-      this.settleWaiters.add(waiter);
+    if (this.disposed) return Promise.reject(this.stoppedError());
+    return waitOnTables(
+      this.deps,
+      [reconcileProgressTable],
+      { timeoutMs: opts.timeoutMs ?? settleTimeoutDefaultMs, signal: this.abort.signal },
+      `reconciler ${this.deps.name} to apply changes up to revision ${revision}`,
+      (txn) => {
+        if (appliedRevision(txn, this.deps.name) < revision) return undefined;
+        // Rows whose change up to `revision` failed and still fails (a newer change's error is not this revision's).
+        const failed = rowsInError(txn, this.deps.name).filter((e) => e.revision <= revision).map((e) => e.key);
+        return { revision, failed };
+      },
+    );
+  }
+
+  private stoppedError(): HeraldError {
+    return new HeraldError('HERALD_STOPPED', `reconciler ${this.deps.name} is stopped`);
+  }
+
+  /** Publishes this round's statuses and, with them, how far the reconciler has got. */
+  private flush(revision: number): void {
+    const advance = revision > this.appliedRevision;
+    if (this.statusWrites.size === 0 && !advance) return;
+    const { status, progress } = reconcileStatusWritable;
+    this.deps.db.update([status, progress], (txn) => {
+      for (const [key, row] of this.statusWrites) {
+        const id = statusKey(this.deps.name, key);
+        if (row === null) txn.delete(status, id);
+        else if (!sameStatus(txn.get(status, id), row)) txn.insert(status, row);
+      }
+      if (advance) {
+        txn.insert(progress, { reconciler: this.deps.name, table: this.deps.table.name, revision, updatedAt: this.deps.clock.now() });
+      }
     });
-  }
-
-  private outcome(revision: number): SettleOutcome {
-    const failed = [...this.failedAt].filter(([, rev]) => rev <= revision).map(([key]) => key);
-    return { revision, failed };
-  }
-
-  private markApplied(revision: number): void {
-    if (revision <= this.appliedRevision) return;
-    this.appliedRevision = revision;
-    for (const w of [...this.settleWaiters]) {
-      if (w.revision > revision) continue;
-      this.settleWaiters.delete(w);
-      w.timer.cancel();
-      w.resolve(this.outcome(w.revision));
-    }
+    this.statusWrites.clear();
+    if (advance) this.appliedRevision = revision;
   }
 
   private kick(): void {
@@ -253,8 +285,9 @@ export class Reconciler<Row> implements Disposable {
       try {
         const batch = this.iterator!.next();
         if (batch.changes.length > 0) await this.partial(batch.changes);
-        this.markApplied(batch.revision);
+        this.flush(batch.revision);
         await this.runDueRetries();
+        this.flush(this.appliedRevision);
         if (!this.initialized && (this.deps.db.isInitialized(table) || this.graceExpired)) {
           this.initialized = true;
           this.fullDue = true;
@@ -262,7 +295,10 @@ export class Reconciler<Row> implements Disposable {
             this.deps.log.warn({ reconciler: this.deps.name }, 'table not initialized within the grace period: pruning anyway');
           }
         }
-        if (this.initialized && (this.fullDue || this.deps.clock.now() >= this.nextFullAt)) await this.full();
+        if (this.initialized && (this.fullDue || this.deps.clock.now() >= this.nextFullAt)) {
+          await this.full();
+          this.flush(this.appliedRevision);
+        }
       } catch (e) {
         // Only a bug gets here (row errors are handled per row): log, back off, go on.
         this.deps.log.error({ reconciler: this.deps.name, err: describeError(e) }, 'reconciler round failed');
@@ -309,10 +345,7 @@ export class Reconciler<Row> implements Disposable {
     let errors = 0;
     for (const c of changes) {
       this.retries.delete(c.key); // the newest change supersedes a pending retry
-      if (!(await this.apply(c.kind, c.key, c.row, 0))) {
-        errors++;
-        this.failedAt.set(c.key, c.revision);
-      }
+      if (!(await this.apply(c.kind, c.key, c.row, c.revision, 0))) errors++;
     }
     this.stats.partialRounds++;
     this.stats.lastPartial = { at: started, durationMs: this.deps.clock.now() - started, ok: errors === 0, rows: changes.length, errors };
@@ -327,36 +360,36 @@ export class Reconciler<Row> implements Disposable {
       this.retries.delete(key);
       // Retry what the table wants now, not what it wanted when the attempt
       // failed: a row deleted meanwhile must never be written back.
-      const current = this.deps.db.readTxn().get(table, key) as Row | undefined;
-      if (current === undefined) await this.apply('delete', key, r.row, r.attempts);
-      else await this.apply('upsert', key, current, r.attempts);
+      const current = this.deps.db.readTxn().getWithRevision(table, key);
+      if (current === undefined) await this.apply('delete', key, r.row, r.kind === 'delete' ? r.revision : this.deps.db.readTxn().revision(table), r.attempts);
+      else await this.apply('upsert', key, current.row as Row, current.revision, r.attempts);
     }
   }
 
   /** Applies one change; on failure records the error and schedules a retry. */
-  private async apply(kind: 'upsert' | 'delete', key: string, row: Row, attempts: number): Promise<boolean> {
+  private async apply(kind: 'upsert' | 'delete', key: string, row: Row, revision: number, attempts: number): Promise<boolean> {
     try {
       if (kind === 'upsert') {
         await this.deps.ops.update(row);
-        this.statuses.set(key, { kind: 'done', updatedAt: this.deps.clock.now() });
+        this.statusWrites.set(key, { reconciler: this.deps.name, key, kind: 'done', op: 'upsert', revision, updatedAt: this.deps.clock.now() });
       } else {
         await this.deps.ops.delete(row);
-        this.statuses.delete(key);
+        this.statusWrites.set(key, null);
       }
-      this.failedAt.delete(key);
       return true;
     } catch (e) {
-      this.recordError(kind, key, row, attempts + 1, e);
+      this.recordError(kind, key, row, revision, attempts + 1, e);
       return false;
     }
   }
 
-  private recordError(kind: 'upsert' | 'delete', key: string, row: Row, attempts: number, e: unknown): void {
+  private recordError(kind: 'upsert' | 'delete', key: string, row: Row, revision: number, attempts: number, e: unknown): void {
     this.stats.errorCount++;
     const error = describeError(e);
     const backoff = Math.min(this.config.retryMaxMs, this.config.retryMinMs * 2 ** Math.min(attempts - 1, 30));
-    this.retries.set(key, { kind, row, attempts, dueAt: this.deps.clock.now() + backoff });
-    this.statuses.set(key, { kind: 'error', updatedAt: this.deps.clock.now(), error, attempts });
+    this.retries.set(key, { kind, row, revision, attempts, dueAt: this.deps.clock.now() + backoff });
+    const now = this.deps.clock.now();
+    this.statusWrites.set(key, { reconciler: this.deps.name, key, kind: 'error', op: kind, revision, updatedAt: now, error, attempts });
     const level = attempts === 1 || attempts % 10 === 0 ? 'warn' : 'debug';
     this.deps.log[level]({ reconciler: this.deps.name, key, op: kind, attempts, retryInMs: backoff, err: error }, 'reconcile failed; will retry');
   }
@@ -372,9 +405,10 @@ export class Reconciler<Row> implements Disposable {
     for (const row of rows) {
       const key = table.primaryKey(row);
       // Changed or deleted since the snapshot (while an earlier row was applied): the pending partial handles it.
-      if (this.deps.db.readTxn().get(table, key) !== row) continue;
+      const current = this.deps.db.readTxn().getWithRevision(table, key);
+      if (current?.row !== row) continue;
       this.retries.delete(key);
-      if (!(await this.apply('upsert', key, row, 0))) errors++;
+      if (!(await this.apply('upsert', key, row, current.revision, 0))) errors++;
     }
     let pruneError: string | undefined;
     try {
@@ -386,9 +420,6 @@ export class Reconciler<Row> implements Disposable {
       this.deps.log.warn({ reconciler: this.deps.name, err: pruneError }, 'prune failed; the next full reconciliation retries');
       this.nextFullAt = started + this.config.retryMinMs;
     }
-    // Forget statuses of rows that no longer exist.
-    const keys = new Set(rows.map((r) => table.primaryKey(r)));
-    for (const key of [...this.statuses.keys()]) if (!keys.has(key) && !this.retries.has(key)) this.statuses.delete(key);
     this.stats.fullRounds++;
     this.stats.lastFull = {
       at: started,
@@ -404,15 +435,22 @@ export class Reconciler<Row> implements Disposable {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
-    this.abort.abort();
+    // settled() and waitForRow() waiters reject with this reason.
+    this.abort.abort(new HeraldError('HERALD_STOPPED', `reconciler ${this.deps.name} stopped`));
     for (const t of this.timers) t.cancel();
-    for (const w of this.settleWaiters) {
-      w.timer.cancel();
-      w.reject(new HeraldError('HERALD_STOPPED', `reconciler ${this.deps.name} stopped before revision ${w.revision} was applied`));
-    }
-    this.settleWaiters.clear();
     this.kick();
     this.iterator?.close();
     await this.loop;
+    if (!this.loop) return;
+    // Its statuses say nothing once it is gone (and a successor may take the name).
+    const { status, progress } = reconcileStatusWritable;
+    this.deps.db.update([status, progress], (txn) => {
+      for (const row of txn.listBy(status, 'reconciler', this.deps.name)) txn.delete(status, row);
+      txn.delete(progress, this.deps.name);
+    });
   }
+}
+
+function sameStatus(a: StatusRow | undefined, b: StatusRow): boolean {
+  return a !== undefined && a.kind === b.kind && a.op === b.op && a.revision === b.revision && a.error === b.error && a.attempts === b.attempts;
 }

@@ -3,10 +3,12 @@
  * Keep both in sync: BpfMap checks the sizes against the kernel at open time.
  */
 import type { MapCodec } from '../../os/bpf-map.js';
-import { formatMac, ipv4ToBytes, bytesToIpv4, parseMac } from '../../net/addr.js';
+import { formatMac, ipv4ToBytes, bytesToIpv4, bytesToIpv6, ipv6ToBytes, parseMac } from '../../net/addr.js';
 
 /** Names of the maps in the object file; also their pin file names. */
 export const MAP_RESPONDER_V4 = 'responder_v4';
+/** IPv6 addresses answered with Neighbor Advertisements (struct responder_key6). */
+export const MAP_RESPONDER_V6 = 'responder_v6';
 export const MAP_INTERFACES = 'interfaces';
 export const MAP_RUNTIME_CONFIG = 'runtime_config';
 export const PROGRAM_NAME = 'herald_l2_ingress';
@@ -14,7 +16,7 @@ export const PROGRAM_NAME = 'herald_l2_ingress';
 export const MAP_CONFLICT_EVENTS = 'conflict_events';
 
 export interface ResponderKey {
-  /** Dotted-quad IPv4 address. */
+  /** Dotted-quad IPv4 address (responder_v4) or canonical IPv6 address (responder_v6). */
   ip: string;
   ifindex: number;
 }
@@ -44,6 +46,21 @@ export const responderKeyCodec: MapCodec<ResponderKey, ResponderStats> = {
   },
   decodeValue(b) {
     return { replies: b.readBigUInt64LE(0), conflicts: b.readBigUInt64LE(8) };
+  },
+};
+
+/** struct responder_key6: the 16 address bytes in network order, then the ifindex in host order. */
+export const responderKey6Codec: MapCodec<ResponderKey, ResponderStats> = {
+  ...responderKeyCodec,
+  keySize: 20,
+  encodeKey(key) {
+    const b = Buffer.alloc(20);
+    ipv6ToBytes(key.ip).copy(b, 0);
+    b.writeUInt32LE(key.ifindex, 16);
+    return b;
+  },
+  decodeKey(b) {
+    return { ip: bytesToIpv6(b.subarray(0, 16)), ifindex: b.readUInt32LE(16) };
   },
 };
 
@@ -95,26 +112,30 @@ export const runtimeConfigCodec: MapCodec<number, bigint> = {
 
 /** A foreign claim of an IP the node answers for, as the program reports it. */
 export interface ConflictEvent {
+  family: 4 | 6;
   ip: string;
   ifindex: number;
-  /** The MAC the claim asks caches to use (ARP sender hardware address). */
+  /** The MAC the claim asks caches to use (ARP sender hardware address; NDP link-layer option or frame source). */
   mac: string;
-  /** ARP opcode of the claim: 1 request (announcement), 2 reply. */
+  /** IPv4: ARP opcode of the claim (1 request/announcement, 2 reply). IPv6: ICMPv6 type (135 NS, 136 NA). */
   op: number;
   /** CLOCK_MONOTONIC ns of the frame. */
   ktimeNs: bigint;
 }
 
-export const CONFLICT_EVENT_SIZE = 24;
+export const CONFLICT_EVENT_SIZE = 40;
 
-/** struct conflict_event: ip4 (network order), ifindex, sha[6], op (network order), ktime_ns. */
+/** struct conflict_event: family, pad, op (network order), ifindex, ip[16], sha[6], pad[2], ktime_ns. */
 export function decodeConflictEvent(b: Buffer): ConflictEvent {
   if (b.length < CONFLICT_EVENT_SIZE) throw new Error(`conflict event of ${b.length} bytes, expected ${CONFLICT_EVENT_SIZE}`);
+  const family = b[0];
+  if (family !== 4 && family !== 6) throw new Error(`conflict event of family ${family}, expected 4 or 6`);
   return {
-    ip: bytesToIpv4(b.subarray(0, 4)),
+    family,
+    ip: family === 4 ? bytesToIpv4(b.subarray(8, 12)) : bytesToIpv6(b.subarray(8, 24)),
     ifindex: b.readUInt32LE(4),
-    mac: formatMac(b.subarray(8, 14)),
-    op: b.readUInt16BE(14),
-    ktimeNs: b.readBigUInt64LE(16),
+    mac: formatMac(b.subarray(24, 30)),
+    op: b.readUInt16BE(2),
+    ktimeNs: b.readBigUInt64LE(32),
   };
 }

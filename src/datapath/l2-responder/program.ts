@@ -16,15 +16,16 @@ import {
   MAP_CONFLICT_EVENTS,
   MAP_INTERFACES,
   MAP_RESPONDER_V4,
+  MAP_RESPONDER_V6,
   MAP_RUNTIME_CONFIG,
   PROGRAM_NAME,
   interfacesCodec,
+  responderKey6Codec,
   responderKeyCodec,
   runtimeConfigCodec,
   type InterfaceInfo,
-  type ResponderKey,
-  type ResponderStats,
 } from './layout.js';
+import { ResponderMaps } from './family-maps.js';
 
 /** herald's filter slot on tc ingress: 'HR' handle, first priority. */
 export const TC_SLOT: TcSlot = { handle: 0x4852, priority: 1 };
@@ -38,7 +39,8 @@ export interface L2ResponderLoadOptions {
 }
 
 export interface L2ResponderMaps {
-  responders: BpfMap<ResponderKey, ResponderStats>;
+  /** responder_v4 and responder_v6, picked by the key's family. */
+  responders: ResponderMaps;
   interfaces: BpfMap<number, InterfaceInfo>;
   config: BpfMap<number, bigint>;
 }
@@ -63,10 +65,10 @@ export class L2ResponderProgram implements Disposable {
     const lib = libbpf();
     const obj = checkPtr('HERALD_BPF_LOAD', `open ${objectPath}`, lib.objectOpenFile(objectPath));
     try {
-      for (const name of [MAP_RESPONDER_V4, MAP_INTERFACES, MAP_RUNTIME_CONFIG]) {
+      for (const name of [MAP_RESPONDER_V4, MAP_RESPONDER_V6, MAP_INTERFACES, MAP_RUNTIME_CONFIG]) {
         const map = checkPtr('HERALD_BPF_LOAD', `find map ${name}`, lib.objectFindMapByName(obj, name));
         check('HERALD_BPF_LOAD', `pin path for ${name}`, lib.mapSetPinPath(map, join(opts.pinDir, name)));
-        if (name === MAP_RESPONDER_V4) check('HERALD_BPF_LOAD', 'set max entries', lib.mapSetMaxEntries(map, opts.responderMapSize));
+        if (name === MAP_RESPONDER_V4 || name === MAP_RESPONDER_V6) check('HERALD_BPF_LOAD', 'set max entries', lib.mapSetMaxEntries(map, opts.responderMapSize));
       }
       takeLibbpfLog();
       const rc = lib.objectLoad(obj);
@@ -76,7 +78,10 @@ export class L2ResponderProgram implements Disposable {
       const fd = (name: string) =>
         check('HERALD_BPF_LOAD', `map fd ${name}`, lib.mapFd(checkPtr('HERALD_BPF_LOAD', name, lib.objectFindMapByName(obj, name))));
       const maps: L2ResponderMaps = {
-        responders: BpfMap.fromObjectFd(MAP_RESPONDER_V4, fd(MAP_RESPONDER_V4), responderKeyCodec),
+        responders: new ResponderMaps(
+          BpfMap.fromObjectFd(MAP_RESPONDER_V4, fd(MAP_RESPONDER_V4), responderKeyCodec),
+          BpfMap.fromObjectFd(MAP_RESPONDER_V6, fd(MAP_RESPONDER_V6), responderKey6Codec),
+        ),
         interfaces: BpfMap.fromObjectFd(MAP_INTERFACES, fd(MAP_INTERFACES), interfacesCodec),
         config: BpfMap.fromObjectFd(MAP_RUNTIME_CONFIG, fd(MAP_RUNTIME_CONFIG), runtimeConfigCodec),
       };
@@ -140,15 +145,19 @@ export function detach(ifindex: number, ifname?: string): boolean {
 
 /** Opens the pinned maps of a running (or stopped) agent, for inspection tools. */
 export function openPinnedMaps(pinDir: string): L2ResponderMaps {
-  const responders = BpfMap.openPinned(join(pinDir, MAP_RESPONDER_V4), responderKeyCodec);
+  const v4 = BpfMap.openPinned(join(pinDir, MAP_RESPONDER_V4), responderKeyCodec);
+  const v6Path = join(pinDir, MAP_RESPONDER_V6);
+  let responders: ResponderMaps | undefined;
   try {
+    responders = new ResponderMaps(v4, existsSync(v6Path) ? BpfMap.openPinned(v6Path, responderKey6Codec) : undefined);
     return {
       responders,
       interfaces: BpfMap.openPinned(join(pinDir, MAP_INTERFACES), interfacesCodec),
       config: BpfMap.openPinned(join(pinDir, MAP_RUNTIME_CONFIG), runtimeConfigCodec),
     };
   } catch (e) {
-    responders.dispose();
+    if (responders) responders.dispose();
+    else v4.dispose();
     throw e;
   }
 }

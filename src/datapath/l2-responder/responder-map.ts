@@ -1,15 +1,18 @@
 /**
- * The responder map as the reconciler sees it: a set of (IPv4, ifindex) keys
- * with a capacity. One real implementation over the pinned BPF map, one
+ * The responder map as the reconciler sees it: a set of (IP, ifindex) keys
+ * with a capacity per address family (IPv4 keys live in responder_v4, IPv6
+ * keys in responder_v6, each of `capacity` entries). One real implementation over the pinned BPF map, one
  * in-memory fake for unit tests; a shared contract test runs against both.
  */
+import { isIpv4 } from '../../core/addr.js';
 import { HeraldError } from '../../core/errors.js';
-import type { BpfMap } from '../../os/bpf-map.js';
-import type { ResponderKey, ResponderStats } from './layout.js';
+import type { ResponderMaps } from './family-maps.js';
+import type { ResponderKey } from './layout.js';
 
 export interface ResponderMap {
+  /** Entries per family. */
   readonly capacity: number;
-  /** Every key, read live. */
+  /** Every key of both families, read live. */
   keys(): ResponderKey[];
   has(key: ResponderKey): boolean;
   /** Adds the key with zeroed counters; false when it was already there (counters kept). Throws HERALD_BPF_MAP_FULL. */
@@ -20,7 +23,7 @@ export interface ResponderMap {
 
 export class BpfResponderMap implements ResponderMap {
   readonly capacity: number;
-  constructor(private readonly map: BpfMap<ResponderKey, ResponderStats>) {
+  constructor(private readonly map: Pick<ResponderMaps, 'info' | 'keys' | 'lookup' | 'update' | 'delete'>) {
     this.capacity = map.info().maxEntries;
   }
   keys(): ResponderKey[] {
@@ -71,7 +74,10 @@ export class FakeResponderMap implements ResponderMap {
   create(key: ResponderKey): boolean {
     if (this.has(key)) return false;
     this.maybeFail();
-    if (this.entries.size >= this.capacity) throw new HeraldError('HERALD_BPF_MAP_FULL', 'map responder_v4 is full');
+    const v4 = isIpv4(key.ip);
+    if ([...this.entries.values()].filter((k) => isIpv4(k.ip) === v4).length >= this.capacity) {
+      throw new HeraldError('HERALD_BPF_MAP_FULL', `map responder_v${v4 ? 4 : 6} is full`);
+    }
     this.entries.set(FakeResponderMap.k(key), { ...key });
     return true;
   }

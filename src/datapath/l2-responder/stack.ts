@@ -9,6 +9,7 @@ import type { Logger } from '../../core/logger.js';
 import { Reconciler, type ReconcilerConfig } from '../../core/reconciler/reconciler.js';
 import type { StateDB } from '../../core/statedb/index.js';
 import type { Links } from '../../os/links.js';
+import { PacketMulticastGroups, type MulticastGroups } from '../../os/multicast-groups.js';
 import { libbpf } from '../../os/libbpf.js';
 import { RingBufferReader } from '../../os/ringbuf.js';
 import { ConflictDefender, conflictDefenceDefaults, type ConflictDefenceOptions } from '../conflict-defence.js';
@@ -34,15 +35,18 @@ export class L2Stack implements Disposable {
   ops!: L2ResponderOps;
   /** Foreign claims of our IPs, defended. */
   readonly conflicts: ConflictDefender;
+  /** Solicited-node group memberships of the IPv6 entries. */
+  readonly groups: MulticastGroups;
 
   constructor(
-    private readonly deps: { db: StateDB; links: Links; sender: FrameSender; clock: Clock; log: Logger; livenessGate?: LivenessGate },
+    private readonly deps: { db: StateDB; links: Links; sender: FrameSender; clock: Clock; log: Logger; livenessGate?: LivenessGate; groups?: MulticastGroups },
     private readonly config: L2StackConfig,
   ) {
     this.datapath = this.store.add(new L2Datapath({ clock: deps.clock, log: deps.log, ...(deps.livenessGate ? { livenessGate: deps.livenessGate } : {}) }, config.datapath)); // program, maps, heartbeat
     const held = () => this.datapath.liveness?.answering === false;
     this.garp = this.store.add(new GarpAnnouncer({ sender: deps.sender, clock: deps.clock, log: deps.log, held }, config.garp)); // bursts
     this.conflicts = this.store.add(this.makeConflictDefender()); // validates its options before anything touches the kernel
+    this.groups = deps.groups ?? this.store.add(new PacketMulticastGroups()); // NS reception on multicast-filtering devices
   }
 
   /** Loads the program and starts reconciling the table into it. */
@@ -50,7 +54,7 @@ export class L2Stack implements Disposable {
     const { db, links, clock, log } = this.deps;
     this.datapath.start();
     this.startConflictDefence();
-    this.ops = new L2ResponderOps({ map: this.datapath.map, interfaces: this.datapath, links, garp: this.garp, log });
+    this.ops = new L2ResponderOps({ map: this.datapath.map, interfaces: this.datapath, links, garp: this.garp, groups: this.groups, log });
     const reconciler = new Reconciler<L2AnnounceRow>({ name: 'l2-responder', db, table: l2AnnounceTable, ops: this.ops, clock, log }, this.config.reconciler);
     this.reconciler = reconciler;
     this.store.add({ dispose: () => void reconciler.dispose() });

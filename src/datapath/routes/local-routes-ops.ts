@@ -1,4 +1,4 @@
-/** Reconciles the l2-announce table into local routes: one per announced IPv4 address. */
+/** Reconciles the l2-announce table into local routes: one per announced address (IPv4 /32, IPv6 /128). */
 import type { ReconcilerOps } from '../../core/reconciler/reconciler.js';
 import { isIpv4 } from '../../core/addr.js';
 import type { LocalRoutes } from '../../os/local-routes.js';
@@ -12,13 +12,12 @@ export class LocalRoutesOps implements ReconcilerOps<L2AnnounceRow> {
   ) {}
 
   async update(row: L2AnnounceRow): Promise<void> {
-    if (!isIpv4(row.ip)) return;
-    await this.routes.quietArp(row.iface);
+    if (isIpv4(row.ip)) await this.routes.quietArp(row.iface);
     await this.routes.add(row.ip);
   }
 
   async delete(row: L2AnnounceRow): Promise<void> {
-    if (!isIpv4(row.ip) || this.stillAnnounced(row.ip)) return;
+    if (this.stillAnnounced(row.ip)) return;
     await this.routes.del(row.ip);
   }
 

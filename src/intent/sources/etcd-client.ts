@@ -17,11 +17,13 @@
 import { createRequire } from 'node:module';
 import type { Etcd3, IOptions } from 'etcd3';
 
-// etcd3 (with gRPC) costs about 200 ms to load: only agents and commands that
-// talk to etcd pay for it, not every start with the local store.
-const requireCjs = createRequire(import.meta.url);
-import { noop } from 'cockatiel';
 import { HeraldError } from '../../core/errors.js';
+
+// etcd3 (with gRPC) costs about 200 ms to load, and cockatiel (its fault
+// policies) about 40 ms: both are required when a client is built, so only
+// agents and commands that talk to etcd pay for them, not every start with
+// the local store or a command that only validates endpoints.
+const requireCjs = createRequire(import.meta.url);
 
 export interface EtcdClientOptions {
   /** Validated endpoints (see `parseEtcdEndpoints`). */
@@ -95,6 +97,11 @@ function cappedBackoff(initialMs: number, maxMs: number): WatchBackoff {
   return { duration: initialMs, next: () => at(initialMs) } as WatchBackoff;
 }
 
+function noFaultHandling(): Pick<NonNullable<IOptions['faultHandling']>, 'host' | 'global'> {
+  const { noop } = requireCjs('cockatiel') as typeof import('cockatiel');
+  return { host: () => noop, global: noop };
+}
+
 /** A client for validated endpoints. The caller owns it: `client.close()`. */
 export function createEtcdClient(opts: EtcdClientOptions): Etcd3 {
   const { Etcd3 } = requireCjs('etcd3') as typeof import('etcd3');
@@ -121,7 +128,7 @@ export function createEtcdClient(opts: EtcdClientOptions): Etcd3 {
     },
     faultHandling: {
       watchBackoff: cappedBackoff(etcdClientDefaults.watchBackoffInitialMs, backoffMax),
-      ...(opts.noFaultHandling ? { host: () => noop, global: noop } : {}),
+      ...(opts.noFaultHandling ? noFaultHandling() : {}),
     },
   });
 }

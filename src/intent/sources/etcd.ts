@@ -30,7 +30,7 @@ import type { ParseJob } from './parse-job.js';
 import { SnapshotPublisher, contentHash } from './publisher.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
 import { DEFAULT_MANIFEST_PREFIX, normalizeManifestPrefix } from './stored-manifest.js';
-import { parseInWorker } from './worker-parser.js';
+import { parseManifestJob } from './worker-parser.js';
 
 export interface EtcdIntentSourceOptions {
   /** `http://host:port` or `unix:///abs/path` (validated here). */
@@ -48,7 +48,7 @@ export interface EtcdIntentSourceOptions {
   readonly clock?: Clock;
   /** Size cap of a stored value and YAML bounds (limits.ts). */
   readonly limits?: ManifestLimits;
-  /** Where parsing runs; default a worker thread (worker-parser.ts), never the caller's event loop. */
+  /** Where parsing runs; default parseManifestJob (worker-parser.ts): inline when small and alias-free, else a worker thread. */
   readonly parse?: (job: ParseJob) => Promise<ManifestLoad>;
 }
 
@@ -99,11 +99,14 @@ export class EtcdIntentSource implements IntentSource {
   /** The prefix as of `cacheRev`. */
   private cache = new Map<string, StoredValue>();
   private cacheRev = 0;
+  /** The etcd revision of the last copy offered to the publisher (validated, and published unless unchanged or rejected). */
+  private offeredRev = 0;
   /** Events received while a read is in flight (applied on top of its result). */
   private duringRead: Change[] | undefined;
   /** Reads of the prefix: one at a time; a request during a read runs once more after it. */
   private readonly reads: Trigger;
-  private applyTimer: TimerHandle | undefined;
+  /** Publishes of watched changes: debounced by `debounceMs`, one at a time. */
+  private readonly applies: Trigger;
   private retryTimer: TimerHandle | undefined;
   private retryDelay: number;
   private disposed = false;
@@ -123,13 +126,21 @@ export class EtcdIntentSource implements IntentSource {
     this.log = opts.log.child({ source: this.name });
     this.callTimeoutMs = opts.callTimeoutMs;
     this.limits = opts.limits ?? manifestLimitDefaults;
-    this.parse = opts.parse ?? ((job) => parseInWorker(job, { signal: this.abort.signal }));
+    this.parse = opts.parse ?? ((job) => parseManifestJob(job, { signal: this.abort.signal }));
     this.reads = new Trigger({
       name: this.name,
       run: () => this.readAll(),
       clock: this.clock,
       log: this.log,
       // Only a throwing handler gets here; the source keeps going.
+      onError: (e) => this.log.error({ err: describeError(e) }, 'applying intent from etcd failed'),
+    });
+    this.applies = new Trigger({
+      name: `${this.name} (changes)`,
+      run: () => this.publish(),
+      clock: this.clock,
+      log: this.log,
+      delayMs: this.debounceMs,
       onError: (e) => this.log.error({ err: describeError(e) }, 'applying intent from etcd failed'),
     });
   }
@@ -145,13 +156,21 @@ export class EtcdIntentSource implements IntentSource {
     await this.sync();
   }
 
+  /**
+   * Every change up to this etcd revision has been looked at: published,
+   * found unchanged, or rejected. What "has the source seen my write?" waits on.
+   */
+  get offeredRevision(): number {
+    return this.offeredRev;
+  }
+
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
     this.publisher?.close();
     this.abort.abort();
     this.reads.dispose();
-    this.applyTimer?.cancel();
+    this.applies.dispose();
     this.retryTimer?.cancel();
     this.dropWatcher();
     this.client?.close();
@@ -197,8 +216,7 @@ export class EtcdIntentSource implements IntentSource {
     this.cacheRev = listing.revision;
     if (!wentBack) this.applyChanges(during);
     if (!this.watcher || wentBack) this.watchFrom(listing.revision + 1);
-    this.applyTimer?.cancel();
-    this.applyTimer = undefined;
+    // A debounced publish still pending finds this copy already offered ('same').
     await this.publish();
   }
 
@@ -274,11 +292,7 @@ export class EtcdIntentSource implements IntentSource {
   }
 
   private scheduleApply(): void {
-    if (this.disposed || this.applyTimer) return;
-    this.applyTimer = this.clock.setTimeout(() => {
-      this.applyTimer = undefined;
-      this.publish().catch((e: unknown) => this.log.error({ err: describeError(e) }, 'applying intent from etcd failed'));
-    }, this.debounceMs);
+    this.applies.trigger();
   }
 
   /** Offers the copy; values over the size cap are refused by their size, unparsed. */
@@ -293,7 +307,9 @@ export class EtcdIntentSource implements IntentSource {
       else kvs.push({ key, value: v.text });
     }
     const hash = contentHash(entries.map(([key, v]) => [key, `${v.bytes}\u0000${v.text}`] as const));
+    const revision = this.cacheRev;
     const outcome = await publisher.offer(hash, () => this.parse({ kind: 'stored', prefix: this.prefix, kvs, ioErrors, limits: this.limits }));
+    if (revision > this.offeredRev) this.offeredRev = revision;
     if (outcome !== 'same') this.log.debug({ keys: entries.length, revision: this.cacheRev, outcome }, 'intent read from etcd');
   }
 }

@@ -35,7 +35,7 @@ import { MANIFEST_EXTENSIONS, readManifestFile } from '../load.js';
 import type { ManifestLoad } from '../parse.js';
 import type { ParseJob } from './parse-job.js';
 import { SnapshotPublisher, contentHash } from './publisher.js';
-import { parseInWorker } from './worker-parser.js';
+import { parseManifestJob } from './worker-parser.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
 
 export interface FileIntentSourceOptions {
@@ -48,7 +48,7 @@ export interface FileIntentSourceOptions {
   readonly clock?: Clock;
   /** Size cap and YAML bounds (limits.ts). */
   readonly limits?: ManifestLimits;
-  /** Where parsing runs; default a worker thread (worker-parser.ts), never the caller's event loop. */
+  /** Where parsing runs; default parseManifestJob (worker-parser.ts): inline when small and alias-free, else a worker thread. */
   readonly parse?: (job: ParseJob) => Promise<ManifestLoad>;
 }
 
@@ -64,6 +64,8 @@ export interface ManifestScan {
    */
   readonly dirs: ReadonlyMap<string, string>;
   readonly files: readonly { readonly file: string; readonly text: string }[];
+  /** Every manifest file found, read or not (over the size cap, unreadable), as loadManifestPath's `files`. */
+  readonly found: readonly string[];
   readonly errors: readonly ManifestError[];
 }
 
@@ -123,7 +125,7 @@ export async function scanManifestPath(path: string, limits: ManifestLimits = ma
     if (st.isDirectory()) await walk(path, st.ino);
     else names.push(path);
   } catch (e) {
-    if (isEnoent(e)) return { exists: false, dirs, files: [], errors: [] };
+    if (isEnoent(e)) return { exists: false, dirs, files: [], found: [], errors: [] };
     errors.push(ioError(path, e));
   }
   const files: { file: string; text: string }[] = [];
@@ -136,7 +138,7 @@ export async function scanManifestPath(path: string, limits: ManifestLimits = ma
       if (!isEnoent(e) || file === path) errors.push(ioError(file, e));
     }
   }
-  return { exists: true, dirs, files, errors };
+  return { exists: true, dirs, files, found: names, errors };
 }
 
 export class FileIntentSource implements IntentSource {
@@ -165,7 +167,7 @@ export class FileIntentSource implements IntentSource {
     }
     this.clock = opts.clock ?? systemClock;
     this.limits = opts.limits ?? manifestLimitDefaults;
-    this.parse = opts.parse ?? ((job) => parseInWorker(job, { signal: this.abort.signal }));
+    this.parse = opts.parse ?? ((job) => parseManifestJob(job, { signal: this.abort.signal }));
     this.parent = dirname(resolve(opts.path));
     this.base = basename(resolve(opts.path));
     this.name = `files ${opts.path}`;

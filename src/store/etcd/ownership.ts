@@ -22,6 +22,8 @@ import type { Watcher } from 'etcd3';
 import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { isIpv4 } from '../../core/addr.js';
+import { Trigger } from '../../core/trigger.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch, WatchTarget } from '../../controlplane/ownership/edges.js';
 import type { EtcdSession } from './session.js';
@@ -51,6 +53,20 @@ export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withd
 
 /** Keys without a lease carry no authority: a live agent's keys always sit on its lease. */
 const NO_LEASE = '0';
+/** Keys per contention transaction (etcd refuses more than 128 operations per branch by default). */
+const CONTEND_CHUNK = 100;
+
+/** A free IP to claim; `late` when we are not its preferred node and waited the contention delay. */
+/** An owned IP to give up, and why (logged). */
+interface Release {
+  ip: string;
+  why: string;
+}
+
+interface Contention {
+  ip: string;
+  late: boolean;
+}
 
 export interface OwnershipStatus {
   /** Keys ignored because they had no live lease, by kind. */
@@ -118,7 +134,10 @@ export class EtcdOwnership implements OwnershipBackend {
   private readonly keyRevisions = new Map<string, number>();
   /** Changes seen while a refresh is in flight, one journal per refresh. */
   private readonly journals = new Set<KeyEvent[]>();
-  private refreshTimer: TimerHandle | undefined;
+  /** Sync passes: one at a time, a burst of triggers costs one more (core/trigger). */
+  private readonly passes: Trigger;
+  /** Full re-reads: one at a time, and one every `fullRefreshMs` as a safety net under the watch. */
+  private readonly refreshes: Trigger;
 
   constructor(
     private readonly session: EtcdSession,
@@ -128,6 +147,15 @@ export class EtcdOwnership implements OwnershipBackend {
   ) {
     this.ownersPrefix = `${session.prefix}owners/`;
     this.candidatesPrefix = `${session.prefix}candidates/`;
+    // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
+    this.passes = new Trigger({ name: 'etcd ownership', run: () => this.pass(), clock: deps.clock, log: deps.log, delayMs: 0 });
+    this.refreshes = new Trigger({
+      name: 'etcd ownership refresh',
+      run: () => this.readAll(),
+      clock: deps.clock,
+      log: deps.log,
+      periodicMs: opts.fullRefreshMs ?? etcdOwnershipDefaults.fullRefreshMs!,
+    });
   }
 
   async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
@@ -197,9 +225,17 @@ export class EtcdOwnership implements OwnershipBackend {
     }, 1000);
   }
 
-  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>, affinity: ReadonlyMap<string, string> = new Map()): void {
     this.candidates = new Map(candidates);
+    this.affinity = new Map(affinity);
     this.markDirty();
+  }
+
+  /** IP → the key rendezvous preference is computed from (a dual-stack service's addresses share one). */
+  private affinity = new Map<string, string>();
+
+  private score(node: string, ip: string): string {
+    return rendezvousScore(node, this.affinity.get(ip) ?? ip);
   }
 
   /** `--on-store-loss keep`, and the store is merely unreachable (not: it told us our lease is gone). */
@@ -277,42 +313,31 @@ export class EtcdOwnership implements OwnershipBackend {
     }
   }
 
-  private dirty = false;
-  private running = false;
-  private dirtyTimer: TimerHandle | undefined;
-
   /**
    * Coalesces events into one pass at a time: a burst of watch events (a
    * node joining with 10k candidacies) costs one pass, not 10k concurrent ones.
    */
   private markDirty(): void {
-    this.dirty = true;
-    if (this.running || this.dirtyTimer || this.disposed) return;
-    // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
-    this.dirtyTimer = this.deps.clock.setTimeout(() => {
-      this.dirtyTimer = undefined;
-      void this.pass();
-    }, 0);
+    this.passes.trigger();
   }
 
   private async pass(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      while (this.dirty && !this.disposed) {
-        this.dirty = false;
-        void this.emit();
-        this.updateWatch();
-        await this.sync();
-        void this.emit();
-      }
-    } finally {
-      this.running = false;
-    }
+    void this.emit();
+    this.updateWatch();
+    await this.sync();
+    void this.emit();
   }
 
-  /** Re-reads owners and candidates from etcd, then acts. */
-  private async refresh(): Promise<void> {
+  /**
+   * Re-reads owners and candidates from etcd, then acts; resolves once a
+   * re-read that started after the call has ended (one at a time: a request
+   * during a read runs one more after it).
+   */
+  private refresh(): Promise<void> {
+    return this.refreshes.triggerNow();
+  }
+
+  private async readAll(): Promise<void> {
     if (this.disposed) return;
     const journal: KeyEvent[] = [];
     this.journals.add(journal);
@@ -354,20 +379,10 @@ export class EtcdOwnership implements OwnershipBackend {
     } catch (e) {
       this.deps.log.debug({ err: describeError(e) }, 'etcd ownership refresh failed');
     } finally {
+      // Whatever a lost watch event or an unforeseen race left wrong in the view
+      // is repaired by the periodic re-read within one period (the refreshes trigger).
       this.journals.delete(journal);
-      this.schedulePeriodicRefresh();
     }
-  }
-
-  /**
-   * A full re-read now and then, as every reconciler does: whatever a lost
-   * watch event or an unforeseen race left wrong in the view is repaired
-   * within one period instead of leaving an IP unanswered.
-   */
-  private schedulePeriodicRefresh(): void {
-    this.refreshTimer?.cancel();
-    if (this.disposed) return;
-    this.refreshTimer = this.deps.clock.setTimeout(() => void this.refresh(), this.opts.fullRefreshMs ?? etcdOwnershipDefaults.fullRefreshMs!);
   }
 
   /** Publishes candidacy, contends for free IPs, gives up what we no longer qualify for. */
@@ -393,25 +408,29 @@ export class EtcdOwnership implements OwnershipBackend {
       }
       // Give up IPs we no longer qualify for, and hand over to a more preferred candidate.
       for (const ip of this.releasing) if (this.owners.get(ip)?.node !== this.nodeName) this.releasing.delete(ip);
+      const release: Release[] = [];
       for (const [ip, owner] of this.owners) {
         if (owner.node !== this.nodeName) continue;
-        if (this.releasing.has(ip)) await this.giveUp(ip, 'finishing an interrupted release');
-        else if (!this.candidates.has(ip)) await this.giveUp(ip, 'no longer a candidate');
+        if (this.releasing.has(ip)) release.push({ ip, why: 'finishing an interrupted release' });
+        else if (!this.candidates.has(ip)) release.push({ ip, why: 'no longer a candidate' });
         else if (this.handoverDue(ip)) {
           this.handedOverAt.set(ip, monotonicMs(this.deps.clock));
-          await this.giveUp(ip, 'handing over to the preferred node');
+          release.push({ ip, why: 'handing over to the preferred node' });
         }
       }
+      await this.giveUp(release);
       // Contend for free IPs: the preferred node at once, the others after a delay.
+      const contendNow: Contention[] = [];
       for (const ip of this.candidates.keys()) {
         if (this.owners.has(ip)) {
           this.lateContenders.delete(ip);
           continue;
         }
-        if (this.isPreferred(ip)) await this.contend(ip);
-        else if (this.lateContenders.delete(ip)) await this.contend(ip, true);
+        if (this.isPreferred(ip)) contendNow.push({ ip, late: false });
+        else if (this.lateContenders.delete(ip)) contendNow.push({ ip, late: true });
         else this.contendLater(ip);
       }
+      await this.contend(contendNow);
     } catch (e) {
       // Retry on our own, not only on the next change: a hand-over or a
       // contention must not wait for an unrelated watch event.
@@ -463,17 +482,26 @@ export class EtcdOwnership implements OwnershipBackend {
     void this.emit();
   }
 
-  /** Watch, on the wire, one IP of every other node that owns something we could take over. */
+  /**
+   * Watch, on the wire, one IP of every other node that owns something we
+   * could take over: an IPv4 one when it owns any (one ARP socket serves them
+   * all), else an IPv6 one (probed with NS).
+   */
   private updateWatch(): void {
     const watch = this.deps.watch;
     if (!watch) return;
-    const perNode = new Map<string, WatchTarget>();
-    for (const [ip, owner] of [...this.owners].sort(([a], [b]) => a.localeCompare(b))) {
-      if (owner.node === this.nodeName || perNode.has(owner.node)) continue;
+    // One pass, not a sort of every owner per pass (10k owners): per node the
+    // lowest IPv4 address we are a candidate for, else the lowest IPv6 one.
+    const perNode = new Map<string, WatchTarget & { v4: boolean }>();
+    for (const [ip, owner] of this.owners) {
+      if (owner.node === this.nodeName) continue;
       const iface = this.candidates.get(ip)?.[0];
-      if (iface) perNode.set(owner.node, { node: owner.node, ip, iface });
+      if (!iface) continue;
+      const v4 = isIpv4(ip);
+      const best = perNode.get(owner.node);
+      if (!best || (v4 && !best.v4) || (v4 === best.v4 && ip.localeCompare(best.ip) < 0)) perNode.set(owner.node, { node: owner.node, ip, iface, v4 });
     }
-    watch.setTargets([...perNode.values()]);
+    watch.setTargets([...perNode.values()].map(({ node, ip, iface }) => ({ node, ip, iface })));
   }
 
   /**
@@ -504,18 +532,18 @@ export class EtcdOwnership implements OwnershipBackend {
   }
 
   private isPreferred(ip: string): boolean {
-    const mine = rendezvousScore(this.nodeName, ip);
-    for (const node of this.others.get(ip)?.keys() ?? []) if (rendezvousScore(node, ip) > mine && !this.isSkipped(ip, node)) return false;
+    const mine = this.score(this.nodeName, ip);
+    for (const node of this.others.get(ip)?.keys() ?? []) if (this.score(node, ip) > mine && !this.isSkipped(ip, node)) return false;
     return true;
   }
 
   /** We took `ip` late: every more preferred candidate left it unclaimed, so skip them for a while. */
   private skipUnclaimingPreferred(ip: string): void {
-    const mine = rendezvousScore(this.nodeName, ip);
+    const mine = this.score(this.nodeName, ip);
     const skipMs = this.opts.skipPreferredMs ?? etcdOwnershipDefaults.skipPreferredMs!;
     const until = monotonicMs(this.deps.clock) + skipMs;
     for (const node of this.others.get(ip)?.keys() ?? []) {
-      if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
+      if (this.score(node, ip) <= mine || this.isSkipped(ip, node)) continue;
       const perIp = this.skipped.get(ip) ?? new Map<string, number>();
       perIp.set(node, until);
       this.skipped.set(ip, perIp);
@@ -524,27 +552,19 @@ export class EtcdOwnership implements OwnershipBackend {
   }
 
   private handoverDue(ip: string): boolean {
-    const mine = rendezvousScore(this.nodeName, ip);
+    const mine = this.score(this.nodeName, ip);
     const now = this.deps.clock.now();
     for (const [node, since] of this.others.get(ip) ?? []) {
-      if (rendezvousScore(node, ip) <= mine || this.isSkipped(ip, node)) continue;
+      if (this.score(node, ip) <= mine || this.isSkipped(ip, node)) continue;
       if (now - since >= this.opts.handoverHoldMs) return true;
       this.resyncAt(since + this.opts.handoverHoldMs);
     }
     return false;
   }
 
-  private resyncTimer: { at: number; handle: TimerHandle } | undefined;
-
-  /** Runs sync() again at `at` (the earliest pending handover). */
+  /** Runs sync() again at `at` (the earliest pending request wins). */
   private resyncAt(at: number): void {
-    if (this.resyncTimer && this.resyncTimer.at <= at) return;
-    this.resyncTimer?.handle.cancel();
-    const handle = this.deps.clock.setTimeout(() => {
-      this.resyncTimer = undefined;
-      this.markDirty();
-    }, Math.max(0, at - this.deps.clock.now()) + 10);
-    this.resyncTimer = { at, handle };
+    this.passes.triggerAt(at + 10);
   }
 
   private contendLater(ip: string): void {
@@ -562,33 +582,60 @@ export class EtcdOwnership implements OwnershipBackend {
   /** IPs whose contention delay has passed: contend in the next pass if still free. */
   private readonly lateContenders = new Set<string>();
 
-  private async contend(ip: string, late = false): Promise<void> {
-    const lease = this.session.leaseId;
-    if (!lease || this.released) return;
-    const key = `${this.ownersPrefix}${ip}`;
+  /**
+   * Claims free IPs in transactions of up to CONTEND_CHUNK keys: all keys
+   * absent → all ours; otherwise the else-branch reads every key, so the view
+   * learns who took which at that revision and the still-free rest is tried
+   * again (each failed round learns at least one taken key, so this ends).
+   * One transaction per IP made cold convergence of 10k IPs take 45 s.
+   */
+  private async contend(contentions: readonly Contention[]): Promise<void> {
     const client = this.session.client;
-    const res = await client.if(key, 'Create', '==', 0).then(client.put(key).value(this.nodeName).lease(lease)).else(client.get(key)).commit();
-    if (!res.succeeded) this.learnKey(key, res);
-    if (res.succeeded) {
-      this.observe({ type: 'put', key, value: this.nodeName, lease, revision: Number(res.header.revision) });
-      this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
-      // We handed this IP over and had to take it back: the preferred node
-      // never claimed it. Skip it for this IP instead of flapping forever.
-      const handedOver = this.handedOverAt.get(ip);
-      if (late && handedOver !== undefined && monotonicMs(this.deps.clock) - handedOver < 10_000) this.skipUnclaimingPreferred(ip);
+    let changed = false;
+    for (let i = 0; i < contentions.length; i += CONTEND_CHUNK) {
+      let pending = contentions.slice(i, i + CONTEND_CHUNK);
+      for (let round = 0; pending.length > 0 && round <= CONTEND_CHUNK; round++) {
+        const lease = this.session.leaseId;
+        if (!lease || this.released || this.disposed) return;
+        const keys = pending.map((c) => `${this.ownersPrefix}${c.ip}`);
+        let txn = client.if(keys[0]!, 'Create', '==', 0);
+        for (const key of keys.slice(1)) txn = txn.and(key, 'Create', '==', 0);
+        const res = await txn
+          .then(...keys.map((key) => client.put(key).value(this.nodeName).lease(lease)))
+          .else(...keys.map((key) => client.get(key)))
+          .commit();
+        if (res.succeeded) {
+          for (const [n, { ip, late }] of pending.entries()) {
+            this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
+            this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+            // We handed this IP over and had to take it back: the preferred node
+            // never claimed it. Skip it for this IP instead of flapping forever.
+            const handedOver = this.handedOverAt.get(ip);
+            if (late && handedOver !== undefined && monotonicMs(this.deps.clock) - handedOver < 10_000) this.skipUnclaimingPreferred(ip);
+            this.handedOverAt.delete(ip);
+          }
+          changed = true;
+          break;
+        }
+        for (const [n, key] of keys.entries()) this.learnKey(key, res, n);
+        for (const { ip, late } of pending) {
+          if (late || !this.owners.has(ip)) continue;
+          this.handedOverAt.delete(ip);
+          changed = true;
+        }
+        pending = pending.filter(({ ip }) => !this.owners.has(ip));
+      }
+      if (pending.length > 0) this.resyncAt(this.deps.clock.now() + 500); // the bound was hit: try again soon
     }
-    if (res.succeeded || !late) {
-      this.handedOverAt.delete(ip);
-      void this.emit();
-    }
+    if (changed) void this.emit();
   }
 
   /**
    * The view was wrong about `key` (a conditional write failed): learn its
    * state from the transaction's else-branch read, at the read's revision.
    */
-  private learnKey(key: string, res: { header: { revision: string }; responses: Array<{ response_range?: { kvs: Array<{ value: Buffer; lease: string; mod_revision: string }> } }> }): void {
-    const kv = res.responses[0]?.response_range?.kvs[0];
+  private learnKey(key: string, res: { header: { revision: string }; responses: Array<{ response_range?: { kvs: Array<{ value: Buffer; lease: string; mod_revision: string }> } }> }, index = 0): void {
+    const kv = res.responses[index]?.response_range?.kvs[0];
     if (kv) this.observe({ type: 'put', key, value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
     else this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
   }
@@ -596,30 +643,58 @@ export class EtcdOwnership implements OwnershipBackend {
   /** IPs withdrawn locally whose owner key is still to be deleted: never announced, never contended, retried. */
   private readonly releasing = new Set<string>();
 
-  private async giveUp(ip: string, why: string): Promise<void> {
-    const key = `${this.ownersPrefix}${ip}`;
-    const record = this.owners.get(ip);
+  private async giveUp(releases: readonly Release[]): Promise<void> {
+    if (releases.length === 0) return;
     // Withdraw locally first — and wait until the datapath has — so two nodes never answer at once.
-    this.releasing.add(ip);
+    for (const { ip } of releases) this.releasing.add(ip);
     if (!(await this.emit())) {
       // Not confirmed withdrawn (the datapath failed or is stuck): keep the
-      // key, so nobody else answers beside us, and try again shortly.
-      this.releasing.delete(ip);
-      this.deps.log.error({ ip, why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
+      // keys, so nobody else answers beside us, and try again shortly.
+      for (const { ip } of releases) this.releasing.delete(ip);
+      this.deps.log.error({ ips: releases.length, first: releases[0]!.ip, why: releases[0]!.why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
       this.resyncAt(this.deps.clock.now() + 1000);
       return;
     }
-    // A failure here leaves the IP in `releasing` (withdrawn, key kept as the
-    // fence); the next sync retries the delete.
+    // Delete our keys in transactions of up to CONTEND_CHUNK, each only while
+    // it is still on the lease we know; a key that changed is learnt and the
+    // rest retried. A failure here leaves the IPs in `releasing` (withdrawn,
+    // keys kept as the fence); the next sync retries the deletes.
     const client = this.session.client;
-    if (record && record.node === this.nodeName) {
-      const res = await client.if(key, 'Lease', '==', record.lease).then(client.delete().key(key)).else(client.get(key)).commit();
-      if (res.succeeded) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
-      else this.learnKey(key, res);
+    const ours = releases.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName);
+    const unfinished = new Set<string>();
+    for (let i = 0; i < ours.length; i += CONTEND_CHUNK) {
+      let pending = ours.slice(i, i + CONTEND_CHUNK);
+      // Each failed round learns at least one changed key; the bound only guards against a view that does not.
+      for (let round = 0; pending.length > 0; round++) {
+        if (round > CONTEND_CHUNK) {
+          for (const { ip } of pending) unfinished.add(ip);
+          this.resyncAt(this.deps.clock.now() + 500);
+          break;
+        }
+        const keys = pending.map(({ ip }) => `${this.ownersPrefix}${ip}`);
+        const leases = pending.map(({ ip }) => this.owners.get(ip)!.lease);
+        let txn = client.if(keys[0]!, 'Lease', '==', leases[0]!);
+        for (const [n, key] of keys.entries()) if (n > 0) txn = txn.and(key, 'Lease', '==', leases[n]!);
+        const res = await txn
+          .then(...keys.map((key) => client.delete().key(key)))
+          .else(...keys.map((key) => client.get(key)))
+          .commit();
+        if (res.succeeded) {
+          for (const key of keys) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+          break;
+        }
+        for (const [n, key] of keys.entries()) this.learnKey(key, res, n);
+        // Still ours (perhaps on another lease than we compared with): try again with what we learnt.
+        pending = pending.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName);
+      }
     }
-    this.releasing.delete(ip);
-    this.deps.log.info({ ip, why }, 'released ownership');
+    for (const { ip, why } of releases) {
+      if (unfinished.has(ip)) continue;
+      this.releasing.delete(ip);
+      this.deps.log.info({ ip, why }, 'released ownership');
+    }
   }
+
 
   /**
    * Publishes the owned set when it changed; resolves true once the consumer
@@ -701,10 +776,9 @@ export class EtcdOwnership implements OwnershipBackend {
 
   dispose(): void {
     this.disposed = true;
-    this.dirtyTimer?.cancel();
+    this.passes.dispose();
+    this.refreshes.dispose();
     this.watchRetry?.cancel();
-    this.resyncTimer?.handle.cancel();
-    this.refreshTimer?.cancel();
     for (const t of this.timers.values()) t.cancel();
     void this.watcher?.cancel();
   }

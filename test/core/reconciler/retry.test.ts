@@ -3,6 +3,7 @@
  * that was deleted from the table meanwhile: a withdrawn IP must stay
  * withdrawn (the next owner may already answer for it).
  */
+import { FakeMulticastGroups } from '../../../src/os/fake/multicast-groups.js';
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import { HeraldError } from '../../../src/core/errors.js';
@@ -30,7 +31,7 @@ test('a failed row deleted before its retry is due is never written back to the 
   const eth0 = links.add('eth0');
   const sender: FrameSender = { send: () => {} };
   const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 1, intervalMs: 1000 });
-  const ops = new L2ResponderOps({ map, interfaces: { prepare: () => {}, forgetAllBut: () => {} }, links, garp, log: silentLogger });
+  const ops = new L2ResponderOps({ map, interfaces: { prepare: () => {}, forgetAllBut: () => {} }, links, garp, groups: new FakeMulticastGroups(), log: silentLogger });
   db.registerInitializer(l2AnnounceTable, 'test').done();
   const reconciler = new Reconciler<L2AnnounceRow>({ name: 'l2-responder', db, table: l2AnnounceTable, ops, clock, log: silentLogger }, reconcilerDefaults);
   reconciler.start();

@@ -15,14 +15,23 @@ import { createEtcdClient, parseEtcdEndpoint, parseEtcdEndpoints } from '../../.
 import { EtcdIntentSource, type EtcdIntentSourceOptions } from '../../../src/intent/sources/etcd.js';
 import { listManifests } from '../../../src/intent/sources/etcd-store.js';
 import { TcpProxy, hostPort, startEtcd, type EtcdServer } from '../../helpers/etcd.js';
-import { Recorder, keysOf, sleep } from './recorder.js';
+import { Recorder, keysOf, waitUntil } from './recorder.js';
 
 const pool = (name: string, cidr: string): string =>
   `apiVersion: cilium.io/v2\nkind: CiliumLoadBalancerIPPool\nmetadata:\n  name: ${name}\nspec:\n  blocks:\n  - cidr: ${cidr}\n`;
 const service = (ns: string, name: string): string =>
   `apiVersion: v1\nkind: Service\nmetadata:\n  name: ${name}\n  namespace: ${ns}\nspec:\n  type: LoadBalancer\n  ports:\n  - port: 80\n`;
 
-const SETTLE_MS = 400;
+/**
+ * "Nothing happened" is checked on the revision it is about, not after a quiet
+ * period: once the source's offeredRevision has reached the store's revision,
+ * it has looked at every write up to there, and what it reported is final.
+ */
+async function seenUpTo(client: Etcd3, prefix: string, source: EtcdIntentSource): Promise<number> {
+  const { revision } = await listManifests(client, prefix);
+  await waitUntil(() => source.offeredRevision >= revision, 15_000, `the source to look at revision ${revision}`);
+  return revision;
+}
 
 describe('EtcdIntentSource (real etcd)', () => {
   let etcd: EtcdServer;
@@ -52,12 +61,12 @@ describe('EtcdIntentSource (real etcd)', () => {
     return result.changes.map((c) => `${c.ref} ${c.result}`);
   }
 
-  async function started(t: TestContext, opts: Partial<EtcdIntentSourceOptions> & { prefix: string }): Promise<Recorder> {
+  async function started(t: TestContext, opts: Partial<EtcdIntentSourceOptions> & { prefix: string }): Promise<Recorder & { source: EtcdIntentSource }> {
     const source = new EtcdIntentSource({ endpoints: [etcd.endpoint], log: silentLogger, debounceMs: 20, ...opts });
     t.after(() => source.dispose());
     const rec = new Recorder();
     await source.start(rec);
-    return rec;
+    return Object.assign(rec, { source });
   }
 
   it('reads what apply stored, then follows apply and delete', async (t) => {
@@ -83,9 +92,11 @@ describe('EtcdIntentSource (real etcd)', () => {
     const prefix = freshPrefix();
     await apply(prefix, pool('blue', '192.0.2.0/26'));
     const rec = await started(t, { prefix });
+    const before = (await listManifests(client, prefix)).revision;
     assert.deepEqual(await apply(prefix, pool('blue', '192.0.2.0/26')), ['ciliumloadbalancerippool.cilium.io/blue unchanged']);
-    await sleep(SETTLE_MS);
+    await seenUpTo(client, prefix, rec.source);
     assert.equal(rec.snapshots.length, 1);
+    assert.equal((await listManifests(client, prefix)).revision, before, 'apply wrote nothing');
   });
 
   it('applies a multi-object transaction as one snapshot', async (t) => {
@@ -94,7 +105,7 @@ describe('EtcdIntentSource (real etcd)', () => {
     assert.deepEqual(keysOf(rec.last).pools, [], 'an empty prefix is an empty snapshot');
     await apply(prefix, [pool('a', '192.0.2.0/28'), pool('b', '192.0.2.16/28'), pool('c', '192.0.2.32/28')].join('---\n'));
     await rec.snapshotAfter(1);
-    await sleep(SETTLE_MS);
+    await seenUpTo(client, prefix, rec.source);
     assert.equal(rec.snapshots.length, 2);
     assert.deepEqual(keysOf(rec.last).pools, ['a', 'b', 'c']);
   });
@@ -131,7 +142,7 @@ describe('EtcdIntentSource (real etcd)', () => {
       `${wrong} (CiliumLoadBalancerIPPool "blue"): stored under the wrong key: this object belongs at ${prefix}CiliumLoadBalancerIPPool/_cluster/blue`,
     );
     await client.delete().key(wrong);
-    await sleep(SETTLE_MS);
+    await seenUpTo(client, prefix, rec.source); // the delete is looked at on its own, not coalesced with the next write
     const empty = `${prefix}Service/default/empty`;
     await client.put(empty).value('');
     assert.equal(await rec.problemAfter(1), `${empty}: expected exactly one object per key, found 0`);
@@ -142,7 +153,7 @@ describe('EtcdIntentSource (real etcd)', () => {
     await apply(prefix, pool('blue', '192.0.2.0/26'));
     const rec = await started(t, { prefix, retryMinMs: 100, retryMaxMs: 500 });
     await etcd.kill();
-    await sleep(1500);
+    await new Promise((r) => setTimeout(r, 1500)); // the outage lasts a while (not a check: nothing is asserted about it)
     await etcd.restart();
     await apply(prefix, pool('red', '198.51.100.0/26'));
     assert.deepEqual(keysOf(await rec.snapshotAfter(1, 20_000)).pools, ['blue', 'red']);
@@ -208,16 +219,22 @@ describe('EtcdIntentSource (real etcd)', () => {
     assert.deepEqual((await listManifests(client, prefix)).kvs, []);
   });
 
-  it('disposes cleanly (idempotent; nothing reported afterwards)', async () => {
+  it('disposes cleanly (idempotent; nothing reported afterwards)', async (t) => {
     const prefix = freshPrefix();
     const source = new EtcdIntentSource({ endpoints: [etcd.endpoint], prefix, log: silentLogger, debounceMs: 10 });
     const rec = new Recorder();
     await source.start(rec);
+    // The marker: a live source on the same prefix. It has looked at the write once its
+    // offeredRevision reaches it; the disposed one, with a shorter debounce, would have reported by then.
+    const witness = new EtcdIntentSource({ endpoints: [etcd.endpoint], prefix, log: silentLogger, debounceMs: 100 });
+    t.after(() => witness.dispose());
+    await witness.start(new Recorder());
     source.dispose();
     source.dispose();
     await apply(prefix, pool('blue', '192.0.2.0/26'));
-    await sleep(SETTLE_MS);
+    await seenUpTo(client, prefix, witness);
     assert.equal(rec.snapshots.length, 1);
+    assert.equal(source.offeredRevision < witness.offeredRevision, true, 'the disposed source looked at nothing more');
   });
 });
 

@@ -6,7 +6,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { silentLogger } from '../../../src/core/logger.js';
 import { loadManifestPath } from '../../../src/intent/load.js';
 import { FileIntentSource, scanManifestPath, type FileIntentSourceOptions } from '../../../src/intent/sources/files.js';
-import { Recorder, keysOf, sleep } from './recorder.js';
+import { Recorder, keysOf } from './recorder.js';
 
 const FIXTURES = 'test/fixtures/manifests';
 const pool = (name: string, cidr: string): string =>
@@ -14,8 +14,15 @@ const pool = (name: string, cidr: string): string =>
 const service = (ns: string, name: string): string =>
   `apiVersion: v1\nkind: Service\nmetadata:\n  name: ${name}\n  namespace: ${ns}\nspec:\n  type: LoadBalancer\n  ports:\n  - port: 80\n`;
 
-/** Quiet period after which a source that was going to react has reacted. */
-const SETTLE_MS = 400;
+/**
+ * "Nothing happened" is checked without waiting a quiet period: rescan() runs
+ * one complete scan of the state on disk (so its outcome is known), and a
+ * marker change written afterwards is the next thing the source may report
+ * (inotify events arrive in order and scans run one at a time), so anything
+ * the change before it caused shows up before the marker's snapshot.
+ */
+const markerPool = pool('zz-marker', '203.0.113.240/28');
+const hasMarker = (s: { pools: ReadonlyMap<string, unknown> }): boolean => s.pools.has('zz-marker');
 
 async function tempDir(t: TestContext): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'herald-files-'));
@@ -23,12 +30,20 @@ async function tempDir(t: TestContext): Promise<string> {
   return dir;
 }
 
-async function started(t: TestContext, opts: Partial<FileIntentSourceOptions> & { path: string }): Promise<Recorder> {
+async function started(t: TestContext, opts: Partial<FileIntentSourceOptions> & { path: string }): Promise<Recorder & { source: FileIntentSource }> {
   const source = new FileIntentSource({ log: silentLogger, debounceMs: 30, rescanMs: 0, ...opts });
   t.after(() => source.dispose());
   const rec = new Recorder();
   await source.start(rec);
-  return rec;
+  return Object.assign(rec, { source });
+}
+
+/** Writes the marker into `dir` and returns every snapshot reported from now up to and including the marker's. */
+async function untilMarker(rec: Recorder, dir: string): Promise<readonly { pools: ReadonlyMap<string, unknown> }[]> {
+  const from = rec.snapshots.length;
+  await writeFile(join(dir, 'zz-marker.yaml'), markerPool);
+  await rec.snapshotWhere(hasMarker, 'the marker snapshot');
+  return rec.snapshots.slice(from);
 }
 
 describe('FileIntentSource', () => {
@@ -68,13 +83,15 @@ describe('FileIntentSource', () => {
       problem,
       `${file}:15:11: document 2 (CiliumLoadBalancerIPPool "blue"): spec.blocks[0].cidr: invalid CIDR "192.0.2.300/24": "192.0.2.300" is not an IP address`,
     );
-    await sleep(SETTLE_MS);
+    await rec.source.rescan(); // one more complete scan of the bad state
     assert.equal(rec.snapshots.length, 1, 'nothing of the bad change is applied (not even the good document)');
     assert.equal(rec.last, first);
 
+    // The fix is the marker: the next snapshot must be it, with nothing of the bad state before it.
     await writeFile(file, `${pool('green', '198.51.100.128/26')}---\n${pool('blue', '192.0.2.64/26')}`);
-    const s = await rec.snapshotAfter(1);
+    const s = await rec.snapshotWhere((x) => x.pools.has('blue') && x.pools.has('green'), 'the fixed snapshot');
     assert.deepEqual(keysOf(s).pools, ['blue', 'green', 'red']);
+    assert.equal(rec.snapshots.length, 2, 'one snapshot: the fix');
     assert.equal(rec.problems.length, 1);
   });
 
@@ -151,9 +168,10 @@ describe('FileIntentSource', () => {
     const rec = await started(t, { path: dir });
     await rm(join(dir, 'a.yaml'));
     await rm(join(dir, 'sub'), { recursive: true });
-    await rec.snapshotAfter(1);
-    await sleep(SETTLE_MS);
-    assert.deepEqual(keysOf(rec.last), { services: [], pools: [], policies: [], nodes: [] });
+    const isEmpty = (x: Parameters<typeof keysOf>[0]) => JSON.stringify(keysOf(x)) === JSON.stringify({ services: [], pools: [], policies: [], nodes: [] });
+    await rec.snapshotWhere(isEmpty, 'an empty snapshot');
+    await rec.source.rescan();
+    assert.ok(isEmpty(rec.last), 'the empty snapshot stays in force');
     assert.equal(rec.problems.length, 0);
   });
 
@@ -167,8 +185,11 @@ describe('FileIntentSource', () => {
     await writeFile(file, pool('blue', '192.0.2.0/26'));
     await writeFile(join(dir, '.hidden.yaml'), 'not: [valid');
     await writeFile(join(dir, 'README.md'), '# notes');
-    await sleep(SETTLE_MS);
-    assert.equal(rec.snapshots.length, 1);
+    await rec.source.rescan();
+    assert.equal(rec.snapshots.length, 1, 'a scan of this state publishes nothing');
+    const reported = await untilMarker(rec, dir);
+    assert.equal(reported.length, 1, 'the events of the touch and the rewrites published nothing before the marker');
+    assert.ok(hasMarker(reported[0]!));
     assert.equal(rec.problems.length, 0);
   });
 
@@ -192,13 +213,14 @@ describe('FileIntentSource', () => {
     const rec = await started(t, { path });
     await rm(path, { recursive: true });
     assert.equal(await rec.problemAfter(0), `manifest path ${path} does not exist`);
-    await sleep(SETTLE_MS);
+    await rec.source.rescan(); // the same missing path, scanned once more: not reported again
     assert.equal(rec.snapshots.length, 1);
     assert.equal(rec.problems.length, 1);
     // Back with other content: a new snapshot; back with the same content would publish nothing.
     await mkdir(path);
     await writeFile(join(path, 'a.yaml'), pool('blue', '203.0.113.0/26'));
     await rec.snapshotAfter(1);
+    assert.equal(rec.problems.length, 1, 'the disappearance was reported once');
   });
 
   it('finds changes no event announced with the periodic re-scan', async (t) => {
@@ -219,10 +241,14 @@ describe('FileIntentSource', () => {
     const source = new FileIntentSource({ path: dir, log: silentLogger, debounceMs: 10, rescanMs: 50 });
     const rec = new Recorder();
     await source.start(rec);
+    // The marker: a live source on the same directory whose debounce is ten times longer. Both
+    // watches get the same event; had the disposed one still reacted, it would have reported first.
+    const witness = await started(t, { path: dir, debounceMs: 100 });
     source.dispose();
     source.dispose();
     await writeFile(join(dir, 'a.yaml'), pool('blue', '203.0.113.0/26'));
-    await sleep(SETTLE_MS);
+    await witness.snapshotAfter(1);
+    await source.rescan(); // a disposed source runs no scan
     assert.equal(rec.snapshots.length, 1);
     await assert.rejects(source.start(new Recorder()), /start\(\) after dispose\(\)/);
   });

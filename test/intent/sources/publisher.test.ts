@@ -27,9 +27,9 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: { name: c, namespace: default }
 ---
-apiVersion: cilium.io/v2alpha1
-kind: CiliumBGPPeeringPolicy
-metadata: { name: bgp }
+apiVersion: cilium.io/v2
+kind: CiliumEgressGatewayPolicy
+metadata: { name: egress }
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -58,7 +58,7 @@ test('ignored kinds: one info line per kind with its count, and none again for t
   assert.deepEqual(
     ignored.map((l) => [l.obj.kind, l.obj.count, l.obj.apiVersion, l.obj.firstAt]).sort(),
     [
-      ['CiliumBGPPeeringPolicy', 1, 'cilium.io/v2alpha1', 'mixed.yaml'],
+      ['CiliumEgressGatewayPolicy', 1, 'cilium.io/v2', 'mixed.yaml'],
       ['ConfigMap', 1, 'v1', 'mixed.yaml'],
       ['Deployment', 3, 'apps/v1', 'mixed.yaml'],
     ],
@@ -72,7 +72,7 @@ test('ignored kinds: one info line per kind with its count, and none again for t
   assert.equal(await publisher.offer('h2', () => parseManifests(`${MIXED}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: { name: d, namespace: default }\n`, 'mixed.yaml')), 'published');
   const second = infos.filter((l) => l.msg.startsWith('ignoring')).slice(3);
   assert.deepEqual(second.map((l) => [l.obj.kind, l.obj.count]).sort(), [
-    ['CiliumBGPPeeringPolicy', 1],
+    ['CiliumEgressGatewayPolicy', 1],
     ['ConfigMap', 1],
     ['Deployment', 4],
   ]);

@@ -1,4 +1,8 @@
-/** Records what an IntentSource reports, and waits for it (real time, bounded). */
+/**
+ * Records what an IntentSource reports, and waits for it: a wait is woken by
+ * each report (no polling), bounded by a generous real-time deadline that
+ * only turns a hang into a failure.
+ */
 import { formatErrors, type ManifestDiagnostic } from '../../../src/intent/diagnostics.js';
 import type { IntentSnapshot } from '../../../src/intent/snapshot.js';
 import type { IntentSourceHandlers } from '../../../src/intent/sources/source.js';
@@ -9,12 +13,15 @@ export class Recorder implements IntentSourceHandlers {
   readonly snapshots: IntentSnapshot[] = [];
   readonly problems: Problem[] = [];
   readonly warnings: (readonly ManifestDiagnostic[])[] = [];
+  private readonly waiters = new Set<() => void>();
 
   onSnapshot(snapshot: IntentSnapshot): void {
     this.snapshots.push(snapshot);
+    this.wake();
   }
   onError(problem: Problem): void {
     this.problems.push(problem);
+    this.wake();
   }
   onWarnings(warnings: readonly ManifestDiagnostic[]): void {
     this.warnings.push(warnings);
@@ -34,27 +41,54 @@ export class Recorder implements IntentSourceHandlers {
   }
 
   /** Waits until there are more than `count` snapshots. */
-  async snapshotAfter(count: number, timeoutMs = 8000): Promise<IntentSnapshot> {
-    await waitUntil(() => this.snapshots.length > count, timeoutMs, `snapshot #${count + 1}`);
+  async snapshotAfter(count: number, timeoutMs = 15_000): Promise<IntentSnapshot> {
+    await this.until(() => this.snapshots.length > count, timeoutMs, `snapshot #${count + 1}`);
     return this.last;
   }
 
+  /** Waits for a snapshot that satisfies `pred` (one already recorded counts); returns it. */
+  async snapshotWhere(pred: (s: IntentSnapshot) => boolean, what: string, timeoutMs = 15_000): Promise<IntentSnapshot> {
+    await this.until(() => this.snapshots.some(pred), timeoutMs, what);
+    return this.snapshots.find(pred)!;
+  }
+
   /** Waits until there are more than `count` problems; returns the last as text. */
-  async problemAfter(count: number, timeoutMs = 8000): Promise<string> {
-    await waitUntil(() => this.problems.length > count, timeoutMs, `problem #${count + 1}`);
+  async problemAfter(count: number, timeoutMs = 15_000): Promise<string> {
+    await this.until(() => this.problems.length > count, timeoutMs, `problem #${count + 1}`);
     return this.lastProblem;
   }
-}
 
-export async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
+  /** Re-checks `cond` at each report until it holds. */
+  private async until(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
+    if (cond()) return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      const check = (): void => {
+        if (!cond()) return;
+        clearTimeout(timer);
+        this.waiters.delete(check);
+        resolve();
+      };
+      this.waiters.add(check);
+    });
+  }
+
+  private wake(): void {
+    for (const check of [...this.waiters]) check();
   }
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** Polls `cond` (state with no event to wait on, e.g. a revision read over the network) until it holds. */
+export async function waitUntil(cond: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 /** Keys of every map of a snapshot, by kind, sorted. */
 export function keysOf(s: IntentSnapshot): { services: string[]; pools: string[]; policies: string[]; nodes: string[] } {

@@ -1,0 +1,193 @@
+/**
+ * bench/ndp — who answers a Neighbor Solicitation fastest, in one lab and one run:
+ *   herald   the eBPF responder at tc ingress (the address is not on the node)
+ *   kernel   the Linux stack, the address configured on the interface (keepalived's way)
+ * Reply latency (median, p99) from a client in another namespace, the
+ * node-side service time (NS in → NA out at the node's interface, kernel
+ * timestamps via tcpdump), and advertisements per second under a flood of
+ * solicitations. Printed side by
+ * side with ratios; --json for machines. Same harness as bench/arp.
+ *
+ * (Linux proxy NDP is left out: the kernel delays proxied answers by a random
+ * 0–proxy_delay, 800 ms by default, on purpose.)
+ *
+ *   node --import tsx bench/ndp/main.ts [--samples 2000] [--rounds 4] [--service-samples 500] [--flood-seconds 3] [--json]
+ */
+import { Lab, type Host } from '../../lab/lab.js';
+import { HERALD, addIpv6, startAgentReady } from '../../test/helpers/lab-tools.js';
+import { fileURLToPath } from 'node:url';
+
+const PROBER = fileURLToPath(new URL('../lib/ndp-prober.ts', import.meta.url));
+const args = process.argv.slice(2);
+const opt = (name: string, def: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : def;
+};
+const SAMPLES = opt('samples', 2000);
+const FLOOD_S = opt('flood-seconds', 3);
+const ROUNDS = opt('rounds', 4);
+const SERVICE_SAMPLES = opt('service-samples', 500);
+const JSON_OUT = args.includes('--json');
+
+const CLIENT6 = '2001:db8::1';
+const NODE6 = '2001:db8::11';
+
+interface Latency {
+  samples: number;
+  lost: number;
+  medianUs: number;
+  p99Us: number;
+}
+interface Flood {
+  sent: number;
+  received: number;
+  sentPerSec: number;
+  repliesPerSec: number;
+}
+
+function probe<T>(client: Host, mode: string, target: string, extra: string[] = []): T {
+  const r = client.exec(process.execPath, [
+    '--import', 'tsx', PROBER,
+    '--mode', mode, '--iface', 'eth0', '--src-ip', CLIENT6, '--target', target, ...extra,
+  ]);
+  if (r.code !== 0) throw new Error(`prober failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim()) as T;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** NS → NA gaps (µs) for `target` from tcpdump -tt lines: each solicitation paired with the next advertisement. */
+function serviceTimes(text: string, target: string): { pairs: number; medianUs: number; p99Us: number } {
+  const gaps: number[] = [];
+  let ns: number | undefined;
+  for (const line of text.split('\n')) {
+    if (!line.includes(target)) continue;
+    const t = Number(line.split(' ')[0]);
+    if (line.includes('neighbor solicitation')) ns = t;
+    else if (line.includes('neighbor advertisement') && ns !== undefined) {
+      gaps.push((t - ns) * 1e6);
+      ns = undefined;
+    }
+  }
+  gaps.sort((a, b) => a - b);
+  const q = (p: number) => gaps[Math.min(gaps.length - 1, Math.floor(p * gaps.length))] ?? NaN;
+  return { pairs: gaps.length, medianUs: q(0.5), p99Us: q(0.99) };
+}
+
+const log = (s: string) => {
+  if (!JSON_OUT) process.stderr.write(s + '\n');
+};
+
+async function main(): Promise<void> {
+  const lab = Lab.create({ nodes: 1, tag: 'bn' });
+  try {
+    const { client } = lab;
+    const node = lab.nodes[0]!;
+    addIpv6(client, `${CLIENT6}/64`);
+    addIpv6(node, `${NODE6}/64`);
+    const cases = [
+      { name: 'herald', ip: '2001:db8:100::10' },
+      { name: 'kernel', ip: '2001:db8:100::11' },
+    ];
+    log('bench/ndp: starting herald on n1');
+    const agent = await startAgentReady(node, ['--announce', '2001:db8:100::10@eth0', '--garp-count', '0']);
+    // kernel: the address lives on the interface, as keepalived puts a VIP there.
+    node.must('ip', ['-6', 'addr', 'add', '2001:db8:100::11/128', 'dev', 'eth0', 'nodad']);
+
+    // Interleaved: ROUNDS rounds, each timing SAMPLES/ROUNDS solicitations per
+    // responder (alternating which goes first), so a noisy neighbour on the
+    // shared machine weighs on both sides alike. Then one flood each.
+    const all: Record<string, { us: number[]; lost: number }> = Object.fromEntries(cases.map((c) => [c.name, { us: [], lost: 0 }]));
+    const perRound = Math.max(1, Math.ceil(SAMPLES / ROUNDS));
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = round % 2 === 0 ? cases : [...cases].reverse();
+      for (const c of order) {
+        log(`bench/ndp: round ${round + 1}/${ROUNDS}: ${c.name}: latency (${perRound} solicitations, one at a time)`);
+        const r = probe<Latency & { allUs: number[] }>(client, 'latency', c.ip, ['--count', String(perRound), '--budget-ms', '25000']);
+        all[c.name]!.us.push(...r.allUs);
+        all[c.name]!.lost += r.lost;
+      }
+    }
+    const results: Record<string, { latency: Latency; flood: Flood }> = {};
+    for (const c of cases) {
+      const us = all[c.name]!.us.sort((x, y) => x - y);
+      const q = (p: number) => us[Math.min(us.length - 1, Math.floor(p * us.length))] ?? NaN;
+      const latency: Latency = { samples: us.length, lost: all[c.name]!.lost, medianUs: q(0.5), p99Us: q(0.99) };
+      log(`bench/ndp: ${c.name}: flood (${FLOOD_S} s)`);
+      const flood = probe<Flood>(client, 'flood', c.ip, ['--budget-ms', String(FLOOD_S * 1000)]);
+      results[c.name] = { latency, flood };
+    }
+    // Service time on the node itself: NS in → NA out, both stamped by the
+    // kernel at the node interface's packet taps (tcpdump, nanosecond
+    // precision), so the client's own stack and scheduling drop out.
+    const service: Record<string, { pairs: number; medianUs: number; p99Us: number }> = {};
+    for (const c of cases) {
+      log(`bench/ndp: ${c.name}: node-side service time (${SERVICE_SAMPLES} solicitations under tcpdump)`);
+      const cap = node.spawn(`tcpdump-${c.name}`, 'tcpdump', ['-i', 'eth0', '-n', '-l', '--time-stamp-precision=nano', '-tt', `icmp6 and ip6[40] >= 135 and ip6[40] <= 136`]);
+      await sleep(1000); // tcpdump attached
+      probe<Latency>(client, 'latency', c.ip, ['--count', String(SERVICE_SAMPLES), '--budget-ms', '25000']);
+      await sleep(300);
+      await cap.stop('SIGINT');
+      service[c.name] = serviceTimes(cap.text(), c.ip);
+    }
+    const replies = JSON.parse(node.must(HERALD, ['map', 'dump', '--json', '--bpf-pin-dir', node.pinDir])) as {
+      entries: Array<{ replies: number }>;
+    };
+    await agent.stop();
+
+    const h = results.herald!;
+    const k = results.kernel!;
+    const out = {
+      samples: SAMPLES,
+      floodSeconds: FLOOD_S,
+      results,
+      service,
+      heraldRepliesCounted: replies.entries[0]?.replies ?? 0,
+      ratios: {
+        kernel: {
+          medianLatency: k.latency.medianUs / h.latency.medianUs,
+          p99Latency: k.latency.p99Us / h.latency.p99Us,
+          repliesPerSec: h.flood.repliesPerSec / Math.max(1, k.flood.repliesPerSec),
+          serviceMedian: service.kernel!.medianUs / service.herald!.medianUs,
+          serviceP99: service.kernel!.p99Us / service.herald!.p99Us,
+        },
+      },
+    };
+    if (JSON_OUT) {
+      process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+      return;
+    }
+    const rows = cases.map((c) => {
+      const r = results[c.name]!;
+      return [
+        c.name,
+        `${r.latency.medianUs.toFixed(1)} µs`,
+        `${r.latency.p99Us.toFixed(1)} µs`,
+        `${r.latency.samples}/${r.latency.samples + r.latency.lost}`,
+        `${Math.round(r.flood.sentPerSec)}`,
+        `${Math.round(r.flood.repliesPerSec)}`,
+        `${service[c.name]!.medianUs.toFixed(1)} / ${service[c.name]!.p99Us.toFixed(1)} µs`,
+      ];
+    });
+    const headers = ['responder', 'median', 'p99', 'answered', 'offered NS/s', 'NA/s', 'on-node NS→NA p50 / p99'];
+    const widths = headers.map((hd, i) => Math.max(hd.length, ...rows.map((r) => r[i]!.length)));
+    const line = (cells: string[]) => cells.map((x, i) => x.padEnd(widths[i]!)).join('  ');
+    console.log(line(headers));
+    for (const r of rows) console.log(line(r));
+    console.log('');
+    for (const [p, r] of Object.entries(out.ratios)) {
+      console.log(
+        `herald vs ${p}: median latency ${r.medianLatency.toFixed(2)}x lower, p99 ${r.p99Latency.toFixed(2)}x lower, ` +
+          `replies/s ${r.repliesPerSec.toFixed(2)}x; on-node service time p50 ${r.serviceMedian.toFixed(2)}x lower, p99 ${r.serviceP99.toFixed(2)}x lower`,
+      );
+    }
+    console.log(`herald's own counter: ${out.heraldRepliesCounted} advertisements`);
+  } finally {
+    await lab.destroy();
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

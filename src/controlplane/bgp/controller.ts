@@ -1,0 +1,77 @@
+/**
+ * The BGP control plane: intent, LB-IPAM results and this node in; the
+ * bgp-routes table (host routes) and the bird-config table (BIRD's
+ * configuration) out, both written in one transaction and only where a row
+ * changed. The reconcilers apply them.
+ *
+ *   snapshot × ingress × node ─► computeBgpDesired ─► bgp-routes
+ *                             └► birdPeers ─────────► bird-config (rendered by the datapath)
+ */
+import type { Logger } from '../../core/logger.js';
+import type { Initializer, StateDB } from '../../core/statedb/index.js';
+import { birdConfigTable, type BirdConfigRow } from '../../datapath/tables/bird-config.js';
+import { bgpRoutesTable, type BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
+import type { NodeIdentity } from '../../intent/node-labels.js';
+import type { IntentSnapshot } from '../../intent/snapshot.js';
+import { computeBgpDesired, type BgpPolicyWarning, type Withheld } from './desired.js';
+import { birdPeers } from './peers.js';
+
+/** What BIRD is told besides the peers: router ID, BFD, retry knobs. */
+export type BirdSettings = Omit<BirdConfigRow, 'name' | 'peers'>;
+
+export interface BgpInputs {
+  snapshot: IntentSnapshot;
+  ingress: ReadonlyMap<string, readonly string[]>;
+  node: NodeIdentity;
+}
+
+export interface BgpStatus {
+  routes: BgpRouteRow[];
+  withheld: readonly Withheld[];
+  warnings: readonly BgpPolicyWarning[];
+}
+
+const sameRow = (a: BgpRouteRow | undefined, b: BgpRouteRow): boolean => a !== undefined && JSON.stringify(a) === JSON.stringify(b);
+
+export class BgpControlPlane {
+  private readonly routesInit: Initializer;
+  private readonly birdInit: Initializer;
+  private last: BgpStatus = { routes: [], withheld: [], warnings: [] };
+  private readonly warned = new Set<string>();
+
+  constructor(private readonly deps: { db: StateDB; bird: BirdSettings; log: Logger }) {
+    // Registered before the reconcilers start: nothing is pruned until intent is in.
+    this.routesInit = deps.db.registerInitializer(bgpRoutesTable, 'bgp-control-plane');
+    this.birdInit = deps.db.registerInitializer(birdConfigTable, 'bgp-control-plane');
+  }
+
+  update(inputs: BgpInputs): void {
+    const desired = computeBgpDesired(inputs);
+    const routes = [...desired.routes.values()];
+    const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node, routes);
+    const warnings = [...desired.warnings, ...skipped];
+    for (const w of warnings) {
+      const key = `${w.peer}\u0000${w.message}`;
+      if (!this.warned.has(key)) this.deps.log.warn(w, 'BGP peer not configured as written');
+      this.warned.add(key);
+    }
+    const bird: BirdConfigRow | undefined = peers.length > 0 ? { name: 'bird', ...this.deps.bird, peers } : undefined;
+    this.deps.db.update([bgpRoutesTable, birdConfigTable], (t) => {
+      for (const old of t.list(bgpRoutesTable)) if (!desired.routes.has(old.prefix)) t.delete(bgpRoutesTable, old);
+      for (const r of routes) if (!sameRow(t.get(bgpRoutesTable, r.prefix), r)) t.insert(bgpRoutesTable, r);
+      const current = t.get(birdConfigTable, 'bird');
+      if (bird === undefined) {
+        if (current) t.delete(birdConfigTable, current);
+      } else if (JSON.stringify(current) !== JSON.stringify(bird)) {
+        t.insert(birdConfigTable, bird);
+      }
+    });
+    this.routesInit.done();
+    this.birdInit.done();
+    this.last = { routes, withheld: desired.withheld, warnings };
+  }
+
+  status(): BgpStatus {
+    return this.last;
+  }
+}

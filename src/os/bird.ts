@@ -1,0 +1,195 @@
+/**
+ * herald's own BIRD (Debian's bird2): configuration and control socket under
+ * the state directory, supervised (restarted with backoff when it dies; the
+ * host routes stay in the kernel meanwhile), reconfigured with `birdc
+ * configure` only when the rendered configuration changes.
+ *
+ * A new configuration is parsed first (`bird -p`); one BIRD refuses is never
+ * made current, so the running BIRD keeps the last good configuration and the
+ * error is reported (thrown to the reconciler, which keeps it on the row and
+ * retries). Run in a named network namespace with `netns` (labs).
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Clock, TimerHandle } from '../core/clock.js';
+import type { Disposable } from '../core/disposable.js';
+import { HeraldError, describeError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+
+const run = promisify(execFile);
+
+export interface BirdHealth {
+  running: boolean;
+  pid?: number;
+  /** Times BIRD was started again after it died. */
+  restarts: number;
+  /** The configuration in force was applied at this wall-clock time. */
+  appliedAt?: number;
+  lastError?: string;
+}
+
+export interface BgpSession {
+  protocol: string;
+  /** BIRD's state column (up, start, …) and info (Established, Active, Connect, …). */
+  state: string;
+  info: string;
+}
+
+export interface BirdOptions {
+  stateDir: string;
+  netns?: string;
+  birdBin: string;
+  birdcBin: string;
+  restartMinMs: number;
+  restartMaxMs: number;
+}
+
+export const birdDefaults = { birdBin: 'bird', birdcBin: 'birdc', restartMinMs: 200, restartMaxMs: 30_000 } as const;
+
+export class BirdDaemon implements Disposable {
+  private child: ChildProcess | undefined;
+  private applied: string | undefined;
+  private disposed = false;
+  private restartTimer: TimerHandle | undefined;
+  private backoffMs: number;
+  private readonly health: BirdHealth = { running: false, restarts: 0 };
+  readonly configPath: string;
+  readonly socketPath: string;
+
+  constructor(
+    private readonly opts: BirdOptions,
+    private readonly deps: { clock: Clock; log: Logger },
+  ) {
+    this.configPath = join(opts.stateDir, 'bird.conf');
+    this.socketPath = join(opts.stateDir, 'bird.ctl');
+    this.backoffMs = opts.restartMinMs;
+  }
+
+  status(): BirdHealth {
+    return { ...this.health, ...(this.child?.pid !== undefined && this.health.running ? { pid: this.child.pid } : {}) };
+  }
+
+  /** Makes `config` the running configuration (starting BIRD the first time); a no-op when it is already. */
+  async apply(config: string): Promise<void> {
+    if (this.disposed) throw new HeraldError('HERALD_STOPPED', 'BIRD supervisor stopped');
+    if (config === this.applied && this.health.running) return;
+    await mkdir(this.opts.stateDir, { recursive: true });
+    const next = `${this.configPath}.next`;
+    await writeFile(next, config);
+    try {
+      await run(this.opts.birdBin, ['-p', '-c', next]);
+    } catch (e) {
+      throw this.fail('HERALD_BIRD_CONFIG', `BIRD refused the new configuration (the last good one stays in force): ${stderrOf(e)}`, e);
+    }
+    const previous = await readFile(this.configPath, 'utf8').catch(() => undefined);
+    await rename(next, this.configPath);
+    if (!this.health.running) {
+      // Not started yet, or dead and waiting for its restart: start it now, once, on the new config.
+      this.restartTimer?.cancel();
+      this.restartTimer = undefined;
+      this.spawn();
+      this.applied = config;
+      this.health.appliedAt = this.deps.clock.now();
+      return;
+    }
+    const out = await this.birdc(['configure']).catch((e: unknown) => `error: ${describeError(e)}`);
+    if (!/Reconfigured|Reconfiguration in progress/.test(out)) {
+      if (previous !== undefined) await writeFile(this.configPath, previous);
+      throw this.fail('HERALD_BIRD_CONFIG', `birdc configure refused the new configuration (the last good one stays in force): ${out.trim()}`);
+    }
+    this.applied = config;
+    this.health.appliedAt = this.deps.clock.now();
+    delete this.health.lastError;
+  }
+
+  /** The sessions last read by `refreshSessions` (status reads this, never BIRD itself). */
+  lastSessions: { at: number; sessions: BgpSession[]; error?: string } | undefined;
+
+  /** Reads the sessions from BIRD into `lastSessions` (a periodic job's body). */
+  async refreshSessions(): Promise<void> {
+    if (!this.health.running) {
+      this.lastSessions = { at: this.deps.clock.now(), sessions: [], error: 'BIRD is not running' };
+      return;
+    }
+    try {
+      this.lastSessions = { at: this.deps.clock.now(), sessions: await this.sessions() };
+    } catch (e) {
+      this.lastSessions = { at: this.deps.clock.now(), sessions: [], error: describeError(e) };
+    }
+  }
+
+  /** BGP sessions as BIRD reports them (`show protocols`). */
+  async sessions(): Promise<BgpSession[]> {
+    const out = await this.birdc(['show', 'protocols']);
+    const sessions: BgpSession[] = [];
+    for (const line of out.split('\n')) {
+      const m = /^(\S+)\s+BGP\s+\S+\s+(\S+)\s+\S+\s*(.*)$/.exec(line);
+      if (m) sessions.push({ protocol: m[1]!, state: m[2]!, info: (m[3] ?? '').trim() });
+    }
+    return sessions;
+  }
+
+  /** Runs birdc against our control socket; its stdout. */
+  async birdc(args: string[]): Promise<string> {
+    const { stdout } = await run(...this.cmd(this.opts.birdcBin, ['-s', this.socketPath, ...args]));
+    return stdout;
+  }
+
+  private cmd(bin: string, args: string[]): [string, string[]] {
+    return this.opts.netns !== undefined ? ['ip', ['netns', 'exec', this.opts.netns, bin, ...args]] : [bin, args];
+  }
+
+  private spawn(): void {
+    const [bin, args] = this.cmd(this.opts.birdBin, ['-f', '-c', this.configPath, '-s', this.socketPath]);
+    const child = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
+    this.child = child;
+    this.health.running = true;
+    const startedAt = this.deps.clock.now();
+    child.on('exit', (code, signal) => {
+      if (this.child !== child) return;
+      this.health.running = false;
+      this.child = undefined;
+      if (this.disposed) return;
+      if (this.deps.clock.now() - startedAt > 10_000) this.backoffMs = this.opts.restartMinMs; // it had been stable
+      this.health.lastError = `bird exited (${signal ?? `code ${code}`})${stderr ? `: ${stderr.trim()}` : ''}`;
+      this.deps.log.warn({ code, signal, restartInMs: this.backoffMs }, 'BIRD exited; restarting (host routes stay in the kernel)');
+      this.restartTimer = this.deps.clock.setTimeout(() => {
+        this.restartTimer = undefined;
+        if (this.disposed) return;
+        this.health.restarts++;
+        this.spawn();
+      }, this.backoffMs);
+      this.backoffMs = Math.min(this.backoffMs * 2, this.opts.restartMaxMs);
+    });
+  }
+
+  private fail(code: 'HERALD_BIRD_CONFIG' | 'HERALD_BIRD', message: string, cause?: unknown): HeraldError {
+    this.health.lastError = message;
+    return new HeraldError(code, message, cause !== undefined ? { cause } : undefined);
+  }
+
+  /** Stops BIRD (its BGP sessions close, so peers withdraw) and waits for it to exit. */
+  async stop(): Promise<void> {
+    this.disposed = true;
+    this.restartTimer?.cancel();
+    const child = this.child;
+    if (!child) return;
+    await new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
+  }
+
+  dispose(): void {
+    this.stop().catch(() => {}); // stop() does not reject; the catch keeps the promise owned
+  }
+}
+
+function stderrOf(e: unknown): string {
+  const s = (e as { stderr?: string }).stderr;
+  return (typeof s === 'string' && s.trim() !== '' ? s : describeError(e)).trim();
+}

@@ -1,0 +1,140 @@
+/**
+ * Issue 17: `herald agent --bgp-router-id` end to end. The agent reads the BGP
+ * intent, an LB-IPAM pool and an EndpointSlice from a watched manifest
+ * directory, installs the host route, runs its own BIRD and peers with an
+ * upstream BIRD (the lab's client host). Asserted on the upstream's FIB.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
+import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+
+const VIP = '203.0.113.200';
+
+const manifests = (node: string, ready: boolean) => `apiVersion: cilium.io/v2
+kind: CiliumLoadBalancerIPPool
+metadata: { name: anycast }
+spec: { blocks: [{ start: ${VIP} }] }
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPClusterConfig
+metadata: { name: bgp }
+spec:
+  bgpInstances:
+  - name: i65000
+    localASN: 65000
+    peers: [{ name: upstream, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: fast } }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPPeerConfig
+metadata: { name: fast }
+spec:
+  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }
+  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPAdvertisement
+metadata: { name: lb, labels: { advertise: bgp } }
+spec:
+  advertisements:
+  - { advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
+spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+endpoints:
+- { addresses: [203.0.113.130], nodeName: ${node}, conditions: { ready: ${ready} } }
+`;
+
+describe('herald agent with BGP anycast (lab)', { skip: labSkipReason() }, () => {
+  let lab: Lab;
+  let node: Host;
+  let upstream: LabProcess | undefined;
+  let agent: LabProcess | undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'herald-bgp-agent-'));
+  const fib = () => lab.client.exec('ip', ['route', 'show', `${VIP}/32`]).stdout.trim().replace(/\s+/g, ' ');
+  const write = (ready: boolean) => {
+    writeFileSync(join(dir, 'm.yaml.tmp'), manifests(node.netns, ready));
+    renameSync(join(dir, 'm.yaml.tmp'), join(dir, 'intent', 'm.yaml'));
+  };
+  const explain = () => `upstream FIB: ${fib()}\nagent:\n${agent?.text().slice(-3000) ?? ''}\nupstream bird:\n${upstream?.text() ?? ''}`;
+
+  before(async () => {
+    lab = Lab.create({ nodes: 1, tag: 'bgp' });
+    node = lab.nodes[0]!;
+    // The backend's link on the node: the host route's next hop is on it.
+    node.must('ip', ['link', 'add', 'be0', 'type', 'veth', 'peer', 'name', 'be1']);
+    node.must('ip', ['addr', 'add', '203.0.113.129/25', 'dev', 'be0']);
+    node.must('ip', ['link', 'set', 'be0', 'up']);
+    node.must('ip', ['link', 'set', 'be1', 'up']);
+    writeFileSync(
+      join(dir, 'upstream.conf'),
+      `router id 192.0.2.1;
+protocol device {}
+protocol kernel { merge paths on; ipv4 { import none; export all; }; }
+protocol bgp n1 {
+  local as 65100; neighbor ${node.ip} as 65000;
+  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;
+  ipv4 { import all; export none; };
+}
+`,
+    );
+    upstream = lab.client.spawn('upstream-bird', 'bird', ['-f', '-c', join(dir, 'upstream.conf'), '-s', join(dir, 'upstream.ctl')]);
+    mkdirSync(join(dir, 'intent'));
+    write(true);
+  });
+
+  after(async () => {
+    await agent?.stop('SIGTERM', 10_000);
+    await upstream?.stop('SIGKILL');
+    await lab?.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('the allocated IP reaches the upstream FIB via the node, leaves it when the endpoint is not ready, and on agent stop', async () => {
+    agent = await startAgentReady(node, ['--manifests', join(dir, 'intent'), '--bgp-router-id', node.ip]);
+    await waitFor(() => fib() === `${VIP} via ${node.ip} dev eth0 proto bird metric 32`, { timeoutMs: 40_000, what: 'VIP on the upstream router', onTimeout: explain });
+    assert.match(node.must('ip', ['route', 'show', `${VIP}/32`]), /via 203\.0\.113\.130 dev be0 proto 250/);
+    // herald status: the peer's session read from BIRD, and the advertised prefix with its next hop.
+    const status = () => node.must(HERALD, ['status', '--status-socket', node.statusSocket]);
+    await waitFor(() => /bgp\/i65000\/upstream +192\.0\.2\.1 +65100 +up +Established/.test(status()), { timeoutMs: 10_000, what: 'session in status', onTimeout: status });
+    assert.match(status(), new RegExp(`${VIP.replace(/\./g, '\\.')}/32 +203\\.0\\.113\\.130 +default/web +bgp/i65000/upstream`));
+    assert.match(status(), new RegExp(`service IPs by mode \\(1\\):\\n +IP +L2 +BGP +NEXT HOPS\\n +${VIP.replace(/\./g, '\\.')} +- +advertised +203\\.0\\.113\\.130`));
+
+    write(false);
+    await waitFor(() => fib() === '', { timeoutMs: 20_000, what: 'VIP withdrawn after readiness loss', onTimeout: explain });
+    assert.match(status(), new RegExp(`not advertised: ${VIP.replace(/\./g, '\\.')} \\(default/web\\): no-ready-backend`));
+    assert.equal(node.must('ip', ['route', 'show', `${VIP}/32`]).trim(), '', 'host route removed');
+
+    write(true);
+    await waitFor(() => fib().includes(`via ${node.ip}`), { timeoutMs: 20_000, what: 'VIP back', onTimeout: explain });
+
+    // Graceful stop: herald's BIRD stops with the agent, the sessions close, the upstream withdraws.
+    await agent.stop('SIGTERM', 10_000);
+    await waitFor(() => fib() === '', { timeoutMs: 20_000, what: 'VIP withdrawn on agent stop', onTimeout: explain });
+    const left = spawnSync('pgrep', ['-f', join(node.stateDir, 'bird', 'bird.conf')], { encoding: 'utf8' });
+    assert.equal(left.stdout.trim(), '', 'the agent\'s BIRD exited with it');
+  });
+
+  test('a crashed node (kill -9 of agent and BIRD) leaves the upstream FIB; the restarted agent adopts its host route and advertises again', async () => {
+    agent = await startAgentReady(node, ['--manifests', join(dir, 'intent'), '--bgp-router-id', node.ip], 'agent-2');
+    await waitFor(() => fib().includes(`via ${node.ip}`), { timeoutMs: 40_000, what: 'VIP on the upstream router', onTimeout: explain });
+    await agent.stop('SIGKILL'); // the whole process group: the agent and its BIRD
+    await waitFor(() => fib() === '', { timeoutMs: 20_000, what: 'VIP gone after the crash', onTimeout: explain });
+    assert.match(node.must('ip', ['route', 'show', `${VIP}/32`]), /via 203\.0\.113\.130 dev be0 proto 250/, 'the host route outlives the agent');
+
+    agent = await startAgentReady(node, ['--manifests', join(dir, 'intent'), '--bgp-router-id', node.ip], 'agent-3');
+    await waitFor(() => fib().includes(`via ${node.ip}`), { timeoutMs: 40_000, what: 'VIP back after the restart', onTimeout: explain });
+    assert.equal(node.must('ip', ['route', 'show', 'proto', '250']).trim().split('\n').length, 1, 'one host route: adopted, not duplicated');
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * Issue 17: the BGP control plane writes the bgp-routes and bird-config
+ * tables from intent, only where a row changed (a readiness change touches
+ * one route row and never BIRD's row when the peers are unchanged), and marks
+ * both tables initialized so the reconcilers may prune.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { silentLogger } from '../../../src/core/logger.js';
+import { StateDB } from '../../../src/core/statedb/index.js';
+import { BgpControlPlane } from '../../../src/controlplane/bgp/controller.js';
+import { birdConfigTable } from '../../../src/datapath/tables/bird-config.js';
+import { bgpRoutesTable } from '../../../src/datapath/tables/bgp-routes.js';
+import { parseManifests } from '../../../src/intent/index.js';
+
+const intent = (ready: boolean, holdTime = 9) => `apiVersion: cilium.io/v2
+kind: CiliumBGPClusterConfig
+metadata: { name: bgp }
+spec:
+  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }] }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPPeerConfig
+metadata: { name: tor }
+spec:
+  timers: { holdTimeSeconds: ${holdTime}, keepAliveTimeSeconds: 3 }
+  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPAdvertisement
+metadata: { name: lb, labels: { advertise: bgp } }
+spec:
+  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]
+---
+apiVersion: v1
+kind: Service
+metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
+spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: api, namespace: default, labels: { anycast: "yes" } }
+spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+endpoints: [{ addresses: [198.51.100.10], nodeName: node-a, conditions: { ready: ${ready} } }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: api-1, namespace: default, labels: { kubernetes.io/service-name: api } }
+addressType: IPv4
+endpoints: [{ addresses: [198.51.100.11], nodeName: node-a }]
+`;
+
+const ingress = new Map([['default/web', ['203.0.113.10']], ['default/api', ['203.0.113.11']]]);
+const node = { name: 'node-a', labels: {} };
+
+function setup() {
+  const db = new StateDB([bgpRoutesTable, birdConfigTable]);
+  const control = new BgpControlPlane({ db, bird: { routerId: '192.0.2.2' }, log: silentLogger });
+  const update = (text: string) => control.update({ snapshot: parseManifests(text, 'f.yaml').snapshot!, ingress, node });
+  const revisions = () => {
+    const t = db.readTxn();
+    return { routes: t.revision(bgpRoutesTable), bird: t.revision(birdConfigTable) };
+  };
+  return { db, control, update, revisions };
+}
+
+test('routes and the BIRD row are written; the tables are initialized after the first update', () => {
+  const { db, control, update } = setup();
+  assert.equal(db.isInitialized(bgpRoutesTable), false, 'no pruning before intent is in');
+  update(intent(true));
+  assert.equal(db.isInitialized(bgpRoutesTable), true);
+  assert.equal(db.isInitialized(birdConfigTable), true);
+  const t = db.readTxn();
+  assert.deepEqual(t.list(bgpRoutesTable).map((r) => [r.prefix, r.nextHops]), [['203.0.113.10/32', ['198.51.100.10']], ['203.0.113.11/32', ['198.51.100.11']]]);
+  assert.deepEqual(t.get(birdConfigTable, 'bird')?.peers.map((p) => [p.id, p.holdSeconds, p.prefixes]), [['bgp/i/tor', 9, undefined]]);
+  assert.deepEqual(control.status().withheld, []);
+});
+
+test('a readiness change rewrites only that route; BIRD\'s row is untouched (no reload)', () => {
+  const { db, update, revisions } = setup();
+  update(intent(true));
+  const before = revisions();
+  const api = db.readTxn().get(bgpRoutesTable, '203.0.113.11/32');
+  update(intent(false));
+  const after = revisions();
+  assert.ok(after.routes > before.routes);
+  assert.equal(after.bird, before.bird, 'the BIRD config did not change');
+  assert.equal(db.readTxn().get(bgpRoutesTable, '203.0.113.10/32'), undefined, 'withdrawn');
+  assert.equal(db.readTxn().get(bgpRoutesTable, '203.0.113.11/32'), api, 'the other route row is the same object');
+  update(intent(false));
+  assert.deepEqual(revisions(), after, 'the same input writes nothing');
+});
+
+test('a peer change rewrites BIRD\'s row; no peer left deletes it', () => {
+  const { db, update, revisions } = setup();
+  update(intent(true));
+  const before = revisions();
+  update(intent(true, 30));
+  assert.ok(revisions().bird > before.bird);
+  assert.equal(db.readTxn().get(birdConfigTable, 'bird')?.peers[0]?.holdSeconds, 30);
+  update(intent(true).replace(/peers: \[\{[^\]]*\]/, 'peers: []'));
+  assert.equal(db.readTxn().get(birdConfigTable, 'bird'), undefined);
+});

@@ -1,0 +1,145 @@
+/**
+ * Issue 17: the peers BIRD gets from the BGP intent (control plane) and the
+ * bird.conf rendered from them (datapath). Every rendered config is checked
+ * by BIRD's own parser (`bird -p`), the real tool.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { birdPeers } from '../../src/controlplane/bgp/peers.js';
+import { renderBirdConfig } from '../../src/datapath/bird/render.js';
+import type { BgpRouteRow } from '../../src/datapath/tables/bgp-routes.js';
+import type { BirdPeer } from '../../src/datapath/tables/bird-config.js';
+import { parseManifests } from '../../src/intent/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'herald-bird-render-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function birdParses(text: string): { ok: boolean; output: string } {
+  const file = join(dir, 'bird.conf');
+  writeFileSync(file, text);
+  const r = spawnSync('bird', ['-p', '-c', file], { encoding: 'utf8' });
+  assert.notEqual(r.error?.message.includes('ENOENT'), true, 'bird (Debian bird2) must be installed');
+  return { ok: r.status === 0, output: `${r.stdout}${r.stderr}` };
+}
+
+const intent = `apiVersion: cilium.io/v2
+kind: CiliumBGPClusterConfig
+metadata: { name: bgp }
+spec:
+  nodeSelector: { matchLabels: { bgp: "on" } }
+  bgpInstances:
+  - name: i65000
+    localASN: 4200000000
+    peers:
+    - { name: tor-a, peerAddress: 198.51.100.1, peerASN: 65001, peerConfigRef: { name: fast } }
+    - { name: tor-b, peerAddress: "2001:db8::1", peerASN: 65002, peerConfigRef: { name: multihop } }
+    - { name: default-peer, peerAddress: 198.51.100.3, peerASN: 65003 }
+    - { name: any-asn, peerAddress: 198.51.100.4 }
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPPeerConfig
+metadata: { name: fast }
+spec:
+  transport: { peerPort: 1179 }
+  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 5 }
+  families: [{ afi: ipv4, safi: unicast }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPPeerConfig
+metadata: { name: multihop }
+spec:
+  ebgpMultihop: 3
+`;
+
+const node = { name: 'node-a', labels: { bgp: 'on' } };
+
+test('peers of the instances selecting this node, with their peer config; unsupported ones are reported', () => {
+  const snapshot = parseManifests(intent, 'f.yaml').snapshot!;
+  const { peers, skipped } = birdPeers(snapshot, node);
+  assert.deepEqual(peers.map((p) => [p.id, p.protocol, p.localAsn, p.address, p.asn, p.port, p.holdSeconds, p.keepaliveSeconds, p.connectRetrySeconds, p.multihop, p.families]), [
+    ['bgp/i65000/tor-a', 'herald_peer1', 4200000000, '198.51.100.1', 65001, 1179, 9, 3, 5, 1, ['ipv4']],
+    ['bgp/i65000/tor-b', 'herald_peer2', 4200000000, '2001:db8::1', 65002, 179, 90, 30, 120, 3, ['ipv4', 'ipv6']],
+    ['bgp/i65000/default-peer', 'herald_peer3', 4200000000, '198.51.100.3', 65003, 179, 90, 30, 120, 1, ['ipv4', 'ipv6']],
+  ]);
+  assert.deepEqual(skipped, [{ peer: 'bgp/i65000/any-asn', message: 'peerASN 0 (learn the ASN from the peer) is not implemented: give the peer ASN' }]);
+  assert.deepEqual(birdPeers(snapshot, { name: 'node-b', labels: {} }).peers, [], 'node selector');
+});
+
+const route = (prefix: string, peers: string[]): BgpRouteRow => ({ ip: prefix.split('/')[0]!, prefix, nextHops: ['192.0.2.10'], services: ['default/web'], peers });
+
+test('the rendered config is accepted by BIRD, learns herald routes by krt_source and exports them to peers', () => {
+  const ids = ['bgp/i65000/tor-a', 'bgp/i65000/tor-b', 'bgp/i65000/default-peer'];
+  const routes = [route('203.0.113.10/32', ids), route('2001:db8:2::10/128', ['bgp/i65000/tor-b', 'bgp/i65000/default-peer'])];
+  const { peers } = birdPeers(parseManifests(intent, 'f.yaml').snapshot!, node, routes);
+  assert.deepEqual(peers.map((p) => p.prefixes), [undefined, undefined, undefined], 'each peer is owed every route of its families');
+  const text = renderBirdConfig({ name: 'bird', peers, routerId: '192.0.2.2', bfd: { intervalMs: 100, multiplier: 3 } });
+  const parsed = birdParses(text);
+  assert.ok(parsed.ok, `${parsed.output}\n${text}`);
+  assert.match(text, /protocol kernel herald_kernel_4 \{\n {2}learn;\n[^}]*ipv4 \{ import where krt_source = 250; export none; \};/);
+  assert.match(text, /neighbor 198\.51\.100\.1 port 1179 as 65001;\n {2}hold time 9;\n {2}keepalive time 3;\n {2}connect retry time 5;\n {2}bfd on;/);
+  assert.match(text, /protocol bfd herald_bfd \{\n {2}interface "\*" \{ min rx interval 100 ms; min tx interval 100 ms; multiplier 3; \};/);
+  // Every peer wants every route of its families: the filter is by source only (a route change needs no reload).
+  assert.match(text, /herald_peer1 \{[^}]*ipv4 \{ import none; next hop self; export where source = RTS_INHERIT && krt_source = 250; \};/);
+  // BIRD refuses BFD on multihop sessions without a local address: left off there.
+  assert.doesNotMatch(text.split('protocol bgp herald_peer2')[1]!.split('}\n')[0]!, /bfd on/);
+  assert.match(text, /multihop 3;/);
+});
+
+test('a peer that selects fewer prefixes than the node advertises gets its own prefix set', () => {
+  const routes = [route('203.0.113.10/32', ['bgp/i65000/tor-a']), route('203.0.113.11/32', ['bgp/i65000/tor-a', 'bgp/i65000/tor-b'])];
+  const { peers } = birdPeers(parseManifests(intent, 'f.yaml').snapshot!, node, routes);
+  assert.deepEqual(peers.map((p) => p.prefixes), [undefined, ['203.0.113.11/32'], []]);
+  const text = renderBirdConfig({ name: 'bird', peers, routerId: '192.0.2.2' });
+  assert.ok(birdParses(text).ok, text);
+  const peer2 = text.split('protocol bgp herald_peer2')[1]!;
+  assert.match(peer2, /ipv4 \{ import none; next hop self; export where source = RTS_INHERIT && krt_source = 250 && net ~ \[ 203\.0\.113\.11\/32 \]; \};/);
+  assert.match(peer2, /ipv6 \{ [^}]*krt_source = 250 && false; \};/, 'no IPv6 prefix for it: nothing exported');
+  assert.match(text.split('protocol bgp herald_peer1')[1]!, /ipv4 \{ import none; next hop self; export where source = RTS_INHERIT && krt_source = 250; \};/);
+});
+
+test('values that are not what they claim are refused before they reach the file', () => {
+  const peer: BirdPeer = { id: 'x', protocol: 'herald_peer1', localAsn: 65000, address: '198.51.100.1 }; protocol static {', asn: 65001, port: 179, holdSeconds: 9, keepaliveSeconds: 3, connectRetrySeconds: 1, multihop: 1, families: ['ipv4'] };
+  const row = (peers: BirdPeer[], routerId = '192.0.2.2') => ({ name: 'bird' as const, peers, routerId });
+  assert.throws(() => renderBirdConfig(row([peer])), /peer address .* is not an IP address/);
+  assert.throws(() => renderBirdConfig(row([{ ...peer, address: '198.51.100.1', asn: 0 }])), /peer ASN 0 out of range/);
+  assert.throws(() => renderBirdConfig(row([{ ...peer, address: '198.51.100.1', protocol: 'p { }' }])), /protocol name .* is not a plain identifier/);
+  assert.throws(() => renderBirdConfig(row([{ ...peer, address: '198.51.100.1', prefixes: ['203.0.113.1/32 ]; }'] }])), /prefix .* is not an IP address/);
+  assert.throws(() => renderBirdConfig(row([], '2001:db8::1')), /router id .* must be an IPv4 address/);
+});
+
+test('CiliumBGPNodeConfigOverride: this node\'s router ID, local ASN and a peer\'s local address (which also allows multihop BFD)', () => {
+  const override = `---
+apiVersion: cilium.io/v2
+kind: CiliumBGPNodeConfigOverride
+metadata: { name: node-a }
+spec:
+  bgpInstances:
+  - name: i65000
+    routerID: 192.0.2.77
+    localASN: 65010
+    peers: [{ name: tor-b, localAddress: "2001:db8::2" }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPNodeConfigOverride
+metadata: { name: node-b }
+spec:
+  bgpInstances: [{ name: i65000, routerID: 192.0.2.88 }]
+`;
+  const snapshot = parseManifests(intent + override, 'f.yaml').snapshot!;
+  const { peers } = birdPeers(snapshot, node);
+  assert.deepEqual(peers.map((p) => [p.id, p.routerId, p.localAsn, p.localAddress]), [
+    ['bgp/i65000/tor-a', '192.0.2.77', 65010, undefined],
+    ['bgp/i65000/tor-b', '192.0.2.77', 65010, '2001:db8::2'],
+    ['bgp/i65000/default-peer', '192.0.2.77', 65010, undefined],
+  ]);
+  const text = renderBirdConfig({ name: 'bird', peers, routerId: '192.0.2.2', bfd: { intervalMs: 100, multiplier: 3 } });
+  const parsed = birdParses(text);
+  assert.ok(parsed.ok, `${parsed.output}\n${text}`);
+  const peer2 = text.split('protocol bgp herald_peer2')[1]!.split('}\n')[0]!;
+  assert.match(peer2, /router id 192\.0\.2\.77;\n {2}local 2001:db8::2 as 65010;/);
+  assert.match(peer2, /multihop 3;\n {2}bfd on;/);
+});
