@@ -121,6 +121,16 @@ export class LabProcess {
   }
 }
 
+/**
+ * The pid of the agent process a supervised `herald agent` runs (from the
+ * supervisor's first line), or undefined when it runs without a supervisor.
+ * kill -9 of this pid is an agent crash; of the process group, a crash of both.
+ */
+export function supervisedAgentPid(p: LabProcess): number | undefined {
+  const m = /herald supervisor: agent pid (\d+)/.exec(p.text());
+  return m ? Number(m[1]) : undefined;
+}
+
 export class Host {
   constructor(
     readonly lab: Lab,

@@ -10,6 +10,7 @@ bash scripts/lab-sweep.sh
 
 unit_tests=(
   test/core/statedb/txn.test.ts
+  test/supervisor/supervisor.test.ts
   test/core/statedb/indexes.test.ts
   test/core/statedb/changes.test.ts
   test/core/statedb/watch.test.ts

@@ -331,6 +331,11 @@ export class Agent implements Disposable {
     this.jobs.hook('local-routes', { start: () => routes.start(), stop: () => routes.dispose() });
   }
 
+  /** The etcd session (etcd store only): its leases are reported to the supervisor. */
+  get etcdSession(): EtcdSession | undefined {
+    return this.session;
+  }
+
   status() {
     return buildStatus({
       config: this.config,

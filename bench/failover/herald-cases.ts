@@ -1,12 +1,15 @@
 /**
  * The herald half of the failover benchmark: three agents on etcd (in the
  * lab's store host), one LoadBalancer service whose IP is bench.vip, served
- * by every node's HTTP server through --local-routes. Three failures:
+ * by every node's HTTP server through --local-routes. The failures:
  *
  *   clean-stop  SIGTERM to the owner's agent: it withdraws, revokes its lease,
  *               a successor takes over at once with a gratuitous burst.
- *   crash       SIGKILL to the owner's agent: its datapath goes silent within
- *               the liveness limit (0.8 s), candidates see the silence on the
+ *   crash       SIGKILL to the owner's agent process (under its supervisor,
+ *               which silences the datapath and revokes the lease at once).
+ *   crash-unsupervised
+ *               SIGKILL to an agent run with --no-supervisor: its datapath goes
+ *               silent within the liveness limit (0.8 s), candidates see the silence on the
  *               wire (300 ms) and fence its lease out.
  *   node-loss   the owner's switch port goes down: silent at once, fenced out.
  *
@@ -18,7 +21,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LabEtcd } from '../../lab/etcd.js';
-import { waitFor, type Host, type LabProcess } from '../../lab/lab.js';
+import { supervisedAgentPid, waitFor, type Host, type LabProcess } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 import type { FailoverBench, FailoverCase, Scenario, Setup, Trigger } from './harness.js';
@@ -54,7 +57,7 @@ spec:
   ports: [{ port: ${port} }]${family === 6 ? '\n  ipFamilies: [IPv6]' : ''}
 `;
 
-const heraldSetup: Setup = async (bench: FailoverBench): Promise<HeraldScenario> => {
+const heraldSetup = (extraArgs: readonly string[] = []): Setup => async (bench: FailoverBench): Promise<HeraldScenario> => {
   if (!etcd) {
     etcd = new LabEtcd(bench.lab.store!);
     await etcd.start();
@@ -67,7 +70,7 @@ const heraldSetup: Setup = async (bench: FailoverBench): Promise<HeraldScenario>
   nodes[0]!.must(HERALD, ['apply', '-f', file, '--etcd', etcd.endpoint, '--prefix', `${prefix}manifests/`]);
   const agents = new Map<Host, LabProcess>();
   for (const n of nodes) {
-    agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes'], `agent-t${trial}`));
+    agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes', ...extraArgs], `agent-t${trial}`));
   }
   const owner = nodes.reduce((best, n) => (rendezvousScore(n.netns, bench.vip) > rendezvousScore(best.netns, bench.vip) ? n : best));
   const owns = (n: Host) => {
@@ -98,10 +101,20 @@ const stopOwner =
     agent.signal(signal);
   };
 
+/** kill -9 of the owner's agent process only: its supervisor (the lab process's leader) lives on. */
+const crashAgentProcess: Trigger = (_bench, scenario) => {
+  const agent = (scenario as HeraldScenario).agents.get(scenario.owner)!;
+  const pid = supervisedAgentPid(agent);
+  if (!pid) throw new Error(`${scenario.owner.name}: the agent runs without its supervisor`);
+  process.kill(pid, 'SIGKILL');
+};
+
 export function heraldCases(): FailoverCase[] {
   return [
-    { name: 'herald/clean-stop', setup: heraldSetup, trigger: stopOwner('SIGTERM'), options: { postMs: 3000 } },
-    { name: 'herald/crash', setup: heraldSetup, trigger: stopOwner('SIGKILL'), options: { postMs: 4000 } },
-    { name: 'herald/node-loss', setup: heraldSetup, trigger: ownerLinkDown, options: { postMs: 4000 } },
+    { name: 'herald/clean-stop', setup: heraldSetup(), trigger: stopOwner('SIGTERM'), options: { postMs: 3000 } },
+    { name: 'herald/crash', setup: heraldSetup(), trigger: crashAgentProcess, options: { postMs: 4000 } },
+    // The same crash without the supervisor: bounded by the liveness limit and wire fencing.
+    { name: 'herald/crash-unsupervised', setup: heraldSetup(['--no-supervisor']), trigger: stopOwner('SIGKILL'), options: { postMs: 4000 } },
+    { name: 'herald/node-loss', setup: heraldSetup(), trigger: ownerLinkDown, options: { postMs: 4000 } },
   ];
 }

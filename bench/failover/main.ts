@@ -84,6 +84,12 @@ function ratioLines(results: CaseResult[]): string[] {
       out.push(`${failure.padEnd(10)} herald vs keepalived-${variant.padEnd(7)} ARP gap p99 ${arp.toFixed(2)}x shorter, HTTP gap p99 ${http.toFixed(2)}x shorter${dual}`);
     }
   }
+  const sup = by.get('herald/crash');
+  const unsup = by.get('herald/crash-unsupervised');
+  if (sup && unsup) {
+    const arp = (unsup.arpGap.p99 ?? NaN) / Math.max(sup.arpGap.p99 ?? NaN, 1);
+    out.push(`crash      supervised vs --no-supervisor ARP gap p99 ${arp.toFixed(2)}x shorter (two MACs: ${sup.dualAnswerTrials}/${sup.trials} vs ${unsup.dualAnswerTrials}/${unsup.trials})`);
+  }
   return out;
 }
 

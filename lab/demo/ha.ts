@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LabEtcd } from '../etcd.js';
-import { Lab, sleep, waitFor, type Host, type LabProcess } from '../lab.js';
+import { Lab, sleep, supervisedAgentPid, waitFor, type Host, type LabProcess } from '../lab.js';
 
 const HERALD = fileURLToPath(new URL('../../bin/herald', import.meta.url));
 const PROBE = fileURLToPath(new URL('../failover-probe.ts', import.meta.url));
@@ -96,7 +96,10 @@ async function main(): Promise<void> {
     const outJson = join(dir, 'probe.json');
     const probe = lab.client.execAsync(process.execPath, ['--import', 'tsx', PROBE, '--iface', 'eth0', '--src-ip', lab.client.ip, '--target', VIP, '--interval-ms', '10', '--duration-ms', '6000', '--http-port', '8080', '--out-json', outJson]);
     await sleep(1500);
-    await agents.get(owner)!.stop('SIGKILL');
+    const killed = agents.get(owner)!;
+    const pid = supervisedAgentPid(killed); // the agent process: its supervisor silences it and frees its lease
+    if (pid) process.kill(pid, 'SIGKILL');
+    else await killed.stop('SIGKILL');
     await probe;
     const result = JSON.parse(readFileSync(outJson, 'utf8')) as {
       arp: { longestGapMs: number; dualAnswer: number };

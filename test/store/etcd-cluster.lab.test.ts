@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { LabEtcd } from '../../lab/etcd.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
-import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
+import { Lab, sleep, supervisedAgentPid, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, arping, craft, labSkipReason, mapDump, startAgentReady, startCapture, stopCapture, waitFor } from '../helpers/lab-tools.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
@@ -161,6 +161,39 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
     const r = craft(lab.client, ip, 'valid', { count: 3 });
     assert.deepEqual(new Set(r.replies.map((x) => x.mac)), new Set([ownerOf(ip).mac('eth0')]), 'only the new owner answers');
     await waitFor(() => lab.client.neighbourMac(ip) === ownerOf(ip).mac('eth0'), { what: "the client's neighbour entry to follow" });
+    await start(owner);
+    await settle();
+  });
+
+  test('kill -9 of the agent under its supervisor: silenced and its lease revoked at once, no frame from the dead MAC after the new owner\'s burst', async () => {
+    const ip = IPS[0]!;
+    const owner = ownerOf(ip);
+    const agent = agents.get(owner)!;
+    const child = supervisedAgentPid(agent);
+    assert.ok(child, 'the agent runs under its supervisor');
+    const lease = (JSON.parse(owner.must(HERALD, ['status', '--json', '--status-socket', owner.statusSocket])) as { ha: { session: { lease: string } } }).ha.session.lease;
+    const capture = await startCapture(lab.client, 'arp');
+    process.kill(child, 'SIGKILL'); // the agent process only: the supervisor survives it
+    await agent.exited;
+    const out = agent.text();
+    // Silence first, then the lease: both done by the supervisor, not by expiry.
+    const silenced = out.indexOf('datapath silenced');
+    const revoked = out.indexOf(`revoked lease ${lease}`);
+    assert.ok(silenced >= 0 && revoked > silenced, `the supervisor silences the datapath, then revokes lease ${lease}:\n${out.slice(-1500)}`);
+    assert.equal(mapDump(owner).liveness.ageMs, undefined, "the dead agent's liveness stamp is cleared");
+    const ttl = JSON.parse(lab.store!.must('curl', ['-s', '-m', '2', '-X', 'POST', '-d', JSON.stringify({ ID: lease }), `${etcd.endpoint}/v3/lease/timetolive`])) as { TTL: string };
+    assert.equal(Number(ttl.TTL), -1, `lease ${lease} is gone from etcd`);
+    await waitFor(() => ownersByNodes().get(ip)?.length === 1, { timeoutMs: 15_000, what: 'a new owner after the crash' });
+    const successor = ownerOf(ip);
+    assert.notEqual(successor, owner);
+    // No waiting for the liveness limit: the dead node is already silent.
+    const r = craft(lab.client, ip, 'valid', { count: 3 });
+    assert.deepEqual(new Set(r.replies.map((x) => x.mac)), new Set([successor.mac('eth0')]), 'only the new owner answers');
+    const lines = await stopCapture(capture);
+    const firstGarp = lines.findIndex((l) => l.includes(successor.mac('eth0')) && (l.includes(`${ip} is-at`) || l.includes(`tell ${ip}`)));
+    assert.ok(firstGarp >= 0, `the new owner's gratuitous burst:\n${lines.join('\n')}`);
+    const lateDead = lines.slice(firstGarp).filter((l) => l.includes(`${owner.mac('eth0')} >`));
+    assert.deepEqual(lateDead, [], 'a frame from the dead MAC after the new owner\'s first gratuitous ARP');
     await start(owner);
     await settle();
   });

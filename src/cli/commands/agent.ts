@@ -11,6 +11,8 @@ import { RESPONDER_MAP_SIZE_DEFAULT } from '../../datapath/l2-responder/datapath
 import { LOCAL_STORE_LIVENESS_MAX_AGE_MS, livenessDefaults } from '../../datapath/l2-responder/liveness.js';
 import { garpDefaults } from '../../datapath/garp.js';
 import { conflictDefenceDefaults } from '../../datapath/conflict-defence.js';
+import { SupervisorLink } from '../../supervisor/child.js';
+import { SUPERVISED_ENV } from '../../supervisor/protocol.js';
 import { createLogger, type LogFormat } from '../logging.js';
 import { manifestLimitDefaults } from '../../intent/limits.js';
 import { collect, defaultNodeName, parseByteSize, parseCount, durationOption, parseNodeName, parsePositiveInt, pinDirFor } from '../options.js';
@@ -43,6 +45,7 @@ interface AgentOptions {
   lbClasses?: string[];
   bgpRouterId?: string;
   bgpBfd?: number;
+  supervisor: boolean;
 }
 
 function parseLbClasses(value: string, previous: string[] = []): string[] {
@@ -100,6 +103,7 @@ export function agentCommand(): Command {
       'LB-IPAM serves only Services with one of these loadBalancerClass values (comma-separated); default: no class, io.cilium/l2-announcer, io.cilium/bgp-control-plane',
       parseLbClasses,
     )
+    .option('--no-supervisor', 'with --store etcd: run the agent without its supervisor (which silences a crashed agent\'s datapath and revokes its lease at once)')
     .option('--local-routes', 'install a local route for each owned IP so host services can serve it (plain hosts)')
     .option('--bgp-router-id <ipv4>', 'BGP anycast: advertise service IPs with ready backends through herald\'s own BIRD, with this router ID (off by default)', parseRouterId)
     .option('--bgp-bfd <ms>', 'BGP anycast: BFD on every session at this interval (multiplier 3)', (v: string) => {
@@ -110,6 +114,13 @@ export function agentCommand(): Command {
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
+      // With etcd, this process becomes the supervisor and runs the agent as its child (src/supervisor).
+      if (opts.store === 'etcd' && opts.supervisor && !process.env[SUPERVISED_ENV] && opts.etcd.length > 0) {
+        const { runSupervisor } = await import('../../supervisor/supervisor.js');
+        const args = [...process.execArgv, ...process.argv.slice(1)];
+        process.exit(await runSupervisor({ command: process.execPath, args, pinDir: pinDirFor(opts), endpoints: opts.etcd }));
+      }
+      const supervisor = SupervisorLink.fromEnv();
       const log = createLogger({ format: opts.logFormat, level: opts.logLevel, name: opts.node });
       let agent: Agent | undefined;
       try {
@@ -145,6 +156,7 @@ export function agentCommand(): Command {
           },
           log,
         );
+        supervisor?.reportLeases(agent.etcdSession);
         await agent.start();
         log.info({ pinDir: pinDirFor(opts), store: opts.store, manifests: opts.manifests ?? null }, 'agent running');
       } catch (e) {
@@ -166,8 +178,10 @@ export function agentCommand(): Command {
         log.info({}, 'stopped');
         process.exit(0);
       };
-      process.once('SIGTERM', () => void stop('SIGTERM'));
-      process.once('SIGINT', () => void stop('SIGINT'));
+      // on, not once: under a supervisor a group signal arrives twice (directly and forwarded).
+      process.on('SIGTERM', () => void stop('SIGTERM'));
+      process.on('SIGINT', () => void stop('SIGINT'));
+      supervisor?.onSupervisorGone(() => void stop('supervisor gone'));
     });
 }
 

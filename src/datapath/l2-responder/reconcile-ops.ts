@@ -111,8 +111,9 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
     // The group first: the first solicitation after the map write must arrive.
     this.joinGroup(key);
     if (this.deps.map.create(key)) {
-      this.deps.log.info({ ip: row.ip, iface: row.iface, ifindex: link.ifindex, origins: row.origins }, 'announcing');
+      // The first gratuitous round goes out the moment the entry answers, before anything else (even the log line).
       this.deps.garp.announce({ ip: row.ip, ifindex: link.ifindex, mac: link.mac });
+      this.deps.log.info({ ip: row.ip, iface: row.iface, ifindex: link.ifindex, origins: row.origins }, 'announcing');
     }
   }
 

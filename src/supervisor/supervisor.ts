@@ -1,0 +1,156 @@
+/**
+ * The agent's supervisor: a tiny parent that runs the real agent as its child
+ * and, the moment the child dies without releasing (kill -9, OOM, a crash),
+ * leaves the evidence a dead process cannot:
+ *
+ *   1. silence: the liveness stamp in the pinned runtime_config map is zeroed,
+ *      so the in-kernel responder stops answering at once (instead of after
+ *      the liveness limit, 0.8 s);
+ *   2. then free: the child's etcd lease (reported over fd 3) is revoked, so
+ *      every key on it vanishes and candidates take over within milliseconds
+ *      (instead of after wire fencing or the lease TTL).
+ *
+ * Silence always comes first: if the stamp cannot be zeroed (and the map
+ * exists), the lease is left to expire by itself, as without a supervisor.
+ * The in-kernel liveness gate stays the guard for a frozen or wedged agent,
+ * which does not exit.
+ *
+ * Kept small on purpose: node's child_process, http and the BPF map binding,
+ * nothing of the agent (no etcd3 client, no logger, no timers of its own).
+ * The revoke goes over etcd's JSON gateway (POST /v3/lease/revoke).
+ *
+ * If the supervisor itself dies, the child sees fd 3 close and stops cleanly
+ * (releases its IPs, revokes its lease, exits), like on SIGTERM: the service
+ * manager restarts the pair. SIGTERM/SIGINT to the supervisor are
+ * forwarded to the child; the supervisor exits with the child's status.
+ */
+import { spawn } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { constants } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { BpfMap } from '../os/bpf-map.js';
+import { CONFIG_LIVENESS_NS, MAP_RUNTIME_CONFIG, runtimeConfigCodec } from '../datapath/l2-responder/layout.js';
+import { SUPERVISED_ENV, parseReport } from './protocol.js';
+
+export interface SupervisorOptions {
+  /** The agent's command line (node, its flags, the script and its arguments); run with SUPERVISED_ENV set. */
+  command: string;
+  args: readonly string[];
+  /** Where the child's datapath maps are pinned. */
+  pinDir: string;
+  /** etcd endpoints (http(s)://host:port or unix:///path). */
+  endpoints: readonly string[];
+}
+
+const log = (msg: string) => process.stderr.write(`herald supervisor: ${msg}\n`);
+
+/** Runs the agent as a child until it exits; resolves with the exit code the supervisor should leave with. */
+export async function runSupervisor(opts: SupervisorOptions): Promise<number> {
+  const child = spawn(opts.command, [...opts.args], {
+    stdio: ['inherit', 'inherit', 'inherit', 'pipe'],
+    env: { ...process.env, [SUPERVISED_ENV]: '3' },
+  });
+  log(`agent pid ${child.pid}`);
+  const leases = new Set<string>();
+  const channel = child.stdio[3] as Readable;
+  createInterface({ input: channel }).on('line', (line) => {
+    const report = parseReport(line);
+    if (report) leases.add(report.lease);
+  });
+  channel.on('error', () => {}); // the child's end closes when it dies
+
+  const forward = (sig: NodeJS.Signals) => () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+  };
+  const handlers = (['SIGTERM', 'SIGINT'] as const).map((sig) => [sig, forward(sig)] as const);
+  for (const [sig, h] of handlers) process.on(sig, h);
+
+  const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (c, s) => resolve({ code: c, signal: s })),
+  );
+  log(`agent exited (${signal ?? `code ${code}`})`);
+  await afterDeath(opts, leases);
+  for (const [sig, h] of handlers) process.off(sig, h);
+  return code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0);
+}
+
+/** The child is gone: silence its datapath, then free its leases. Exported for tests. */
+export async function afterDeath(opts: Pick<SupervisorOptions, 'pinDir' | 'endpoints'>, leases: ReadonlySet<string>): Promise<void> {
+  if (!silence(opts.pinDir)) {
+    if (leases.size > 0) log(`leases ${[...leases].join(', ')} left to expire: the datapath could not be silenced`);
+    return;
+  }
+  for (const id of leases) {
+    const outcome = await revokeLease(opts.endpoints, id);
+    log(outcome === 'revoked' ? `revoked lease ${id}` : outcome === 'gone' ? `lease ${id} already gone` : `revoking lease ${id} failed: it expires by itself`);
+  }
+}
+
+/** Zeroes the liveness stamp: the program treats it as never written and answers nothing. True when silent. */
+function silence(pinDir: string): boolean {
+  const path = join(pinDir, MAP_RUNTIME_CONFIG);
+  let map: BpfMap<number, bigint>;
+  try {
+    map = BpfMap.openPinned(path, runtimeConfigCodec);
+  } catch (e) {
+    // No pinned map: no datapath was loaded from this pin dir, nothing answers.
+    if (/no pinned map/.test(String((e as Error).message))) return true;
+    log(`opening ${path} failed: ${(e as Error).message}`);
+    return false;
+  }
+  try {
+    map.update(CONFIG_LIVENESS_NS, 0n);
+    log('datapath silenced (liveness stamp cleared)');
+    return true;
+  } catch (e) {
+    log(`clearing the liveness stamp failed: ${(e as Error).message}`);
+    return false;
+  } finally {
+    map.dispose();
+  }
+}
+
+/** Revokes one lease through etcd's JSON gateway, trying each endpoint once. */
+export async function revokeLease(endpoints: readonly string[], id: string): Promise<'revoked' | 'gone' | 'failed'> {
+  for (const endpoint of endpoints) {
+    try {
+      const { status, body } = await postJson(endpoint, '/v3/lease/revoke', JSON.stringify({ ID: id }));
+      if (status === 200) return 'revoked';
+      if (/lease not found/i.test(body)) return 'gone';
+      log(`${endpoint}: lease revoke answered ${status}: ${body.trim().slice(0, 200)}`);
+    } catch (e) {
+      log(`${endpoint}: lease revoke failed: ${(e as Error).message}`);
+    }
+  }
+  return 'failed';
+}
+
+function postJson(endpoint: string, path: string, body: string): Promise<{ status: number; body: string }> {
+  const unix = /^unix:\/\/(\/.+)$/.exec(endpoint);
+  const url = unix ? undefined : new URL(path, endpoint);
+  const request = url?.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        ...(unix ? { socketPath: unix[1], hostname: 'localhost' } : { hostname: url!.hostname, port: url!.port }),
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        timeout: 1000,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}

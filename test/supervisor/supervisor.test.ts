@@ -1,0 +1,103 @@
+/**
+ * The supervisor against a fake etcd JSON gateway and a stand-in child: a
+ * child killed with SIGKILL has the leases it reported revoked, after its
+ * death and only then; a child that exits by itself is treated the same; the
+ * supervisor leaves with the child's status.
+ */
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { runSupervisor } from '../../src/supervisor/supervisor.js';
+import { parseReport } from '../../src/supervisor/protocol.js';
+
+let server: Server;
+let endpoint: string;
+const revoked: Array<{ id: string; childAlive: boolean }> = [];
+let childPid = 0;
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const dir = mkdtempSync(join(tmpdir(), 'herald-supervisor-'));
+
+before(async () => {
+  server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      assert.equal(req.url, '/v3/lease/revoke');
+      const id = (JSON.parse(body) as { ID: string }).ID;
+      revoked.push({ id, childAlive: alive(childPid) });
+      if (id === '404') {
+        res.writeHead(400).end('{"error":"etcdserver: requested lease not found","code":5}');
+      } else res.writeHead(200).end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(() => {
+  server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A stand-in agent: reports leases on fd 3, then waits to be killed or exits with `code`. */
+const childScript = (leases: string[], then: 'wait' | number) => `
+  const fs = require('node:fs');
+  for (const l of ${JSON.stringify(leases)}) fs.writeSync(Number(process.env.HERALD_SUPERVISOR_FD), 'lease ' + l + '\\n');
+  ${then === 'wait' ? 'setInterval(() => {}, 1000);' : `process.exit(${then});`}
+`;
+
+test('reports are lease lines only', () => {
+  assert.deepEqual(parseReport('lease 7587874431234\n'), { lease: '7587874431234' });
+  assert.equal(parseReport('lease abc'), undefined);
+  assert.equal(parseReport('hello'), undefined);
+});
+
+test('kill -9 of the child: every reported lease is revoked after its death, and the supervisor leaves with 128+9', async () => {
+  revoked.length = 0;
+  const run = runSupervisor({ command: process.execPath, args: ['-e', childScript(['11', '12'], 'wait')], pinDir: join(dir, 'none'), endpoints: [endpoint] });
+  // The child is up once its reports could be written; find it through the supervisor's own line.
+  await new Promise((r) => setTimeout(r, 500));
+  const pids = (await import('node:child_process')).execFileSync('pgrep', ['-P', String(process.pid), '-f', 'HERALD_SUPERVISOR_FD']).toString().trim().split('\n');
+  childPid = Number(pids[0]);
+  process.kill(childPid, 'SIGKILL');
+  assert.equal(await run, 128 + 9);
+  assert.deepEqual(revoked.map((r) => r.id).sort(), ['11', '12']);
+  assert.ok(revoked.every((r) => !r.childAlive), 'a lease revoked while the child still ran');
+});
+
+test('a child that exits by itself: its lease is revoked too (already gone is fine); its exit code is kept', async () => {
+  revoked.length = 0;
+  const code = await runSupervisor({ command: process.execPath, args: ['-e', childScript(['404'], 3)], pinDir: join(dir, 'none'), endpoints: ['http://127.0.0.1:1', endpoint] });
+  assert.equal(code, 3);
+  assert.deepEqual(revoked.map((r) => r.id), ['404']);
+});
+
+test("the agent's end: the supervisor's death (fd 3 closing) reaches onSupervisorGone", async () => {
+  const { spawn } = await import('node:child_process');
+  const link = new URL('../../src/supervisor/child.ts', import.meta.url).pathname;
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '-e', `import('${link}').then(({ SupervisorLink }) => { const l = SupervisorLink.fromEnv(); l.onSupervisorGone(() => { console.log('gone'); process.exit(0); }); setInterval(() => {}, 1000); console.log('ready'); })`],
+    { stdio: ['ignore', 'pipe', 'inherit', 'pipe'], env: { ...process.env, HERALD_SUPERVISOR_FD: '3' } },
+  );
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  await new Promise<void>((r) => {
+    const t = setInterval(() => out.includes('ready') && (clearInterval(t), r()), 20);
+  });
+  const channel = child.stdio[3] as import('node:net').Socket;
+  channel.destroy(); // as if the supervisor died
+  const code = await new Promise((r) => child.once('exit', (c) => r(c)));
+  assert.equal(code, 0);
+  assert.match(out, /gone/);
+});
