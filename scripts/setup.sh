@@ -7,6 +7,7 @@ packages=(
   clang llvm libbpf-dev libbpf1 bpftool   # build and load the eBPF datapath
   iproute2 ethtool                        # tc, netns, links
   iputils-arping iputils-ping tcpdump python3-scapy    # tests, benchmarks and the demo's client
+  netsniff-ng                             # trafgen: the ARP flood in bench/wire-filter
   ndisc6                                  # ndisc6: IPv6 neighbour discovery from the client (NDP tests)
   etcd-server keepalived bird2 gobgpd     # coordination store, the peers we measure against, a second BGP implementation
   ca-certificates curl gcc

@@ -63,6 +63,7 @@ unit_tests=(
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts
   test/net/arp.test.ts
+  test/net/socket-filter.test.ts
   test/net/ndp.test.ts
   test/datapath/garp.test.ts
   test/datapath/layout.test.ts
@@ -76,6 +77,7 @@ unit_tests=(
 )
 lab_tests=(
   test/datapath/l2-responder.lab.test.ts
+  test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts

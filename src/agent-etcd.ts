@@ -8,6 +8,6 @@ export { EtcdIpamCoordinator } from './store/etcd/ipam.js';
 export { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
 export { EtcdSession, etcdSessionDefaults } from './store/etcd/session.js';
 export { NodeClaim, nodeClaimWait } from './store/etcd/node-claim.js';
-export { PacketOwnerWatch } from './datapath/owner-watch.js';
+export { PacketOwnerWatch, ownerWatchDefaults } from './datapath/owner-watch.js';
 
 export type EtcdModules = typeof import('./agent-etcd.js');

@@ -44,7 +44,7 @@ import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
 import type { EtcdModules } from './agent-etcd.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
-import type { PacketOwnerWatch } from './datapath/owner-watch.js';
+import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
 import type { EtcdSession } from './store/etcd/session.js';
 import { LocalIpamCoordinator } from './store/local-ipam.js';
 import { Reconciler } from './core/reconciler/reconciler.js';
@@ -135,7 +135,7 @@ export class Agent implements Disposable {
     this.session = etcd && config.store === 'etcd' ? this.store.add(new etcd.EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcd.etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
     this.source = this.makeSource(); // manifests from files or etcd
-    this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log })) : undefined; // silent owners on the wire
+    this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
         ? new etcd.EtcdOwnership(
@@ -434,4 +434,9 @@ export class Agent implements Disposable {
   dispose(): void {
     this.store.dispose();
   }
+}
+
+/** HERALD_WIRE_FILTER=off reads every ARP frame in JavaScript again: only to measure what the socket filter saves (bench/wire-filter). */
+function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
+  return { ...defaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
 }

@@ -88,12 +88,12 @@ export class FaultLab {
     return this.lab.nodes;
   }
 
-  async startAgents(extra: string[] = []): Promise<void> {
+  async startAgents(extra: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<void> {
     for (const n of this.nodes) {
       const p = n.spawn(`agent-${Date.now()}`, this.herald, [
         'agent', '--node', n.netns, '--bpf-pin-dir', n.pinDir, '--state-dir', n.stateDir, '--status-socket', n.statusSocket,
         '--store', 'etcd', '--etcd', this.etcd.endpoint, '--garp-interval', '200ms', ...extra,
-      ]);
+      ], env);
       this.countRevocations(n, p);
       this.agents.set(n, p);
       await p.waitForOutput('agent running', 30_000);

@@ -19,26 +19,15 @@
  */
 import { monotonicMs, type Clock, type TimerHandle } from '../core/clock.js';
 import { DisposableMap, type Disposable } from '../core/disposable.js';
+import { isIpv4 } from '../core/addr.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ARPOP_REPLY, arpRequest, parseArpFrame } from '../net/arp.js';
 import type { OwnerWatch, WatchTarget } from '../controlplane/ownership/edges.js';
 import type { LinkInfo, Links } from '../os/links.js';
+import { arpBlock, ipv4Prefix, ndBlock, socketFilter, type BpfInsn } from '../net/socket-filter.js';
 import { ETH_P_ARP, ETH_P_IPV6, PACKET_OUTGOING, PacketSocket } from '../os/packet-socket.js';
-import { isIpv4 } from '../core/addr.js';
 import { ND_NEIGHBOR_ADVERT, neighborSolicitation, parseNdFrame } from '../net/ndp.js';
-
-/** Classic BPF: only Neighbor Advertisements (IPv6, next header ICMPv6, type 136, no extension headers) reach the IPv6 socket. */
-const NA_FILTER: ReadonlyArray<readonly [number, number, number, number]> = [
-  [0x28, 0, 0, 12], // ldh [12]        EtherType
-  [0x15, 0, 5, 0x86dd], // jeq IPv6
-  [0x30, 0, 0, 20], // ldb [20]        next header
-  [0x15, 0, 3, 58], // jeq ICMPv6
-  [0x30, 0, 0, 54], // ldb [54]        ICMPv6 type
-  [0x15, 0, 1, 136], // jeq NA
-  [0x06, 0, 0, 0xffff], // accept
-  [0x06, 0, 0, 0], // drop
-];
 
 /** fe80::/64 with the modified EUI-64 of `mac` (RFC 4291 appendix A): the NS source our probes use. */
 function linkLocalOf(mac: string): string {
@@ -59,6 +48,12 @@ export interface OwnerWatchOptions {
    * silence window (so at least two on-time probes span any verdict).
    */
   maxProbeGapMs?: number;
+  /**
+   * Let the kernel drop every frame but ARP replies from a watched IPv4 and
+   * Neighbor Advertisements for a watched IPv6 (classic BPF socket filters),
+   * so a flood of other hosts' ARP or NDP costs no JavaScript. Default true; false only to measure the difference (bench/wire-filter).
+   */
+  wireFilter?: boolean;
 }
 
 export const ownerWatchDefaults: OwnerWatchOptions = { probeIntervalMs: 50, silenceMs: 300 };
@@ -81,6 +76,8 @@ interface Tracked extends WatchTarget {
 
 export class PacketOwnerWatch implements OwnerWatch, Disposable {
   private readonly sockets = new DisposableMap<string, PacketSocket>();
+  /** The watched IPs each socket's filter was built from (sorted, joined). */
+  private readonly filterKeys = new Map<string, string>();
   private links = new Map<string, LinkInfo>();
   private tracked = new Map<string, Tracked>();
   private timer: TimerHandle | undefined;
@@ -109,10 +106,11 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     }
     this.tracked = next;
     if (next.size > 0 && !this.timer) this.schedule();
+    for (const key of this.sockets.keys()) this.refreshFilter(key, this.sockets.get(key)!);
     void this.ensureSockets();
   }
 
-  /** One socket per (interface, family) watched: "eth0|4" (ARP) and "eth0|6" (NAs only, filtered in the kernel). */
+  /** One socket per (interface, family) watched: "eth0|4" (ARP replies) and "eth0|6" (NAs), each filtered in the kernel. */
   private async ensureSockets(): Promise<void> {
     const wanted = new Set([...this.tracked.values()].map((t) => `${t.iface}|${familyOf(t.ip)}`));
     for (const key of wanted) {
@@ -121,15 +119,9 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
       try {
         const link = await this.deps.links.byName(iface);
         if (!link || !link.ethernet || this.disposed) continue;
-        const sock = PacketSocket.open(link.ifindex, family === '4' ? ETH_P_ARP : ETH_P_IPV6);
-        if (family === '6') {
-          try {
-            sock.attachFilter(NA_FILTER);
-          } catch (e) {
-            sock.dispose();
-            throw e;
-          }
-        }
+        const filter = this.filterFor(key);
+        const sock = PacketSocket.open(link.ifindex, family === '4' ? ETH_P_ARP : ETH_P_IPV6, filter ? { filter: filter.prog } : {});
+        if (filter) this.filterKeys.set(key, filter.key);
         sock.onFrames((rx) => this.onFrame(iface, rx.frame, rx.packetType));
         this.links.set(iface, link);
         this.sockets.set(key, sock);
@@ -138,7 +130,10 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
       }
     }
     for (const key of [...this.sockets.keys()]) {
-      if (!wanted.has(key)) this.sockets.deleteAndDispose(key);
+      if (!wanted.has(key)) {
+        this.sockets.deleteAndDispose(key);
+        this.filterKeys.delete(key);
+      }
     }
     const ifaces = new Set([...wanted].map((k) => k.split('|')[0]!));
     for (const iface of [...this.links.keys()]) if (!ifaces.has(iface)) this.links.delete(iface);
@@ -152,6 +147,34 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     }
     const arp = parseArpFrame(frame);
     return arp && arp.op === ARPOP_REPLY ? arp.spa : undefined;
+  }
+
+  /**
+   * What the socket `key` ("eth0|4" / "eth0|6") lets through, so all `onFrame`
+   * reads are answers about watched IPs: on ARP sockets, ARP replies whose
+   * sender is an IPv4 watched on the interface; on IPv6 sockets, Neighbor
+   * Advertisements whose target is an IPv6 watched there. Without the wire
+   * filter, ARP sockets take everything and IPv6 ones every NA (a socket bound
+   * to IPv6 would otherwise read all of the segment's IPv6 traffic).
+   */
+  private filterFor(key: string): { key: string; prog: BpfInsn[] } | undefined {
+    const [iface, family] = key.split('|') as [string, string];
+    const v4 = family === '4';
+    if (this.opts.wireFilter === false) return v4 ? undefined : { key: '*', prog: socketFilter([ndBlock({ types: [ND_NEIGHBOR_ADVERT] })]) };
+    const ips = [...new Set([...this.tracked.values()].filter((t) => t.iface === iface && isIpv4(t.ip) === v4).map((t) => t.ip))].sort();
+    const block = v4 ? arpBlock({ ops: [ARPOP_REPLY], sender: ips.map((ip) => ipv4Prefix(ip)) }) : ndBlock({ types: [ND_NEIGHBOR_ADVERT], targets: ips });
+    return { key: ips.join(','), prog: socketFilter([block]) };
+  }
+
+  private refreshFilter(key: string, sock: PacketSocket): void {
+    const filter = this.filterFor(key);
+    if (!filter || this.filterKeys.get(key) === filter.key) return;
+    try {
+      sock.setFilter(filter.prog); // replaces the old one atomically
+      this.filterKeys.set(key, filter.key);
+    } catch (e) {
+      this.deps.log.warn({ socket: key, err: describeError(e) }, 'owner watch: cannot update the socket filter');
+    }
   }
 
   private onFrame(iface: string, frame: Buffer, packetType: number): void {

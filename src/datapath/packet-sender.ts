@@ -13,6 +13,8 @@ export class PacketFrameSender implements FrameSender, Disposable {
   send(ifindex: number, frame: Buffer): void {
     let socket = this.sockets.get(ifindex);
     if (!socket) {
+      // Send-only: bound to protocol 0 the kernel queues nothing for it (no
+      // filter needed, unlike an ARP-bound socket, which would get every ARP).
       socket = PacketSocket.open(ifindex, 0);
       this.sockets.set(ifindex, socket);
     }

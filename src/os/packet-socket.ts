@@ -6,6 +6,7 @@
 import koffi from 'koffi';
 import type { Disposable } from '../core/disposable.js';
 import { HeraldError } from '../core/errors.js';
+import { DROP_ALL, encodeFilter, type BpfInsn } from '../net/socket-filter.js';
 import { errnoName } from './libbpf.js';
 
 export const ETH_P_ALL = 0x0003;
@@ -15,10 +16,10 @@ const AF_PACKET = 17;
 const SOCK_RAW = 3;
 const SOCK_NONBLOCK = 0o4000;
 const SOCK_CLOEXEC = 0o2000000;
-export const PACKET_OUTGOING = 4;
-const SOL_PACKET = 263;
 const SOL_SOCKET = 1;
 const SO_ATTACH_FILTER = 26;
+export const PACKET_OUTGOING = 4;
+const SOL_PACKET = 263;
 const PACKET_ADD_MEMBERSHIP = 1;
 const PACKET_DROP_MEMBERSHIP = 2;
 const PACKET_MR_MULTICAST = 0;
@@ -60,9 +61,10 @@ function bindLibc() {
     recvfrom: lib.func(
       'intptr_t recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ sockaddr_ll *addr, _Inout_ uint32_t *addrlen)',
     ),
-    setsockoptMreq: lib.func('int setsockopt(int fd, int level, int name, const packet_mreq *val, uint32_t len)'),
-    setsockoptFprog: lib.func('int setsockopt(int fd, int level, int name, const sock_fprog *val, uint32_t len)'),
+    // struct sock_fprog { unsigned short len; struct sock_filter *filter; }
+    setsockoptFilter: lib.func('int setsockopt(int fd, int level, int name, const sock_fprog *val, uint32_t len)'),
     sockFprogSize: koffi.sizeof(sockFprog),
+    setsockoptMreq: lib.func('int setsockopt(int fd, int level, int name, const packet_mreq *val, uint32_t len)'),
     packetMreqSize: koffi.sizeof(packetMreq),
     close: lib.func('int close(int fd)'),
     strerror: lib.func('const char *strerror(int errnum)'),
@@ -113,20 +115,49 @@ export class PacketSocket implements Disposable {
   ) {}
 
   /**
-   * Opens a socket in the calling thread's network namespace. `ethType` 0
-   * receives nothing: a socket only to send (the frame's own EtherType is then
-   * used) or to hold multicast memberships.
+   * Opens a socket in the calling thread's network namespace. With `filter`,
+   * the socket never delivers a frame the filter rejects: the kernel starts
+   * queueing frames the moment socket() returns, so a drop-all filter goes on
+   * first, whatever slipped in before it is drained, and then the real filter
+   * replaces it. `filter: DROP_ALL` makes a send-only socket (the kernel then
+   * queues nothing for it). `ethType` 0 receives nothing either: a socket only
+   * to send (the frame's own EtherType is then used) or to hold multicast
+   * memberships.
    */
-  static open(ifindex: number, ethType: number): PacketSocket {
+  static open(ifindex: number, ethType: number, opts: { filter?: readonly BpfInsn[] } = {}): PacketSocket {
     const lib = c();
     const fd = lib.socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ethType)) as number;
     if (fd < 0) throw sysError('socket(AF_PACKET)');
-    if ((lib.bind(fd, sockaddr(ifindex, ethType, undefined), lib.sockaddrLlSize) as number) < 0) {
-      const e = sysError(`bind(AF_PACKET, ifindex ${ifindex})`);
-      lib.close(fd);
+    const sock = new PacketSocket(ifindex, ethType, fd);
+    try {
+      if (opts.filter) sock.setFilter(DROP_ALL);
+      if ((lib.bind(fd, sockaddr(ifindex, ethType, undefined), lib.sockaddrLlSize) as number) < 0) {
+        throw sysError(`bind(AF_PACKET, ifindex ${ifindex})`);
+      }
+      if (opts.filter) {
+        while (sock.tryReceive()) sock.drained++;
+        if (opts.filter !== DROP_ALL) sock.setFilter(opts.filter);
+      }
+    } catch (e) {
+      sock.dispose();
       throw e;
     }
-    return new PacketSocket(ifindex, ethType, fd);
+    return sock;
+  }
+
+  /** Frames read and thrown away while the first filter went on (for tests). */
+  drained = 0;
+
+  /**
+   * Attaches a classic BPF program, atomically replacing the one before (the
+   * kernel swaps the pointer under RCU: no frame sees "no filter" in between).
+   */
+  setFilter(prog: readonly BpfInsn[]): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
+    const lib = c();
+    const code = encodeFilter(prog);
+    const r = lib.setsockoptFilter(this.fd, SOL_SOCKET, SO_ATTACH_FILTER, { len: prog.length, filter: code }, lib.sockFprogSize) as number;
+    if (r < 0) throw sysError(`setsockopt(SO_ATTACH_FILTER, ${prog.length} instructions)`);
   }
 
   /** Sends one complete Ethernet frame (header included). Throws on failure. */
@@ -159,26 +190,6 @@ export class PacketSocket implements Disposable {
     for (let i = 0; i < 6; i++) address[i] = mac[i] ?? 0;
     const mreq = { mr_ifindex: this.ifindex, mr_type: PACKET_MR_MULTICAST, mr_alen: 6, mr_address: address };
     if ((lib.setsockoptMreq(this.fd, SOL_PACKET, op, mreq, lib.packetMreqSize) as number) < 0) throw sysError(`${name}(ifindex ${this.ifindex})`);
-  }
-
-  /**
-   * Attaches a classic BPF socket filter (SO_ATTACH_FILTER): only frames it
-   * accepts are queued, so a socket bound to a busy EtherType (IPv6) costs
-   * nothing for the traffic it does not want. Instructions: [code, jt, jf, k].
-   */
-  attachFilter(insns: ReadonlyArray<readonly [number, number, number, number]>): void {
-    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
-    const buf = Buffer.alloc(insns.length * 8);
-    insns.forEach(([code, jt, jf, k], i) => {
-      buf.writeUInt16LE(code, i * 8);
-      buf.writeUInt8(jt, i * 8 + 2);
-      buf.writeUInt8(jf, i * 8 + 3);
-      buf.writeUInt32LE(k >>> 0, i * 8 + 4);
-    });
-    const lib = c();
-    if ((lib.setsockoptFprog(this.fd, SOL_SOCKET, SO_ATTACH_FILTER, { len: insns.length, filter: buf }, lib.sockFprogSize) as number) < 0) {
-      throw sysError('SO_ATTACH_FILTER');
-    }
   }
 
   /** One frame if one is queued, else undefined (never blocks). */
