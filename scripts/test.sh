@@ -73,6 +73,7 @@ unit_tests=(
   test/datapath/responder-map.contract.test.ts
   test/cli/first-ten.test.ts
   test/cli/log-text.test.ts
+  test/cli/nice.test.ts
   test/layers.test.ts
 )
 lab_tests=(

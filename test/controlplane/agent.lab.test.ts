@@ -90,6 +90,13 @@ describe('herald agent with manifests (single node, lab)', { skip: labSkipReason
     assert.deepEqual(new Set(r.macs), new Set([node.mac('eth0')]));
   });
 
+  test('the agent runs at its CPU priority (--nice, default -10) so a loaded machine does not starve it', () => {
+    // The agent is the node's herald process (bin/herald runs the CLI in-process: no wrapper with local store).
+    const stat = readFileSync(`/proc/${agent.pid}/stat`, 'utf8');
+    const nice = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    assert.equal(nice, -10);
+  });
+
   test('herald status renders owned IPs, services, pools, the map and reconciler health', () => {
     const text = node.must(HERALD, ['status', '--status-socket', node.statusSocket]);
     assert.match(text, /owned IPs \(1\):/);

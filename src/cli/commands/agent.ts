@@ -14,10 +14,12 @@ import { conflictDefenceDefaults } from '../../datapath/conflict-defence.js';
 import { SupervisorLink } from '../../supervisor/child.js';
 import { SUPERVISED_ENV } from '../../supervisor/protocol.js';
 import { createLogger, type LogFormat } from '../logging.js';
+import { AGENT_NICE_DEFAULT, applyNice, parseNice } from '../nice.js';
 import { manifestLimitDefaults } from '../../intent/limits.js';
 import { collect, defaultNodeName, parseByteSize, parseCount, durationOption, parseNodeName, parsePositiveInt, pinDirFor } from '../options.js';
 
 interface AgentOptions {
+  nice: number;
   node: string;
   nodeLabels?: Record<string, string>;
   manifests?: string;
@@ -104,6 +106,7 @@ export function agentCommand(): Command {
       parseLbClasses,
     )
     .option('--no-supervisor', 'with --store etcd: run the agent without its supervisor (which silences a crashed agent\'s datapath and revokes its lease at once)')
+    .option('--nice <n>', `the agent's CPU priority (-20..19): a starved agent answers late and misses its heartbeats, so it runs ahead of ordinary work by default`, parseNice, AGENT_NICE_DEFAULT)
     .option('--local-routes', 'install a local route for each owned IP so host services can serve it (plain hosts)')
     .option('--bgp-router-id <ipv4>', 'BGP anycast: advertise service IPs with ready backends through herald\'s own BIRD, with this router ID (off by default)', parseRouterId)
     .option('--bgp-bfd <ms>', 'BGP anycast: BFD on every session at this interval (multiplier 3)', (v: string) => {
@@ -122,6 +125,9 @@ export function agentCommand(): Command {
       }
       const supervisor = SupervisorLink.fromEnv();
       const log = createLogger({ format: opts.logFormat, level: opts.logLevel, name: opts.node });
+      // bin/herald already applied it before loading the code; a refusal (not root) is worth a line.
+      const niceProblem = applyNice(opts.nice);
+      if (niceProblem) log.warn({ nice: opts.nice, err: niceProblem }, 'could not set the CPU priority; running at the inherited one');
       let agent: Agent | undefined;
       try {
         if (opts.store === 'etcd' && opts.etcd.length === 0) throw new Error('--store etcd needs --etcd <url>');
