@@ -431,6 +431,15 @@ export class Agent implements Disposable {
     await this.routes?.settled(); // then the local routes (ARP has already moved)
   }
 
+  /**
+   * Stops the jobs in reverse order and waits for them (within the jobs'
+   * deadline) — BIRD's stop, for one, is asynchronous — then releases the rest.
+   */
+  async stop(): Promise<void> {
+    await this.jobs.stop();
+    this.store.dispose();
+  }
+
   dispose(): void {
     this.store.dispose();
   }
