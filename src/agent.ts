@@ -55,6 +55,9 @@ import { HostRoutesOps } from './datapath/routes/host-routes-ops.js';
 import { birdConfigTable, type BfdOptions, type BirdConfigRow } from './datapath/tables/bird-config.js';
 import { bgpRoutesTable, type BgpRouteRow } from './datapath/tables/bgp-routes.js';
 import { BirdDaemon, birdDefaults } from './os/bird.js';
+import { HealthChecker } from './controlplane/health/checker.js';
+import { healthTargets } from './controlplane/health/targets.js';
+import { NetBackendProber } from './os/health-probe.js';
 import { IprouteHostRoutes } from './os/host-routes.js';
 import { IprouteLocalRoutes } from './os/local-routes.js';
 
@@ -92,6 +95,7 @@ interface BgpStack {
   bird: BirdDaemon;
   routes: Reconciler<BgpRouteRow>;
   birdReconciler: Reconciler<BirdConfigRow>;
+  health: HealthChecker;
 }
 
 export class Agent implements Disposable {
@@ -164,7 +168,15 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
-        ...(config.bgp ? { onServiceIps: (inputs: BgpInputs) => this.bgp?.control.update(inputs) } : {}),
+        ...(config.bgp
+          ? {
+              onServiceIps: (inputs: BgpInputs) => {
+                // This node's own backends first (health checks), then BGP's desired state with their results.
+                this.bgp?.health.setTargets(healthTargets(inputs.snapshot, inputs.node.name));
+                this.bgp?.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
+              },
+            }
+          : {}),
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
         },
@@ -196,7 +208,10 @@ export class Agent implements Disposable {
     this.jobs.hook('bird', { start: () => birdReconciler.start(), stop: async () => { birdReconciler.dispose(); await bird.stop(); } });
     // Session state for status, read from BIRD off the status path.
     this.jobs.timer('bird-sessions', () => bird.refreshSessions(), 2000);
-    return { control, bird, routes, birdReconciler };
+    // Health checks of this node's backends (herald.io/health-check): a backend going up or down recomputes the routes.
+    const health: HealthChecker = new HealthChecker({ prober: new NetBackendProber(), clock: this.clock, log: log.child({ module: 'health' }), onChange: () => control.healthChanged(health.down()) });
+    this.jobs.hook('health-checks', { start: () => {}, stop: () => health.dispose() });
+    return { control, bird, routes, birdReconciler, health };
   }
 
   private makeSource(): IntentSource | undefined {
@@ -363,6 +378,7 @@ export class Agent implements Disposable {
       bird: b.bird.status(),
       peers: (row?.peers ?? []).map((p) => ({ id: p.id, protocol: p.protocol, address: p.address, asn: p.asn })),
       ...(b.bird.lastSessions ? { sessions: b.bird.lastSessions } : {}),
+      health: b.health.view(),
       rowErrors: [...errors(b.routes as Reconciler<unknown>), ...errors(b.birdReconciler as Reconciler<unknown>)],
     };
   }

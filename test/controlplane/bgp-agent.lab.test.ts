@@ -9,13 +9,16 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
+const HTTP_SERVER = fileURLToPath(new URL('../../lab/http-server.ts', import.meta.url));
+
 const VIP = '203.0.113.200';
 
-const manifests = (node: string, ready: boolean, opts: { gracefulRestart?: boolean; endpoint?: string } = {}) => `apiVersion: cilium.io/v2
+const manifests = (node: string, ready: boolean, opts: { gracefulRestart?: boolean; endpoint?: string; healthCheck?: boolean } = {}) => `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
 metadata: { name: anycast }
 spec: { blocks: [{ start: ${VIP} }] }
@@ -45,7 +48,7 @@ spec:
 ---
 apiVersion: v1
 kind: Service
-metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
+metadata: { name: web, namespace: default, labels: { anycast: "yes" }${opts.healthCheck ? ', annotations: { herald.io/health-check: http, herald.io/health-check-port: "8080", herald.io/health-check-interval: 200ms, herald.io/health-check-rise: "2", herald.io/health-check-fall: "2" }' : ''} }
 spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
 ---
 apiVersion: discovery.k8s.io/v1
@@ -63,7 +66,7 @@ describe('herald agent with BGP anycast (lab)', { skip: labSkipReason() }, () =>
   let agent: LabProcess | undefined;
   const dir = mkdtempSync(join(tmpdir(), 'herald-bgp-agent-'));
   const fib = () => lab.client.exec('ip', ['route', 'show', `${VIP}/32`]).stdout.trim().replace(/\s+/g, ' ');
-  const write = (ready: boolean, opts: { gracefulRestart?: boolean; endpoint?: string } = {}) => {
+  const write = (ready: boolean, opts: { gracefulRestart?: boolean; endpoint?: string; healthCheck?: boolean } = {}) => {
     writeFileSync(join(dir, 'm.yaml.tmp'), manifests(node.netns, ready, opts));
     renameSync(join(dir, 'm.yaml.tmp'), join(dir, 'intent', 'm.yaml'));
   };
@@ -186,5 +189,32 @@ protocol bgp n1 {
     assert.deepEqual(missing, [], `pings lost across the restart (of ${last})`);
     assert.equal(fibMissing, 0, 'samples without the path in the upstream FIB');
     assert.ok(fib().includes(`via ${node.ip}`), explain());
+  });
+  test('health checks (herald.io/health-check): a backend whose HTTP server stops is withdrawn from the upstream, and returns when it answers again', async () => {
+    await agent?.stop('SIGTERM', 10_000);
+    await waitFor(() => fib() === '', { timeoutMs: 20_000, what: 'the previous agent withdrew', onTimeout: explain });
+    const backend = lab.nodes[1]!; // holds the VIP on lo since the previous test
+    const serve = async () => {
+      const p = backend.spawn('http', process.execPath, ['--import', 'tsx', HTTP_SERVER, '--port', '8080', '--name', 'n2']);
+      await p.waitForOutput('listening', 20_000);
+      return p;
+    };
+    let server = await serve();
+    write(true, { endpoint: backend.ip, healthCheck: true });
+    agent = await startAgentReady(node, ['--manifests', join(dir, 'intent'), '--bgp-router-id', node.ip], 'agent-hc');
+    await waitFor(() => fib().includes(`via ${node.ip}`), { timeoutMs: 40_000, what: 'VIP on the upstream router', onTimeout: explain });
+    const status = () => node.must(HERALD, ['status', '--status-socket', node.statusSocket]);
+    const row = new RegExp(`default/web +${backend.ip.replace(/\./g, '\\.')}:8080 +http +up +\\S+ +HTTP 200`);
+    await waitFor(() => row.test(status()), { timeoutMs: 10_000, what: 'health check up in status', onTimeout: status });
+
+    await server.stop('SIGTERM');
+    await waitFor(() => fib() === '', { timeoutMs: 15_000, what: 'VIP withdrawn once the backend fails its check', onTimeout: () => status() + explain() });
+    assert.match(status(), new RegExp(`default/web +${backend.ip.replace(/\./g, '\\.')}:8080 +http +down +\\S+ +ECONNREFUSED`));
+    assert.match(status(), /not advertised: 203\.0\.113\.200 \(default\/web\): no-ready-backend/);
+    assert.equal(node.must('ip', ['route', 'show', `${VIP}/32`]).trim(), '', 'host route removed');
+
+    server = await serve();
+    await waitFor(() => fib().includes(`via ${node.ip}`), { timeoutMs: 15_000, what: 'VIP back once the backend passes again', onTimeout: () => status() + explain() });
+    await server.stop('SIGTERM');
   });
 });
