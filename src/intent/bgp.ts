@@ -319,8 +319,6 @@ export function bgpWarnings(obj: BgpClusterConfigManifest | BgpPeerConfigManifes
         if (a.advertisementType !== 'Service') out.push(notYet(`${at}.advertisementType`, `advertisementType ${a.advertisementType}`));
         if (a.service?.addresses.includes('ClusterIP')) out.push(notYet(`${at}.service.addresses`, 'advertising ClusterIP'));
         if (a.service?.aggregationLengthIPv4 !== undefined || a.service?.aggregationLengthIPv6 !== undefined) out.push(notYet(`${at}.service`, 'prefix aggregation'));
-        if (a.attributes?.communities !== undefined) out.push(notYet(`${at}.attributes.communities`, 'BGP communities'));
-        if (a.attributes?.localPreference !== undefined) out.push(notYet(`${at}.attributes.localPreference`, 'local preference'));
       });
       break;
   }

@@ -44,7 +44,7 @@ kind: CiliumBGPAdvertisement
 metadata: { name: lb, labels: { advertise: bgp } }
 spec:
   advertisements:
-  - { advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }
+  - { advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } }, attributes: { communities: { standard: ["65000:100"], large: ["65000:1:2"] } } }
 ---
 apiVersion: v1
 kind: Service
@@ -110,6 +110,10 @@ protocol bgp n1 {
     agent = await startAgentReady(node, ['--manifests', join(dir, 'intent'), '--bgp-router-id', node.ip]);
     await waitFor(() => fib() === `${VIP} via ${node.ip} dev eth0 proto bird metric 32`, { timeoutMs: 40_000, what: 'VIP on the upstream router', onTimeout: explain });
     assert.match(node.must('ip', ['route', 'show', `${VIP}/32`]), /via 203\.0\.113\.130 dev be0 proto 250/);
+    // The advertisement's attributes reach the router with the path.
+    const learned = lab.client.must('birdc', ['-s', join(dir, 'upstream.ctl'), 'show', 'route', 'all', `${VIP}/32`]);
+    assert.match(learned, /BGP\.community: \(65000,\s*100\)/, learned);
+    assert.match(learned, /BGP\.large_community: \(65000,\s*1,\s*2\)/, learned);
     // herald status: the peer's session read from BIRD, and the advertised prefix with its next hop.
     const status = () => node.must(HERALD, ['status', '--status-socket', node.statusSocket]);
     await waitFor(() => /bgp\/i65000\/upstream +192\.0\.2\.1 +65100 +up +Established/.test(status()), { timeoutMs: 10_000, what: 'session in status', onTimeout: status });

@@ -14,6 +14,7 @@ import { renderBirdConfig } from '../../src/datapath/bird/render.js';
 import type { BgpRouteRow } from '../../src/datapath/tables/bgp-routes.js';
 import type { BirdPeer } from '../../src/datapath/tables/bird-config.js';
 import { parseManifests } from '../../src/intent/index.js';
+import { computeBgpDesired } from '../../src/controlplane/bgp/desired.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'herald-bird-render-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -147,4 +148,60 @@ spec:
   const peer2 = text.split('protocol bgp herald_peer2')[1]!.split('}\n')[0]!;
   assert.match(peer2, /router id 192\.0\.2\.77;\n {2}local 2001:db8::2 as 65010;/);
   assert.match(peer2, /multihop 3;\n {2}bfd on;/);
+});
+
+test('advertisement attributes: communities (standard, well-known, large) and local preference per group of prefixes, accepted by BIRD', () => {
+  const text = `apiVersion: cilium.io/v2
+kind: CiliumBGPClusterConfig
+metadata: { name: bgp }
+spec: { bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: r, peerAddress: 198.51.100.1, peerASN: 65000, peerConfigRef: { name: p } }] }] }
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPPeerConfig
+metadata: { name: p }
+spec: { families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { a: b } } }, { afi: ipv6, safi: unicast, advertisements: { matchLabels: { a: b } } }] }
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPAdvertisement
+metadata: { name: tagged, labels: { a: b } }
+spec:
+  advertisements:
+  - advertisementType: Service
+    service: { addresses: [LoadBalancerIP] }
+    selector: { matchLabels: { tier: gold } }
+    attributes: { communities: { standard: ["65000:100", "4259840001"], wellKnown: [no-export], large: ["65000:1:2"] }, localPreference: 150 }
+  - advertisementType: Service
+    service: { addresses: [LoadBalancerIP] }
+    selector: { matchLabels: { tier: gold } }
+    attributes: { communities: { standard: ["65000:100"] }, localPreference: 200 }
+  - advertisementType: Service
+    service: { addresses: [LoadBalancerIP] }
+    selector: { matchLabels: { tier: plain } }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: gold, namespace: default, labels: { tier: gold } }
+spec: { type: LoadBalancer, ports: [{ port: 80 }] }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: plain, namespace: default, labels: { tier: plain } }
+spec: { type: LoadBalancer, ports: [{ port: 80 }] }
+`;
+  const snapshot = parseManifests(text, 'f.yaml').snapshot!;
+  const ingress = new Map([['default/gold', ['203.0.113.10', '2001:db8::10']], ['default/plain', ['203.0.113.11']]]);
+  // No endpoint is ready: attributes follow the selection, so bird.conf does not change with readiness.
+  const desired = computeBgpDesired({ snapshot, ingress, node: { name: 'n', labels: {} } });
+  assert.equal(desired.routes.size, 0);
+  assert.deepEqual(desired.attributes.get('bgp/i/r'), [
+    // Union of communities (4259840001 = 65000:1), the highest local preference.
+    { prefixes: ['2001:db8::10/128', '203.0.113.10/32'], communities: [[65000, 1], [65000, 100], [65535, 65281]], largeCommunities: [[65000, 1, 2]], localPreference: 200 },
+  ]);
+  const { peers } = birdPeers(snapshot, { name: 'n', labels: {} }, [], desired.attributes);
+  const conf = renderBirdConfig({ name: 'bird', peers, routerId: '192.0.2.2' });
+  const parsed = birdParses(conf);
+  assert.ok(parsed.ok, `${parsed.output}\n${conf}`);
+  assert.match(conf, /if net ~ \[ 203\.0\.113\.10\/32 \] then \{ bgp_community\.add\(\(65000, 1\)\); bgp_community\.add\(\(65000, 100\)\); bgp_community\.add\(\(65535, 65281\)\); bgp_large_community\.add\(\(65000, 1, 2\)\); bgp_local_pref = 200; \}/);
+  assert.match(conf, /ipv6 \{[^]*if net ~ \[ 2001:db8::10\/128 \] then/);
+  assert.doesNotMatch(conf, /203\.0\.113\.11/, 'the plain service carries no attributes');
 });

@@ -155,8 +155,6 @@ spec:
     'spec.families[0]',
     'spec.advertisements[0].advertisementType',
     'spec.advertisements[1].service.addresses',
-    'spec.advertisements[1].attributes.communities',
-    'spec.advertisements[1].attributes.localPreference',
   ]);
   assert.match(load.warnings[1]!.message, /address family l2vpn\/evpn is not implemented by herald yet/);
 });

@@ -58,7 +58,7 @@ export class BgpControlPlane {
     this.lastInputs = inputs;
     const desired = computeBgpDesired(inputs);
     const routes = [...desired.routes.values()];
-    const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node, routes);
+    const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node, routes, desired.attributes);
     const warnings = [...desired.warnings, ...skipped];
     for (const w of warnings) {
       const key = `${w.peer}\u0000${w.message}`;

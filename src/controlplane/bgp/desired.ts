@@ -27,6 +27,7 @@
 import { familyOf } from '../../core/addr.js';
 import { healthKey } from '../health/targets.js';
 import type { BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
+import type { AttributeGroup } from '../../datapath/tables/bird-config.js';
 import { isUnicastIp, type BgpAdvertisementManifest } from '../../intent/bgp.js';
 import { endpointReady, sliceService } from '../../intent/endpoint-slice.js';
 import type { NodeIdentity } from '../../intent/node-labels.js';
@@ -53,6 +54,8 @@ export interface BgpPolicyWarning {
 
 export interface BgpDesired {
   readonly routes: ReadonlyMap<string, BgpRouteRow>;
+  /** Per peer id: the attribute groups of its selected IPs (peers without attributes absent). */
+  readonly attributes: ReadonlyMap<string, readonly AttributeGroup[]>;
   readonly withheld: readonly Withheld[];
   readonly warnings: readonly BgpPolicyWarning[];
 }
@@ -70,9 +73,17 @@ const sorted = (s: Iterable<string>): string[] => [...s].sort();
 const byKey = <V>(m: ReadonlyMap<string, V>): [string, V][] => [...m].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 
 /** The service IPs each peer family selects on this node: ip → {services, peers}. */
-function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<string, { services: Set<string>; peers: Set<string> }> {
+type Attributes = NonNullable<BgpAdvertisementManifest['spec']['advertisements'][number]['attributes']>;
+interface Selection {
+  services: Set<string>;
+  peers: Set<string>;
+  /** peer id → the attributes of every advertisement entry that selected this IP for it. */
+  attributes: Map<string, Attributes[]>;
+}
+
+function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<string, Selection> {
   const { snapshot, node } = input;
-  const out = new Map<string, { services: Set<string>; peers: Set<string> }>();
+  const out = new Map<string, Selection>();
   for (const [configName, config] of byKey(snapshot.bgpClusterConfigs)) {
     if (!matchesSelector(config.spec.nodeSelector, node.labels)) continue;
     for (const instance of config.spec.bgpInstances) {
@@ -91,12 +102,13 @@ function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<
           for (const [, advert] of byKey(snapshot.bgpAdvertisements)) {
             if (!matchesSelector(family.advertisements, advert.metadata.labels)) continue;
             for (const [svcKey, svc] of byKey(snapshot.services)) {
-              for (const ip of advertisedIps(advert, svc, input.ingress.get(svcKey) ?? [])) {
+              for (const [ip, attrs] of advertisedIps(advert, svc, input.ingress.get(svcKey) ?? [])) {
                 if (familyOf(ip) !== ipFamily) continue;
                 let e = out.get(ip);
-                if (!e) out.set(ip, (e = { services: new Set(), peers: new Set() }));
+                if (!e) out.set(ip, (e = { services: new Set(), peers: new Set(), attributes: new Map() }));
                 e.services.add(svcKey);
                 e.peers.add(peerId);
+                if (attrs.length > 0) e.attributes.set(peerId, [...(e.attributes.get(peerId) ?? []), ...attrs]);
               }
             }
           }
@@ -107,19 +119,87 @@ function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<
   return out;
 }
 
-/** The IPs of `svc` that one CiliumBGPAdvertisement object selects. */
-function advertisedIps(advert: BgpAdvertisementManifest, svc: ServiceManifest, ingress: readonly string[]): Set<string> {
-  const ips = new Set<string>();
+/** The IPs of `svc` that one CiliumBGPAdvertisement object selects, with the attributes of the entries that selected each. */
+function advertisedIps(advert: BgpAdvertisementManifest, svc: ServiceManifest, ingress: readonly string[]): Map<string, Attributes[]> {
+  const ips = new Map<string, Attributes[]>();
+  const add = (ip: string, attrs: Attributes | undefined) => {
+    const list = ips.get(ip) ?? [];
+    if (attrs !== undefined) list.push(attrs);
+    ips.set(ip, list);
+  };
   for (const a of advert.spec.advertisements) {
     if (a.advertisementType !== 'Service' || a.service === undefined || a.selector === undefined) continue;
     if (!matchesSelector(a.selector, serviceSelectorLabels(svc))) continue;
     const cls = svc.spec.loadBalancerClass;
     if (a.service.addresses.includes('LoadBalancerIP') && svc.spec.type === 'LoadBalancer' && (cls === undefined || cls === BGP_CONTROL_PLANE_CLASS)) {
-      for (const ip of ingress) ips.add(ip);
+      for (const ip of ingress) add(ip, a.attributes);
     }
-    if (a.service.addresses.includes('ExternalIP')) for (const ip of svc.spec.externalIPs) ips.add(ip);
+    if (a.service.addresses.includes('ExternalIP')) for (const ip of svc.spec.externalIPs) add(ip, a.attributes);
   }
   return ips;
+}
+
+/** RFC 1997 / RFC 7999 / RFC 8326 values of the well-known communities Cilium names. */
+const WELL_KNOWN: Readonly<Record<string, number>> = {
+  internet: 0x00000000,
+  'planned-shut': 0xffff0000,
+  'accept-own': 0xffff0001,
+  'route-filter-translated-v4': 0xffff0002,
+  'route-filter-v4': 0xffff0003,
+  'route-filter-translated-v6': 0xffff0004,
+  'route-filter-v6': 0xffff0005,
+  'llgr-stale': 0xffff0006,
+  'no-llgr': 0xffff0007,
+  blackhole: 0xffff029a,
+  'no-export': 0xffffff01,
+  'no-advertise': 0xffffff02,
+  'no-export-subconfed': 0xffffff03,
+  'no-peer': 0xffffff04,
+};
+
+const split32 = (n: number): [number, number] => [Math.floor(n / 65536), n % 65536];
+
+/**
+ * Several advertisement entries selecting one IP for one peer: communities
+ * are the union, local preference the highest (the most preferred wins).
+ */
+function mergeAttributes(list: readonly Attributes[]): Omit<AttributeGroup, 'prefixes'> {
+  const std = new Map<string, [number, number]>();
+  const large = new Map<string, [number, number, number]>();
+  let localPreference: number | undefined;
+  for (const a of list) {
+    for (const s of a.communities?.standard ?? []) {
+      const v = s.includes(':') ? (s.split(':').map(Number) as [number, number]) : split32(Number(s));
+      std.set(v.join(':'), v);
+    }
+    for (const w of a.communities?.wellKnown ?? []) {
+      const v = split32(WELL_KNOWN[w]!);
+      std.set(v.join(':'), v);
+    }
+    for (const l of a.communities?.large ?? []) {
+      const v = l.split(':').map(Number) as [number, number, number];
+      large.set(v.join(':'), v);
+    }
+    if (a.localPreference !== undefined) localPreference = Math.max(localPreference ?? 0, a.localPreference);
+  }
+  const byValue = <T extends readonly number[]>(m: Map<string, T>) => [...m.values()].sort((x, y) => x.reduce((d, v, i) => d || v - y[i]!, 0));
+  return { communities: byValue(std), largeCommunities: byValue(large), ...(localPreference !== undefined ? { localPreference } : {}) };
+}
+
+/** Per peer, its selected IPs grouped by identical merged attributes. */
+function attributeGroups(selected: ReadonlyMap<string, Selection>): Map<string, AttributeGroup[]> {
+  const perPeer = new Map<string, Map<string, { attrs: Omit<AttributeGroup, 'prefixes'>; prefixes: string[] }>>();
+  for (const [ip, sel] of [...selected].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    for (const [peer, list] of sel.attributes) {
+      const attrs = mergeAttributes(list);
+      if (attrs.communities.length === 0 && attrs.largeCommunities.length === 0 && attrs.localPreference === undefined) continue;
+      const key = JSON.stringify(attrs);
+      const groups = perPeer.get(peer) ?? perPeer.set(peer, new Map()).get(peer)!;
+      const g = groups.get(key) ?? groups.set(key, { attrs, prefixes: [] }).get(key)!;
+      g.prefixes.push(`${ip}/${familyOf(ip) === 'IPv4' ? 32 : 128}`);
+    }
+  }
+  return new Map([...perPeer].map(([peer, groups]) => [peer, [...groups.values()].map((g) => ({ prefixes: g.prefixes, ...g.attrs }))]));
 }
 
 /** Ready backend addresses per service: local (on this node) and all. */
@@ -168,5 +248,5 @@ export function computeBgpDesired(input: BgpDesiredInput): BgpDesired {
     const prefix = `${ip}/${family === 'IPv4' ? 32 : 128}`;
     routes.set(prefix, { ip, prefix, nextHops: sorted(hops), services: sorted(sel.services), peers: sorted(sel.peers) });
   }
-  return { routes, withheld, warnings };
+  return { routes, withheld, warnings, attributes: attributeGroups(selected) };
 }

@@ -6,7 +6,7 @@
  */
 import { familyOf } from '../../core/addr.js';
 import type { BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
-import type { BirdPeer } from '../../datapath/tables/bird-config.js';
+import type { AttributeGroup, BirdPeer } from '../../datapath/tables/bird-config.js';
 import { bgpTimerDefaults, isUnicastIp } from '../../intent/bgp.js';
 import type { NodeIdentity } from '../../intent/node-labels.js';
 import { matchesSelector } from '../../intent/selector.js';
@@ -19,7 +19,12 @@ export interface SkippedPeer {
 
 const afiOf = (prefix: string): 'ipv4' | 'ipv6' => (familyOf(prefix.split('/')[0] ?? '') === 'IPv6' ? 'ipv6' : 'ipv4');
 
-export function birdPeers(snapshot: IntentSnapshot, node: NodeIdentity, routes: readonly BgpRouteRow[] = []): { peers: BirdPeer[]; skipped: SkippedPeer[] } {
+export function birdPeers(
+  snapshot: IntentSnapshot,
+  node: NodeIdentity,
+  routes: readonly BgpRouteRow[] = [],
+  attributes: ReadonlyMap<string, readonly AttributeGroup[]> = new Map(),
+): { peers: BirdPeer[]; skipped: SkippedPeer[] } {
   const peers: BirdPeer[] = [];
   const skipped: SkippedPeer[] = [];
   const override = snapshot.bgpNodeOverrides.get(node.name);
@@ -59,6 +64,7 @@ export function birdPeers(snapshot: IntentSnapshot, node: NodeIdentity, routes: 
           connectRetrySeconds: pc?.spec.timers.connectRetryTimeSeconds ?? bgpTimerDefaults.connectRetryTimeSeconds,
           multihop: pc?.spec.ebgpMultihop ?? 1,
           families,
+          ...(attributes.has(id) ? { attributes: attributes.get(id)! } : {}),
           ...(pc?.spec.gracefulRestart?.enabled ? { gracefulRestart: { restartSeconds: pc.spec.gracefulRestart.restartTimeSeconds } } : {}),
           ...(own.length !== ofFamilies.length ? { prefixes: own } : {}),
         });

@@ -77,7 +77,23 @@ export function renderBirdConfig(row: BirdConfigRow): string {
       const bits = fam === 'ipv4' ? 32 : 128;
       const mine = (p.prefixes ?? []).map(hostPrefix).filter((x) => x.endsWith(`/${bits}`));
       const set = p.prefixes === undefined ? '' : mine.length > 0 ? ` && net ~ [ ${mine.join(', ')} ]` : ' && false';
-      lines.push(`  ${fam} { import none; next hop self; export where source = RTS_INHERIT && krt_source = ${proto}${set}; };`);
+      const accept = `source = RTS_INHERIT && krt_source = ${proto}${set}`;
+      const groups = (p.attributes ?? []).map((g) => ({ ...g, prefixes: g.prefixes.map(hostPrefix).filter((x) => x.endsWith(`/${bits}`)) })).filter((g) => g.prefixes.length > 0);
+      if (groups.length === 0) {
+        lines.push(`  ${fam} { import none; next hop self; export where ${accept}; };`);
+        continue;
+      }
+      // Path attributes per group of prefixes (the sets follow the selection, not readiness: no reload per readiness change).
+      lines.push(`  ${fam} {`, '    import none;', '    next hop self;', '    export filter {', `      if !(${accept}) then reject;`);
+      for (const g of groups) {
+        const actions = [
+          ...g.communities.map(([a, b]) => `bgp_community.add((${int(a, 0, 65535, 'community')}, ${int(b, 0, 65535, 'community')}));`),
+          ...g.largeCommunities.map(([a, b, c]) => `bgp_large_community.add((${int(a, 0, 4294967295, 'large community')}, ${int(b, 0, 4294967295, 'large community')}, ${int(c, 0, 4294967295, 'large community')}));`),
+          ...(g.localPreference !== undefined ? [`bgp_local_pref = ${int(g.localPreference, 0, 4294967295, 'local preference')};`] : []),
+        ];
+        lines.push(`      if net ~ [ ${g.prefixes.join(', ')} ] then { ${actions.join(' ')} }`);
+      }
+      lines.push('      accept;', '    };', '  };');
     }
     lines.push('}', '');
   }

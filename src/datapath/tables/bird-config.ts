@@ -11,6 +11,20 @@ export interface BfdOptions {
   readonly multiplier: number;
 }
 
+/**
+ * Path attributes some of a peer's routes carry (CiliumBGPAdvertisement
+ * `attributes`), one group per identical set. Computed from the selection,
+ * not from readiness, so a readiness change never rewrites bird.conf.
+ */
+export interface AttributeGroup {
+  /** Host prefixes (ip/32, ip/128) of the IPs this set applies to. */
+  readonly prefixes: readonly string[];
+  /** Standard communities as [high 16 bits, low 16 bits] (well-known names resolved). */
+  readonly communities: readonly (readonly [number, number])[];
+  readonly largeCommunities: readonly (readonly [number, number, number])[];
+  readonly localPreference?: number;
+}
+
 export interface BirdPeer {
   /** "clusterConfig/instance/peer". */
   readonly id: string;
@@ -35,6 +49,8 @@ export interface BirdPeer {
    * BIRD restart. Unset = off: a stop withdraws at once.
    */
   readonly gracefulRestart?: { readonly restartSeconds: number };
+  /** Communities / local preference set on export, per group of prefixes; unset = none. */
+  readonly attributes?: readonly AttributeGroup[];
   /**
    * Unset: every herald route of its families (the filter matches the routes'
    * protocol only, so a route change needs no reload). Set: only these
