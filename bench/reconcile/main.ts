@@ -5,7 +5,9 @@
  *   over N rows (nothing to do), and one that repairs 10% missing entries
  * against the real pinned BPF map, inside a lab node.
  *
- *   node --import tsx bench/reconcile/main.ts [--samples 1000] [--sizes 10000,60000] [--json]
+ *   node --import tsx bench/reconcile/main.ts [--samples 1000] [--sizes 10000,60000] [--json] [--prof DIR] [--per-row]
+ *
+ * --per-row: the reconciler's row-by-row path (the ops' batch calls disabled), for comparison.
  */
 import { fileURLToPath } from 'node:url';
 import { Lab } from '../../lab/lab.js';
@@ -20,7 +22,7 @@ const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 const lab = Lab.create({ nodes: 1, tag: 'br' });
 try {
   const node = lab.nodes[0]!;
-  const r = node.exec(process.execPath, ['--import', 'tsx', WORKER, node.pinDir, opt('samples', '1000'), opt('sizes', '10000,60000')]);
+  const r = node.exec(process.execPath, ['--import', 'tsx', WORKER, node.pinDir, opt('samples', '1000'), opt('sizes', '10000,60000'), opt('prof', ''), args.includes('--per-row') ? 'per-row' : 'batch']);
   if (r.code !== 0) throw new Error(r.stderr);
   const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
     latency: { samples: number; medianUs: number; p99Us: number; maxUs: number };
