@@ -85,6 +85,27 @@ function contract(name: string, make: () => { map: ResponderMap; bump?: (ip: str
       }
     });
 
+    test('batches large enough to read the whole map compare keys exactly (small and huge ifindexes, same address)', () => {
+      const { map, close } = make();
+      try {
+        // Same addresses on ifindex 3 and on 0x300000 (beyond the numeric fast path): distinct keys.
+        const keys = Array.from({ length: DUMP_MIN_KEYS }, (_, i) => ({ ip: `198.51.100.${i % 2}`, ifindex: i < 2 ? 3 : i < 4 ? 0x300000 : 3 }));
+        const uniq = keys.slice(0, 4);
+        map.create(uniq[1]!);
+        const padded = [...uniq, ...keys.slice(4)];
+        const out = map.createMany(padded);
+        assert.deepEqual(out.slice(0, 4), [true, false, true, true]);
+        assert.ok(out.slice(4).every((o) => o === false), 'repeats of keys already there');
+        assert.equal(map.keys().length, 4);
+        assert.deepEqual(
+          map.keysNotIn([...keys.slice(4), uniq[2]!]).map((k) => `${k.ip}@${k.ifindex}`).sort(),
+          [`198.51.100.1@${0x300000}`],
+        );
+      } finally {
+        close();
+      }
+    });
+
     for (const n of [CAPACITY + 2, DUMP_MIN_KEYS + 10]) {
       test(`createMany of ${n} keys into a map of ${CAPACITY}: the keys that fit go in, each other key gets HERALD_BPF_MAP_FULL`, () => {
         const { map, close } = make();

@@ -81,10 +81,17 @@ export class BpfResponderMap implements ResponderMap {
       });
       const present = idx.length >= DUMP_MIN_KEYS ? presentKeys(map) : undefined;
       const missing: number[] = [];
+      const writing = new Set<number | string>(); // a key twice in one batch is created once (the second is "already there")
       for (let j = 0; j < idx.length; j++) {
         const e = bad.get(j);
-        if (e) out[idx[j]!] = e;
-        else if (present ? !present.has(encoded.toString('latin1', j * ks, (j + 1) * ks)) : !this.has(keys[idx[j]!]!)) missing.push(j);
+        if (e) {
+          out[idx[j]!] = e;
+          continue;
+        }
+        const id = rawKeyId(encoded, j * ks, ks);
+        if (writing.has(id) || (present ? present.has(id) : this.has(keys[idx[j]!]!))) continue;
+        writing.add(id);
+        missing.push(j);
       }
       if (missing.length === 0) continue;
       const toWrite = Buffer.alloc(ks * missing.length);
@@ -105,15 +112,14 @@ export class BpfResponderMap implements ResponderMap {
       if (!map) continue;
       const ks = map.keySize;
       const buf = Buffer.alloc(ks);
-      const want = new Set<string>();
+      const want = new Set<number | string>();
       for (const i of idx) {
         map.writeKey(wanted[i]!, buf, 0);
-        want.add(buf.toString('latin1'));
+        want.add(rawKeyId(buf, 0, ks));
       }
       map.forEachBatch((b) => {
         for (let i = 0; i < b.count; i++) {
-          const raw = b.keys.toString('latin1', i * ks, (i + 1) * ks);
-          if (!want.has(raw)) out.push(map.decodeKey(Buffer.from(raw, 'latin1')));
+          if (!want.has(rawKeyId(b.keys, i * ks, ks))) out.push(map.decodeKey(Buffer.from(b.keys.subarray(i * ks, (i + 1) * ks))));
         }
       });
     }
@@ -154,11 +160,25 @@ export class BpfResponderMap implements ResponderMap {
   }
 }
 
-/** Every key of `map` as its raw bytes (latin1), read in batches. */
-function presentKeys(map: FamilyMap): Set<string> {
-  const present = new Set<string>();
+/**
+ * A raw key as a Set member: an IPv4 key (4 address bytes + a u32 ifindex
+ * below 2^21) as one exact number — no string per key in the hot loops —
+ * anything else as its bytes in a latin1 string. The same bytes always give
+ * the same id, so both sides of a comparison agree.
+ */
+function rawKeyId(buf: Buffer, offset: number, keySize: number): number | string {
+  if (keySize === 8) {
+    const ifindex = buf.readUInt32LE(offset + 4);
+    if (ifindex < 0x200000) return buf.readUInt32BE(offset) * 0x200000 + ifindex;
+  }
+  return buf.toString('latin1', offset, offset + keySize);
+}
+
+/** Every key of `map` by its rawKeyId, read in batches. */
+function presentKeys(map: FamilyMap): Set<number | string> {
+  const present = new Set<number | string>();
   map.forEachBatch((b) => {
-    for (let i = 0; i < b.count; i++) present.add(b.keys.toString('latin1', i * b.keySize, (i + 1) * b.keySize));
+    for (let i = 0; i < b.count; i++) present.add(rawKeyId(b.keys, i * b.keySize, b.keySize));
   });
   return present;
 }
