@@ -80,32 +80,43 @@ const stopProfile = async (name: string) => {
 };
 
 // 2. Bulk: N rows in one transaction until all are in the map, then a full pass over them.
-const bulk: Array<{ rows: number; applyMs: number; fullMs: number; pruneOnlyMs: number }> = [];
+const bulk: Array<{ rows: number; applyMs: number; fullMs: number; pruneOnlyMs: number; applyCpuMs: number; fullCpuMs: number; repairCpuMs: number }> = [];
+/** CPU time of this process (user + system) since `from`: unlike wall time, not inflated by other load on the machine. */
+const cpuMs = (from: NodeJS.CpuUsage) => {
+  const d = process.cpuUsage(from);
+  return (d.user + d.system) / 1000;
+};
 for (const n of sizes) {
   await startProfile();
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   db.update([l2AnnounceTable], (t) => {
     for (let i = 0; i < n; i++) t.insert(l2AnnounceTable, { ip: ip(i), iface: 'eth0', origins: ['bench'] });
   });
   await waitUntil(() => agent.reconciler.health()!.lastPartial?.rows === n && agent.datapath.map.has({ ip: ip(n - 1), ifindex: idx }));
   const applyMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const applyCpuMs = cpuMs(c0);
   await stopProfile(`${n}-apply`);
   const before = agent.reconciler.health()!.fullRounds;
   await startProfile();
+  const c1 = process.cpuUsage();
   agent.reconciler.triggerFull();
   await waitUntil(() => agent.reconciler.health()!.fullRounds > before);
+  const fullCpuMs = cpuMs(c1);
   await stopProfile(`${n}-full`);
   const fullMs = agent.reconciler.health()!.lastFull!.durationMs;
   // A full pass that finds 10% of the entries missing (e.g. removed behind our back) and repairs them.
   for (let i = 0; i < n; i += 10) agent.datapath.map.delete({ ip: ip(i), ifindex: idx });
   const before2 = agent.reconciler.health()!.fullRounds;
   await startProfile();
+  const c2 = process.cpuUsage();
   agent.reconciler.triggerFull();
   await waitUntil(() => agent.reconciler.health()!.fullRounds > before2);
+  const repairCpuMs = cpuMs(c2);
   await stopProfile(`${n}-repair`);
   const repairMs = agent.reconciler.health()!.lastFull!.durationMs;
   if (agent.datapath.map.keys().length !== n) throw new Error('full reconciliation did not repair the map');
-  bulk.push({ rows: n, applyMs, fullMs, pruneOnlyMs: repairMs });
+  bulk.push({ rows: n, applyMs, fullMs, pruneOnlyMs: repairMs, applyCpuMs, fullCpuMs, repairCpuMs });
   db.update([l2AnnounceTable], (t) => t.deleteAll(l2AnnounceTable));
   await waitUntil(() => agent.datapath.map.keys().length === 0);
 }
