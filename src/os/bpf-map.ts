@@ -166,7 +166,11 @@ export class BpfMap<K, V> implements Disposable {
    * bpf_map_lookup_batch call per batch (instead of two syscalls per entry).
    * Entries written or deleted during the walk may or may not be seen, as
    * with a key-by-key walk. Map types without batch support fall back to
-   * get_next_key + lookup.
+   * get_next_key + lookup. For hash maps the resume point is the next hash
+   * bucket, so deleting the keys of a batch from inside `fn` (e.g. a GC:
+   * collect expired keys, deleteBatchRaw them) does not disturb the walk.
+   * Per-CPU maps are not supported (their values are value_size × CPUs),
+   * as everywhere in this class.
    */
   forEachBatch(fn: (batch: RawBatch) => void, batchSize = defaultBatchSize): void {
     this.assertOpen();
