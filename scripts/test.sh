@@ -22,6 +22,7 @@ unit_tests=(
   test/os/links.test.ts
   test/core/reconciler/settled.test.ts
   test/core/reconciler/row-status.test.ts
+  test/core/reconciler/batch.test.ts
   test/core/trigger.test.ts
   test/core/jobs.test.ts
   test/intent/annotations.test.ts

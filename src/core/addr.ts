@@ -83,7 +83,44 @@ export function familyOf(text: string): IpFamily | undefined {
 }
 
 export function isIpv4(text: string): boolean {
-  return DOTTED_QUAD.test(text) && ipaddr.IPv4.isValid(text);
+  return readCanonicalIpv4(text, undefined, 0) || (DOTTED_QUAD.test(text) && ipaddr.IPv4.isValid(text));
+}
+
+/**
+ * Fast path for the hot loops (map keys by the ten thousand): when `text` is
+ * a canonical dotted quad (four decimals 0–255 without leading zeros), writes
+ * its 4 bytes at `offset` of `out` (if given) and returns true; anything else
+ * returns false and the caller takes the full parser.
+ */
+export function readCanonicalIpv4(text: string, out: Uint8Array | undefined, offset: number): boolean {
+  const len = text.length;
+  if (len < 7 || len > 15) return false;
+  let part = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i <= len; i++) {
+    const c = i < len ? text.charCodeAt(i) : 46; // a virtual '.' closes the last part
+    if (c === 46) {
+      if (digits === 0 || part > 3) return false;
+      if (out) out[offset + part] = value;
+      part++;
+      value = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57) {
+      if (digits > 0 && value === 0) return false; // a leading zero
+      value = value * 10 + (c - 48);
+      if (value > 255) return false;
+      digits++;
+    } else {
+      return false;
+    }
+  }
+  return part === 4;
+}
+
+/** The dotted quad of 4 bytes at `offset` (the canonical text, as formatIpBytes gives it). */
+export function formatIpv4At(b: Uint8Array, offset: number): string {
+  return `${b[offset]}.${b[offset + 1]}.${b[offset + 2]}.${b[offset + 3]}`;
 }
 
 /** Why `text` is not an IP address, precisely enough to fix it; `undefined` if it is one. */

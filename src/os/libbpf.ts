@@ -39,6 +39,14 @@ export interface Libbpf {
   mapLookupElem(fd: number, key: Buffer, value: Buffer): number;
   mapDeleteElem(fd: number, key: Buffer): number;
   mapGetNextKey(fd: number, key: Buffer | null, nextKey: Buffer): number;
+  /**
+   * Batch calls (kernel ≥ 5.6 for hash maps). `count` is in/out: elements
+   * offered, then elements processed (also on error: the element at that
+   * index is the one that failed).
+   */
+  mapLookupBatch(fd: number, inBatch: Buffer | null, outBatch: Buffer, keys: Buffer, values: Buffer, count: number[], opts: BatchOpts): number;
+  mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number[], opts: BatchOpts): number;
+  mapDeleteBatch(fd: number, keys: Buffer, count: number[], opts: BatchOpts): number;
   objGet(path: string): number;
   objGetInfoByFd(fd: number, info: MapInfo, len: number[]): number;
   close(fd: number): number;
@@ -47,7 +55,14 @@ export interface Libbpf {
   ifIndexToName(ifindex: number): string | undefined;
   errno(): number;
   koffi: typeof koffi;
-  types: { tcHook: TypeObject; tcOpts: TypeObject; mapInfo: TypeObject };
+  types: { tcHook: TypeObject; tcOpts: TypeObject; mapInfo: TypeObject; batchOpts: TypeObject };
+}
+
+/** struct bpf_map_batch_opts (24 bytes): elem_flags as for bpf_map_update_elem. */
+export interface BatchOpts {
+  sz: number;
+  elem_flags: bigint;
+  flags: bigint;
 }
 
 export interface TcHook {
@@ -98,6 +113,7 @@ export function libbpf(): Libbpf {
     handle: 'uint32_t',
     priority: 'uint32_t',
   });
+  const batchOpts = koffi.struct('bpf_map_batch_opts', { sz: 'size_t', elem_flags: 'uint64_t', flags: 'uint64_t' });
   // Prefix of struct bpf_map_info; the kernel fills only what fits in `len`.
   const mapInfo = koffi.struct('bpf_map_info_prefix', {
     type: 'uint32_t',
@@ -129,6 +145,11 @@ export function libbpf(): Libbpf {
     lookup: lib.func('int bpf_map_lookup_elem(int fd, const void *key, void *value)'),
     del: lib.func('int bpf_map_delete_elem(int fd, const void *key)'),
     nextKey: lib.func('int bpf_map_get_next_key(int fd, const void *key, void *next_key)'),
+    lookupBatch: lib.func(
+      'int bpf_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, _Inout_ uint32_t *count, const bpf_map_batch_opts *opts)',
+    ),
+    updateBatch: lib.func('int bpf_map_update_batch(int fd, const void *keys, const void *values, _Inout_ uint32_t *count, const bpf_map_batch_opts *opts)'),
+    deleteBatch: lib.func('int bpf_map_delete_batch(int fd, const void *keys, _Inout_ uint32_t *count, const bpf_map_batch_opts *opts)'),
     objGet: lib.func('int bpf_obj_get(const char *pathname)'),
     info: lib.func('int bpf_obj_get_info_by_fd(int fd, _Inout_ bpf_map_info_prefix *info, _Inout_ uint32_t *len)'),
     close: libc.func('int close(int fd)'),
@@ -160,6 +181,9 @@ export function libbpf(): Libbpf {
     mapLookupElem: (fd, key, value) => f.lookup(fd, key, value),
     mapDeleteElem: (fd, key) => f.del(fd, key),
     mapGetNextKey: (fd, key, next) => f.nextKey(fd, key, next),
+    mapLookupBatch: (fd, inBatch, outBatch, keys, values, count, opts) => f.lookupBatch(fd, inBatch, outBatch, keys, values, count, opts),
+    mapUpdateBatch: (fd, keys, values, count, opts) => f.updateBatch(fd, keys, values, count, opts),
+    mapDeleteBatch: (fd, keys, count, opts) => f.deleteBatch(fd, keys, count, opts),
     objGet: (path) => f.objGet(path),
     objGetInfoByFd: (fd, info, len) => f.info(fd, info, len),
     close: (fd) => f.close(fd),
@@ -172,7 +196,7 @@ export function libbpf(): Libbpf {
     },
     errno: () => koffi.errno(),
     koffi,
-    types: { tcHook, tcOpts, mapInfo },
+    types: { tcHook, tcOpts, mapInfo, batchOpts },
   };
   return cached;
 }
@@ -244,6 +268,16 @@ export const ERRNO = {
   },
   get ENOSPC() {
     return koffi.os.errno.ENOSPC as number;
+  },
+  get EINVAL() {
+    return koffi.os.errno.EINVAL as number;
+  },
+  /** The kernel's internal ENOTSUPP (524), which batch calls on unsupported map types return. */
+  get ENOTSUPP() {
+    return 524;
+  },
+  get EOPNOTSUPP() {
+    return koffi.os.errno.EOPNOTSUPP as number;
   },
   get EAGAIN() {
     return koffi.os.errno.EAGAIN as number;

@@ -287,3 +287,40 @@ test('periodic full reconciliation repairs entries removed behind the agent\'s b
   assert.deepEqual(s.keys(), ['198.51.100.28@2']);
   assert.ok(s.reconciler.health().fullRounds >= 2);
 });
+
+test('a bulk transaction goes through the batch path: one entry and one burst per row, a row on a missing interface gets its own error, IPv6 rows join their groups', async () => {
+  const s = setup();
+  const v4 = Array.from({ length: 40 }, (_, i) => `198.51.100.${i + 1}`);
+  s.db.update([l2AnnounceTable], (t) => {
+    for (const ip of v4) t.insert(l2AnnounceTable, withOrigin(undefined, ip, 'eth0', 'svc:a'));
+    t.insert(l2AnnounceTable, withOrigin(undefined, '2001:db8::7', 'eth1', 'svc:a'));
+    t.insert(l2AnnounceTable, withOrigin(undefined, '198.51.100.200', 'nosuch0', 'svc:a'));
+  });
+  await s.settle();
+  assert.equal(s.keys().length, 41);
+  assert.equal(s.reconciler.status(l2AnnounceKey('198.51.100.200', 'nosuch0'))?.kind, 'error');
+  assert.match(s.reconciler.status(l2AnnounceKey('198.51.100.200', 'nosuch0'))?.error ?? '', /HERALD_LINK_NOT_FOUND|does not exist/);
+  assert.equal(s.reconciler.status(l2AnnounceKey('198.51.100.1', 'eth0'))?.kind, 'done');
+  assert.equal(s.reconciler.status(l2AnnounceKey('2001:db8::7', 'eth1'))?.kind, 'done');
+  assert.equal(s.groups.held().get(`${s.eth1.ifindex}|${solicitedNodeMac('2001:db8::7')}`), 1, 'the IPv6 entry joined its solicited-node group');
+  const bursts = new Map<string, number>();
+  for (const f of s.sender.frames) bursts.set(f.ip, (bursts.get(f.ip) ?? 0) + 1);
+  assert.equal(bursts.size, 41, 'every new entry is announced');
+  assert.ok(v4.every((ip) => bursts.get(ip) === bursts.get('198.51.100.1')), 'each once (the same burst length)');
+
+  // A full pass over an in-sync map announces nothing and changes nothing.
+  s.sender.frames = [];
+  const rounds = s.reconciler.health().fullRounds;
+  s.reconciler.triggerFull();
+  while (s.reconciler.health().fullRounds === rounds) await new Promise((r) => setImmediate(r));
+  assert.equal(s.keys().length, 41);
+  assert.deepEqual(s.sender.frames, []);
+  assert.equal(s.reconciler.health().lastFull?.errors, 1, 'only the row on the missing interface');
+
+  // A bulk delete withdraws every entry in one batch; the IPv6 group is left.
+  s.db.update([l2AnnounceTable], (t) => t.deleteAll(l2AnnounceTable));
+  await s.settle();
+  assert.deepEqual(s.keys(), []);
+  assert.equal(s.groups.held().size, 0);
+  assert.equal(s.reconciler.errors().length, 0);
+});

@@ -7,8 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { isHeraldError } from '../../src/core/errors.js';
+import { batchErrno } from '../../src/os/bpf-map.js';
 import { L2ResponderProgram } from '../../src/datapath/l2-responder/program.js';
-import { BpfResponderMap, FakeResponderMap, type ResponderMap } from '../../src/datapath/l2-responder/responder-map.js';
+import { BpfResponderMap, DUMP_MIN_KEYS, FakeResponderMap, type ResponderMap } from '../../src/datapath/l2-responder/responder-map.js';
 
 const CAPACITY = 4;
 
@@ -63,6 +64,73 @@ function contract(name: string, make: () => { map: ResponderMap; bump?: (ip: str
       }
     });
 
+    test('createMany / deleteMany: one outcome per key, in order, IPv4 and IPv6 mixed', () => {
+      const { map, close } = make();
+      try {
+        map.create({ ip: '198.51.100.2', ifindex: 3 });
+        const keys = [
+          { ip: '198.51.100.1', ifindex: 3 },
+          { ip: '2001:db8::1', ifindex: 3 },
+          { ip: '198.51.100.2', ifindex: 3 },
+          { ip: '198.51.100.3', ifindex: 3 },
+        ];
+        assert.deepEqual(map.createMany(keys), [true, true, false, true]);
+        assert.deepEqual(map.createMany(keys), [false, false, false, false]);
+        assert.deepEqual(map.keysNotIn([keys[0]!, keys[3]!]).map((k) => k.ip).sort(), ['198.51.100.2', '2001:db8::1']);
+        assert.deepEqual(map.deleteMany([keys[2]!, { ip: '198.51.100.9', ifindex: 3 }, keys[1]!]), [true, false, true]);
+        assert.deepEqual(map.keys().map((k) => k.ip).sort(), ['198.51.100.1', '198.51.100.3']);
+        assert.deepEqual(map.keysNotIn(keys), []);
+      } finally {
+        close();
+      }
+    });
+
+    test('batches large enough to read the whole map compare keys exactly (small and huge ifindexes, same address)', () => {
+      const { map, close } = make();
+      try {
+        // Same addresses on ifindex 3 and on 0x300000 (beyond the numeric fast path): distinct keys.
+        const keys = Array.from({ length: DUMP_MIN_KEYS }, (_, i) => ({ ip: `198.51.100.${i % 2}`, ifindex: i < 2 ? 3 : i < 4 ? 0x300000 : 3 }));
+        const uniq = keys.slice(0, 4);
+        map.create(uniq[1]!);
+        const padded = [...uniq, ...keys.slice(4)];
+        const out = map.createMany(padded);
+        assert.deepEqual(out.slice(0, 4), [true, false, true, true]);
+        assert.ok(out.slice(4).every((o) => o === false), 'repeats of keys already there');
+        assert.equal(map.keys().length, 4);
+        assert.deepEqual(
+          map.keysNotIn([...keys.slice(4), uniq[2]!]).map((k) => `${k.ip}@${k.ifindex}`).sort(),
+          [`198.51.100.1@${0x300000}`],
+        );
+      } finally {
+        close();
+      }
+    });
+
+    for (const n of [CAPACITY + 2, DUMP_MIN_KEYS + 10]) {
+      test(`createMany of ${n} keys into a map of ${CAPACITY}: the keys that fit go in, each other key gets HERALD_BPF_MAP_FULL`, () => {
+        const { map, close } = make();
+        try {
+          map.create({ ip: '198.51.101.0', ifindex: 3 }); // one already there
+          const keys = Array.from({ length: n }, (_, i) => ({ ip: `198.51.101.${i}`, ifindex: 3 }));
+          const out = map.createMany(keys);
+          assert.equal(out[0], false, 'the existing key: already there');
+          assert.equal(out.filter((o) => o === true).length, CAPACITY - 1);
+          const errors = out.filter((o) => o instanceof Error);
+          assert.equal(errors.length, n - CAPACITY);
+          assert.ok(errors.every((e) => isHeraldError(e, 'HERALD_BPF_MAP_FULL')), 'each failed key has its own error');
+          assert.equal(map.keys().length, CAPACITY);
+          for (const [i, o] of out.entries()) assert.equal(map.has(keys[i]!), !(o instanceof Error), `key ${i}: in the map unless it failed`);
+          // Freeing room lets the same batch finish: the outcome is per key, not per batch.
+          assert.equal(map.deleteMany(keys.slice(1, 3)).filter((d) => d === true).length, 2);
+          const again = map.createMany(keys);
+          assert.equal(again.filter((o) => o === true).length, 2);
+          assert.equal(map.keys().length, CAPACITY);
+        } finally {
+          close();
+        }
+      });
+    }
+
     test('a full map refuses a new key with HERALD_BPF_MAP_FULL and keeps the others', () => {
       const { map, close } = make();
       try {
@@ -101,3 +169,89 @@ contract(
   },
   realSkip,
 );
+
+describe('BpfMap batch calls (the general capability under the responder map)', { skip: realSkip }, () => {
+  const withMap = (fn: (program: L2ResponderProgram) => void) => {
+    const pinDir = `/sys/fs/bpf/herald/hlbt${randomBytes(3).toString('hex')}`;
+    try {
+      const program = L2ResponderProgram.load({ pinDir, responderMapSize: 1024 });
+      try {
+        fn(program);
+      } finally {
+        program.dispose();
+      }
+    } finally {
+      rmSync(pinDir, { recursive: true, force: true });
+    }
+  };
+  const key = (i: number) => ({ ip: `198.51.100.${i}`, ifindex: 7 });
+
+  test('forEachBatch visits every entry exactly once, whatever the batch size; keys() and entries() agree with the key-by-key walk', () => {
+    withMap((program) => {
+      const m = program.maps.responders.v4;
+      const written = m.updateMany(Array.from({ length: 200 }, (_, i) => [key(i), { replies: BigInt(i), conflicts: 0n }] as const));
+      assert.ok(written.every((r) => r === undefined));
+      for (const size of [1, 3, 64, 4096]) {
+        const seen: string[] = [];
+        m.forEachBatch((b) => {
+          assert.ok(b.count <= size || size < 4, 'a batch holds at most what was asked (a bucket may force more only after ENOSPC)');
+          for (let i = 0; i < b.count; i++) seen.push(b.keys.toString('hex', i * b.keySize, (i + 1) * b.keySize));
+        }, size);
+        assert.equal(seen.length, 200, `batch size ${size}`);
+        assert.equal(new Set(seen).size, 200, `batch size ${size}: no entry twice`);
+      }
+      const byKey = m.keysOneByOne().map((k) => k.ip).sort();
+      assert.deepEqual(m.keys().map((k) => k.ip).sort(), byKey);
+      const entries = m.entries();
+      assert.equal(entries.length, 200);
+      assert.ok(entries.every(([k, v]) => v.replies === BigInt(Number(k.ip.split('.')[3]))), 'each value with its key');
+    });
+  });
+
+  test('an empty map is walked without a batch', () => {
+    withMap((program) => {
+      let batches = 0;
+      program.maps.responders.v4.forEachBatch(() => batches++);
+      assert.equal(batches, 0);
+      assert.deepEqual(program.maps.responders.v4.keys(), []);
+    });
+  });
+
+  test('deleteMany: a missing key in the middle gets ENOENT and the keys after it are still deleted', () => {
+    withMap((program) => {
+      const m = program.maps.responders.v4;
+      m.updateMany([0, 1, 3, 4].map((i) => [key(i), { replies: 0n, conflicts: 0n }] as const));
+      const out = m.deleteMany([0, 1, 2, 3, 4].map(key));
+      assert.deepEqual(out.map((r) => (r === undefined ? 'ok' : batchErrno(r))), ['ok', 'ok', 'ENOENT', 'ok', 'ok']);
+      assert.deepEqual(m.keys(), []);
+    });
+  });
+
+  test('updateMany into a full map: the entries that fit are written, each other entry has HERALD_BPF_MAP_FULL', () => {
+    const pinDir = `/sys/fs/bpf/herald/hlbt${randomBytes(3).toString('hex')}`;
+    try {
+      const program = L2ResponderProgram.load({ pinDir, responderMapSize: 4 });
+      try {
+        const m = program.maps.responders.v4;
+        const out = m.updateMany([0, 1, 2, 3, 4, 5].map((i) => [key(i), { replies: 0n, conflicts: 0n }] as const));
+        assert.deepEqual(out.map((r) => (r === undefined ? 'ok' : r.code)), ['ok', 'ok', 'ok', 'ok', 'HERALD_BPF_MAP_FULL', 'HERALD_BPF_MAP_FULL']);
+        assert.equal(m.keys().length, 4);
+        // Replacing existing entries needs no room.
+        assert.ok(m.updateMany([0, 1].map((i) => [key(i), { replies: 5n, conflicts: 0n }] as const)).every((r) => r === undefined));
+        assert.equal(m.lookup(key(1))?.replies, 5n);
+      } finally {
+        program.dispose();
+      }
+    } finally {
+      rmSync(pinDir, { recursive: true, force: true });
+    }
+  });
+
+  test('buffers shorter than the count, or a batch size below 1, are refused before any syscall', () => {
+    withMap((program) => {
+      const m = program.maps.responders.v4;
+      assert.throws(() => m.updateBatchRaw(Buffer.alloc(8), Buffer.alloc(16), 2), (e) => isHeraldError(e, 'HERALD_BAD_ARGUMENT'));
+      assert.throws(() => m.forEachBatch(() => {}, 0), (e) => isHeraldError(e, 'HERALD_BAD_ARGUMENT'));
+    });
+  });
+});

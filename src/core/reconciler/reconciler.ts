@@ -48,7 +48,20 @@ export interface ReconcilerOps<Row> {
   delete(row: Row): void | Promise<void>;
   /** Removes from the target everything that `desired` does not hold. */
   prune(desired: readonly Row[]): void | Promise<void>;
+  /**
+   * Optional batch capability: update() for many rows at once (e.g. one
+   * syscall per thousands of map entries). Returns one outcome per row, in
+   * order: undefined when the row is in the target, else that row's error
+   * (recorded and retried for that row alone). If it throws, the reconciler
+   * falls back to update() row by row to attribute the error.
+   */
+  updateBatch?(rows: readonly Row[]): ReadonlyArray<unknown> | Promise<ReadonlyArray<unknown>>;
+  /** Optional: delete() for many rows at once, with the same contract as updateBatch. */
+  deleteBatch?(rows: readonly Row[]): ReadonlyArray<unknown> | Promise<ReadonlyArray<unknown>>;
 }
+
+/** Partial rounds with at least this many upserts (or deletes) use the ops' batch calls, when they have them. */
+export const BATCH_MIN_ROWS = 16;
 
 export interface ReconcilerConfig {
   /** Full reconciliation period (default 5 min, as Cilium). */
@@ -129,6 +142,12 @@ export class Reconciler<Row> implements Disposable {
   private readonly retries = new Map<string, Retry<Row>>();
   /** Status writes of this round, by key (null: remove the key's status); written with the progress in one txn. */
   private readonly statusWrites = new Map<string, StatusRow | null>();
+  /**
+   * The statuses this reconciler has stored (it is their only writer): an
+   * unchanged status is recognised here, without a read of the status table
+   * per row, and never rewritten.
+   */
+  private readonly stored = new Map<string, StatusRow>();
   /** Every change up to this table revision has been applied or has an error status (as published in reconcile-progress). */
   private appliedRevision = -1;
   private iterator: ChangeIterator<Row> | undefined;
@@ -262,8 +281,13 @@ export class Reconciler<Row> implements Disposable {
     this.deps.db.update([status, progress], (txn) => {
       for (const [key, row] of this.statusWrites) {
         const id = statusKey(this.deps.name, key);
-        if (row === null) txn.delete(status, id);
-        else if (!sameStatus(txn.get(status, id), row)) txn.insert(status, row);
+        if (row === null) {
+          txn.delete(status, id);
+          this.stored.delete(key);
+        } else {
+          txn.insert(status, row);
+          this.stored.set(key, row);
+        }
       }
       if (advance) {
         txn.insert(progress, { reconciler: this.deps.name, table: this.deps.table.name, revision, updatedAt: this.deps.clock.now() });
@@ -271,6 +295,24 @@ export class Reconciler<Row> implements Disposable {
     });
     this.statusWrites.clear();
     if (advance) this.appliedRevision = revision;
+  }
+
+  /** Records this round's status of `key` (null: none), dropping a write that would change nothing. */
+  private setStatus(key: string, row: StatusRow | null): void {
+    const stored = this.stored.get(key);
+    const same = row === null ? stored === undefined : stored !== undefined && sameStatus(stored, row);
+    if (same) this.statusWrites.delete(key);
+    else this.statusWrites.set(key, row);
+  }
+
+  /** setStatus(done) without building the row when the stored status already says so. */
+  private setDone(key: string, revision: number): void {
+    const stored = this.stored.get(key);
+    if (stored !== undefined && stored.kind === 'done' && stored.op === 'upsert' && stored.revision === revision) {
+      this.statusWrites.delete(key);
+      return;
+    }
+    this.statusWrites.set(key, { reconciler: this.deps.name, key, kind: 'done', op: 'upsert', revision, updatedAt: this.deps.clock.now() });
   }
 
   private kick(): void {
@@ -343,9 +385,19 @@ export class Reconciler<Row> implements Disposable {
   private async partial(changes: ReadonlyArray<{ kind: 'upsert' | 'delete'; key: string; row: Row; revision: number }>): Promise<void> {
     const started = this.deps.clock.now();
     let errors = 0;
-    for (const c of changes) {
-      this.retries.delete(c.key); // the newest change supersedes a pending retry
-      if (!(await this.apply(c.kind, c.key, c.row, c.revision, 0))) errors++;
+    const { ops } = this.deps;
+    const upserts = changes.filter((c) => c.kind === 'upsert');
+    if ((ops.updateBatch && upserts.length >= BATCH_MIN_ROWS) || (ops.deleteBatch && changes.length - upserts.length >= BATCH_MIN_ROWS)) {
+      // Each key appears once per round, so the order between keys is free: deletes first (they free room in a bounded target).
+      const deletes = changes.filter((c) => c.kind === 'delete');
+      for (const c of changes) this.retries.delete(c.key); // the newest change supersedes a pending retry
+      errors += await this.applyMany('delete', deletes.map((c) => c.key), deletes.map((c) => c.row), deletes.map((c) => c.revision));
+      errors += await this.applyMany('upsert', upserts.map((c) => c.key), upserts.map((c) => c.row), upserts.map((c) => c.revision));
+    } else {
+      for (const c of changes) {
+        this.retries.delete(c.key); // the newest change supersedes a pending retry
+        if (!(await this.apply(c.kind, c.key, c.row, c.revision, 0))) errors++;
+      }
     }
     this.stats.partialRounds++;
     this.stats.lastPartial = { at: started, durationMs: this.deps.clock.now() - started, ok: errors === 0, rows: changes.length, errors };
@@ -371,10 +423,10 @@ export class Reconciler<Row> implements Disposable {
     try {
       if (kind === 'upsert') {
         await this.deps.ops.update(row);
-        this.statusWrites.set(key, { reconciler: this.deps.name, key, kind: 'done', op: 'upsert', revision, updatedAt: this.deps.clock.now() });
+        this.setDone(key, revision);
       } else {
         await this.deps.ops.delete(row);
-        this.statusWrites.set(key, null);
+        this.setStatus(key, null);
       }
       return true;
     } catch (e) {
@@ -383,13 +435,48 @@ export class Reconciler<Row> implements Disposable {
     }
   }
 
+  /**
+   * Applies many changes of one kind: through the ops' batch call when it has
+   * one and there are enough of them, else row by row. Returns how many failed.
+   * A batch call that throws is retried row by row, so each error is a row's.
+   */
+  private async applyMany(kind: 'upsert' | 'delete', keys: readonly string[], rows: readonly Row[], revisions: readonly number[]): Promise<number> {
+    const batch = kind === 'upsert' ? this.deps.ops.updateBatch : this.deps.ops.deleteBatch;
+    let errors = 0;
+    let results: ReadonlyArray<unknown> | undefined;
+    if (batch && rows.length >= BATCH_MIN_ROWS) {
+      try {
+        results = await batch.call(this.deps.ops, rows);
+        if (results.length !== rows.length) throw new Error(`batch ${kind} returned ${results.length} outcomes for ${rows.length} rows`);
+      } catch (e) {
+        this.deps.log.debug({ reconciler: this.deps.name, op: kind, rows: rows.length, err: describeError(e) }, 'batch failed; applying row by row');
+        results = undefined;
+      }
+    }
+    if (!results) {
+      for (let i = 0; i < rows.length; i++) if (!(await this.apply(kind, keys[i]!, rows[i]!, revisions[i]!, 0))) errors++;
+      return errors;
+    }
+    for (let i = 0; i < rows.length; i++) {
+      const r = results[i];
+      if (r === undefined) {
+        if (kind === 'upsert') this.setDone(keys[i]!, revisions[i]!);
+        else this.setStatus(keys[i]!, null);
+      } else {
+        errors++;
+        this.recordError(kind, keys[i]!, rows[i]!, revisions[i]!, 1, r);
+      }
+    }
+    return errors;
+  }
+
   private recordError(kind: 'upsert' | 'delete', key: string, row: Row, revision: number, attempts: number, e: unknown): void {
     this.stats.errorCount++;
     const error = describeError(e);
     const backoff = Math.min(this.config.retryMaxMs, this.config.retryMinMs * 2 ** Math.min(attempts - 1, 30));
     this.retries.set(key, { kind, row, revision, attempts, dueAt: this.deps.clock.now() + backoff });
     const now = this.deps.clock.now();
-    this.statusWrites.set(key, { reconciler: this.deps.name, key, kind: 'error', op: kind, revision, updatedAt: now, error, attempts });
+    this.setStatus(key, { reconciler: this.deps.name, key, kind: 'error', op: kind, revision, updatedAt: now, error, attempts });
     const level = attempts === 1 || attempts % 10 === 0 ? 'warn' : 'debug';
     this.deps.log[level]({ reconciler: this.deps.name, key, op: kind, attempts, retryInMs: backoff, err: error }, 'reconcile failed; will retry');
   }
@@ -400,20 +487,39 @@ export class Reconciler<Row> implements Disposable {
     this.nextFullAt = started + this.config.fullIntervalMs;
     const table = this.deps.table as Table<Row>;
     const txn = this.deps.db.readTxn();
-    const rows = txn.list(table) as readonly Row[];
     let errors = 0;
-    for (const row of rows) {
-      const key = table.primaryKey(row);
-      // Changed or deleted since the snapshot (while an earlier row was applied): the pending partial handles it.
-      const current = this.deps.db.readTxn().getWithRevision(table, key);
-      if (current?.row !== row) continue;
-      this.retries.delete(key);
-      if (!(await this.apply('upsert', key, row, current.revision, 0))) errors++;
+    let rowCount: number;
+    if (this.deps.ops.updateBatch && txn.count(table) >= BATCH_MIN_ROWS) {
+      const keys: string[] = [];
+      const rows: Row[] = [];
+      const revisions: number[] = [];
+      txn.forEachWithRevision(table, (key, row, revision) => {
+        keys.push(key);
+        rows.push(row);
+        revisions.push(revision);
+      });
+      rowCount = rows.length;
+      for (const key of keys) this.retries.delete(key);
+      const snapshotRevision = txn.revision(table);
+      errors = await this.applyMany('upsert', keys, rows, revisions);
+      // Changed or deleted while the batch ran: the pending partial handles those rows, and their status.
+      const now = this.deps.db.readTxn();
+      if (now.revision(table) !== snapshotRevision) {
+        for (let i = 0; i < keys.length; i++) {
+          if (now.get(table, keys[i]!) !== rows[i]) this.statusWrites.delete(keys[i]!);
+        }
+      }
+    } else {
+      const rows = txn.list(table) as readonly Row[];
+      rowCount = rows.length;
+      errors = await this.fullRowByRow(rows);
     }
     let pruneError: string | undefined;
     try {
-      // Prune against the table as it is now, so a row deleted meanwhile is not kept.
-      await this.deps.ops.prune(this.deps.db.readTxn().list(table) as readonly Row[]);
+      // Prune against the table as it is now, so a row deleted meanwhile is not kept (in no particular order).
+      const desired: Row[] = [];
+      this.deps.db.readTxn().forEachWithRevision(table, (_key, row) => desired.push(row));
+      await this.deps.ops.prune(desired);
     } catch (e) {
       pruneError = describeError(e);
       this.stats.errorCount++;
@@ -425,11 +531,26 @@ export class Reconciler<Row> implements Disposable {
       at: started,
       durationMs: this.deps.clock.now() - started,
       ok: errors === 0 && pruneError === undefined,
-      rows: rows.length,
+      rows: rowCount,
       errors,
       ...(pruneError ? { error: pruneError } : {}),
     };
     this.deps.log.debug({ reconciler: this.deps.name, ...this.stats.lastFull }, 'full reconciliation');
+  }
+
+  /** The full pass without a batch capability: row by row, skipping rows changed since the snapshot. */
+  private async fullRowByRow(rows: readonly Row[]): Promise<number> {
+    const table = this.deps.table as Table<Row>;
+    let errors = 0;
+    for (const row of rows) {
+      const key = table.primaryKey(row);
+      // Changed or deleted since the snapshot (while an earlier row was applied): the pending partial handles it.
+      const current = this.deps.db.readTxn().getWithRevision(table, key);
+      if (current?.row !== row) continue;
+      this.retries.delete(key);
+      if (!(await this.apply('upsert', key, row, current.revision, 0))) errors++;
+    }
+    return errors;
   }
 
   async dispose(): Promise<void> {

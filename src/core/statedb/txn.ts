@@ -33,6 +33,13 @@ export class ReadTxn {
     return this.view(table).rows.get(primaryKey);
   }
 
+  /** Every row with its key and revision, in revision order (no sorting, no copy: for full scans). */
+  forEachWithRevision<Row>(table: Table<Row>, fn: (key: string, row: Row, revision: number) => void): void {
+    this.view(table).rows.forEach((stored, key) => {
+      fn(key, stored.row, stored.revision);
+    });
+  }
+
   /** Every row, sorted by primary key. */
   list<Row>(table: Table<Row>): readonly Row[] {
     return listRows(this.view(table));

@@ -4,6 +4,7 @@
  */
 import type { MapCodec } from '../../os/bpf-map.js';
 import { formatMac, ipv4ToBytes, bytesToIpv4, bytesToIpv6, ipv6ToBytes, parseMac } from '../../net/addr.js';
+import { formatIpv4At, readCanonicalIpv4 } from '../../core/addr.js';
 
 /** Names of the maps in the object file; also their pin file names. */
 export const MAP_RESPONDER_V4 = 'responder_v4';
@@ -31,12 +32,16 @@ export const responderKeyCodec: MapCodec<ResponderKey, ResponderStats> = {
   valueSize: 16,
   encodeKey(key) {
     const b = Buffer.alloc(8);
-    ipv4ToBytes(key.ip).copy(b, 0); // network byte order, as the packet carries it
-    b.writeUInt32LE(key.ifindex, 4); // host order (x86_64/arm64: little endian)
+    this.writeKey!(key, b, 0);
     return b;
   },
+  writeKey(key, b, offset) {
+    // network byte order, as the packet carries it (a canonical dotted quad without the full parser)
+    if (!readCanonicalIpv4(key.ip, b, offset)) ipv4ToBytes(key.ip).copy(b, offset);
+    b.writeUInt32LE(key.ifindex, offset + 4); // host order (x86_64/arm64: little endian)
+  },
   decodeKey(b) {
-    return { ip: bytesToIpv4(b.subarray(0, 4)), ifindex: b.readUInt32LE(4) };
+    return { ip: formatIpv4At(b, 0), ifindex: b.readUInt32LE(4) };
   },
   encodeValue(v) {
     const b = Buffer.alloc(16);
@@ -55,9 +60,12 @@ export const responderKey6Codec: MapCodec<ResponderKey, ResponderStats> = {
   keySize: 20,
   encodeKey(key) {
     const b = Buffer.alloc(20);
-    ipv6ToBytes(key.ip).copy(b, 0);
-    b.writeUInt32LE(key.ifindex, 16);
+    this.writeKey!(key, b, 0);
     return b;
+  },
+  writeKey(key, b, offset) {
+    ipv6ToBytes(key.ip).copy(b, offset);
+    b.writeUInt32LE(key.ifindex, offset + 16);
   },
   decodeKey(b) {
     return { ip: bytesToIpv6(b.subarray(0, 16)), ifindex: b.readUInt32LE(16) };

@@ -37,6 +37,9 @@ export interface L2ResponderOpsDeps {
 
 const keyOf = (k: ResponderKey) => `${k.ip}|${k.ifindex}`;
 
+/** A prune that removes at least this many entries deletes them in one batch. */
+const PRUNE_BATCH_MIN = 16;
+
 export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
   private links = new Map<string, LinkInfo>();
   /** ifindex → MAC the program was prepared with in this agent's lifetime. */
@@ -117,6 +120,96 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
     }
   }
 
+  /**
+   * update() for many rows: interfaces resolved once each, then one batched
+   * create in the map (existing entries found by one batched read). A row
+   * whose interface or key fails gets its own error; the others go in.
+   */
+  async updateBatch(rows: readonly L2AnnounceRow[]): Promise<unknown[]> {
+    const out: unknown[] = new Array<unknown>(rows.length).fill(undefined);
+    const links = await this.resolveAll(rows.map((r) => r.iface), (name) => this.resolve(name));
+    const keys: ResponderKey[] = [];
+    const at: number[] = [];
+    rows.forEach((row, i) => {
+      const link = links.get(row.iface)!;
+      if (link instanceof Error) {
+        out[i] = link;
+        return;
+      }
+      try {
+        this.ensurePrepared(link);
+        const key = { ip: row.ip, ifindex: link.ifindex };
+        this.joinGroup(key); // the group first: the first solicitation after the map write must arrive
+        keys.push(key);
+        at.push(i);
+      } catch (e) {
+        out[i] = e;
+      }
+    });
+    const created = this.deps.map.createMany(keys);
+    created.forEach((c, j) => {
+      const i = at[j]!;
+      if (c instanceof Error) {
+        out[i] = c;
+      } else if (c) {
+        const row = rows[i]!;
+        const key = keys[j]!;
+        this.deps.garp.announce({ ip: key.ip, ifindex: key.ifindex, mac: (links.get(row.iface) as LinkInfo).mac });
+        this.deps.log.info({ ip: row.ip, iface: row.iface, ifindex: key.ifindex, origins: row.origins }, 'announcing');
+      }
+    });
+    return out;
+  }
+
+  /** delete() for many rows: one batched delete in the map. */
+  async deleteBatch(rows: readonly L2AnnounceRow[]): Promise<unknown[]> {
+    const out: unknown[] = new Array<unknown>(rows.length).fill(undefined);
+    const links = await this.resolveAll(
+      rows.map((r) => r.iface),
+      async (name) => this.links.get(name) ?? (await this.deps.links.byName(name)),
+    );
+    const keys: ResponderKey[] = [];
+    const at: number[] = [];
+    rows.forEach((row, i) => {
+      const link = links.get(row.iface);
+      if (link instanceof Error) out[i] = link;
+      else if (link) {
+        // the interface is gone otherwise: the full reconciliation prunes its stale keys
+        keys.push({ ip: row.ip, ifindex: link.ifindex });
+        at.push(i);
+      }
+    });
+    for (const key of keys) this.deps.garp.cancel(key.ip, key.ifindex);
+    const deleted = this.deps.map.deleteMany(keys);
+    deleted.forEach((d, j) => {
+      const key = keys[j]!;
+      if (d instanceof Error) {
+        out[at[j]!] = d;
+        return;
+      }
+      this.leaveGroup(key);
+      if (d) this.deps.log.info({ ip: key.ip, ifindex: key.ifindex, iface: rows[at[j]!]!.iface }, 'withdrawn');
+    });
+    return out;
+  }
+
+  /** Each distinct interface name resolved once: its link, undefined, or the error of its lookup. */
+  private async resolveAll(
+    names: readonly string[],
+    lookup: (name: string) => Promise<LinkInfo | undefined>,
+  ): Promise<Map<string, LinkInfo | Error | undefined>> {
+    const links = new Map<string, LinkInfo | Error | undefined>();
+    for (const name of names) {
+      if (links.has(name)) continue;
+      try {
+        links.set(name, await lookup(name));
+      } catch (e) {
+        links.set(name, e instanceof Error ? e : new Error(String(e)));
+      }
+    }
+    return links;
+  }
+
   async delete(row: L2AnnounceRow): Promise<void> {
     const link = this.links.get(row.iface) ?? (await this.deps.links.byName(row.iface));
     if (!link) return; // the interface is gone: the full reconciliation prunes its stale keys
@@ -135,16 +228,30 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
       this.lookupFailed = false;
       throw new HeraldError('HERALD_LINK_LOOKUP', 'interfaces could not be read; not pruning on partial knowledge');
     }
-    const wanted = new Set<string>();
+    const wanted: ResponderKey[] = [];
     for (const row of desired) {
       const link = this.links.get(row.iface); // resolved by the update pass just before
-      if (link) wanted.add(keyOf({ ip: row.ip, ifindex: link.ifindex }));
+      if (link) wanted.push({ ip: row.ip, ifindex: link.ifindex });
     }
-    for (const key of this.deps.map.keys()) {
-      if (!wanted.has(keyOf(key))) this.withdraw(key);
+    const unwanted = this.deps.map.keysNotIn(wanted);
+    if (unwanted.length >= PRUNE_BATCH_MIN) {
+      for (const key of unwanted) this.deps.garp.cancel(key.ip, key.ifindex);
+      const deleted = this.deps.map.deleteMany(unwanted);
+      const failed = deleted.filter((d) => d instanceof Error);
+      unwanted.forEach((key, j) => {
+        if (deleted[j] instanceof Error) return;
+        this.leaveGroup(key);
+        if (deleted[j]) this.deps.log.info({ ip: key.ip, ifindex: key.ifindex }, 'withdrawn');
+      });
+      if (failed.length > 0) throw failed[0];
+    } else {
+      for (const key of unwanted) this.withdraw(key);
     }
-    for (const [k, j] of [...this.joined]) {
-      if (!wanted.has(k)) this.leaveGroup({ ip: k.slice(0, k.lastIndexOf('|')), ifindex: j.ifindex });
+    if (this.joined.size > 0) {
+      const wantedKeys = new Set(wanted.map(keyOf));
+      for (const [k, j] of [...this.joined]) {
+        if (!wantedKeys.has(k)) this.leaveGroup({ ip: k.slice(0, k.lastIndexOf('|')), ifindex: j.ifindex });
+      }
     }
     const current = new Set((await this.deps.links.list()).filter((l) => l.ethernet).map((l) => l.ifindex));
     for (const ifindex of [...this.prepared.keys()]) if (!current.has(ifindex)) this.prepared.delete(ifindex);
