@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Lab probe for the load balancer, run in the client namespace.
+
+  lb_probe.py udp VIP PORT SPORT...   one datagram from each source port; prints JSON
+                                       [{sport, backend, seen, from}] (from = reply source "ip:port")
+  lb_probe.py hostile IFACE VIP PORT   fragments, truncated headers, bad TCP flags (scapy)
+"""
+import json
+import socket
+import sys
+
+
+def udp(vip, port, sports):
+    out = []
+    for sp in sports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", sp))
+        s.settimeout(2.0)
+        row = {"sport": sp, "backend": None, "seen": None, "from": None}
+        for _ in range(3):
+            try:
+                s.sendto(b"hello", (vip, port))
+                data, addr = s.recvfrom(2048)
+                name, seen = data.decode().split()
+                row = {"sport": sp, "backend": name, "seen": seen, "from": f"{addr[0]}:{addr[1]}"}
+                break
+            except socket.timeout:
+                continue
+        s.close()
+        out.append(row)
+    print(json.dumps(out))
+
+
+def hostile(iface, vip, port):
+    from scapy.all import IP, TCP, UDP, Ether, Raw, fragment, sendp, conf  # noqa: E402
+    conf.verb = 0
+    import subprocess
+    gw = subprocess.run(["ip", "-j", "route", "get", vip], capture_output=True, text=True).stdout
+    via = json.loads(gw)[0].get("gateway", vip)
+    from scapy.layers.l2 import getmacbyip
+    dst = getmacbyip(via)
+    eth = Ether(dst=dst)
+    frames = []
+    # Fragments of a UDP datagram to the service.
+    frames += [eth / f for f in fragment(IP(dst=vip) / UDP(sport=4000, dport=port) / Raw(b"x" * 3000), fragsize=1000)]
+    # IP header claiming TCP, cut short of the TCP header (and of UDP's).
+    frames.append(eth / IP(dst=vip, proto=6) / Raw(b"\x00\x50"))
+    frames.append(eth / IP(dst=vip, proto=17) / Raw(b"\x00"))
+    # Only an Ethernet header and a few bytes of IPv4.
+    frames.append(Ether(dst=dst, type=0x0800) / Raw(b"\x45\x00"))
+    # IHL larger than the packet.
+    frames.append(eth / IP(dst=vip, ihl=15) / Raw(b"\x00" * 4))
+    # Bad TCP flags: SYN+FIN+RST+URG, and nothing set.
+    frames.append(eth / IP(dst=vip) / TCP(sport=4001, dport=port, flags="SFRU"))
+    frames.append(eth / IP(dst=vip) / TCP(sport=4002, dport=port, flags=0))
+    # Port 0 and an unknown port.
+    frames.append(eth / IP(dst=vip) / TCP(sport=4003, dport=0, flags="S"))
+    sendp(frames, iface=iface)
+    print(json.dumps({"sent": len(frames)}))
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "udp":
+        udp(sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4:]])
+    elif mode == "hostile":
+        hostile(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        sys.exit(f"unknown mode {mode}")
