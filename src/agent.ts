@@ -57,6 +57,9 @@ import { bgpRoutesTable, type BgpRouteRow } from './datapath/tables/bgp-routes.j
 import { BirdDaemon, birdDefaults } from './os/bird.js';
 import { IprouteHostRoutes } from './os/host-routes.js';
 import { IprouteLocalRoutes } from './os/local-routes.js';
+import { LbControlPlane } from './controlplane/lb/controller.js';
+import { LbStack, type LbOptions } from './datapath/lb/stack.js';
+import { lbServicesTable } from './datapath/tables/lb-services.js';
 
 export interface AgentConfig {
   node: string;
@@ -85,6 +88,8 @@ export interface AgentConfig {
   metricsListen?: { host: string; port: number };
   /** BGP anycast through herald's own BIRD (state under stateDir/bird); off when unset. */
   bgp?: { routerId: string; bfd?: BfdOptions };
+  /** L4 load balancing of service IPs in eBPF (--lb-interfaces); off when unset. */
+  lb?: LbOptions;
 }
 
 interface BgpStack {
@@ -96,8 +101,9 @@ interface BgpStack {
 
 export class Agent implements Disposable {
   private readonly store = new DisposableStore();
-  readonly db = new StateDB([l2AnnounceTable, bgpRoutesTable, birdConfigTable]);
+  readonly db = new StateDB([l2AnnounceTable, bgpRoutesTable, birdConfigTable, lbServicesTable]);
   readonly bgp: BgpStack | undefined;
+  readonly lb: { control: LbControlPlane; stack: LbStack } | undefined;
   readonly l2: L2Stack;
   readonly controlPlane: ControlPlane;
   private readonly links: NetlinkLinks;
@@ -164,7 +170,14 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
-        ...(config.bgp ? { onServiceIps: (inputs: BgpInputs) => this.bgp?.control.update(inputs) } : {}),
+        ...(config.bgp || config.lb
+          ? {
+              onServiceIps: (inputs: BgpInputs) => {
+                this.bgp?.control.update(inputs);
+                this.lb?.control.update(inputs);
+              },
+            }
+          : {}),
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
         },
@@ -174,6 +187,8 @@ export class Agent implements Disposable {
     );
     // BGP anycast: desired routes and bird.conf from intent; host routes and BIRD reconciled
     this.bgp = config.bgp ? this.makeBgp(config.bgp) : undefined;
+    // L4 load balancing: lb-services from intent; program, maps, reconciler, conntrack GC
+    this.lb = config.lb ? this.makeLb(config.lb) : undefined;
     // datapath: program, pinned maps, heartbeat, gratuitous ARP, table → map reconciler
     this.l2 = this.store.add(
       new L2Stack(
@@ -197,6 +212,13 @@ export class Agent implements Disposable {
     // Session state for status, read from BIRD off the status path.
     this.jobs.timer('bird-sessions', () => bird.refreshSessions(), 2000);
     return { control, bird, routes, birdReconciler };
+  }
+
+  private makeLb(opts: LbOptions): { control: LbControlPlane; stack: LbStack } {
+    const log = this.log.child({ module: 'lb' });
+    const control = new LbControlPlane({ db: this.db, log });
+    const stack = this.store.add(new LbStack({ db: this.db, links: this.links, clock: this.clock, log, jobs: this.jobs }, opts, this.config.reconciler));
+    return { control, stack };
   }
 
   private makeSource(): IntentSource | undefined {
@@ -226,6 +248,7 @@ export class Agent implements Disposable {
     this.l2.start();
     this.store.add(this.jobs);
     if (this.config.localRoutes) this.addLocalRoutesJob();
+    await this.lb?.stack.start();
     await this.jobs.start();
     await this.session?.start();
     // Refuse a second agent with our --node on this store before acting on anything.
@@ -342,7 +365,13 @@ export class Agent implements Disposable {
       startedAt: this.startedAt,
       controlPlane: this.controlPlane.status(),
       reconciler: this.l2.reconciler?.health(),
-      rowsNotDone: [...(this.l2.reconciler?.notDone() ?? []), ...(this.routes?.notDone() ?? []), ...(this.bgp?.routes.notDone() ?? []), ...(this.bgp?.birdReconciler.notDone() ?? [])],
+      rowsNotDone: [
+        ...(this.l2.reconciler?.notDone() ?? []),
+        ...(this.routes?.notDone() ?? []),
+        ...(this.bgp?.routes.notDone() ?? []),
+        ...(this.bgp?.birdReconciler.notDone() ?? []),
+        ...(this.lb?.stack.reconciler.notDone() ?? []),
+      ],
       table: this.db.readTxn().list(l2AnnounceTable),
       datapath: this.l2.datapath,
       garp: this.l2.garp.stats,
@@ -389,6 +418,7 @@ export class Agent implements Disposable {
       defences: () => (this.l2.conflicts.records()).map((r) => ({ ip: r.ip, iface: r.interface, defences: r.defences })),
       ownershipChanges: () => this.controlPlane.stats.ownershipChanges,
       ownedIps: () => this.ownership.view().owned.size,
+      lb: () => this.lb?.stack.stats,
       ha: () => {
         const ha = this.haStatus(); // not status(): that reads the whole responder map
         if (!ha) return undefined;
