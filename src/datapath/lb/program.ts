@@ -122,6 +122,7 @@ export class LbProgram implements Disposable {
       { name: MAP_CT6, codec: ct6Codec as MapCodec<unknown, unknown> },
       { name: MAP_LB_CONFIG, codec: configCodec as MapCodec<unknown, unknown> },
       { name: MAP_LB_MAGLEV, codec: maglevTableCodec as MapCodec<unknown, unknown> },
+      { name: MAP_LB_STATS, codec: configCodec as MapCodec<unknown, unknown> },
     ];
     const lib = libbpf();
     // The Maglev tables' size is part of the outer map's contract: a change recreates it.
@@ -318,13 +319,16 @@ export function openPinnedLbMaps(pinDir: string): { ct4: BpfMap<CtKey, CtEntry>;
     ct4.dispose();
     throw e;
   }
+  const lib = libbpf();
+  const statsFd = lib.objGet(join(dir, MAP_LB_STATS));
   return {
     ct4,
     backends,
-    stats: () => ({}),
+    stats: () => (statsFd >= 0 ? readStats(statsFd) : {}),
     dispose: () => {
       ct4.dispose();
       backends.dispose();
+      if (statsFd >= 0) lib.close(statsFd);
     },
   };
 }
