@@ -23,7 +23,7 @@ export interface GcPassResult {
 }
 
 export interface CtGcOptions {
-  /** Entries per batch (default 4096). */
+  /** Entries per batch (default 1024: one batch stays well under 20 ms even on a loaded machine). */
   batchSize?: number;
   /** CLOCK_MONOTONIC ns (the clock of bpf_ktime_get_ns). */
   monotonicNs?: () => bigint;
@@ -41,7 +41,7 @@ export class ConntrackGc {
     private readonly map: BpfMap<CtKey, CtEntry>,
     opts: CtGcOptions = {},
   ) {
-    this.batchSize = opts.batchSize ?? 4096;
+    this.batchSize = opts.batchSize ?? 1024;
     this.now = opts.monotonicNs ?? (() => process.hrtime.bigint());
   }
 
@@ -93,11 +93,15 @@ export class ConntrackGc {
     for (;;) {
       const t0 = performance.now();
       const now = this.now();
+      // Compare as two 32-bit halves: no BigInt per entry.
+      const nowHi = Number(now >> 32n);
+      const nowLo = Number(now & 0xffffffffn);
       const { keys, values, count, next } = this.map.lookupBatch(cursor, this.batchSize);
       let n = 0;
       for (let i = 0; i < count; i++) {
         const v = i * valueSize;
-        const expired = values.readBigUInt64LE(v + CT_ENTRY_EXPIRES_OFF) < now;
+        const hi = values.readUInt32LE(v + CT_ENTRY_EXPIRES_OFF + 4);
+        const expired = hi < nowHi || (hi === nowHi && values.readUInt32LE(v + CT_ENTRY_EXPIRES_OFF) < nowLo);
         const hit =
           expired ||
           (match !== undefined && match(values.readUInt32LE(v + SERVICE_OFF), values.readUInt32LE(v + CT_ENTRY_BACKEND_OFF))) ||
