@@ -17,8 +17,11 @@ export interface GcPassResult {
   /** Entries left after the pass. */
   remaining: number;
   durationMs: number;
-  /** Longest synchronous stretch (one batch) in ms. */
+  /** Longest synchronous stretch (one batch) in ms, wall clock (includes time the process was not scheduled). */
   maxBlockMs: number;
+  /** CPU time (user + system) of the pass, and of its most expensive batch, in ms. */
+  cpuMs: number;
+  maxBlockCpuMs: number;
   reason: 'expiry' | 'flush';
 }
 
@@ -84,6 +87,8 @@ export class ConntrackGc {
     matchRaw?: (key: Buffer, value: Buffer) => boolean,
   ): Promise<GcPassResult> {
     const started = performance.now();
+    const cpuStart = process.cpuUsage();
+    let maxBlockCpuMs = 0;
     const { keySize, valueSize } = this.map.rawCodec;
     let cursor: Buffer | null = null;
     let scanned = 0;
@@ -92,6 +97,7 @@ export class ConntrackGc {
     const doomed = Buffer.alloc(keySize * this.batchSize);
     for (;;) {
       const t0 = performance.now();
+      const c0 = process.cpuUsage();
       const now = this.now();
       // Compare as two 32-bit halves: no BigInt per entry.
       const nowHi = Number(now >> 32n);
@@ -111,6 +117,8 @@ export class ConntrackGc {
       scanned += count;
       if (n > 0) deleted += this.map.deleteBatch(doomed, n);
       maxBlockMs = Math.max(maxBlockMs, performance.now() - t0);
+      const c1 = process.cpuUsage(c0);
+      maxBlockCpuMs = Math.max(maxBlockCpuMs, (c1.user + c1.system) / 1000);
       if (next === null) break;
       cursor = next;
       await new Promise<void>((r) => setImmediate(r));
@@ -121,6 +129,8 @@ export class ConntrackGc {
       remaining: scanned - deleted,
       durationMs: performance.now() - started,
       maxBlockMs,
+      cpuMs: ((u) => (u.user + u.system) / 1000)(process.cpuUsage(cpuStart)),
+      maxBlockCpuMs,
       reason,
     };
     for (const s of this.subscribers) s(result);
