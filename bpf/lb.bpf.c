@@ -52,7 +52,7 @@ struct lb_service {
 	__u32 id;       /* key of lb_maglev */
 	__u16 backends; /* active backends in the table (0: drop) */
 	__u16 flags;
-	__u32 affinity_timeout_s; /* reserved: ClientIP affinity (later slice) */
+	__u32 affinity_timeout_s; /* sessionAffinity ClientIP: seconds; 0 = off */
 	__u32 pad;
 };
 
@@ -169,6 +169,25 @@ struct {
 		__uint(max_entries, 16381);
 	});
 } lb_maglev SEC(".maps");
+
+/* sessionAffinity: ClientIP — the backend a client last got for a service. */
+struct affinity_key4 {
+	__be32 client;
+	__u32 service_id;
+};
+
+struct affinity_entry {
+	__u32 backend_id;
+	__u32 pad;
+	__u64 last_used_ns; /* CLOCK_MONOTONIC */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct affinity_key4);
+	__type(value, struct affinity_entry);
+	__uint(max_entries, 65536);
+} lb4_affinity SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -408,11 +427,29 @@ int herald_lb_ingress(struct __sk_buff *skb)
 			count(ST_NO_BACKEND);
 			return TC_ACT_SHOT;
 		}
-		backend_id = maglev_pick(service_id, flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto));
+		__u32 timeout_s = svc->affinity_timeout_s;
+		struct affinity_key4 akey = { .client = saddr, .service_id = service_id };
+		backend_id = 0;
+		if (timeout_s) {
+			struct affinity_entry *a = bpf_map_lookup_elem(&lb4_affinity, &akey);
+			if (a && now - a->last_used_ns < (__u64)timeout_s * 1000000000ULL) {
+				__u32 aid = a->backend_id;
+				struct lb_backend *ab = bpf_map_lookup_elem(&lb_backends, &aid);
+				/* A backend gone or terminating gets no new flow, affinity or not. */
+				if (ab && !(ab->flags & LB_BACKEND_F_TERMINATING))
+					backend_id = aid;
+			}
+		}
+		if (!backend_id)
+			backend_id = maglev_pick(service_id, flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto));
 		be = backend_id ? bpf_map_lookup_elem(&lb_backends, &backend_id) : 0;
 		if (!be || be->family != 4) {
 			count(ST_NO_BACKEND);
 			return TC_ACT_SHOT;
+		}
+		if (timeout_s) {
+			struct affinity_entry ae = { .backend_id = backend_id, .last_used_ns = now };
+			bpf_map_update_elem(&lb4_affinity, &akey, &ae, BPF_ANY);
 		}
 	}
 	if (!be)

@@ -6,6 +6,9 @@
  * the agent's reconciler uses, and traffic is real curl and real sockets.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Lab, sleep, type Host } from '../../lab/lab.js';
@@ -29,15 +32,15 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
   let prog: LbProgram;
   let gc: ConntrackGc;
   let writer: LbServiceWriter;
-  const row = (proto: 'TCP' | 'UDP', port: number, targetPort: number, bes: Host[], terminating: string[] = []): LbServiceRow => ({
+  const row = (proto: 'TCP' | 'UDP', port: number, targetPort: number, bes: Host[], terminating: string[] = [], affinityTimeoutS = 0): LbServiceRow => ({
     key: `${VIP}:${port}/${proto}`,
     service: 'default/web',
     vip: VIP,
     port,
     proto,
     mode: 'dnat',
-    affinity: 'None',
-    affinityTimeoutS: 0,
+    affinity: affinityTimeoutS > 0 ? 'ClientIP' : 'None',
+    affinityTimeoutS,
     backends: bes.map((b) => ({ ip: b.ip, port: targetPort, terminating: terminating.includes(b.name) })),
   });
   const udpProbe = (sports: number[]): Array<{ sport: number; backend: string | null; seen: string | null; from: string | null }> =>
@@ -130,6 +133,43 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     const fresh = udpProbe(Array.from({ length: 24 }, (_, i) => 23000 + i));
     assert.ok(!fresh.some((r) => r.backend === 'b2'), 'no new flow on the terminating backend');
     await writer.update(row('UDP', 53, 5353, backends));
+  });
+
+  test('sessionAffinity ClientIP: every new flow of a client goes to one backend; off again, flows spread', async () => {
+    await writer.update(row('UDP', 53, 5353, backends, [], 300));
+    const sticky = udpProbe(Array.from({ length: 16 }, (_, i) => 25000 + i));
+    assert.equal(new Set(sticky.map((r) => r.backend)).size, 1, JSON.stringify(sticky));
+    assert.ok(sticky.every((r) => r.from === `${VIP}:53`));
+    await writer.update(row('UDP', 53, 5353, backends));
+    const spread = udpProbe(Array.from({ length: 16 }, (_, i) => 25100 + i));
+    assert.ok(new Set(spread.map((r) => r.backend)).size > 1, JSON.stringify(spread));
+  });
+
+  test('pinned maps: entries survive a reload; a map of another layout is recreated, not misread', () => {
+    const node = lab.nodes[0]!;
+    const before = prog.maps.ct4.keys().length;
+    assert.ok(before > 0);
+    const again = LbProgram.load({ pinDir: node.pinDir, ctMapSize: 4096, maglevSize: M });
+    try {
+      assert.equal(again.maps.ct4.keys().length, before, 'the pinned ct4 is reused');
+    } finally {
+      again.dispose();
+    }
+    // An older layout pinned where ct4 lives: value of 64 bytes instead of 72.
+    const dir = `${node.pinDir}-upgrade`;
+    mkdirSync(join(dir, 'lb'), { recursive: true });
+    try {
+      const mk = spawnSync('bpftool', ['map', 'create', join(dir, 'lb', 'ct4'), 'type', 'lru_hash', 'key', '16', 'value', '64', 'entries', '4096', 'name', 'ct4']);
+      assert.equal(mk.status, 0, String(mk.stderr));
+      const up = LbProgram.load({ pinDir: dir, ctMapSize: 4096, maglevSize: M });
+      try {
+        assert.equal(up.maps.ct4.info().valueSize, 72);
+      } finally {
+        up.dispose();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('GC deletes expired entries and only those (kernel clock, short lifetimes)', async () => {

@@ -18,6 +18,7 @@ export const MAP_CT4 = 'ct4';
 export const MAP_CT6 = 'ct6';
 export const MAP_LB_CONFIG = 'lb_config';
 export const MAP_LB_STATS = 'lb_stats';
+export const MAP_LB4_AFFINITY = 'lb4_affinity';
 
 export type L4Proto = 'TCP' | 'UDP';
 export const PROTO_NUMBER: Record<L4Proto, number> = { TCP: 6, UDP: 17 };
@@ -287,5 +288,38 @@ export const maglevTableCodec: MapCodec<number, number> = {
   },
   decodeValue(b) {
     return b.readUInt32LE(0);
+  },
+};
+
+export interface AffinityKey {
+  client: string;
+  serviceId: number;
+}
+export interface AffinityEntry {
+  backendId: number;
+  lastUsedNs: bigint;
+}
+
+/** struct affinity_key4 → struct affinity_entry (sessionAffinity: ClientIP). */
+export const affinity4Codec: MapCodec<AffinityKey, AffinityEntry> = {
+  keySize: 8,
+  valueSize: 16,
+  encodeKey(k) {
+    const b = Buffer.alloc(8);
+    ipv4ToBytes(k.client).copy(b, 0);
+    b.writeUInt32LE(k.serviceId, 4);
+    return b;
+  },
+  decodeKey(b) {
+    return { client: bytesToIpv4(b.subarray(0, 4)), serviceId: b.readUInt32LE(4) };
+  },
+  encodeValue(v) {
+    const b = Buffer.alloc(16);
+    b.writeUInt32LE(v.backendId, 0);
+    b.writeBigUInt64LE(v.lastUsedNs, 8);
+    return b;
+  },
+  decodeValue(b) {
+    return { backendId: b.readUInt32LE(0), lastUsedNs: b.readBigUInt64LE(8) };
   },
 };

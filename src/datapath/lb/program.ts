@@ -36,6 +36,8 @@ import {
   MAP_LB_CONFIG,
   MAP_LB_MAGLEV,
   MAP_LB_STATS,
+  MAP_LB4_AFFINITY,
+  affinity4Codec,
   backendCodec,
   configCodec,
   ct4Codec,
@@ -123,6 +125,7 @@ export class LbProgram implements Disposable {
       { name: MAP_LB_CONFIG, codec: configCodec as MapCodec<unknown, unknown> },
       { name: MAP_LB_MAGLEV, codec: maglevTableCodec as MapCodec<unknown, unknown> },
       { name: MAP_LB_STATS, codec: configCodec as MapCodec<unknown, unknown> },
+      { name: MAP_LB4_AFFINITY, codec: affinity4Codec as MapCodec<unknown, unknown> },
     ];
     const lib = libbpf();
     // The Maglev tables' size is part of the outer map's contract: a change recreates it.
