@@ -29,6 +29,15 @@
 #include <bpf/bpf_endian.h>
 
 #define PASS TC_ACT_UNSPEC
+/* From linux/icmp.h, which drags in libc headers unusable for -target bpf. */
+#define ICMP_DEST_UNREACH 3
+#define ICMP_TIME_EXCEEDED 11
+struct icmphdr {
+	__u8 type;
+	__u8 code;
+	__sum16 checksum;
+	__u32 rest;
+};
 #define AF_INET_ 2
 #define IP_MF_ 0x2000
 #define IP_OFFSET_ 0x1fff
@@ -130,7 +139,8 @@ enum lb_stat {
 	ST_CT_CREATED = 6,
 	ST_CT_FULL = 7,
 	ST_TTL = 8,
-	ST_SLOTS = 9,
+	ST_ICMP_XLATE = 9, /* ICMP errors of tracked flows translated */
+	ST_SLOTS = 10,
 };
 
 struct {
@@ -378,14 +388,129 @@ static __always_inline __u32 maglev_pick(__u32 service_id, __u32 hash)
 	return id ? *id : 0;
 }
 
+/*
+ * ICMP errors (destination unreachable, time exceeded) quoting a tracked flow.
+ *   egress  (from a backend to the client): quoted client→backend:bport becomes
+ *           client→VIP:vport, the outer source the VIP.
+ *   ingress (from the client's side to the VIP, e.g. fragmentation needed for a
+ *           reply): quoted VIP:vport→client becomes backend:bport→client, the
+ *           outer destination the backend; the kernel routes it there.
+ * The quoted IP header's checksum and the ICMP checksum are fixed; the quoted
+ * TCP/UDP checksum is left (receivers do not check it). Quoted headers with IP
+ * options, or too short to hold the ports, are passed untouched.
+ * Returns 1 when translated, 0 when not ours.
+ */
+static __always_inline int icmp_xlate4(struct __sk_buff *skb, __u32 l4off, __be32 outer_src, __be32 outer_dst, int egress)
+{
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, l4off, &ih, sizeof(ih)) < 0)
+		return 0;
+	if (ih.type != ICMP_DEST_UNREACH && ih.type != ICMP_TIME_EXCEEDED)
+		return 0;
+	__u32 in_ip = l4off + sizeof(struct icmphdr);
+	struct iphdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0)
+		return 0;
+	if (inner.version != 4 || inner.ihl != 5 || (inner.protocol != IPPROTO_TCP && inner.protocol != IPPROTO_UDP))
+		return 0;
+	__u32 in_l4 = in_ip + sizeof(struct iphdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return 0;
+	__u32 icmp_csum = l4off + offsetof(struct icmphdr, checksum);
+	__u32 in_csum = in_ip + offsetof(struct iphdr, check);
+	__be32 old_addr, new_addr;
+	__be16 old_port, new_port;
+	__u32 addr_off, port_off;
+	if (egress) {
+		/* Quoted: client → backend. Must be about the client we send it to. */
+		if (inner.saddr != outer_dst)
+			return 0;
+		struct ct_key4 k = { .saddr = inner.saddr, .daddr = inner.daddr, .sport = ports[0], .dport = ports[1], .proto = inner.protocol, .dir = CT_EGRESS };
+		struct ct_entry *e = bpf_map_lookup_elem(&ct4, &k);
+		if (!e)
+			return 0;
+		old_addr = inner.daddr;
+		new_addr = *(__be32 *)e->nat_addr;
+		old_port = ports[1];
+		new_port = e->nat_port;
+		addr_off = in_ip + offsetof(struct iphdr, daddr);
+		port_off = in_l4 + 2;
+	} else {
+		/* Quoted: VIP:vport → client (a reply we sent). */
+		if (inner.saddr != outer_dst)
+			return 0;
+		struct ct_key4 k = { .saddr = inner.daddr, .daddr = inner.saddr, .sport = ports[1], .dport = ports[0], .proto = inner.protocol, .dir = CT_SERVICE };
+		struct ct_entry *e = bpf_map_lookup_elem(&ct4, &k);
+		if (!e)
+			return 0;
+		old_addr = inner.saddr;
+		new_addr = *(__be32 *)e->nat_addr;
+		old_port = ports[0];
+		new_port = e->nat_port;
+		addr_off = in_ip + offsetof(struct iphdr, saddr);
+		port_off = in_l4;
+	}
+	__sum16 old_csum = inner.check;
+	if (bpf_l3_csum_replace(skb, in_csum, old_addr, new_addr, 4) < 0)
+		return -1;
+	__sum16 new_csum;
+	if (bpf_skb_load_bytes(skb, in_csum, &new_csum, sizeof(new_csum)) < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, icmp_csum, old_addr, new_addr, 4) < 0 ||
+	    bpf_l4_csum_replace(skb, icmp_csum, old_csum, new_csum, 2) < 0 ||
+	    bpf_l4_csum_replace(skb, icmp_csum, old_port, new_port, 2) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, addr_off, &new_addr, 4, 0) < 0 || bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
+		return -1;
+	/* The outer address: the VIP as source (egress), the backend as destination (ingress). */
+	/* The outer address: egress, the source when the backend itself reports (a router on
+	 * the way keeps its own address); ingress, the destination (the VIP) becomes the backend. */
+	if (!egress || outer_src == old_addr) {
+		if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_addr, new_addr, 4) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, egress ? IP_SRC_OFF : IP_DST_OFF, &new_addr, 4, 0) < 0)
+			return -1;
+	}
+	count(ST_ICMP_XLATE);
+	return 1;
+}
+
+/* Ethernet + IPv4 carrying ICMP, not a fragment: the ICMP offset, else 0. */
+static __always_inline __u32 icmp4_offset(struct __sk_buff *skb, __be32 *saddr, __be32 *daddr)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return 0;
+	struct iphdr *ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5 || ip->protocol != IPPROTO_ICMP)
+		return 0;
+	if (ip->frag_off & bpf_htons(IP_MF_ | IP_OFFSET_))
+		return 0;
+	*saddr = ip->saddr;
+	*daddr = ip->daddr;
+	return ETH_HLEN + (ip->ihl & 0xf) * 4;
+}
+
 SEC("tc")
 int herald_lb_ingress(struct __sk_buff *skb)
 {
 	struct iphdr *ip = 0;
 	struct l4_info l4 = {};
 	int rc = parse4(skb, &ip, &l4);
-	if (rc == 1 || !ip)
+	if (rc == 1 || !ip) {
+		__be32 src = 0, dst = 0;
+		__u32 off = icmp4_offset(skb, &src, &dst);
+		/* To a VIP we balance: the quoted packet is a reply we sent to `src`. */
+		if (off) {
+			struct lb4_key marker = { .vip = dst };
+			if (bpf_map_lookup_elem(&lb4_services, &marker) && icmp_xlate4(skb, off, src, dst, 0) < 0)
+				return TC_ACT_SHOT;
+		}
 		return PASS;
+	}
 	/* Read what we need now: helpers below invalidate packet pointers. */
 	__be32 saddr = ip->saddr, vip = ip->daddr;
 	__u8 tos = ip->tos, ttl = ip->ttl;
@@ -554,8 +679,13 @@ int herald_lb_egress(struct __sk_buff *skb)
 {
 	struct iphdr *ip = 0;
 	struct l4_info l4 = {};
-	if (parse4(skb, &ip, &l4) != 0 || !ip)
+	if (parse4(skb, &ip, &l4) != 0 || !ip) {
+		__be32 src = 0, dst = 0;
+		__u32 off = icmp4_offset(skb, &src, &dst);
+		if (off && icmp_xlate4(skb, off, src, dst, 1) < 0)
+			return TC_ACT_SHOT;
 		return PASS;
+	}
 	__be32 baddr = ip->saddr, client = ip->daddr;
 	/* The reply's tuple, turned around: the connection as the client opened it after DNAT. */
 	struct ct_key4 ekey = { .saddr = client, .daddr = baddr, .sport = l4.dport, .dport = l4.sport, .proto = l4.proto, .dir = CT_EGRESS };

@@ -11,7 +11,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Lab, sleep, type Host } from '../../lab/lab.js';
+import { Lab, sleep, waitFor, type Host } from '../../lab/lab.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
 import { LbProgram } from '../../src/datapath/lb/program.js';
 import { LbServiceWriter } from '../../src/datapath/lb/services.js';
@@ -170,6 +170,27 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test('ICMP errors of tracked flows are translated both ways', async () => {
+    // From a backend: port unreachable for a port nobody listens on. A connected UDP
+    // socket only sees ECONNREFUSED when the error names VIP:54 exactly.
+    await writer.update(row('UDP', 54, 5999, backends));
+    const r = JSON.parse(client.must('/usr/bin/python3', [PROBE, 'refused', VIP, '54']));
+    assert.equal(r.result, 'refused');
+    // To the VIP: "fragmentation needed" quoting a reply VIP:53 → client:26000 goes on to that flow's backend.
+    const flow = udpProbe([26000])[0]!;
+    const backend = backends.find((b) => b.name === flow.backend)!;
+    const before = prog.stats().icmp_xlate!;
+    const cap = backend.spawn('tcpdump', 'tcpdump', ['-i', 'eth0', '-n', '-l', '-v', '--immediate-mode', 'icmp']);
+    await cap.waitForOutput('listening on', 10_000);
+    client.must('/usr/bin/python3', [PROBE, 'icmp-to-vip', 'eth0', VIP, '53', '26000']);
+    await waitFor(() => /need to frag/.test(cap.text()), { timeoutMs: 5000, what: 'the ICMP error at the backend', onTimeout: () => cap.text() });
+    await cap.stop('SIGINT');
+    assert.match(cap.text(), new RegExp(`> ${backend.ip.replace(/\./g, '\\.')}: ICMP`), cap.text());
+    assert.match(cap.text(), new RegExp(`${backend.ip.replace(/\./g, '\\.')}\\.5353 > ${client.ip.replace(/\./g, '\\.')}\\.26000`), cap.text());
+    assert.ok(prog.stats().icmp_xlate! >= before + 1n);
+    await writer.delete(row('UDP', 54, 5999, backends));
   });
 
   test('GC deletes expired entries and only those (kernel clock, short lifetimes)', async () => {

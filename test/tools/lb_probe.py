@@ -32,6 +32,39 @@ def udp(vip, port, sports):
     print(json.dumps(out))
 
 
+def refused(vip, port):
+    """A connected UDP socket: an ICMP port unreachable that names our flow exactly raises ECONNREFUSED."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(1.0)
+    s.connect((vip, port))
+    result = "timeout"
+    for _ in range(3):
+        try:
+            s.send(b"hello")
+            s.recv(2048)
+            result = "answered"
+            break
+        except ConnectionRefusedError:
+            result = "refused"
+            break
+        except socket.timeout:
+            continue
+    print(json.dumps({"result": result}))
+
+
+def icmp_to_vip(iface, vip, vport, client_port):
+    """Fragmentation needed, sent to the VIP, quoting a reply VIP:vport -> us:client_port."""
+    from scapy.all import IP, ICMP, UDP, Ether, sendp, conf, get_if_addr  # noqa: E402
+    from scapy.layers.l2 import getmacbyip
+    import subprocess
+    conf.verb = 0
+    me = get_if_addr(iface)
+    gw = json.loads(subprocess.run(["ip", "-j", "route", "get", vip], capture_output=True, text=True).stdout)[0].get("gateway", vip)
+    quoted = IP(src=vip, dst=me) / UDP(sport=vport, dport=client_port) / b"12345678"
+    sendp(Ether(dst=getmacbyip(gw)) / IP(dst=vip) / ICMP(type=3, code=4, nexthopmtu=1200) / bytes(quoted)[:28], iface=iface)
+    print(json.dumps({"sent": 1}))
+
+
 def hostile(iface, vip, port):
     from scapy.all import IP, TCP, UDP, Ether, Raw, fragment, sendp, conf  # noqa: E402
     conf.verb = 0
@@ -64,6 +97,10 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "udp":
         udp(sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4:]])
+    elif mode == "refused":
+        refused(sys.argv[2], int(sys.argv[3]))
+    elif mode == "icmp-to-vip":
+        icmp_to_vip(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif mode == "hostile":
         hostile(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:

@@ -275,7 +275,7 @@ export const configCodec: MapCodec<number, bigint> = {
   },
 };
 
-export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl'] as const;
+export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate'] as const;
 
 /** A u32 → u32 array (one Maglev table). */
 export const maglevTableCodec: MapCodec<number, number> = {
