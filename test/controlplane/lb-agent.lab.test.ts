@@ -111,6 +111,17 @@ describe('herald agent --lb-interfaces: manifests to balanced traffic', { skip: 
     }
   });
 
+  test('an agent restart keeps every connection on its backend (pinned maps, ids recovered)', async () => {
+    const sports = Array.from({ length: 12 }, (_, i) => 31000 + i);
+    const first = udpProbe(sports);
+    await agent.stop('SIGTERM');
+    agent = await startAgentReady(node, ['--manifests', dir, '--lb-interfaces', 'eth0', '--lb-maglev-size', '1021']);
+    const again = udpProbe(sports);
+    assert.deepEqual(again.map((r) => r.backend), first.map((r) => r.backend));
+    const fresh = udpProbe(Array.from({ length: 12 }, (_, i) => 31100 + i));
+    assert.ok(fresh.every((r) => r.backend === 'b1' || r.backend === 'b2'), 'still only the two backends left');
+  });
+
   test('ct stats and ct flush by filter', () => {
     const stats = ct('stats');
     assert.ok(stats.entries > 0 && stats.capacity === 262144 && stats.counters.forwarded > 0, JSON.stringify(stats));

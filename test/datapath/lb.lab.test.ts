@@ -209,10 +209,12 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
 
   test('hostile packets (fragments, truncated headers, bad flags) never break it', () => {
     const fragBefore = prog.stats().fragment!;
+    const icmpBefore = prog.stats().icmp_xlate!;
     const ct = prog.maps.ct4.keys().length;
     const r = client.exec('/usr/bin/python3', [PROBE, 'hostile', 'eth0', VIP, '53']);
     assert.equal(r.code, 0, r.stderr);
     assert.ok(prog.stats().fragment! >= fragBefore + 3n, 'fragments to the VIP dropped and counted');
+    assert.equal(prog.stats().icmp_xlate, icmpBefore, 'ICMP errors quoting unknown flows are not translated');
     // Bad-flag SYNs create at most their own two entries each; nothing else appears.
     assert.ok(prog.maps.ct4.keys().length <= ct + 4);
     const ok = client.exec('curl', ['-sS', '--max-time', '3', `http://${VIP}/`]);

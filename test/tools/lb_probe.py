@@ -87,6 +87,10 @@ def hostile(iface, vip, port):
     # Bad TCP flags: SYN+FIN+RST+URG, and nothing set.
     frames.append(eth / IP(dst=vip) / TCP(sport=4001, dport=port, flags="SFRU"))
     frames.append(eth / IP(dst=vip) / TCP(sport=4002, dport=port, flags=0))
+    # ICMP errors quoting flows nobody tracks (to the VIP), and a truncated one.
+    from scapy.all import ICMP
+    frames.append(eth / IP(dst=vip) / ICMP(type=3, code=4) / bytes(IP(src=vip, dst="192.0.2.99") / UDP(sport=port, dport=9))[:28])
+    frames.append(eth / IP(dst=vip) / ICMP(type=3, code=3) / b"\x45\x00")
     # Port 0 and an unknown port.
     frames.append(eth / IP(dst=vip) / TCP(sport=4003, dport=0, flags="S"))
     sendp(frames, iface=iface)
