@@ -380,8 +380,20 @@ export class Agent implements Disposable {
       intent: this.intentReport.status(),
       jobs: this.jobs.health(),
       ...(this.bgp ? { bgp: this.bgpStatus(this.bgp) } : {}),
+      ...(this.lb && this.config.lb ? { lb: this.lbStatus(this.lb, this.config.lb.interfaces) } : {}),
       ...(this.haStatus() ? { ha: this.haStatus()! } : {}),
     });
+  }
+
+  private lbStatus(lb: NonNullable<Agent['lb']>, interfaces: readonly string[]) {
+    const st = lb.stack.stats;
+    return {
+      interfaces,
+      frontends: this.db.readTxn().list(lbServicesTable).map((r) => ({ key: r.key, service: r.service, backends: r.backends })),
+      warnings: lb.control.status().warnings,
+      ct: { entries: st.ctEntries, capacity: st.ctMax, gcPasses: st.gcPasses, gcDeleted: st.gcDeleted, gcIntervalMs: st.gcIntervalMs },
+      counters: Object.fromEntries(Object.entries(lb.stack.program.stats()).map(([k, v]) => [k, Number(v)])),
+    };
   }
 
   private bgpStatus(b: BgpStack) {

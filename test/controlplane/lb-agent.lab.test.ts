@@ -91,6 +91,10 @@ describe('herald agent --lb-interfaces: manifests to balanced traffic', { skip: 
       seen.add(r.stdout.trim());
     }
     assert.deepEqual([...seen].sort(), ['b1', 'b2', 'b3']);
+    const status = JSON.parse(node.must(HERALD, ['status', '--json', '--status-socket', node.statusSocket]));
+    assert.deepEqual(status.lb.frontends.map((f: { key: string }) => f.key).sort(), [`${VIP}:53/UDP`, `${VIP}:80/TCP`]);
+    assert.ok(status.lb.counters.forwarded > 0);
+    assert.ok(!status.rowsPending?.length, 'every lb-services row reached the maps');
     const list = ct('list', '--proto', 'tcp').entries as CtRow[];
     assert.ok(list.some((e) => e.dir === 'service' && e.dst === `${VIP}:80`));
     assert.ok(list.every((e) => e.remainingS <= 60), 'closed or SYN connections live at most 60 s (kernel clock)');
