@@ -220,4 +220,31 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     const ok = client.exec('curl', ['-sS', '--max-time', '3', `http://${VIP}/`]);
     assert.equal(ok.code, 0, ok.stderr);
   });
+
+  test('a full connection table degrades predictably: LRU eviction, every flow answered, the same backend again', async () => {
+    // Last: replaces the program on eth0 with one whose ct4 holds 64 entries.
+    const node = lab.nodes[0]!;
+    const ifindex = node.ifindex('eth0');
+    const dir = `${node.pinDir}-small`;
+    const small = node.enter(() => {
+      const p = LbProgram.load({ pinDir: dir, ctMapSize: 64, maglevSize: M });
+      p.attach(ifindex);
+      return p;
+    });
+    try {
+      const w = new LbServiceWriter({ maps: small.maps, maglevSize: M, setMaglevTable: (id, t) => small.setMaglevTable(id, t), flush: async () => {} });
+      await w.update(row('UDP', 53, 5353, backends));
+      const sports = Array.from({ length: 100 }, (_, i) => 27000 + i);
+      const first = udpProbe(sports);
+      assert.ok(first.every((r) => r.backend !== null && r.from === `${VIP}:53`), 'every flow answered through a full table');
+      assert.ok(small.maps.ct4.keys().length <= 64);
+      assert.ok(small.stats().ct_created! > 64n, 'more connections than entries: the LRU evicted');
+      // An evicted flow is re-balanced by Maglev: the same hash, the same backend.
+      const again = udpProbe(sports);
+      assert.deepEqual(again.map((r) => r.backend), first.map((r) => r.backend));
+    } finally {
+      small.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
