@@ -78,7 +78,10 @@ struct lb_backend {
 enum ct_dir {
 	CT_SERVICE = 1, /* client → VIP (before DNAT): which backend */
 	CT_EGRESS = 2,  /* client → backend (after DNAT): nat = VIP:port for replies */
+	CT_SNAT = 3,    /* SNAT services: backend:bport → node:port (the reply as it arrives): nat = client:port */
 };
+
+#define LB_SVC_F_SNAT 1
 
 struct ct_key4 {
 	__be32 saddr;
@@ -118,6 +121,9 @@ struct ct_entry {
 	__be16 nat_port;
 	__u16 flags; /* CT_F_* */
 	__u32 created_s; /* bpf_ktime_get_ns() / 1e9 at creation */
+	__be16 snat_port; /* CT_EGRESS of an SNAT service: the node's port toward the backend */
+	__u16 pad2;
+	__u32 pad3;
 };
 
 enum lb_config_slot {
@@ -126,7 +132,8 @@ enum lb_config_slot {
 	CFG_TCP_CLOSING_NS = 2,
 	CFG_NON_TCP_NS = 3,
 	CFG_MAGLEV_M = 4,
-	CFG_SLOTS = 5,
+	CFG_SNAT_ADDR4 = 5, /* the node's IPv4 for SNAT services (network order in the low 4 bytes); 0 = none */
+	CFG_SLOTS = 6,
 };
 
 enum lb_stat {
@@ -494,6 +501,85 @@ static __always_inline __u32 icmp4_offset(struct __sk_buff *skb, __be32 *saddr, 
 	return ETH_HLEN + (ip->ihl & 0xf) * 4;
 }
 
+/* Sends a rewritten packet on: FIB lookup, TTL, MACs, redirect; else the kernel routes it. */
+static __always_inline int forward4(struct __sk_buff *skb, __be32 src, __be32 dst, __u8 tos, __u8 proto, __u16 tot_len, __u8 ttl)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET_;
+	fib.tos = tos;
+	fib.l4_protocol = proto;
+	fib.tot_len = tot_len;
+	fib.ipv4_src = src;
+	fib.ipv4_dst = dst;
+	fib.ifindex = skb->ingress_ifindex;
+	long frc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (frc != BPF_FIB_LKUP_RET_SUCCESS && frc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+		count(ST_FIB_PASS);
+		return TC_ACT_OK;
+	}
+	if (ttl <= 1) {
+		count(ST_TTL);
+		return TC_ACT_OK; /* the kernel sends Time Exceeded */
+	}
+	/* Decrement TTL: the 16-bit word (ttl, protocol). */
+	__u16 oldw = ((__u16)ttl << 8) | proto;
+	__u16 neww = ((__u16)(ttl - 1) << 8) | proto;
+	__u8 nttl = ttl - 1;
+	bpf_l3_csum_replace(skb, IP_CSUM_OFF, bpf_htons(oldw), bpf_htons(neww), 2);
+	bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, ttl), &nttl, 1, 0);
+	if (frc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
+	if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) < 0 || bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(fib.ifindex, 0);
+}
+
+/* A reply from a backend of an SNAT service, to the node's SNAT address: back to the client as VIP:port. */
+static __always_inline int snat_reply4(struct __sk_buff *skb, struct l4_info *l4, __be32 saddr, __be32 daddr, __u8 tos, __u16 tot_len, __u8 ttl)
+{
+	struct ct_key4 rkey = { .saddr = saddr, .daddr = daddr, .sport = l4->sport, .dport = l4->dport, .proto = l4->proto, .dir = CT_SNAT };
+	struct ct_entry *r = bpf_map_lookup_elem(&ct4, &rkey);
+	if (!r)
+		return PASS;
+	__be32 client = *(__be32 *)r->nat_addr;
+	__be16 cport = r->nat_port;
+	struct ct_key4 ekey = { .saddr = client, .daddr = saddr, .sport = cport, .dport = l4->sport, .proto = l4->proto, .dir = CT_EGRESS };
+	struct ct_entry *e = bpf_map_lookup_elem(&ct4, &ekey);
+	if (!e)
+		return PASS;
+	__u64 now = bpf_ktime_get_ns();
+	__u16 f = e->flags;
+	if (l4->proto == IPPROTO_TCP)
+		f |= tcp_flags_to_ct(l4->tcpflags, 1);
+	e->flags = f;
+	__u64 exp = now + lifetime(l4->proto, f);
+	e->expires_ns = exp;
+	r->expires_ns = exp;
+	__sync_fetch_and_add(&e->packets_rev, 1);
+	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	__be32 vip = *(__be32 *)e->nat_addr;
+	__be16 vport = e->nat_port;
+	if (rewrite4(skb, l4, 1, daddr, client, l4->dport, cport) < 0 || rewrite4(skb, l4, 0, saddr, vip, l4->sport, vport) < 0)
+		return TC_ACT_SHOT;
+	count(ST_REVNAT);
+	return forward4(skb, vip, client, tos, l4->proto, tot_len, ttl);
+}
+
+/* Allocates the node's port for a new SNAT connection: the reverse entry is the reservation. */
+static __always_inline __be16 snat_alloc4(__be32 baddr, __be16 bport, __be32 snat, __u8 proto, __be32 client, __be16 cport,
+					  __u32 backend_id, __u32 service_id, __u32 hash, __u64 expires)
+{
+	struct ct_entry r = { .backend_id = backend_id, .service_id = service_id, .nat_port = cport, .expires_ns = expires };
+	*(__be32 *)r.nat_addr = client;
+	for (int i = 0; i < 8; i++) {
+		__u16 p = 32768 + (__u16)((hash + (__u32)i * 7919) % 28232);
+		struct ct_key4 rkey = { .saddr = baddr, .daddr = snat, .sport = bport, .dport = bpf_htons(p), .proto = proto, .dir = CT_SNAT };
+		if (bpf_map_update_elem(&ct4, &rkey, &r, BPF_NOEXIST) == 0)
+			return bpf_htons(p);
+	}
+	return 0;
+}
+
 SEC("tc")
 int herald_lb_ingress(struct __sk_buff *skb)
 {
@@ -528,9 +614,18 @@ int herald_lb_ingress(struct __sk_buff *skb)
 	}
 	struct lb4_key sk = { .vip = vip, .port = l4.dport, .proto = l4.proto };
 	struct lb_service *svc = bpf_map_lookup_elem(&lb4_services, &sk);
-	if (!svc)
+	__be32 snat = (__be32)cfg(CFG_SNAT_ADDR4, 0);
+	if (!svc) {
+		if (snat && vip == snat)
+			return snat_reply4(skb, &l4, saddr, vip, tos, tot_len, ttl);
 		return PASS;
+	}
 	__u32 service_id = svc->id;
+	int do_snat = svc->flags & LB_SVC_F_SNAT;
+	if (do_snat && !snat) {
+		count(ST_NO_BACKEND); /* an SNAT service without --lb-snat-address */
+		return TC_ACT_SHOT;
+	}
 	__u64 now = bpf_ktime_get_ns();
 
 	/* 1. Which backend: the connection's, else Maglev. */
@@ -587,6 +682,7 @@ int herald_lb_ingress(struct __sk_buff *skb)
 	struct ct_entry *eent = bpf_map_lookup_elem(&ct4, &ekey);
 	__u16 tf = l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) : 0;
 	__u64 life;
+	__be16 snat_port = 0;
 	if (eent) {
 		__u16 f = eent->flags | tf;
 		/* A new SYN on a closed tuple starts a fresh connection. */
@@ -597,7 +693,29 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		eent->expires_ns = now + life;
 		__sync_fetch_and_add(&eent->packets_fwd, 1);
 		__sync_fetch_and_add(&eent->bytes_fwd, skb->len);
-	} else {
+		snat_port = eent->snat_port;
+		if (do_snat && snat_port) {
+			/* The NAT entry lives exactly as long as its connection. */
+			struct ct_key4 rkey = { .saddr = baddr, .daddr = snat, .sport = bport, .dport = snat_port, .proto = l4.proto, .dir = CT_SNAT };
+			struct ct_entry *r = bpf_map_lookup_elem(&ct4, &rkey);
+			if (r)
+				r->expires_ns = now + life;
+			else
+				snat_port = 0; /* evicted: allocate again below */
+		}
+	}
+	if (do_snat && !snat_port) {
+		life = lifetime(l4.proto, eent ? eent->flags : tf);
+		snat_port = snat_alloc4(baddr, bport, snat, l4.proto, saddr, l4.sport, backend_id, service_id,
+					flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto), now + life);
+		if (!snat_port) {
+			count(ST_CT_FULL);
+			return TC_ACT_SHOT;
+		}
+		if (eent)
+			eent->snat_port = snat_port;
+	}
+	if (!eent) {
 		struct ct_entry e = {
 			.backend_id = backend_id,
 			.service_id = service_id,
@@ -606,6 +724,7 @@ int herald_lb_ingress(struct __sk_buff *skb)
 			.packets_fwd = 1,
 			.bytes_fwd = skb->len,
 			.created_s = (__u32)(now / 1000000000ULL),
+			.snat_port = snat_port,
 		};
 		*(__be32 *)e.nat_addr = vip;
 		life = lifetime(l4.proto, tf);
@@ -635,43 +754,19 @@ int herald_lb_ingress(struct __sk_buff *skb)
 			count(ST_CT_FULL);
 	}
 
-	/* 3. DNAT. */
+	/* 3. DNAT (and SNAT). */
 	if (rewrite4(skb, &l4, 1, vip, baddr, l4.dport, bport) < 0)
 		return TC_ACT_SHOT;
+	if (do_snat) {
+		if (rewrite4(skb, &l4, 0, saddr, snat, l4.sport, snat_port) < 0)
+			return TC_ACT_SHOT;
+		count(ST_FORWARDED);
+		return forward4(skb, snat, baddr, tos, l4.proto, tot_len, ttl);
+	}
 
 	/* 4. Forward: the FIB says where; else the kernel routes it. */
-	struct bpf_fib_lookup fib = {};
-	fib.family = AF_INET_;
-	fib.tos = tos;
-	fib.l4_protocol = l4.proto;
-	fib.tot_len = tot_len;
-	fib.ipv4_src = saddr;
-	fib.ipv4_dst = baddr;
-	fib.ifindex = skb->ingress_ifindex;
-	long frc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (frc != BPF_FIB_LKUP_RET_SUCCESS && frc != BPF_FIB_LKUP_RET_NO_NEIGH) {
-		count(ST_FIB_PASS);
-		count(ST_FORWARDED);
-		return TC_ACT_OK;
-	}
-	if (ttl <= 1) {
-		count(ST_TTL);
-		return TC_ACT_OK; /* the kernel sends Time Exceeded */
-	}
-	/* Decrement TTL: the 16-bit word (ttl, protocol). */
-	{
-		__u16 oldw = ((__u16)ttl << 8) | l4.proto;
-		__u16 neww = ((__u16)(ttl - 1) << 8) | l4.proto;
-		__u8 nttl = ttl - 1;
-		bpf_l3_csum_replace(skb, IP_CSUM_OFF, bpf_htons(oldw), bpf_htons(neww), 2);
-		bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, ttl), &nttl, 1, 0);
-	}
 	count(ST_FORWARDED);
-	if (frc == BPF_FIB_LKUP_RET_NO_NEIGH)
-		return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
-	if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) < 0 || bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0) < 0)
-		return TC_ACT_SHOT;
-	return bpf_redirect(fib.ifindex, 0);
+	return forward4(skb, saddr, baddr, tos, l4.proto, tot_len, ttl);
 }
 
 SEC("tc")

@@ -16,7 +16,7 @@ import { labSkipReason } from '../helpers/lab-tools.js';
 import { LbProgram } from '../../src/datapath/lb/program.js';
 import { LbServiceWriter } from '../../src/datapath/lb/services.js';
 import { ConntrackGc } from '../../src/datapath/lb/ct-gc.js';
-import { CT_EGRESS, CT_SERVICE } from '../../src/datapath/lb/layout.js';
+import { CT_EGRESS, CT_SERVICE, CT_SNAT } from '../../src/datapath/lb/layout.js';
 import type { LbServiceRow } from '../../src/datapath/tables/lb-services.js';
 
 const VIP = '198.51.100.10';
@@ -43,11 +43,11 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     affinityTimeoutS,
     backends: bes.map((b) => ({ ip: b.ip, port: targetPort, terminating: terminating.includes(b.name) })),
   });
-  const udpProbe = (sports: number[]): Array<{ sport: number; backend: string | null; seen: string | null; from: string | null }> =>
-    JSON.parse(client.must('/usr/bin/python3', [PROBE, 'udp', VIP, '53', ...sports.map(String)]));
+  const udpProbe = (sports: number[], port = 53): Array<{ sport: number; backend: string | null; seen: string | null; from: string | null }> =>
+    JSON.parse(client.must('/usr/bin/python3', [PROBE, 'udp', VIP, String(port), ...sports.map(String)]));
 
   before(async () => {
-    lab = Lab.create({ nodes: 1, tag: 'lb' });
+    lab = Lab.create({ nodes: 2, tag: 'lb' }); // n2: a remote backend on the segment (SNAT)
     client = lab.client;
     const node = lab.nodes[0]!;
     backends = lab.addBackends(node, 3);
@@ -55,6 +55,11 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       b.spawn('http', process.execPath, ['--import', 'tsx', HTTP, '--port', '8080', '--name', b.name]),
       b.spawn('udp', process.execPath, ['--import', 'tsx', UDP, '--port', '5353', '--name', b.name]),
     ]);
+    const n2 = lab.nodes[1]!;
+    procs.push(
+      n2.spawn('http', process.execPath, ['--import', 'tsx', HTTP, '--port', '8080', '--name', 'n2']),
+      n2.spawn('udp', process.execPath, ['--import', 'tsx', UDP, '--port', '5353', '--name', 'n2']),
+    );
     for (const p of procs) await p.waitForOutput('listening', 30_000);
     // The client reaches the VIP through the node (the L2 responder's part is tested elsewhere).
     client.must('ip', ['route', 'replace', '198.51.100.0/24', 'via', node.ip, 'dev', 'eth0']);
@@ -163,7 +168,7 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       assert.equal(mk.status, 0, String(mk.stderr));
       const up = LbProgram.load({ pinDir: dir, ctMapSize: 4096, maglevSize: M });
       try {
-        assert.equal(up.maps.ct4.info().valueSize, 72);
+        assert.equal(up.maps.ct4.info().valueSize, 80);
       } finally {
         up.dispose();
       }
@@ -191,6 +196,59 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     assert.match(cap.text(), new RegExp(`${backend.ip.replace(/\./g, '\\.')}\\.5353 > ${client.ip.replace(/\./g, '\\.')}\\.26000`), cap.text());
     assert.ok(prog.stats().icmp_xlate! >= before + 1n);
     await writer.delete(row('UDP', 54, 5999, backends));
+  });
+
+  test('SNAT mode: a remote backend on the segment answers through the node; NAT entries go with their connection', async () => {
+    const node = lab.nodes[0]!;
+    const n2 = lab.nodes[1]!;
+    prog.setSnatAddress(node.ip);
+    const snatRow = (proto: 'TCP' | 'UDP', port: number, target: number): LbServiceRow => ({ ...row(proto, port, target, []), mode: 'snat', backends: [{ ip: n2.ip, port: target, terminating: false }] });
+    await writer.update(snatRow('UDP', 55, 5353));
+    await writer.update(snatRow('TCP', 81, 8080));
+    // n2 would answer the client directly (same segment): only SNAT brings the reply back to be un-NATed.
+    const rows = udpProbe([28000, 28001, 28002], 55);
+    for (const r of rows) {
+      assert.equal(r.backend, 'n2');
+      assert.equal(r.from, `${VIP}:55`);
+      const [ip, port] = r.seen!.split(':');
+      assert.equal(ip, node.ip, 'the backend sees the node, not the client');
+      assert.ok(Number(port) >= 32768 && Number(port) < 61000, r.seen!);
+    }
+    const curl = client.exec('curl', ['-sS', '--max-time', '3', `http://${VIP}:81/`]);
+    assert.equal(curl.code, 0, curl.stderr);
+    assert.equal(curl.stdout.trim(), 'n2');
+    const nat = () => prog.maps.ct4.entries().filter(([k]) => k.dir === CT_SNAT);
+    assert.ok(nat().length >= 4, 'one NAT entry per connection');
+    const egress = prog.maps.ct4.entries().filter(([k, e]) => k.dir === CT_EGRESS && e.snatPort !== 0);
+    for (const [k, e] of egress) {
+      assert.ok(nat().some(([nk, ne]) => nk.dport === e.snatPort && nk.saddr === k.daddr && ne.natAddr === k.saddr), 'each connection has its NAT entry');
+    }
+    // Expiry: connection and NAT entries expire together and go in one pass.
+    prog.setLifetimes({ tcpSynS: 60, tcpEstablishedS: 3600, tcpClosingS: 1, nonTcpS: 1 });
+    udpProbe([28000, 28001, 28002], 55); // refresh with the short lifetime
+    await sleep(1300);
+    prog.setLifetimes({ tcpSynS: 60, tcpEstablishedS: 3600, tcpClosingS: 10, nonTcpS: 60 });
+    await gc.collect();
+    assert.deepEqual(nat().filter(([k]) => k.proto === 17), [], 'the UDP connections and their NAT entries went in one pass');
+    assert.deepEqual(prog.maps.ct4.entries().filter(([k, e]) => e.snatPort !== 0 && k.proto === 17), []);
+    // What is left (the closed TCP connection, 10 s) still has both halves.
+    for (const [nk] of nat()) {
+      assert.ok(prog.maps.ct4.entries().some(([k, e]) => k.dir === CT_EGRESS && e.snatPort === nk.dport), 'no NAT entry without its connection');
+    }
+    // Deleting a connection deletes its NAT entry in the same batch (the GC feeds the NAT purge).
+    const withNat = new ConntrackGc(prog.maps.ct4, { snatAddress: () => node.ip });
+    const tcpNat = nat().filter(([k]) => k.proto === 6).length;
+    assert.ok(tcpNat > 0);
+    const purged = await withNat.flushWhere((k) => k.dir === CT_EGRESS && k.proto === 6 && k.daddr === n2.ip);
+    assert.equal(nat().filter(([k]) => k.proto === 6).length, 0, 'NAT entries purged with their connections');
+    assert.ok(purged.deleted >= 2 * tcpNat, JSON.stringify(purged));
+    // Removal: the service's connections and NAT entries are flushed.
+    udpProbe([28010], 55);
+    assert.ok(nat().length > 0);
+    await writer.delete(snatRow('UDP', 55, 5353));
+    await writer.delete(snatRow('TCP', 81, 8080));
+    assert.deepEqual(nat(), []);
+    prog.setSnatAddress(undefined);
   });
 
   test('GC deletes expired entries and only those (kernel clock, short lifetimes)', async () => {

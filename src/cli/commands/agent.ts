@@ -55,6 +55,7 @@ interface AgentOptions {
   lbMaglevSize: number;
   lbCtLifetimes?: CtLifetimes;
   lbGcMinInterval: number;
+  lbSnatAddress?: string;
   supervisor: boolean;
 }
 
@@ -158,6 +159,11 @@ export function agentCommand(): Command {
     .option('--lb-maglev-size <prime>', 'load balancing: Maglev table size per frontend (a prime, ≥ 100 × backends)', parseIntRange('--lb-maglev-size', 7, 1_000_003, true), lbDefaults.maglevSize)
     .option('--lb-ct-lifetimes <list>', 'load balancing: connection lifetimes in seconds, e.g. tcp-syn=60,tcp-established=21600,tcp-closing=10,non-tcp=60', parseLifetimes)
     .option('--lb-gc-min-interval <ms>', 'load balancing: shortest conntrack GC interval (the interval adapts up to 5 min)', parseIntRange('--lb-gc-min-interval', 100, 3_600_000), lbDefaults.gc.minMs)
+    .option('--lb-snat-address <ipv4>', 'load balancing: this node\'s IPv4, the source toward the backends of services annotated herald.io/lb-mode: snat', (v: string) => {
+      const ip = parseIp(v);
+      if (!ip || ip.family !== 'IPv4') throw new InvalidArgumentError(`--lb-snat-address ${v}: expected an IPv4 address`);
+      return ip.text;
+    })
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
@@ -211,6 +217,7 @@ export function agentCommand(): Command {
                     maglevSize: opts.lbMaglevSize,
                     lifetimes: opts.lbCtLifetimes ?? defaultLifetimes,
                     gc: { minMs: opts.lbGcMinInterval, maxMs: Math.max(opts.lbGcMinInterval, lbDefaults.gc.maxMs) },
+                    ...(opts.lbSnatAddress ? { snatAddress: opts.lbSnatAddress } : {}),
                   },
                 }
               : {}),

@@ -15,8 +15,10 @@
  *              connections, no new ones); not serving → left out.
  *   mode       annotation `herald.io/lb-mode`: `dnat` (the default: the
  *              service is balanced by this node's datapath to backends it
- *              routes to) or `none` (not balanced). `snat` and `dsr` are
- *              accepted words but later slices: reported, not balanced.
+ *              routes to), `snat` (the node's --lb-snat-address is the source
+ *              toward the backends: remote backends on any route) or `none`
+ *              (not balanced). `dsr` is an accepted word but a later slice:
+ *              reported, not balanced.
  *   affinity   spec.sessionAffinity / sessionAffinityConfig.clientIP.timeoutSeconds
  *              (carried to the datapath; enforced in a later slice).
  */
@@ -80,7 +82,7 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
       continue;
     }
     if (mode === 'none') continue;
-    if (mode !== 'dnat') {
+    if (mode === 'dsr') {
       warnings.push({ service: key, message: `${ANNOTATION_LB_MODE}: ${mode} is not implemented yet; not balanced` });
       continue;
     }
@@ -127,7 +129,7 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
           vip,
           port: sp.port,
           proto: sp.protocol,
-          mode: 'dnat',
+          mode,
           affinity,
           affinityTimeoutS: timeout,
           backends: sorted,

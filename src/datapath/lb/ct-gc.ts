@@ -9,7 +9,8 @@
  */
 import type { BpfMap } from '../../os/bpf-map.js';
 import type { FlushRequest } from './services.js';
-import { CT_ENTRY_BACKEND_OFF, CT_ENTRY_EXPIRES_OFF, type CtEntry, type CtKey } from './layout.js';
+import { ipv4ToBytes } from '../../net/addr.js';
+import { CT_EGRESS, CT_ENTRY_BACKEND_OFF, CT_ENTRY_EXPIRES_OFF, CT_ENTRY_SNAT_PORT_OFF, CT_KEY4_SIZE, CT_SNAT, type CtEntry, type CtKey } from './layout.js';
 
 export interface GcPassResult {
   scanned: number;
@@ -30,6 +31,8 @@ export interface CtGcOptions {
   batchSize?: number;
   /** CLOCK_MONOTONIC ns (the clock of bpf_ktime_get_ns). */
   monotonicNs?: () => bigint;
+  /** The node's SNAT address: a deleted SNAT connection takes its NAT entry with it. */
+  snatAddress?: () => string | undefined;
 }
 
 const SERVICE_OFF = CT_ENTRY_BACKEND_OFF + 4;
@@ -37,6 +40,7 @@ const SERVICE_OFF = CT_ENTRY_BACKEND_OFF + 4;
 export class ConntrackGc {
   private readonly batchSize: number;
   private readonly now: () => bigint;
+  private readonly snatAddress: () => string | undefined;
   private readonly subscribers = new Set<(r: GcPassResult) => void>();
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -46,6 +50,7 @@ export class ConntrackGc {
   ) {
     this.batchSize = opts.batchSize ?? 1024;
     this.now = opts.monotonicNs ?? (() => process.hrtime.bigint());
+    this.snatAddress = opts.snatAddress ?? (() => undefined);
   }
 
   /** GC events: one per pass. Returns the unsubscribe function. */
@@ -94,7 +99,10 @@ export class ConntrackGc {
     let scanned = 0;
     let deleted = 0;
     let maxBlockMs = 0;
-    const doomed = Buffer.alloc(keySize * this.batchSize);
+    // Room for each doomed entry and, for an SNAT connection, its NAT entry (GC feeds the NAT purge).
+    const doomed = Buffer.alloc(keySize * this.batchSize * 2);
+    const snat = keySize === CT_KEY4_SIZE ? this.snatAddress() : undefined;
+    const snatBytes = snat ? ipv4ToBytes(snat) : undefined;
     for (;;) {
       const t0 = performance.now();
       const c0 = process.cpuUsage();
@@ -112,7 +120,21 @@ export class ConntrackGc {
           expired ||
           (match !== undefined && match(values.readUInt32LE(v + SERVICE_OFF), values.readUInt32LE(v + CT_ENTRY_BACKEND_OFF))) ||
           (matchRaw !== undefined && matchRaw(keys.subarray(i * keySize, (i + 1) * keySize), values.subarray(v, v + valueSize)));
-        if (hit) keys.copy(doomed, n++ * keySize, i * keySize, (i + 1) * keySize);
+        if (!hit) continue;
+        const k = i * keySize;
+        keys.copy(doomed, n++ * keySize, k, k + keySize);
+        const snatPort = values.readUInt16BE(v + CT_ENTRY_SNAT_PORT_OFF);
+        if (snatBytes && snatPort !== 0 && keys[k + 13] === CT_EGRESS) {
+          // {backend, node, backend port, node port, proto, CT_SNAT}: the reply's key.
+          const o = n++ * keySize;
+          doomed.fill(0, o, o + keySize);
+          keys.copy(doomed, o, k + 4, k + 8);
+          snatBytes.copy(doomed, o + 4);
+          keys.copy(doomed, o + 8, k + 10, k + 12);
+          doomed.writeUInt16BE(snatPort, o + 10);
+          doomed[o + 12] = keys[k + 12]!;
+          doomed[o + 13] = CT_SNAT;
+        }
       }
       scanned += count;
       if (n > 0) deleted += this.map.deleteBatch(doomed, n);

@@ -130,6 +130,9 @@ export const backendCodec: MapCodec<number, BackendValue> = {
 
 export const CT_SERVICE = 1;
 export const CT_EGRESS = 2;
+/** SNAT services: the reply as it arrives (backend → node:port) → the client. */
+export const CT_SNAT = 3;
+export const SVC_F_SNAT = 1;
 
 export const CT_F_SYN_SEEN = 1;
 export const CT_F_ESTABLISHED = 2;
@@ -160,14 +163,17 @@ export interface CtEntry {
   natPort: number;
   flags: number;
   createdS: number;
+  /** CT_EGRESS of an SNAT service: the node's port toward the backend (0: none). */
+  snatPort: number;
 }
 
 export const CT_KEY4_SIZE = 16;
 export const CT_KEY6_SIZE = 40;
-export const CT_ENTRY_SIZE = 72;
+export const CT_ENTRY_SIZE = 80;
 /** Offsets inside a raw entry, for the GC's scan without decoding. */
 export const CT_ENTRY_EXPIRES_OFF = 0;
 export const CT_ENTRY_BACKEND_OFF = 40;
+export const CT_ENTRY_SNAT_PORT_OFF = 72;
 
 function encodeEntry(v: CtEntry, family: 4 | 6): Buffer {
   const b = Buffer.alloc(CT_ENTRY_SIZE);
@@ -182,6 +188,7 @@ function encodeEntry(v: CtEntry, family: 4 | 6): Buffer {
   b.writeUInt16BE(v.natPort, 64);
   b.writeUInt16LE(v.flags, 66);
   b.writeUInt32LE(v.createdS, 68);
+  b.writeUInt16BE(v.snatPort, 72);
   return b;
 }
 
@@ -198,6 +205,7 @@ function decodeEntry(b: Buffer, family: 4 | 6): CtEntry {
     natPort: b.readUInt16BE(64),
     flags: b.readUInt16LE(66),
     createdS: b.readUInt32LE(68),
+    snatPort: b.readUInt16BE(72),
   };
 }
 
@@ -261,6 +269,7 @@ export const CFG_TCP_ESTABLISHED_NS = 1;
 export const CFG_TCP_CLOSING_NS = 2;
 export const CFG_NON_TCP_NS = 3;
 export const CFG_MAGLEV_M = 4;
+export const CFG_SNAT_ADDR4 = 5;
 
 export const configCodec: MapCodec<number, bigint> = {
   ...u32Key,

@@ -19,8 +19,10 @@ import { ensurePinDir } from '../../os/bpffs.js';
 import { SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
 import { BPF_TC_EGRESS } from '../../os/libbpf.js';
 import { attachEgress, attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
+import { ipv4ToBytes } from '../../net/addr.js';
 import {
   CFG_MAGLEV_M,
+  CFG_SNAT_ADDR4,
   CFG_NON_TCP_NS,
   CFG_TCP_CLOSING_NS,
   CFG_TCP_ESTABLISHED_NS,
@@ -194,6 +196,11 @@ export class LbProgram implements Disposable {
   setMaglevTable(serviceId: number, table: Uint32Array): void {
     this.assertOpen();
     writeMaglevTable(this.maps.maglev, serviceId, table, this.maglevSize);
+  }
+
+  /** The node's IPv4 that SNAT services use as the source toward their backends (undefined: none). */
+  setSnatAddress(ip: string | undefined): void {
+    this.maps.config.update(CFG_SNAT_ADDR4, ip === undefined ? 0n : BigInt(ipv4ToBytes(ip).readUInt32LE(0)));
   }
 
   /** Per-CPU counters summed. */

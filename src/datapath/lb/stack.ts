@@ -25,6 +25,8 @@ export interface LbOptions {
   maglevSize: number;
   lifetimes: CtLifetimes;
   gc: GcIntervalBounds;
+  /** The node's IPv4 used as the source toward the backends of SNAT services. */
+  snatAddress?: string;
 }
 
 export const lbDefaults = { ctMapSize: 262_144, maglevSize: 16381, lifetimes: defaultLifetimes, gc: gcIntervalDefaults };
@@ -52,7 +54,8 @@ export class LbStack implements Disposable {
   ) {
     this.program = LbProgram.load({ pinDir: opts.pinDir, ctMapSize: opts.ctMapSize, maglevSize: opts.maglevSize });
     this.program.setLifetimes(opts.lifetimes);
-    this.gc = new ConntrackGc(this.program.maps.ct4, { monotonicNs: () => deps.clock.monotonicNs() });
+    this.program.setSnatAddress(opts.snatAddress);
+    this.gc = new ConntrackGc(this.program.maps.ct4, { monotonicNs: () => deps.clock.monotonicNs(), snatAddress: () => opts.snatAddress });
     this.stats = { ctEntries: 0, ctMax: opts.ctMapSize, gcDeleted: 0, gcPasses: 0, gcIntervalMs: opts.gc.minMs };
     this.gc.observe((r) => {
       this.stats.ctEntries = r.remaining;

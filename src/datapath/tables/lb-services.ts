@@ -21,8 +21,8 @@ export interface LbServiceRow {
   readonly vip: string;
   readonly port: number;
   readonly proto: 'TCP' | 'UDP';
-  /** none: DNAT to local-routed backends (this slice); snat and dsr are later slices. */
-  readonly mode: 'dnat';
+  /** dnat: backends route replies back through this node; snat: the node's address is the source (remote backends). */
+  readonly mode: 'dnat' | 'snat';
   readonly affinity: 'None' | 'ClientIP';
   readonly affinityTimeoutS: number;
   /** Sorted by (ip, port). */
