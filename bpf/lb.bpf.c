@@ -82,6 +82,7 @@ enum ct_dir {
 };
 
 #define LB_SVC_F_SNAT 1
+#define LB_SVC_F_DSR 2 /* direct server return: only the MAC changes; the backend holds the VIP */
 
 struct ct_key4 {
 	__be32 saddr;
@@ -676,6 +677,53 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	__be32 baddr = *(__be32 *)be->addr;
 	__be16 bport = be->port;
+
+	/* DSR: the packet goes to the backend's MAC unchanged (VIP and port kept); the reply
+	 * bypasses us. The CT_SERVICE entry keeps the connection on its backend. */
+	if (svc->flags & LB_SVC_F_DSR) {
+		__u64 dlife = lifetime(l4.proto, l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) | CT_F_ESTABLISHED : 0);
+		if (sent) {
+			sent->expires_ns = now + dlife;
+			__sync_fetch_and_add(&sent->packets_fwd, 1);
+			__sync_fetch_and_add(&sent->bytes_fwd, skb->len);
+		} else {
+			struct ct_entry s = {
+				.backend_id = backend_id,
+				.service_id = service_id,
+				.nat_port = bport,
+				.packets_fwd = 1,
+				.bytes_fwd = skb->len,
+				.created_s = (__u32)(now / 1000000000ULL),
+				.expires_ns = now + dlife,
+			};
+			*(__be32 *)s.nat_addr = baddr;
+			if (bpf_map_update_elem(&ct4, &skey, &s, BPF_ANY) < 0)
+				count(ST_CT_FULL);
+			else
+				count(ST_CT_CREATED);
+		}
+		struct bpf_fib_lookup fib = {};
+		fib.family = AF_INET_;
+		fib.l4_protocol = l4.proto;
+		fib.tot_len = tot_len;
+		fib.ipv4_src = saddr;
+		fib.ipv4_dst = baddr;
+		fib.ifindex = skb->ingress_ifindex;
+		long frc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+		count(ST_FORWARDED);
+		if (frc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+			/* Resolve the backend's MAC with the kernel's neighbour table; the IP header stays. */
+			struct bpf_redir_neigh nh = { .nh_family = AF_INET_, .ipv4_nh = baddr };
+			return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
+		}
+		if (frc != BPF_FIB_LKUP_RET_SUCCESS) {
+			count(ST_FIB_PASS);
+			return TC_ACT_SHOT; /* no route to the backend: the VIP cannot be delivered as is */
+		}
+		if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) < 0 || bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0) < 0)
+			return TC_ACT_SHOT;
+		return bpf_redirect(fib.ifindex, 0);
+	}
 
 	/* 2. The connection entry after DNAT: state, counters, what the reply gets back. */
 	struct ct_key4 ekey = { .saddr = saddr, .daddr = baddr, .sport = l4.sport, .dport = bport, .proto = l4.proto, .dir = CT_EGRESS };

@@ -251,6 +251,34 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     prog.setSnatAddress(undefined);
   });
 
+  test('DSR mode: only the MAC changes, the backend answers the client directly from the VIP', async () => {
+    const n2 = lab.nodes[1]!;
+    // The backend holds the VIP on loopback and leaves ARP for it alone (IPVS direct routing).
+    n2.must('ip', ['addr', 'add', `${VIP}/32`, 'dev', 'lo']);
+    n2.must('sysctl', ['-q', '-w', 'net.ipv4.conf.all.arp_ignore=1', 'net.ipv4.conf.all.arp_announce=2']);
+    // A DSR UDP server binds the VIP, so its replies leave from it.
+    const echo = n2.spawn('udp-vip', process.execPath, ['--import', 'tsx', UDP, '--port', '5354', '--name', 'n2', '--host', VIP]);
+    try {
+      await echo.waitForOutput('listening', 30_000);
+      const dsrRow: LbServiceRow = { ...row('UDP', 5354, 5354, []), mode: 'dsr', backends: [{ ip: n2.ip, port: 5354, terminating: false }] };
+      await writer.update(dsrRow);
+      const revBefore = prog.stats().revnat!;
+      const rows = udpProbe([29000, 29001, 29002], 5354);
+      for (const r of rows) {
+        assert.equal(r.backend, 'n2');
+        assert.equal(r.from, `${VIP}:5354`);
+        assert.equal(r.seen, `${client.ip}:${r.sport}`, 'the backend sees the client itself');
+      }
+      assert.equal(prog.stats().revnat, revBefore, 'replies bypass the node');
+      const svcEntries = prog.maps.ct4.entries().filter(([k]) => k.dir === CT_SERVICE && k.dport === 5354);
+      assert.equal(svcEntries.length, 3, 'one CT_SERVICE entry per flow keeps it on its backend');
+      await writer.delete(dsrRow);
+    } finally {
+      await echo.stop();
+      n2.must('ip', ['addr', 'del', `${VIP}/32`, 'dev', 'lo']);
+    }
+  });
+
   test('GC deletes expired entries and only those (kernel clock, short lifetimes)', async () => {
     await gc.flushWhere(() => true);
     prog.setLifetimes({ tcpSynS: 60, tcpEstablishedS: 3600, tcpClosingS: 10, nonTcpS: 1.5 });

@@ -16,9 +16,10 @@
  *   mode       annotation `herald.io/lb-mode`: `dnat` (the default: the
  *              service is balanced by this node's datapath to backends it
  *              routes to), `snat` (the node's --lb-snat-address is the source
- *              toward the backends: remote backends on any route) or `none`
- *              (not balanced). `dsr` is an accepted word but a later slice:
- *              reported, not balanced.
+ *              toward the backends: remote backends on any route), `dsr`
+ *              (backends on this segment holding the VIP: only the MAC
+ *              changes, the service port is kept, replies bypass the node) or
+ *              `none` (not balanced).
  *   affinity   spec.sessionAffinity / sessionAffinityConfig.clientIP.timeoutSeconds
  *              (carried to the datapath; enforced in a later slice).
  */
@@ -82,10 +83,6 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
       continue;
     }
     if (mode === 'none') continue;
-    if (mode === 'dsr') {
-      warnings.push({ service: key, message: `${ANNOTATION_LB_MODE}: ${mode} is not implemented yet; not balanced` });
-      continue;
-    }
     const slices = (slicesBy.get(key) ?? []).filter((s) => s.addressType === 'IPv4');
     const affinity = svc.spec.sessionAffinity;
     const timeout = affinity === 'ClientIP' ? (svc.spec.sessionAffinityConfig?.clientIP.timeoutSeconds ?? 10800) : 0;
@@ -111,6 +108,9 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
             backends.set(id, { ip, port, terminating });
           }
         }
+      }
+      if (mode === 'dsr' && [...backends.values()].some((b) => b.port !== sp.port)) {
+        warnings.push({ service: key, message: `port ${sp.port}: dsr keeps the service port; backends must listen on ${sp.port} (the slice says otherwise)` });
       }
       const sorted = [...backends.values()].sort((a, b) => (a.ip === b.ip ? a.port - b.port : a.ip < b.ip ? -1 : 1));
       for (const vip of ips) {

@@ -133,6 +133,8 @@ export const CT_EGRESS = 2;
 /** SNAT services: the reply as it arrives (backend → node:port) → the client. */
 export const CT_SNAT = 3;
 export const SVC_F_SNAT = 1;
+/** Direct server return: only the destination MAC changes; replies bypass the node. */
+export const SVC_F_DSR = 2;
 
 export const CT_F_SYN_SEEN = 1;
 export const CT_F_ESTABLISHED = 2;

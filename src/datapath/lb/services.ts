@@ -12,7 +12,7 @@
 import { maglevTable } from './maglev.js';
 import type { BpfMap } from '../../os/bpf-map.js';
 import type { LbServiceRow } from '../tables/lb-services.js';
-import { BACKEND_F_TERMINATING, PROTO_NUMBER, SVC_F_SNAT, type BackendValue, type ServiceKey, type ServiceValue } from './layout.js';
+import { BACKEND_F_TERMINATING, PROTO_NUMBER, SVC_F_DSR, SVC_F_SNAT, type BackendValue, type ServiceKey, type ServiceValue } from './layout.js';
 
 export interface LbWriterMaps {
   services4: BpfMap<ServiceKey, ServiceValue>;
@@ -86,7 +86,7 @@ export class LbServiceWriter {
       if (!b.terminating) active.push({ key: `${bk}/${row.proto}`, id: bid });
     }
     this.deps.setMaglevTable(id, maglevTable(active, this.deps.maglevSize));
-    maps.services4.update(fk, { id, backends: active.length, flags: row.mode === 'snat' ? SVC_F_SNAT : 0, affinityTimeoutS: row.affinity === 'ClientIP' ? row.affinityTimeoutS : 0 });
+    maps.services4.update(fk, { id, backends: active.length, flags: row.mode === 'snat' ? SVC_F_SNAT : row.mode === 'dsr' ? SVC_F_DSR : 0, affinityTimeoutS: row.affinity === 'ClientIP' ? row.affinityTimeoutS : 0 });
     maps.services4.update({ vip: row.vip, port: 0, proto: 0 }, { id: 0, backends: 0, flags: 0, affinityTimeoutS: 0 });
     const before = this.uses.get(k) ?? new Set<number>();
     this.uses.set(k, wanted);

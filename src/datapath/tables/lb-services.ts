@@ -21,8 +21,11 @@ export interface LbServiceRow {
   readonly vip: string;
   readonly port: number;
   readonly proto: 'TCP' | 'UDP';
-  /** dnat: backends route replies back through this node; snat: the node's address is the source (remote backends). */
-  readonly mode: 'dnat' | 'snat';
+  /**
+   * dnat: backends route replies back through this node; snat: the node's address is the
+   * source (remote backends); dsr: only the MAC changes, the backend holds the VIP and replies directly.
+   */
+  readonly mode: 'dnat' | 'snat' | 'dsr';
   readonly affinity: 'None' | 'ClientIP';
   readonly affinityTimeoutS: number;
   /** Sorted by (ip, port). */

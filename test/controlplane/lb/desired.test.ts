@@ -63,13 +63,13 @@ test('no allocated IP: nothing; no slice: a frontend without backends (the datap
   assert.deepEqual([...d.rows.values()].map((r) => r.backends.length), [0, 0]);
 });
 
-test('mode annotation: none opts out, snat is carried, dsr and unknown words are reported and not balanced', () => {
+test('mode annotation: none opts out, snat and dsr are carried (dsr warns on a port change), unknown words are reported and not balanced', () => {
   assert.equal(computeLbDesired({ snapshot: snap(service('web', '', 'herald.io/lb-mode: none')), ingress }).rows.size, 0);
   const snat = computeLbDesired({ snapshot: snap(service('web', '', 'herald.io/lb-mode: snat')), ingress });
   assert.deepEqual([...snat.rows.values()].map((r) => r.mode), ['snat', 'snat']);
-  const dsr = computeLbDesired({ snapshot: snap(service('web', '', 'herald.io/lb-mode: dsr')), ingress });
-  assert.equal(dsr.rows.size, 0);
-  assert.match(dsr.warnings[0]!.message, /dsr is not implemented yet/);
+  const dsr = computeLbDesired({ snapshot: snap(service('web', '', 'herald.io/lb-mode: dsr'), slice('web', [['203.0.113.130']])), ingress });
+  assert.deepEqual([...dsr.rows.values()].map((r) => r.mode), ['dsr', 'dsr']);
+  assert.match(dsr.warnings[0]!.message, /dsr keeps the service port/);
   const bad = computeLbDesired({ snapshot: snap(service('web', '', 'herald.io/lb-mode: fast')), ingress });
   assert.match(bad.warnings[0]!.message, /"fast" is not one of/);
 });
