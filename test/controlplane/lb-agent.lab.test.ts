@@ -137,4 +137,13 @@ describe('herald agent --lb-interfaces: manifests to balanced traffic', { skip: 
     assert.notEqual(bad.code, 0);
     assert.match(bad.stderr, /--all/);
   });
+
+  test('herald datapath remove detaches the load balancer too and leaves eth0 clean', async () => {
+    await agent.stop('SIGTERM');
+    const tc = (dir: string) => JSON.parse(node.must('tc', ['-j', 'filter', 'show', 'dev', 'eth0', dir]) || '[]') as unknown[];
+    assert.ok(tc('ingress').length > 0 && tc('egress').length > 0, 'the programs stay attached after a clean stop');
+    node.must(HERALD, ['datapath', 'remove', '--bpf-pin-dir', node.pinDir]);
+    assert.deepEqual(tc('egress'), []);
+    assert.deepEqual(tc('ingress'), []);
+  });
 });
