@@ -70,7 +70,7 @@ function withFilters(cmd: Command): Command {
 }
 
 export function ctCommand(): Command {
-  const ct = new Command('ct').description('load balancer connection tracking (live from the pinned maps)');
+  const ct = new Command('ct').description('load balancer connection tracking: list (remaining lifetimes by the kernel clock), flush, stats');
   withFilters(ct.command('list').description('entries with their remaining lifetime (kernel clock), backend and counters')).action((opts: CommonOpts) => {
     const maps = openPinnedLbMaps(discoverPinDir(opts, DEFAULT_PIN_ROOT, defaultNodeName()).path);
     try {
