@@ -44,6 +44,7 @@ unit_tests=(
   test/controlplane/bgp/desired.test.ts
   test/controlplane/bgp/controller.test.ts
   test/controlplane/lb/desired.test.ts
+  test/controlplane/health/health.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/cilium-parity.test.ts
   test/controlplane/ipam/blocks.test.ts

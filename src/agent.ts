@@ -55,6 +55,9 @@ import { HostRoutesOps } from './datapath/routes/host-routes-ops.js';
 import { birdConfigTable, type BfdOptions, type BirdConfigRow } from './datapath/tables/bird-config.js';
 import { bgpRoutesTable, type BgpRouteRow } from './datapath/tables/bgp-routes.js';
 import { BirdDaemon, birdDefaults } from './os/bird.js';
+import { HealthChecker } from './controlplane/health/checker.js';
+import { healthTargets } from './controlplane/health/targets.js';
+import { NetBackendProber } from './os/health-probe.js';
 import { IprouteHostRoutes } from './os/host-routes.js';
 import { IprouteLocalRoutes } from './os/local-routes.js';
 import { LbControlPlane } from './controlplane/lb/controller.js';
@@ -97,6 +100,7 @@ interface BgpStack {
   bird: BirdDaemon;
   routes: Reconciler<BgpRouteRow>;
   birdReconciler: Reconciler<BirdConfigRow>;
+  health: HealthChecker;
 }
 
 export class Agent implements Disposable {
@@ -173,7 +177,11 @@ export class Agent implements Disposable {
         ...(config.bgp || config.lb
           ? {
               onServiceIps: (inputs: BgpInputs) => {
-                this.bgp?.control.update(inputs);
+                // This node's own backends first (health checks), then BGP's desired state with their results.
+                if (this.bgp) {
+                  this.bgp.health.setTargets(healthTargets(inputs.snapshot, inputs.node.name));
+                  this.bgp.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
+                }
                 this.lb?.control.update(inputs);
               },
             }
@@ -211,7 +219,10 @@ export class Agent implements Disposable {
     this.jobs.hook('bird', { start: () => birdReconciler.start(), stop: async () => { birdReconciler.dispose(); await bird.stop(); } });
     // Session state for status, read from BIRD off the status path.
     this.jobs.timer('bird-sessions', () => bird.refreshSessions(), 2000);
-    return { control, bird, routes, birdReconciler };
+    // Health checks of this node's backends (herald.io/health-check): a backend going up or down recomputes the routes.
+    const health: HealthChecker = new HealthChecker({ prober: new NetBackendProber(), clock: this.clock, log: log.child({ module: 'health' }), onChange: () => control.healthChanged(health.down()) });
+    this.jobs.hook('health-checks', { start: () => {}, stop: () => health.dispose() });
+    return { control, bird, routes, birdReconciler, health };
   }
 
   private makeLb(opts: LbOptions): { control: LbControlPlane; stack: LbStack } {
@@ -404,6 +415,7 @@ export class Agent implements Disposable {
       bird: b.bird.status(),
       peers: (row?.peers ?? []).map((p) => ({ id: p.id, protocol: p.protocol, address: p.address, asn: p.asn })),
       ...(b.bird.lastSessions ? { sessions: b.bird.lastSessions } : {}),
+      health: b.health.view(),
       rowErrors: [...errors(b.routes as Reconciler<unknown>), ...errors(b.birdReconciler as Reconciler<unknown>)],
     };
   }
@@ -471,6 +483,15 @@ export class Agent implements Disposable {
     }
     await this.session?.revoke(); // the map entries are gone: free every IP now
     await this.routes?.settled(); // then the local routes (ARP has already moved)
+  }
+
+  /**
+   * Stops the jobs in reverse order and waits for them (within the jobs'
+   * deadline) — BIRD's stop, for one, is asynchronous — then releases the rest.
+   */
+  async stop(): Promise<void> {
+    await this.jobs.stop();
+    this.store.dispose();
   }
 
   dispose(): void {

@@ -11,6 +11,7 @@ import { compareIps, isIpv4, mustParseIp } from '../core/addr.js';
 import type { SessionStatus } from '../store/etcd/session.js';
 import type { OwnershipStatus } from '../store/etcd/ownership.js';
 import { renderIntentStatus, type IntentStatus } from './intent-status.js';
+import type { BackendHealthView } from '../controlplane/health/checker.js';
 import type { BgpRouteRow } from '../datapath/tables/bgp-routes.js';
 import type { BgpSession, BirdHealth } from '../os/bird.js';
 
@@ -55,6 +56,8 @@ export interface BgpStatusView {
   peers: readonly { id: string; protocol: string; address: string; asn: number }[];
   sessions?: { at: number; sessions: readonly BgpSession[]; error?: string };
   rowErrors: readonly { key: string; error: string; attempts: number }[];
+  /** This node's backends under herald's own health check. */
+  health: readonly BackendHealthView[];
 }
 
 export interface HaStatus {
@@ -278,6 +281,10 @@ function renderBgp(b: BgpStatusView, out: string[], table: (headers: string[], r
   );
   out.push(`advertised (${b.routes.length}):`);
   table(['PREFIX', 'NEXT HOPS', 'SERVICES', 'PEERS'], b.routes.map((r) => [r.prefix, r.nextHops.join(','), r.services.join(','), r.peers.join(',')]));
+  if (b.health.length > 0) {
+    out.push(`health checks (${b.health.length}):`);
+    table(['SERVICE', 'BACKEND', 'CHECK', 'STATE', 'SINCE', 'LAST RESULT'], b.health.map((h) => [h.service, `${h.address}:${h.port}`, h.type, h.up ? 'up' : 'down', new Date(h.since).toISOString(), h.lastResult ?? '-']));
+  }
   for (const w of b.withheld) out.push(`not advertised: ${w.ip} (${w.services.join(',')}): ${w.reason}`);
   for (const w of b.warnings) out.push(`warning: BGP peer ${w.peer}: ${w.message}`);
   for (const e of b.rowErrors) out.push(`  ! ${e.key}: ${e.error} (attempt ${e.attempts})`);

@@ -2,26 +2,16 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-
-const DURATION_RE = /^(\d+(?:\.\d+)?)(ms|s|m)?$/;
+import { durationMs, formatDuration } from '../core/duration.js';
 
 /** "250ms", "1.5s", "2m" or a bare number of milliseconds → milliseconds. */
 export function parseDuration(text: string): number {
-  const m = DURATION_RE.exec(text.trim());
-  if (!m) throw new InvalidArgumentError(`"${text}" is not a duration (use e.g. 500ms, 3s, 5m)`);
-  const n = Number(m[1]);
-  const unit = m[2] ?? 'ms';
-  const ms = unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000;
-  if (!Number.isFinite(ms)) throw new InvalidArgumentError(`"${text}" is out of range`);
-  return Math.round(ms);
+  const ms = durationMs(text);
+  if (ms === undefined) throw new InvalidArgumentError(`"${text}" is not a duration (use e.g. 500ms, 3s, 5m)`);
+  return ms;
 }
 
-/** Milliseconds → the shortest exact form with a unit: 800 → "800ms", 3000 → "3s", 120000 → "2m". */
-export function formatDuration(ms: number): string {
-  if (ms !== 0 && ms % 60_000 === 0) return `${ms / 60_000}m`;
-  if (ms !== 0 && ms % 1000 === 0) return `${ms / 1000}s`;
-  return `${ms}ms`;
-}
+export { formatDuration };
 
 /** A duration flag whose --help default is printed with its unit (`(default: 3s)`), not as bare milliseconds. */
 export function durationOption(flags: string, description: string, defaultMs?: number): Option {

@@ -302,7 +302,6 @@ export function bgpWarnings(obj: BgpClusterConfigManifest | BgpPeerConfigManifes
       break;
     case 'CiliumBGPPeerConfig':
       if (obj.spec.authSecretRef !== undefined) out.push(notYet('spec.authSecretRef', 'TCP MD5 authentication'));
-      if (obj.spec.gracefulRestart?.enabled) out.push(notYet('spec.gracefulRestart', 'BGP graceful restart'));
       if (obj.spec.transport.sourceInterface !== undefined) out.push(notYet('spec.transport.sourceInterface', 'a source interface'));
       if (obj.spec.transport.localPort !== undefined) out.push(notYet('spec.transport.localPort', 'a local port (deprecated in Cilium too)'));
       obj.spec.families.forEach((f, i) => {

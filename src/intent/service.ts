@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { quote } from './quote.js';
 import { checkLbIpamAnnotations } from './annotations.js';
+import { parseHealthCheck } from './health-check.js';
 import { annotationMap, checkedString, condition, describeValue, ipAddress, labelMap, optionalIpAddress, portNumber } from './fields.js';
 import { namespacedMetadata } from './metadata.js';
 import { checkDns1035Label, checkDns1123Label } from './names.js';
@@ -112,7 +113,7 @@ export const serviceStatusSchema = z.object({
 });
 
 const serviceAnnotations = annotationMap.check((ctx) => {
-  for (const issue of checkLbIpamAnnotations(ctx.value)) {
+  for (const issue of [...checkLbIpamAnnotations(ctx.value), ...parseHealthCheck(ctx.value).issues]) {
     ctx.issues.push({ code: 'custom', message: issue.message, input: ctx.value[issue.key], path: [issue.key] });
   }
 });

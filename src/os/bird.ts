@@ -51,6 +51,8 @@ export const birdDefaults = { birdBin: 'bird', birdcBin: 'birdc', restartMinMs: 
 export class BirdDaemon implements Disposable {
   private child: ChildProcess | undefined;
   private applied: string | undefined;
+  /** Some peer negotiates graceful restart (the applied configuration says so). */
+  private gracefulRestart = false;
   private disposed = false;
   private restartTimer: TimerHandle | undefined;
   private backoffMs: number;
@@ -72,9 +74,10 @@ export class BirdDaemon implements Disposable {
   }
 
   /** Makes `config` the running configuration (starting BIRD the first time); a no-op when it is already. */
-  async apply(config: string): Promise<void> {
+  async apply(config: string, opts: { gracefulRestart: boolean } = { gracefulRestart: false }): Promise<void> {
     if (this.disposed) throw new HeraldError('HERALD_STOPPED', 'BIRD supervisor stopped');
     if (config === this.applied && this.health.running) return;
+    this.gracefulRestart = opts.gracefulRestart;
     await mkdir(this.opts.stateDir, { recursive: true });
     const next = `${this.configPath}.next`;
     await writeFile(next, config);
@@ -142,7 +145,10 @@ export class BirdDaemon implements Disposable {
   }
 
   private spawn(): void {
-    const [bin, args] = this.cmd(this.opts.birdBin, ['-f', '-c', this.configPath, '-s', this.socketPath]);
+    // With graceful restart, every start is a restart's second half: `-R` sets the
+    // Restart State bit, so peers keep our stale routes until our End-of-RIB.
+    const recover = this.gracefulRestart ? ['-R'] : [];
+    const [bin, args] = this.cmd(this.opts.birdBin, ['-f', ...recover, '-c', this.configPath, '-s', this.socketPath]);
     const child = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
@@ -172,16 +178,31 @@ export class BirdDaemon implements Disposable {
     return new HeraldError(code, message, cause !== undefined ? { cause } : undefined);
   }
 
-  /** Stops BIRD (its BGP sessions close, so peers withdraw) and waits for it to exit. */
-  async stop(): Promise<void> {
+  /**
+   * Stops BIRD and waits for it to exit. Without graceful restart (or with
+   * `withdraw`) its sessions close with a Cease, so peers withdraw at once.
+   * With graceful restart BIRD stops through `birdc graceful restart`: the
+   * sessions drop without a Cease and peers keep the routes, marked stale,
+   * for the restart time, while the host routes stay in the kernel — an agent
+   * restart breaks no flow. (If that fails, SIGTERM: a withdrawal, never a hang.)
+   */
+  async stop(opts: { withdraw?: boolean } = {}): Promise<void> {
     this.disposed = true;
     this.restartTimer?.cancel();
     const child = this.child;
     if (!child) return;
-    await new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
-      child.kill('SIGTERM');
-    });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    if (this.gracefulRestart && !opts.withdraw && this.health.running) {
+      const ok = await this.birdc(['graceful', 'restart']).then(
+        (out) => /Graceful restart/i.test(out),
+        () => false,
+      );
+      const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 5000).unref());
+      if (ok && (await Promise.race([exited, timeout])) !== 'timeout') return;
+      this.deps.log.warn({ birdcAccepted: ok }, 'BIRD did not stop for a graceful restart; stopping it (peers withdraw)');
+    }
+    child.kill('SIGTERM');
+    await exited;
   }
 
   dispose(): void {

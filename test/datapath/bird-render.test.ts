@@ -46,6 +46,7 @@ metadata: { name: fast }
 spec:
   transport: { peerPort: 1179 }
   timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 5 }
+  gracefulRestart: { enabled: true, restartTimeSeconds: 30 }
   families: [{ afi: ipv4, safi: unicast }]
 ---
 apiVersion: cilium.io/v2
@@ -65,6 +66,7 @@ test('peers of the instances selecting this node, with their peer config; unsupp
     ['bgp/i65000/tor-b', 'herald_peer2', 4200000000, '2001:db8::1', 65002, 179, 90, 30, 120, 3, ['ipv4', 'ipv6']],
     ['bgp/i65000/default-peer', 'herald_peer3', 4200000000, '198.51.100.3', 65003, 179, 90, 30, 120, 1, ['ipv4', 'ipv6']],
   ]);
+  assert.deepEqual(peers.map((p) => p.gracefulRestart), [{ restartSeconds: 30 }, undefined, undefined], 'graceful restart from the peer config');
   assert.deepEqual(skipped, [{ peer: 'bgp/i65000/any-asn', message: 'peerASN 0 (learn the ASN from the peer) is not implemented: give the peer ASN' }]);
   assert.deepEqual(birdPeers(snapshot, { name: 'node-b', labels: {} }).peers, [], 'node selector');
 });
@@ -87,6 +89,9 @@ test('the rendered config is accepted by BIRD, learns herald routes by krt_sourc
   // BIRD refuses BFD on multihop sessions without a local address: left off there.
   assert.doesNotMatch(text.split('protocol bgp herald_peer2')[1]!.split('}\n')[0]!, /bfd on/);
   assert.match(text, /multihop 3;/);
+  // Graceful restart only where the peer config enables it.
+  assert.match(text.split('protocol bgp herald_peer1')[1]!.split('}\n')[0]!, /graceful restart on;\n {2}graceful restart time 30;/);
+  assert.doesNotMatch(text.split('protocol bgp herald_peer2')[1]!, /graceful restart/);
 });
 
 test('a peer that selects fewer prefixes than the node advertises gets its own prefix set', () => {

@@ -130,7 +130,18 @@ export { waitFor };
 
 /** IPv6 on a lab host's interface (no DAD on the host address: the lab is fresh). */
 export function addIpv6(host: Host, cidr: string, iface = 'eth0'): void {
+  // No DAD on the lab's fresh links: a link-local address still tentative
+  // cannot source the node's own Neighbor Solicitations (Linux then waits a
+  // retransmit, 1 s), which made the first ping of a new lab flaky.
+  host.must('sysctl', ['-q', '-w', `net.ipv6.conf.${iface}.accept_dad=0`]);
   host.must('sysctl', ['-q', '-w', `net.ipv6.conf.${iface}.disable_ipv6=0`]);
+  // A link-local made when the link came up may still be in DAD: recreate it without (only before any other address).
+  const tentative = host.exec('ip', ['-6', 'addr', 'show', 'dev', iface, 'tentative']).stdout.trim() !== '';
+  const global = host.exec('ip', ['-6', 'addr', 'show', 'dev', iface, 'scope', 'global']).stdout.trim() !== '';
+  if (tentative && !global) {
+    host.must('sysctl', ['-q', '-w', `net.ipv6.conf.${iface}.disable_ipv6=1`]);
+    host.must('sysctl', ['-q', '-w', `net.ipv6.conf.${iface}.disable_ipv6=0`]);
+  }
   host.must('ip', ['-6', 'addr', 'add', cidr, 'dev', iface, 'nodad']);
 }
 

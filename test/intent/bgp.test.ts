@@ -152,14 +152,13 @@ spec:
   assert.deepEqual(load.errors, []);
   assert.deepEqual(load.warnings.map((w) => w.path), [
     'spec.authSecretRef',
-    'spec.gracefulRestart',
     'spec.families[0]',
     'spec.advertisements[0].advertisementType',
     'spec.advertisements[1].service.addresses',
     'spec.advertisements[1].attributes.communities',
     'spec.advertisements[1].attributes.localPreference',
   ]);
-  assert.match(load.warnings[2]!.message, /address family l2vpn\/evpn is not implemented by herald yet/);
+  assert.match(load.warnings[1]!.message, /address family l2vpn\/evpn is not implemented by herald yet/);
 });
 
 test('a bad community is refused', () => {

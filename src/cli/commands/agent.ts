@@ -243,7 +243,7 @@ export function agentCommand(): Command {
         } catch (e) {
           log.warn({ err: describeError(e) }, 'release failed');
         }
-        agent?.dispose();
+        await agent?.stop();
         log.info({}, 'stopped');
         process.exit(0);
       };

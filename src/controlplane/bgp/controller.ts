@@ -23,6 +23,8 @@ export interface BgpInputs {
   snapshot: IntentSnapshot;
   ingress: ReadonlyMap<string, readonly string[]>;
   node: NodeIdentity;
+  /** Local backends failing their health check ("namespace/name|address"). */
+  unhealthy?: ReadonlySet<string>;
 }
 
 export interface BgpStatus {
@@ -45,7 +47,15 @@ export class BgpControlPlane {
     this.birdInit = deps.db.registerInitializer(birdConfigTable, 'bgp-control-plane');
   }
 
+  private lastInputs: BgpInputs | undefined;
+
+  /** Recomputes from the last inputs with a new set of unhealthy backends (a health check changed). */
+  healthChanged(unhealthy: ReadonlySet<string>): void {
+    if (this.lastInputs) this.update({ ...this.lastInputs, unhealthy });
+  }
+
   update(inputs: BgpInputs): void {
+    this.lastInputs = inputs;
     const desired = computeBgpDesired(inputs);
     const routes = [...desired.routes.values()];
     const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node, routes);

@@ -14,7 +14,8 @@
  *       LoadBalancer services of class unset or io.cilium/bgp-control-plane)
  *       and ExternalIP (spec.externalIPs).
  *
- * Readiness (EndpointSlices of the service, ready and not terminating):
+ * Readiness (EndpointSlices of the service, ready and not terminating, and
+ * passing herald's own health check where the service asks for one):
  *   externalTrafficPolicy Local   → advertised only with a ready backend on
  *                                    this node; next hops = those backends.
  *   externalTrafficPolicy Cluster → advertised while any backend is ready;
@@ -24,6 +25,7 @@
  * the union of their next hops.
  */
 import { familyOf } from '../../core/addr.js';
+import { healthKey } from '../health/targets.js';
 import type { BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
 import { isUnicastIp, type BgpAdvertisementManifest } from '../../intent/bgp.js';
 import { endpointReady, sliceService } from '../../intent/endpoint-slice.js';
@@ -60,6 +62,8 @@ export interface BgpDesiredInput {
   /** Allocated ingress IPs per service key ("namespace/name"), from LB-IPAM. */
   readonly ingress: ReadonlyMap<string, readonly string[]>;
   readonly node: NodeIdentity;
+  /** Backends ("namespace/name|address") failing herald's own health check: not ready whatever their slice says. */
+  readonly unhealthy?: ReadonlySet<string>;
 }
 
 const sorted = (s: Iterable<string>): string[] => [...s].sort();
@@ -119,7 +123,7 @@ function advertisedIps(advert: BgpAdvertisementManifest, svc: ServiceManifest, i
 }
 
 /** Ready backend addresses per service: local (on this node) and all. */
-function readyBackends(snapshot: IntentSnapshot, nodeName: string): Map<string, { local: Set<string>; all: Set<string> }> {
+function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: ReadonlySet<string>): Map<string, { local: Set<string>; all: Set<string> }> {
   const out = new Map<string, { local: Set<string>; all: Set<string> }>();
   for (const [, slice] of byKey(snapshot.endpointSlices)) {
     const svc = sliceService(slice);
@@ -129,6 +133,7 @@ function readyBackends(snapshot: IntentSnapshot, nodeName: string): Map<string, 
     for (const ep of slice.endpoints) {
       if (!endpointReady(ep)) continue;
       for (const a of ep.addresses) {
+        if (unhealthy.has(healthKey(svc, a))) continue;
         e.all.add(a);
         if (ep.nodeName === nodeName) e.local.add(a);
       }
@@ -140,7 +145,7 @@ function readyBackends(snapshot: IntentSnapshot, nodeName: string): Map<string, 
 export function computeBgpDesired(input: BgpDesiredInput): BgpDesired {
   const warnings: BgpPolicyWarning[] = [];
   const selected = selectedIps(input, warnings);
-  const backends = readyBackends(input.snapshot, input.node.name);
+  const backends = readyBackends(input.snapshot, input.node.name, input.unhealthy ?? new Set());
   const routes = new Map<string, BgpRouteRow>();
   const withheld: Withheld[] = [];
   for (const [ip, sel] of [...selected].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {

@@ -59,6 +59,7 @@ export function birdPeers(snapshot: IntentSnapshot, node: NodeIdentity, routes: 
           connectRetrySeconds: pc?.spec.timers.connectRetryTimeSeconds ?? bgpTimerDefaults.connectRetryTimeSeconds,
           multihop: pc?.spec.ebgpMultihop ?? 1,
           families,
+          ...(pc?.spec.gracefulRestart?.enabled ? { gracefulRestart: { restartSeconds: pc.spec.gracefulRestart.restartTimeSeconds } } : {}),
           ...(own.length !== ofFamilies.length ? { prefixes: own } : {}),
         });
       }

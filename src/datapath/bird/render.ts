@@ -71,6 +71,8 @@ export function renderBirdConfig(row: BirdConfigRow): string {
     if (p.multihop > 1) lines.push(`  multihop ${int(p.multihop, 1, 255, 'multihop')};`);
     // BIRD needs a fixed local address for multihop BFD (CiliumBGPNodeConfigOverride's localAddress).
     if (options.bfd && (p.multihop <= 1 || p.localAddress !== undefined)) lines.push('  bfd on;');
+    // RFC 4724: the peer keeps our routes (stale) while herald and its BIRD restart.
+    if (p.gracefulRestart) lines.push('  graceful restart on;', `  graceful restart time ${int(p.gracefulRestart.restartSeconds, 1, 4095, 'graceful restart time')};`);
     for (const fam of p.families) {
       const bits = fam === 'ipv4' ? 32 : 128;
       const mine = (p.prefixes ?? []).map(hostPrefix).filter((x) => x.endsWith(`/${bits}`));

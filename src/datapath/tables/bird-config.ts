@@ -30,6 +30,12 @@ export interface BirdPeer {
   readonly multihop: number;
   readonly families: readonly ('ipv4' | 'ipv6')[];
   /**
+   * BGP graceful restart (RFC 4724; CiliumBGPPeerConfig spec.gracefulRestart):
+   * the peer keeps this node's routes for `restartSeconds` while herald and its
+   * BIRD restart. Unset = off: a stop withdraws at once.
+   */
+  readonly gracefulRestart?: { readonly restartSeconds: number };
+  /**
    * Unset: every herald route of its families (the filter matches the routes'
    * protocol only, so a route change needs no reload). Set: only these
    * prefixes (a peer selecting fewer advertisements than the node advertises).
