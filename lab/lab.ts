@@ -9,7 +9,8 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import koffi from 'koffi';
 import { join } from 'node:path';
 
 export const LAB_HOST_SUBNET = '192.0.2.0/24';
@@ -173,6 +174,30 @@ export class Host {
     return proc;
   }
 
+  /**
+   * Runs `fn` synchronously with this process's main thread in the host's
+   * network namespace (setns), then returns to where it was: for attaching a
+   * tc program in-process. BPF maps and programs are not bound to a namespace,
+   * so what `fn` loads stays usable from the test.
+   */
+  enter<T>(fn: () => T): T {
+    const setns = koffi.load('libc.so.6').func('int setns(int fd, int nstype)');
+    const CLONE_NEWNET = 0x40000000;
+    const home = openSync('/proc/thread-self/ns/net', 'r');
+    const target = openSync('/run/netns/' + this.netns, 'r');
+    try {
+      if (setns(target, CLONE_NEWNET) !== 0) throw new Error(`setns into ${this.netns} failed (errno ${koffi.errno()})`);
+      try {
+        return fn();
+      } finally {
+        if (setns(home, CLONE_NEWNET) !== 0) throw new Error(`setns back failed (errno ${koffi.errno()})`);
+      }
+    } finally {
+      closeSync(target);
+      closeSync(home);
+    }
+  }
+
   mac(iface = 'eth0'): string {
     const out = JSON.parse(this.must('ip', ['-j', 'link', 'show', 'dev', iface])) as Array<{ address: string }>;
     return out[0]?.address ?? '';
@@ -211,6 +236,8 @@ export class Lab {
   readonly nodes: Host[];
   /** The store host (192.0.2.2), when asked for. */
   readonly store: Host | undefined;
+  /** Backends added with addBackends(). */
+  readonly backends: Host[] = [];
   private readonly switchNs: string;
   private readonly namespaces: string[] = [];
   private readonly processes = new Set<LabProcess>();
@@ -288,6 +315,38 @@ export class Lab {
   setPort(host: Host, iface: string, up: boolean): void {
     const port = `${host.name}-${iface}`.slice(0, 15);
     must('ip', ['-n', this.switchNs, 'link', 'set', port, up ? 'up' : 'down']);
+  }
+
+  /**
+   * Backends behind `node`: each a namespace with eth0 on a bridge `lbbr`
+   * inside the node (203.0.113.129/25 on the node, 203.0.113.130+i on the
+   * backends, default route via the node). The node forwards (ip_forward=1).
+   */
+  addBackends(node: Host, count: number): Host[] {
+    if (count < 1 || count > 100) throw new Error('backends must be 1..100');
+    if (!node.exec('ip', ['link', 'show', 'lbbr']).stdout) {
+      node.must('ip', ['link', 'add', 'lbbr', 'type', 'bridge', 'stp_state', '0', 'forward_delay', '0']);
+      node.must('ip', ['addr', 'add', '203.0.113.129/25', 'dev', 'lbbr']);
+      node.must('ip', ['link', 'set', 'lbbr', 'up']);
+      node.must('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
+    }
+    const start = this.backends.length;
+    const out: Host[] = [];
+    for (let i = start; i < start + count; i++) {
+      const b = new Host(this, `b${i + 1}`, `${this.id}-b${i + 1}`, `203.0.113.${130 + i}`, undefined);
+      this.addNetns(b.netns);
+      const port = `lbb${i + 1}`;
+      const tmp = `t${randomBytes(4).toString('hex')}`;
+      must('ip', ['-n', node.netns, 'link', 'add', port, 'type', 'veth', 'peer', 'name', tmp, 'netns', b.netns]);
+      must('ip', ['-n', b.netns, 'link', 'set', tmp, 'name', 'eth0']);
+      must('ip', ['-n', node.netns, 'link', 'set', port, 'master', 'lbbr', 'up']);
+      must('ip', ['-n', b.netns, 'addr', 'add', `${b.ip}/25`, 'dev', 'eth0']);
+      must('ip', ['-n', b.netns, 'link', 'set', 'eth0', 'up']);
+      must('ip', ['-n', b.netns, 'route', 'add', 'default', 'via', '203.0.113.129']);
+      this.backends.push(b);
+      out.push(b);
+    }
+    return out;
   }
 
   track(proc: LabProcess): void {

@@ -44,6 +44,7 @@ unit_tests=(
   test/controlplane/policy-status.test.ts
   test/controlplane/bgp/desired.test.ts
   test/controlplane/bgp/controller.test.ts
+  test/controlplane/lb/desired.test.ts
   test/controlplane/health/health.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/cilium-parity.test.ts
@@ -73,6 +74,9 @@ unit_tests=(
   test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
   test/datapath/responder-map.contract.test.ts
+  test/datapath/maglev.test.ts
+  test/datapath/ct-gc-interval.test.ts
+  test/datapath/lb-layout.test.ts
   test/cli/first-ten.test.ts
   test/cli/log-text.test.ts
   test/cli/nice.test.ts
@@ -87,6 +91,8 @@ lab_tests=(
   test/datapath/host-routes.lab.test.ts
   test/datapath/bgp.lab.test.ts
   test/datapath/bgp-gobgp.lab.test.ts
+  test/datapath/lb.lab.test.ts
+  test/controlplane/lb-agent.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/controlplane/bgp-agent.lab.test.ts
   test/controlplane/lbipam-parity.lab.test.ts

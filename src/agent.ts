@@ -60,6 +60,9 @@ import { healthTargets } from './controlplane/health/targets.js';
 import { NetBackendProber } from './os/health-probe.js';
 import { IprouteHostRoutes } from './os/host-routes.js';
 import { IprouteLocalRoutes } from './os/local-routes.js';
+import { LbControlPlane } from './controlplane/lb/controller.js';
+import { LbStack, type LbOptions } from './datapath/lb/stack.js';
+import { lbServicesTable } from './datapath/tables/lb-services.js';
 
 export interface AgentConfig {
   node: string;
@@ -88,6 +91,8 @@ export interface AgentConfig {
   metricsListen?: { host: string; port: number };
   /** BGP anycast through herald's own BIRD (state under stateDir/bird); off when unset. */
   bgp?: { routerId: string; bfd?: BfdOptions };
+  /** L4 load balancing of service IPs in eBPF (--lb-interfaces); off when unset. */
+  lb?: LbOptions;
 }
 
 interface BgpStack {
@@ -100,8 +105,9 @@ interface BgpStack {
 
 export class Agent implements Disposable {
   private readonly store = new DisposableStore();
-  readonly db = new StateDB([l2AnnounceTable, bgpRoutesTable, birdConfigTable]);
+  readonly db = new StateDB([l2AnnounceTable, bgpRoutesTable, birdConfigTable, lbServicesTable]);
   readonly bgp: BgpStack | undefined;
+  readonly lb: { control: LbControlPlane; stack: LbStack } | undefined;
   readonly l2: L2Stack;
   readonly controlPlane: ControlPlane;
   private readonly links: NetlinkLinks;
@@ -168,12 +174,15 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
-        ...(config.bgp
+        ...(config.bgp || config.lb
           ? {
               onServiceIps: (inputs: BgpInputs) => {
                 // This node's own backends first (health checks), then BGP's desired state with their results.
-                this.bgp?.health.setTargets(healthTargets(inputs.snapshot, inputs.node.name));
-                this.bgp?.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
+                if (this.bgp) {
+                  this.bgp.health.setTargets(healthTargets(inputs.snapshot, inputs.node.name));
+                  this.bgp.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
+                }
+                this.lb?.control.update(inputs);
               },
             }
           : {}),
@@ -186,6 +195,8 @@ export class Agent implements Disposable {
     );
     // BGP anycast: desired routes and bird.conf from intent; host routes and BIRD reconciled
     this.bgp = config.bgp ? this.makeBgp(config.bgp) : undefined;
+    // L4 load balancing: lb-services from intent; program, maps, reconciler, conntrack GC
+    this.lb = config.lb ? this.makeLb(config.lb) : undefined;
     // datapath: program, pinned maps, heartbeat, gratuitous ARP, table → map reconciler
     this.l2 = this.store.add(
       new L2Stack(
@@ -212,6 +223,13 @@ export class Agent implements Disposable {
     const health: HealthChecker = new HealthChecker({ prober: new NetBackendProber(), clock: this.clock, log: log.child({ module: 'health' }), onChange: () => control.healthChanged(health.down()) });
     this.jobs.hook('health-checks', { start: () => {}, stop: () => health.dispose() });
     return { control, bird, routes, birdReconciler, health };
+  }
+
+  private makeLb(opts: LbOptions): { control: LbControlPlane; stack: LbStack } {
+    const log = this.log.child({ module: 'lb' });
+    const control = new LbControlPlane({ db: this.db, log });
+    const stack = this.store.add(new LbStack({ db: this.db, links: this.links, clock: this.clock, log, jobs: this.jobs }, opts, this.config.reconciler));
+    return { control, stack };
   }
 
   private makeSource(): IntentSource | undefined {
@@ -241,6 +259,7 @@ export class Agent implements Disposable {
     this.l2.start();
     this.store.add(this.jobs);
     if (this.config.localRoutes) this.addLocalRoutesJob();
+    await this.lb?.stack.start();
     await this.jobs.start();
     await this.session?.start();
     // Refuse a second agent with our --node on this store before acting on anything.
@@ -357,7 +376,13 @@ export class Agent implements Disposable {
       startedAt: this.startedAt,
       controlPlane: this.controlPlane.status(),
       reconciler: this.l2.reconciler?.health(),
-      rowsNotDone: [...(this.l2.reconciler?.notDone() ?? []), ...(this.routes?.notDone() ?? []), ...(this.bgp?.routes.notDone() ?? []), ...(this.bgp?.birdReconciler.notDone() ?? [])],
+      rowsNotDone: [
+        ...(this.l2.reconciler?.notDone() ?? []),
+        ...(this.routes?.notDone() ?? []),
+        ...(this.bgp?.routes.notDone() ?? []),
+        ...(this.bgp?.birdReconciler.notDone() ?? []),
+        ...(this.lb?.stack.reconciler.notDone() ?? []),
+      ],
       table: this.db.readTxn().list(l2AnnounceTable),
       datapath: this.l2.datapath,
       garp: this.l2.garp.stats,
@@ -366,8 +391,20 @@ export class Agent implements Disposable {
       intent: this.intentReport.status(),
       jobs: this.jobs.health(),
       ...(this.bgp ? { bgp: this.bgpStatus(this.bgp) } : {}),
+      ...(this.lb && this.config.lb ? { lb: this.lbStatus(this.lb, this.config.lb.interfaces) } : {}),
       ...(this.haStatus() ? { ha: this.haStatus()! } : {}),
     });
+  }
+
+  private lbStatus(lb: NonNullable<Agent['lb']>, interfaces: readonly string[]) {
+    const st = lb.stack.stats;
+    return {
+      interfaces,
+      frontends: this.db.readTxn().list(lbServicesTable).map((r) => ({ key: r.key, service: r.service, backends: r.backends })),
+      warnings: lb.control.status().warnings,
+      ct: { entries: st.ctEntries, capacity: st.ctMax, gcPasses: st.gcPasses, gcDeleted: st.gcDeleted, gcIntervalMs: st.gcIntervalMs },
+      counters: Object.fromEntries(Object.entries(lb.stack.program.stats()).map(([k, v]) => [k, Number(v)])),
+    };
   }
 
   private bgpStatus(b: BgpStack) {
@@ -405,6 +442,7 @@ export class Agent implements Disposable {
       defences: () => (this.l2.conflicts.records()).map((r) => ({ ip: r.ip, iface: r.interface, defences: r.defences })),
       ownershipChanges: () => this.controlPlane.stats.ownershipChanges,
       ownedIps: () => this.ownership.view().owned.size,
+      lb: () => this.lb?.stack.stats,
       ha: () => {
         const ha = this.haStatus(); // not status(): that reads the whole responder map
         if (!ha) return undefined;

@@ -19,6 +19,8 @@ export interface MetricsSource {
     | { errorCount: number; lastPartial?: { durationMs: number }; lastFull?: { durationMs: number }; partialRounds: number; fullRounds: number }
     | undefined;
   pools(): Array<{ pool: string; total: number; used: number; available: number }>;
+  /** The load balancer's connection tracking (only with --lb). */
+  lb?(): { ctEntries: number; ctMax: number; gcDeleted: number; gcPasses: number; gcIntervalMs: number } | undefined;
   /** Store session and fencing (etcd store only). */
   ha?(): { sessionLive: boolean; lastKeepaliveAgeMs?: number; leasesGranted: number; fencesIssued: number; staleKeysIgnored: number; heartbeatHeld: number; lateWakeups: number } | undefined;
 }
@@ -136,6 +138,48 @@ export function buildRegistry(src: MetricsSource): Registry {
       },
     });
   }
+  if (src.lb) {
+    const lb = src.lb;
+    new Gauge({
+      name: 'herald_ct_map_pressure',
+      help: 'Connection-tracking entries / capacity of the ct4 map (as of the last GC pass)',
+      labelNames: ['map'],
+      registers: [registry],
+      collect() {
+        const v = lb();
+        if (v) this.set({ map: 'ct4' }, v.ctMax > 0 ? v.ctEntries / v.ctMax : 0);
+      },
+    });
+    new Gauge({
+      name: 'herald_ct_entries',
+      help: 'Connection-tracking entries (as of the last GC pass)',
+      labelNames: ['map'],
+      registers: [registry],
+      collect() {
+        const v = lb();
+        if (v) this.set({ map: 'ct4' }, v.ctEntries);
+      },
+    });
+    new Gauge({
+      name: 'herald_ct_gc_deleted',
+      help: 'Connection-tracking entries deleted by the GC since start',
+      registers: [registry],
+      collect() {
+        const v = lb();
+        if (v) this.set(v.gcDeleted);
+      },
+    });
+    new Gauge({
+      name: 'herald_ct_gc_interval_seconds',
+      help: 'The GC interval chosen after the last pass',
+      registers: [registry],
+      collect() {
+        const v = lb();
+        if (v) this.set(v.gcIntervalMs / 1000);
+      },
+    });
+  }
+
   new Gauge({
     name: 'herald_owned_ips',
     help: 'IPs this node owns',

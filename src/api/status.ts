@@ -36,6 +36,16 @@ export interface StatusInput {
   jobs?: ReadonlyMap<string, JobHealth>;
   /** BGP anycast (with --bgp-router-id): routes, withheld IPs and why, BIRD's health and sessions. */
   bgp?: BgpStatusView;
+  /** L4 load balancing (with --lb-interfaces): frontends, warnings, conntrack GC. */
+  lb?: LbStatusView;
+}
+
+export interface LbStatusView {
+  interfaces: readonly string[];
+  frontends: readonly { key: string; service: string; backends: readonly { ip: string; port: number; terminating: boolean }[] }[];
+  warnings: readonly { service: string; message: string }[];
+  ct: { entries: number; capacity: number; gcPasses: number; gcDeleted: number; gcIntervalMs: number };
+  counters: Record<string, number>;
 }
 
 export interface BgpStatusView {
@@ -87,6 +97,7 @@ export function buildStatus(i: StatusInput) {
     allocation: cp.ipamState,
     ha: i.ha ?? null,
     bgp: i.bgp ?? null,
+    lb: i.lb ?? null,
     // Per service IP, how this node serves it: L2 (owned here / a candidate owned elsewhere) and BGP (advertised or why not).
     ...(i.bgp ? { modes: ipModes(owned, cp.candidates.map((c) => c.ip), i.bgp) } : {}),
     owned: [...owned].sort(compareIpText).map((ip) => ({
@@ -224,6 +235,12 @@ export function renderStatus(s: AgentStatus): string {
     );
   }
   if (s.bgp) renderBgp(s.bgp, out, table);
+  if (s.lb) {
+    const l = s.lb;
+    out.push('', `load balancing on ${l.interfaces.join(',')}: ${l.frontends.length} frontends; ct ${l.ct.entries}/${l.ct.capacity} (GC: ${l.ct.gcPasses} passes, ${l.ct.gcDeleted} deleted, next in ${Math.round(l.ct.gcIntervalMs / 1000)} s)`);
+    table(['FRONTEND', 'SERVICE', 'BACKENDS'], l.frontends.map((f) => [f.key, f.service, f.backends.map((b) => `${b.ip}:${b.port}${b.terminating ? '(terminating)' : ''}`).join(',') || '-']));
+    for (const w of l.warnings) out.push(`warning: ${w.service}: ${w.message}`);
+  }
   if (s.modes) {
     out.push('', `service IPs by mode (${s.modes.length}):`);
     table(['IP', 'L2', 'BGP', 'NEXT HOPS'], s.modes.map((m) => [m.ip, m.l2 ?? '-', m.bgp ?? '-', m.nextHops.join(',') || '-']));

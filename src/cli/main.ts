@@ -28,6 +28,7 @@ export const subcommands: readonly SubcommandEntry[] = [
     load: async () => (await import('./commands/status.js')).statusCommand(),
   },
   { name: 'map', description: 'inspect the datapath maps (read live from the pinned maps)', load: async () => (await import('./commands/map.js')).mapCommand() },
+  { name: 'ct', description: 'load balancer connection tracking: list (remaining lifetimes by the kernel clock), flush, stats', load: async () => (await import('./commands/ct.js')).ctCommand() },
   { name: 'datapath', description: 'manage the kernel side of the datapath', load: async () => (await import('./commands/datapath.js')).datapathCommand() },
   {
     name: 'garp',

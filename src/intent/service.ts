@@ -82,6 +82,10 @@ export const serviceSpecSchema = z
     loadBalancerClass: z.string().min(1).optional(),
     ports: servicePorts.default([]),
     externalTrafficPolicy: z.enum(['Cluster', 'Local']).default('Cluster'),
+    sessionAffinity: z.enum(['None', 'ClientIP']).default('None'),
+    sessionAffinityConfig: z
+      .object({ clientIP: z.object({ timeoutSeconds: z.number().int().min(1).max(86400).default(10800) }).prefault({}) })
+      .optional(),
     ipFamilies: z.array(z.enum(['IPv4', 'IPv6'])).max(2).default([]),
     ipFamilyPolicy: z.enum(['SingleStack', 'PreferDualStack', 'RequireDualStack']).optional(),
     selector: labelMap.default({}),

@@ -87,6 +87,12 @@ export class BpfMap<K, V> implements Disposable {
     private readonly ownsFd: boolean,
   ) {}
 
+  /** Wrap a map fd this object owns (closed by dispose), e.g. one from bpf_map_create. */
+  static fromOwnedFd<K, V>(name: string, fd: number, codec: MapCodec<K, V>): BpfMap<K, V> {
+    BpfMap.checkLayout(name, fd, codec);
+    return new BpfMap(name, fd, codec, true);
+  }
+
   /** Wrap a map fd owned by a loaded object (not closed by dispose). */
   static fromObjectFd<K, V>(name: string, fd: number, codec: MapCodec<K, V>): BpfMap<K, V> {
     BpfMap.checkLayout(name, fd, codec);
@@ -375,6 +381,67 @@ export class BpfMap<K, V> implements Disposable {
       }
     });
     return out;
+  }
+
+  /**
+   * One chunk of a batched walk (BPF_MAP_LOOKUP_BATCH): up to `max` entries
+   * after `cursor` (null: from the start). `next` is null when the walk is done.
+   * Raw buffers, so a caller can filter without decoding every entry.
+   */
+  lookupBatch(cursor: Buffer | null, max: number): { keys: Buffer; values: Buffer; count: number; next: Buffer | null } {
+    this.assertOpen();
+    const { keySize, valueSize } = this.codec;
+    const keys = Buffer.alloc(keySize * max);
+    const values = Buffer.alloc(valueSize * max);
+    const out = Buffer.alloc(Math.max(8, keySize));
+    const count = [max];
+    const rc = libbpf().mapLookupBatch(this.fd, cursor, out, keys, values, count);
+    const n = count[0] ?? 0;
+    if (rc === -ERRNO.ENOENT) return { keys, values, count: n, next: null };
+    if (rc < 0) throw new SyscallError('HERALD_BPF_MAP', `lookup batch in ${this.name}`, -rc);
+    return { keys, values, count: n, next: out };
+  }
+
+  /**
+   * Deletes `count` packed raw keys (BPF_MAP_DELETE_BATCH). Keys already gone
+   * (the LRU evicted them, or the datapath re-created nothing) are skipped:
+   * returns how many were deleted.
+   */
+  deleteBatch(keys: Buffer, count: number): number {
+    this.assertOpen();
+    const lib = libbpf();
+    const ks = this.codec.keySize;
+    let deleted = 0;
+    let off = 0;
+    while (off < count) {
+      const n = [count - off];
+      const rc = lib.mapDeleteBatch(this.fd, keys.subarray(off * ks, count * ks), n);
+      const done = n[0] ?? 0;
+      deleted += done;
+      off += done;
+      if (rc >= 0) break;
+      if (rc !== -ERRNO.ENOENT) throw new SyscallError('HERALD_BPF_MAP', `delete batch in ${this.name}`, -rc);
+      off += 1; // that key is gone already: skip it and go on
+    }
+    return deleted;
+  }
+
+  /** Writes `count` packed raw keys and values in one call (BPF_MAP_UPDATE_BATCH). */
+  updateBatch(keys: Buffer, values: Buffer, count: number): void {
+    this.assertOpen();
+    const n = [count];
+    const rc = libbpf().mapUpdateBatch(this.fd, keys, values, n);
+    if (rc < 0) throw new SyscallError('HERALD_BPF_MAP', `update batch in ${this.name}`, -rc);
+  }
+
+  /** The map's fd (for a map-in-map value or a per-CPU read); owned by this object. */
+  get descriptor(): number {
+    this.assertOpen();
+    return this.fd;
+  }
+
+  get rawCodec(): MapCodec<K, V> {
+    return this.codec;
   }
 
   dispose(): void {

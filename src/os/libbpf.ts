@@ -30,6 +30,11 @@ export interface Libbpf {
   mapSetPinPath(map: Ptr, path: string): number;
   mapSetMaxEntries(map: Ptr, max: number): number;
   mapFd(map: Ptr): number;
+  mapSetInnerMapFd(map: Ptr, fd: number): number;
+  mapCreate(type: number, name: string, keySize: number, valueSize: number, maxEntries: number): number;
+  mapLookupBatch(fd: number, inBatch: Buffer | null, outBatch: Buffer, keys: Buffer, values: Buffer, count: number[]): number;
+  mapDeleteBatch(fd: number, keys: Buffer, count: number[]): number;
+  mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number[]): number;
   tcHookCreate(hook: TcHook): number;
   tcHookDestroy(hook: TcHook): number;
   tcAttach(hook: TcHook, opts: TcOpts): number;
@@ -136,6 +141,15 @@ export function libbpf(): Libbpf {
     setPinPath: lib.func('int bpf_map__set_pin_path(bpf_map *map, const char *path)'),
     setMaxEntries: lib.func('int bpf_map__set_max_entries(bpf_map *map, uint32_t max_entries)'),
     mapFd: lib.func('int bpf_map__fd(const bpf_map *map)'),
+    setInnerMapFd: lib.func('int bpf_map__set_inner_map_fd(bpf_map *map, int fd)'),
+    mapCreate: lib.func(
+      'int bpf_map_create(int map_type, const char *map_name, uint32_t key_size, uint32_t value_size, uint32_t max_entries, const void *opts)',
+    ),
+    lookupBatch: lib.func(
+      'int bpf_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, _Inout_ uint32_t *count, const void *opts)',
+    ),
+    updateBatch: lib.func('int bpf_map_update_batch(int fd, const void *keys, const void *values, _Inout_ uint32_t *count, const void *opts)'),
+    deleteBatch: lib.func('int bpf_map_delete_batch(int fd, const void *keys, _Inout_ uint32_t *count, const void *opts)'),
     hookCreate: lib.func('int bpf_tc_hook_create(bpf_tc_hook *hook)'),
     hookDestroy: lib.func('int bpf_tc_hook_destroy(bpf_tc_hook *hook)'),
     attach: lib.func('int bpf_tc_attach(const bpf_tc_hook *hook, _Inout_ bpf_tc_opts *opts)'),
@@ -172,6 +186,11 @@ export function libbpf(): Libbpf {
     mapSetPinPath: (map, path) => f.setPinPath(map, path),
     mapSetMaxEntries: (map, max) => f.setMaxEntries(map, max),
     mapFd: (map) => f.mapFd(map),
+    mapSetInnerMapFd: (map, fd) => f.setInnerMapFd(map, fd),
+    mapCreate: (type, name, keySize, valueSize, maxEntries) => f.mapCreate(type, name, keySize, valueSize, maxEntries, null),
+    mapLookupBatch: (fd, inBatch, outBatch, keys, values, count) => f.lookupBatch(fd, inBatch, outBatch, keys, values, count, null),
+    mapDeleteBatch: (fd, keys, count) => f.deleteBatch(fd, keys, count, null),
+    mapUpdateBatch: (fd, keys, values, count) => f.updateBatch(fd, keys, values, count, null),
     tcHookCreate: (hook) => f.hookCreate(hook),
     tcHookDestroy: (hook) => f.hookDestroy(hook),
     tcAttach: (hook, opts) => f.attach(hook, opts),

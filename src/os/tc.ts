@@ -24,8 +24,17 @@ function opts(slot: TcSlot, progFd = 0, flags = 0): TcOpts {
 
 /** Attaches (or atomically replaces) the program at `slot` on ingress. Returns the program id. */
 export function attachIngress(ifindex: number, progFd: number, slot: TcSlot): number {
+  return attachAt(ifindex, progFd, slot, BPF_TC_INGRESS);
+}
+
+/** Attaches (or atomically replaces) the program at `slot` on egress. Returns the program id. */
+export function attachEgress(ifindex: number, progFd: number, slot: TcSlot): number {
+  return attachAt(ifindex, progFd, slot, BPF_TC_EGRESS);
+}
+
+function attachAt(ifindex: number, progFd: number, slot: TcSlot, point: number): number {
   const lib = libbpf();
-  const h = hook(ifindex);
+  const h = hook(ifindex, point);
   const rc = lib.tcHookCreate(h);
   if (rc < 0 && rc !== -ERRNO.EEXIST) {
     throw new HeraldError('HERALD_TC_ATTACH', `creating clsact on ifindex ${ifindex}`, {
@@ -35,7 +44,7 @@ export function attachIngress(ifindex: number, progFd: number, slot: TcSlot): nu
   const o = opts(slot, progFd, BPF_TC_F_REPLACE);
   const arc = lib.tcAttach(h, o);
   if (arc < 0) {
-    throw new HeraldError('HERALD_TC_ATTACH', `attaching to tc ingress of ifindex ${ifindex}`, {
+    throw new HeraldError('HERALD_TC_ATTACH', `attaching to tc ${point === BPF_TC_EGRESS ? 'egress' : 'ingress'} of ifindex ${ifindex}`, {
       cause: new SyscallError('HERALD_TC_ATTACH', 'bpf_tc_attach', -arc),
     });
   }
@@ -43,10 +52,10 @@ export function attachIngress(ifindex: number, progFd: number, slot: TcSlot): nu
 }
 
 /** The id of the program at `slot`, or undefined when nothing is attached there. */
-export function queryIngress(ifindex: number, slot: TcSlot): number | undefined {
+export function queryIngress(ifindex: number, slot: TcSlot, point = BPF_TC_INGRESS): number | undefined {
   const lib = libbpf();
   const o = opts(slot);
-  const rc = lib.tcQuery(hook(ifindex), o);
+  const rc = lib.tcQuery(hook(ifindex, point), o);
   if (rc === -ERRNO.ENOENT || rc === -19 /* ENODEV */ || rc === -22 /* EINVAL: no clsact */) return undefined;
   if (rc < 0) throw new SyscallError('HERALD_TC_ATTACH', 'bpf_tc_query', -rc);
   return o.prog_id;
@@ -56,9 +65,9 @@ export function queryIngress(ifindex: number, slot: TcSlot): number | undefined 
  * Removes our filter; removes the clsact qdisc too when no other filter is left
  * on it, so a detach leaves the interface as it was before herald.
  */
-export function detachIngress(ifindex: number, slot: TcSlot, ifname?: string): boolean {
+export function detachIngress(ifindex: number, slot: TcSlot, ifname?: string, point = BPF_TC_INGRESS): boolean {
   const lib = libbpf();
-  const rc = lib.tcDetach(hook(ifindex), opts(slot));
+  const rc = lib.tcDetach(hook(ifindex, point), opts(slot));
   if (rc === -ERRNO.ENOENT || rc === -19 || rc === -22) return false;
   if (rc < 0) throw new SyscallError('HERALD_TC_ATTACH', 'bpf_tc_detach', -rc);
   if (ifname && !hasOtherFilters(ifname)) {

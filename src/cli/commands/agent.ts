@@ -11,6 +11,9 @@ import { RESPONDER_MAP_SIZE_DEFAULT } from '../../datapath/l2-responder/datapath
 import { LOCAL_STORE_LIVENESS_MAX_AGE_MS, livenessDefaults } from '../../datapath/l2-responder/liveness.js';
 import { garpDefaults } from '../../datapath/garp.js';
 import { conflictDefenceDefaults } from '../../datapath/conflict-defence.js';
+import { lbDefaults } from '../../datapath/lb/stack.js';
+import { defaultLifetimes, type CtLifetimes } from '../../datapath/lb/program.js';
+import { isPrime } from '../../datapath/lb/maglev.js';
 import { SupervisorLink } from '../../supervisor/child.js';
 import { SUPERVISED_ENV } from '../../supervisor/protocol.js';
 import { createLogger, type LogFormat } from '../logging.js';
@@ -47,7 +50,44 @@ interface AgentOptions {
   lbClasses?: string[];
   bgpRouterId?: string;
   bgpBfd?: number;
+  lbInterfaces?: string[];
+  lbCtSize: number;
+  lbMaglevSize: number;
+  lbCtLifetimes?: CtLifetimes;
+  lbGcMinInterval: number;
+  lbSnatAddress?: string;
   supervisor: boolean;
+}
+
+function parseInterfaceList(value: string): string[] {
+  const names = value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (names.length === 0 || names.some((n) => !/^[A-Za-z0-9_.:@-]{1,15}$/.test(n))) throw new InvalidArgumentError('expected interface names, comma-separated');
+  return names;
+}
+
+function parseIntRange(name: string, min: number, max: number, prime = false) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} ${v}: expected an integer between ${min} and ${max}`);
+    if (prime && !isPrime(n)) throw new InvalidArgumentError(`${name} ${v}: expected a prime (e.g. 251, 1021, 16381, 65537)`);
+    return n;
+  };
+}
+
+/** tcp-syn=60,tcp-established=21600,tcp-closing=10,non-tcp=60 (seconds; any subset). */
+function parseLifetimes(v: string): CtLifetimes {
+  const out: CtLifetimes = { ...defaultLifetimes };
+  const names: Record<string, keyof CtLifetimes> = { 'tcp-syn': 'tcpSynS', 'tcp-established': 'tcpEstablishedS', 'tcp-closing': 'tcpClosingS', 'non-tcp': 'nonTcpS' };
+  for (const part of v.split(',')) {
+    const [k, val] = part.split('=');
+    const field = names[(k ?? '').trim()];
+    const n = Number(val);
+    if (!field || !(n > 0 && n <= 7 * 86400)) {
+      throw new InvalidArgumentError(`--lb-ct-lifetimes ${part}: expected ${Object.keys(names).join('|')}=<seconds> (0 < s ≤ 604800)`);
+    }
+    out[field] = n;
+  }
+  return out;
 }
 
 function parseLbClasses(value: string, previous: string[] = []): string[] {
@@ -114,6 +154,16 @@ export function agentCommand(): Command {
       if (!Number.isInteger(n) || n < 10 || n > 60_000) throw new Error(`--bgp-bfd ${v}: expected milliseconds between 10 and 60000`);
       return n;
     })
+    .option('--lb-interfaces <names>', 'L4 load balancing of service IPs in eBPF on these (announcing) interfaces, comma-separated (off by default)', parseInterfaceList)
+    .option('--lb-ct-size <n>', 'load balancing: connection-tracking entries (LRU)', parseIntRange('--lb-ct-size', 64, 16_777_216), lbDefaults.ctMapSize)
+    .option('--lb-maglev-size <prime>', 'load balancing: Maglev table size per frontend (a prime, ≥ 100 × backends)', parseIntRange('--lb-maglev-size', 7, 1_000_003, true), lbDefaults.maglevSize)
+    .option('--lb-ct-lifetimes <list>', 'load balancing: connection lifetimes in seconds, e.g. tcp-syn=60,tcp-established=21600,tcp-closing=10,non-tcp=60', parseLifetimes)
+    .option('--lb-gc-min-interval <ms>', 'load balancing: shortest conntrack GC interval (the interval adapts up to 5 min)', parseIntRange('--lb-gc-min-interval', 100, 3_600_000), lbDefaults.gc.minMs)
+    .option('--lb-snat-address <ipv4>', 'load balancing: this node\'s IPv4, the source toward the backends of services annotated herald.io/lb-mode: snat', (v: string) => {
+      const ip = parseIp(v);
+      if (!ip || ip.family !== 'IPv4') throw new InvalidArgumentError(`--lb-snat-address ${v}: expected an IPv4 address`);
+      return ip.text;
+    })
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
@@ -158,6 +208,19 @@ export function agentCommand(): Command {
             localRoutes: Boolean(opts.localRoutes),
             ...(opts.bgpRouterId ? { bgp: { routerId: opts.bgpRouterId, ...(opts.bgpBfd ? { bfd: { intervalMs: opts.bgpBfd, multiplier: 3 } } : {}) } } : {}),
             ...(opts.lbClasses ? { lbClasses: opts.lbClasses } : {}),
+            ...(opts.lbInterfaces
+              ? {
+                  lb: {
+                    interfaces: opts.lbInterfaces,
+                    pinDir: pinDirFor(opts),
+                    ctMapSize: opts.lbCtSize,
+                    maglevSize: opts.lbMaglevSize,
+                    lifetimes: opts.lbCtLifetimes ?? defaultLifetimes,
+                    gc: { minMs: opts.lbGcMinInterval, maxMs: Math.max(opts.lbGcMinInterval, lbDefaults.gc.maxMs) },
+                    ...(opts.lbSnatAddress ? { snatAddress: opts.lbSnatAddress } : {}),
+                  },
+                }
+              : {}),
             ...(opts.metricsListen ? { metricsListen: (await import('../../api/metrics.js')).parseListen(opts.metricsListen) } : {}),
           },
           log,

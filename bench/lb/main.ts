@@ -1,0 +1,228 @@
+/**
+ * bench/lb — herald's eBPF L4 load balancer side by side with nftables DNAT +
+ * the kernel's conntrack (IPVS is unavailable here), in one lab and one run:
+ *
+ *   n1  herald: bpf/lb.bpf.c on eth0 (tc ingress DNAT + egress reverse NAT, Maglev)
+ *   n2  nftables: `dnat to numgen random mod 3 map { … }` at prerouting, kernel conntrack
+ *
+ * Each node has three backend namespaces behind it (bench/lb/server.ts, keep-alive HTTP).
+ * wrk runs in the client against each VIP in turn, rounds interleaved, medians reported:
+ * keep-alive (requests/s, p99) and a new connection per request (Connection: close).
+ * Then, without traffic: a GC pass over 1,000,000 connection entries (half expired)
+ * with the longest event-loop block, and the Maglev rebuild for 1,000 backends.
+ *
+ *   node --import tsx bench/lb/main.ts [--seconds 5] [--rounds 3] [--connections 32] [--gc-entries 1000000] [--only maglev|gc|traffic] [--json]
+ */
+import { spawnSync } from 'node:child_process';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { Lab, type Host } from '../../lab/lab.js';
+import { ConntrackGc } from '../../src/datapath/lb/ct-gc.js';
+import { CT_EGRESS, CT_ENTRY_SIZE, CT_KEY4_SIZE, ct4Codec } from '../../src/datapath/lb/layout.js';
+import { maglevTable, movedFraction } from '../../src/datapath/lb/maglev.js';
+import { LbProgram } from '../../src/datapath/lb/program.js';
+import { LbServiceWriter } from '../../src/datapath/lb/services.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string, def: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : def;
+};
+const SECONDS = opt('seconds', 5);
+const ROUNDS = opt('rounds', 3);
+const CONNS = opt('connections', 32);
+const GC_ENTRIES = opt('gc-entries', 1_000_000);
+const JSON_OUT = args.includes('--json');
+const SERVER = fileURLToPath(new URL('./server.ts', import.meta.url));
+const log = (s: string) => {
+  if (!JSON_OUT) process.stderr.write(s + '\n');
+};
+const VIP_HERALD = '198.51.100.10';
+const VIP_NFT = '198.51.100.20';
+
+interface WrkResult {
+  rps: number;
+  p99Ms: number;
+  errors: number;
+}
+
+function parseWrk(out: string): WrkResult {
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
+  const p99 = /\s99%\s+([\d.]+)(us|ms|s)/.exec(out);
+  const scale = p99?.[2] === 'us' ? 1e-3 : p99?.[2] === 's' ? 1e3 : 1;
+  const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
+  const errors = (errs ? Number(errs[1]) + Number(errs[2]) + Number(errs[3]) + Number(errs[4]) : 0) + non2xx;
+  return { rps, p99Ms: Number(p99?.[1] ?? NaN) * scale, errors };
+}
+
+function wrk(client: Host, vip: string, close: boolean): WrkResult {
+  const a = ['-t', '1', '-c', String(CONNS), '-d', `${SECONDS}s`, '--latency'];
+  if (close) a.push('-H', 'Connection: close');
+  const r = client.exec('wrk', [...a, `http://${vip}/`]);
+  if (r.code !== 0) throw new Error(`wrk failed: ${r.stderr}`);
+  return parseWrk(r.stdout);
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+};
+
+async function traffic(): Promise<Record<string, unknown>> {
+  const lab = Lab.create({ nodes: 2, tag: 'blb' });
+  try {
+    const [n1, n2] = lab.nodes as [Host, Host];
+    const b1 = lab.addBackends(n1, 3);
+    const b2 = lab.addBackends(n2, 3);
+    const procs = [...b1, ...b2].map((b) => b.spawn('http', process.execPath, ['--import', 'tsx', SERVER, '--port', '8080', '--name', b.name]));
+    for (const p of procs) await p.waitForOutput('listening', 30_000);
+    lab.client.must('ip', ['route', 'replace', `${VIP_HERALD}/32`, 'via', n1.ip, 'dev', 'eth0']);
+    lab.client.must('ip', ['route', 'replace', `${VIP_NFT}/32`, 'via', n2.ip, 'dev', 'eth0']);
+    // Plenty of ephemeral ports and quick reuse for the connection-per-request runs, on both paths alike.
+    lab.client.must('sysctl', ['-q', '-w', 'net.ipv4.ip_local_port_range=10000 65000', 'net.ipv4.tcp_tw_reuse=1']);
+    // herald on n1
+    const ifindex = n1.ifindex('eth0');
+    const prog = n1.enter(() => {
+      const p = LbProgram.load({ pinDir: n1.pinDir, ctMapSize: 262_144, maglevSize: 16381 });
+      p.attach(ifindex);
+      return p;
+    });
+    const gc = new ConntrackGc(prog.maps.ct4);
+    const writer = new LbServiceWriter({ maps: prog.maps, maglevSize: 16381, setMaglevTable: (id, t) => prog.setMaglevTable(id, t), flush: async (r) => void (await gc.flush(r)) });
+    await writer.update({ key: 'k', service: 'bench/web', vip: VIP_HERALD, port: 80, proto: 'TCP', mode: 'dnat', affinity: 'None', affinityTimeoutS: 0, backends: b1.map((b) => ({ ip: b.ip, port: 8080, terminating: false })) });
+    // nftables on n2
+    const map = b2.map((b, i) => `${i} : ${b.ip}`).join(', ');
+    n2.must('nft', ['-f', '-'], `table ip hlb {\n chain pre { type nat hook prerouting priority dstnat; policy accept;\n  ip daddr ${VIP_NFT} tcp dport 80 dnat to numgen random mod 3 map { ${map} } : 8080\n }\n}\n`);
+    for (const vip of [VIP_HERALD, VIP_NFT]) {
+      const r = lab.client.exec('curl', ['-sS', '--max-time', '3', `http://${vip}/`]);
+      if (r.code !== 0) throw new Error(`warm-up to ${vip} failed: ${r.stderr}`);
+    }
+    const res: Record<string, Record<string, WrkResult[]>> = { herald: { keepalive: [], close: [] }, nftables: { keepalive: [], close: [] } };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const mode of ['keepalive', 'close'] as const) {
+        const order = round % 2 === 0 ? (['herald', 'nftables'] as const) : (['nftables', 'herald'] as const);
+        for (const who of order) {
+          const r = wrk(lab.client, who === 'herald' ? VIP_HERALD : VIP_NFT, mode === 'close');
+          res[who]![mode]!.push(r);
+          log(`round ${round + 1} ${mode.padEnd(9)} ${who.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99Ms.toFixed(2)} ms  errors ${r.errors}`);
+        }
+      }
+    }
+    const summary: Record<string, unknown> = {};
+    for (const mode of ['keepalive', 'close'] as const) {
+      const h = res.herald![mode]!;
+      const n = res.nftables![mode]!;
+      const hr = median(h.map((x) => x.rps));
+      const nr = median(n.map((x) => x.rps));
+      const hp = median(h.map((x) => x.p99Ms));
+      const np = median(n.map((x) => x.p99Ms));
+      summary[mode] = { herald: { rps: hr, p99Ms: hp, errors: h.reduce((a, x) => a + x.errors, 0) }, nftables: { rps: nr, p99Ms: np, errors: n.reduce((a, x) => a + x.errors, 0) }, rpsRatio: hr / nr, p99Ratio: hp / np };
+    }
+    summary['heraldStats'] = Object.fromEntries(Object.entries(prog.stats()).map(([k, v]) => [k, Number(v)]));
+    prog.dispose();
+    return summary;
+  } finally {
+    await lab.destroy();
+  }
+}
+
+async function gcBench(): Promise<Record<string, unknown>> {
+  const lab = Lab.create({ nodes: 1, tag: 'bgc' });
+  try {
+    const n1 = lab.nodes[0]!;
+    const size = Math.ceil(GC_ENTRIES * 1.1);
+    const prog = LbProgram.load({ pinDir: n1.pinDir, ctMapSize: size, maglevSize: 251 });
+    try {
+      const map = prog.maps.ct4;
+      const now = process.hrtime.bigint();
+      const chunk = 50_000;
+      const fillStart = performance.now();
+      for (let base = 0; base < GC_ENTRIES; base += chunk) {
+        const n = Math.min(chunk, GC_ENTRIES - base);
+        const keys = Buffer.alloc(n * CT_KEY4_SIZE);
+        const values = Buffer.alloc(n * CT_ENTRY_SIZE);
+        for (let i = 0; i < n; i++) {
+          const id = base + i;
+          const k = ct4Codec.encodeKey({ saddr: `192.0.${2 + ((id >> 16) & 1)}.${(id >> 8) & 255}`, daddr: '203.0.113.130', sport: 1024 + (id & 255) + ((id >> 17) << 8), dport: 8080, proto: 6, dir: CT_EGRESS });
+          k.copy(keys, i * CT_KEY4_SIZE);
+          // Half expired (even ids), half alive for an hour.
+          const expires = id % 2 === 0 ? now - 1_000_000_000n : now + 3_600_000_000_000n;
+          values.writeBigUInt64LE(expires, i * CT_ENTRY_SIZE);
+          values.writeUInt32LE(1 + (id % 3), i * CT_ENTRY_SIZE + 40);
+        }
+        map.updateBatch(keys, values, n);
+      }
+      const filled = map.info();
+      log(`gc: filled ${GC_ENTRIES} entries in ${(performance.now() - fillStart).toFixed(0)} ms (map max ${filled.maxEntries})`);
+      const h = monitorEventLoopDelay({ resolution: 1 });
+      h.enable();
+      // A 1 ms ticker: the longest gap between ticks is the longest event-loop block.
+      let last = performance.now();
+      let maxGap = 0;
+      const tick = setInterval(() => {
+        const t = performance.now();
+        maxGap = Math.max(maxGap, t - last);
+        last = t;
+      }, 1);
+      const gc = new ConntrackGc(map); // default batch (1024)
+      const r = await gc.collect();
+      clearInterval(tick);
+      h.disable();
+      log(
+        `gc: pass over ${r.scanned} entries deleted ${r.deleted} in ${r.durationMs.toFixed(0)} ms wall / ${r.cpuMs.toFixed(0)} ms CPU; ` +
+          `longest batch ${r.maxBlockMs.toFixed(1)} ms wall / ${r.maxBlockCpuMs.toFixed(1)} ms CPU; event loop max delay ${(h.max / 1e6).toFixed(1)} ms, max tick gap ${maxGap.toFixed(1)} ms`,
+      );
+      return { entries: GC_ENTRIES, scanned: r.scanned, deleted: r.deleted, passMs: r.durationMs, passCpuMs: r.cpuMs, maxBatchMs: r.maxBlockMs, maxBatchCpuMs: r.maxBlockCpuMs, eventLoopMaxDelayMs: h.max / 1e6, maxTickGapMs: maxGap };
+    } finally {
+      prog.dispose();
+    }
+  } finally {
+    await lab.destroy();
+  }
+}
+
+function maglevBench(): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const m of [16381, 65537]) {
+    const backends = Array.from({ length: 1000 }, (_, i) => ({ key: `10.${i >> 8}.${i & 255}.1:8080/TCP`, id: i + 1 }));
+    maglevTable(backends, m); // warm-up
+    const times: number[] = [];
+    let table: Uint32Array = new Uint32Array(0);
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now();
+      table = maglevTable(backends, m);
+      times.push(performance.now() - t0);
+    }
+    const moved = movedFraction(table, maglevTable(backends.slice(1), m));
+    out[`M${m}`] = { backends: 1000, rebuildMs: median(times), movedOnRemoval: moved, idealMoved: 1 / 1000 };
+    log(`maglev M=${m}: rebuild 1000 backends ${median(times).toFixed(1)} ms (median of 5); one removal moves ${(moved * 100).toFixed(2)} % of slots (1/N = 0.10 %)`);
+  }
+  for (const n of [3, 10, 100]) {
+    const backends = Array.from({ length: n }, (_, i) => ({ key: `b${i}`, id: i + 1 }));
+    const moved = movedFraction(maglevTable(backends, 16381), maglevTable(backends.slice(1), 16381));
+    out[`N${n}`] = { movedOnRemoval: moved, idealMoved: 1 / n };
+    log(`maglev M=16381 N=${n}: one removal moves ${(moved * 100).toFixed(2)} % (1/N = ${(100 / n).toFixed(2)} %)`);
+  }
+  return out;
+}
+
+if (spawnSync('wrk', ['--version']).error) throw new Error('wrk is missing: run scripts/setup.sh');
+const result: Record<string, unknown> = {};
+result['loadAverage'] = (await import('node:os')).loadavg();
+log(`load average ${(result['loadAverage'] as number[]).map((x) => x.toFixed(1)).join(' ')} on ${(await import('node:os')).cpus().length} CPUs (timings are inflated on a shared machine)`);
+const ONLY = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
+if (!ONLY || ONLY === 'maglev') result['maglev'] = maglevBench();
+if (!ONLY || ONLY === 'gc') result['gc'] = await gcBench();
+if (!ONLY || ONLY === 'traffic') result['traffic'] = await traffic();
+const t = result['traffic'] as Record<string, { herald: WrkResult; nftables: WrkResult; rpsRatio: number; p99Ratio: number }>;
+if (JSON_OUT) process.stdout.write(JSON.stringify(result, null, 2) + '\n');
+else if (t) {
+  for (const mode of ['keepalive', 'close']) {
+    const x = t[mode]!;
+    process.stdout.write(
+      `${mode.padEnd(9)}  herald ${x.herald.rps.toFixed(0)} req/s p99 ${x.herald.p99Ms.toFixed(2)} ms | nftables ${x.nftables.rps.toFixed(0)} req/s p99 ${x.nftables.p99Ms.toFixed(2)} ms | ratio ${x.rpsRatio.toFixed(2)}× req/s, ${x.p99Ratio.toFixed(2)}× p99\n`,
+    );
+  }
+}
+process.exit(0);

@@ -1,0 +1,854 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * herald L4 load balancer (issue 12, first slice): IPv4 TCP and UDP to a
+ * service (VIP, port, protocol) are spread over backends with Maglev,
+ * tracked per connection, DNATed at tc ingress of the announcing interface and
+ * reverse-NATed at tc egress of the same interface, so the client only ever
+ * sees VIP:port.
+ *
+ *   ingress (prio 3, after the L2 responder at prio 1 and the service policy at 2):
+ *     service lookup → CT_SERVICE entry (client→VIP) → backend (Maglev on miss)
+ *     → CT_EGRESS entry (client→backend, holds VIP:port for the reply)
+ *     → DNAT → bpf_fib_lookup + bpf_redirect / bpf_redirect_neigh (else: kernel routing)
+ *   egress (prio 3) of the announcing interface:
+ *     reply tuple reversed → CT_EGRESS entry → SNAT source back to VIP:port
+ *
+ * The key layouts carry IPv6 already (lb6_key, ct_key6, 16-byte addresses in
+ * backends and entries); the IPv6 path is a later slice and passes today.
+ * Anything that is not ours passes untouched (TC_ACT_UNSPEC). IPv4 fragments
+ * sent to a service are dropped and counted (a later fragment carries no ports).
+ */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define PASS TC_ACT_UNSPEC
+/* From linux/icmp.h, which drags in libc headers unusable for -target bpf. */
+#define ICMP_DEST_UNREACH 3
+#define ICMP_TIME_EXCEEDED 11
+struct icmphdr {
+	__u8 type;
+	__u8 code;
+	__sum16 checksum;
+	__u32 rest;
+};
+#define AF_INET_ 2
+#define IP_MF_ 0x2000
+#define IP_OFFSET_ 0x1fff
+
+/* Shared with src/datapath/lb/layout.ts: keep in sync. */
+struct lb4_key {
+	__be32 vip;
+	__be16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct lb6_key {
+	__u8 vip[16];
+	__be16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct lb_service {
+	__u32 id;       /* key of lb_maglev */
+	__u16 backends; /* active backends in the table (0: drop) */
+	__u16 flags;
+	__u32 affinity_timeout_s; /* sessionAffinity ClientIP: seconds; 0 = off */
+	__u32 pad;
+};
+
+struct lb_backend {
+	__u8 addr[16]; /* IPv4 in the first 4 bytes, network order */
+	__be16 port;
+	__u8 family; /* 4 or 6 */
+	__u8 flags;  /* LB_BACKEND_F_* */
+	__u32 pad;
+};
+
+#define LB_BACKEND_F_TERMINATING 1
+
+enum ct_dir {
+	CT_SERVICE = 1, /* client → VIP (before DNAT): which backend */
+	CT_EGRESS = 2,  /* client → backend (after DNAT): nat = VIP:port for replies */
+	CT_SNAT = 3,    /* SNAT services: backend:bport → node:port (the reply as it arrives): nat = client:port */
+};
+
+#define LB_SVC_F_SNAT 1
+#define LB_SVC_F_DSR 2 /* direct server return: only the MAC changes; the backend holds the VIP */
+
+struct ct_key4 {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 dir; /* enum ct_dir */
+	__u16 pad;
+};
+
+struct ct_key6 {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 dir;
+	__u16 pad;
+};
+
+#define CT_F_SYN_SEEN 1
+#define CT_F_ESTABLISHED 2 /* a reply was seen */
+#define CT_F_TX_CLOSING 4  /* FIN/RST from the client */
+#define CT_F_RX_CLOSING 8  /* FIN/RST from the backend */
+#define CT_F_SEEN_NON_SYN 16
+
+struct ct_entry {
+	__u64 expires_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u64 packets_fwd;
+	__u64 bytes_fwd;
+	__u64 packets_rev;
+	__u64 bytes_rev;
+	__u32 backend_id;
+	__u32 service_id;
+	__u8 nat_addr[16]; /* CT_EGRESS: the VIP; CT_SERVICE: the backend */
+	__be16 nat_port;
+	__u16 flags; /* CT_F_* */
+	__u32 created_s; /* bpf_ktime_get_ns() / 1e9 at creation */
+	__be16 snat_port; /* CT_EGRESS of an SNAT service: the node's port toward the backend */
+	__u16 pad2;
+	__u32 pad3;
+};
+
+enum lb_config_slot {
+	CFG_TCP_SYN_NS = 0,
+	CFG_TCP_ESTABLISHED_NS = 1,
+	CFG_TCP_CLOSING_NS = 2,
+	CFG_NON_TCP_NS = 3,
+	CFG_MAGLEV_M = 4,
+	CFG_SNAT_ADDR4 = 5, /* the node's IPv4 for SNAT services (network order in the low 4 bytes); 0 = none */
+	CFG_SLOTS = 6,
+};
+
+enum lb_stat {
+	ST_FORWARDED = 0,
+	ST_REVNAT = 1,
+	ST_NO_BACKEND = 2,
+	ST_FRAGMENT = 3,
+	ST_TRUNCATED = 4,
+	ST_FIB_PASS = 5,
+	ST_CT_CREATED = 6,
+	ST_CT_FULL = 7,
+	ST_TTL = 8,
+	ST_ICMP_XLATE = 9, /* ICMP errors of tracked flows translated */
+	ST_SLOTS = 10,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lb4_key);
+	__type(value, struct lb_service);
+	__uint(max_entries, 65536);
+} lb4_services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lb6_key);
+	__type(value, struct lb_service);
+	__uint(max_entries, 65536);
+} lb6_services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct lb_backend);
+	__uint(max_entries, 65536);
+} lb_backends SEC(".maps");
+
+/* service id → Maglev table (ARRAY of backend ids, size M prime, set at load). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 4096);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__type(key, __u32);
+		__type(value, __u32);
+		__uint(max_entries, 16381);
+	});
+} lb_maglev SEC(".maps");
+
+/* sessionAffinity: ClientIP — the backend a client last got for a service. */
+struct affinity_key4 {
+	__be32 client;
+	__u32 service_id;
+};
+
+struct affinity_entry {
+	__u32 backend_id;
+	__u32 pad;
+	__u64 last_used_ns; /* CLOCK_MONOTONIC */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct affinity_key4);
+	__type(value, struct affinity_entry);
+	__uint(max_entries, 65536);
+} lb4_affinity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ct_key4);
+	__type(value, struct ct_entry);
+	__uint(max_entries, 262144); /* overridden at load time */
+} ct4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ct_key6);
+	__type(value, struct ct_entry);
+	__uint(max_entries, 1024); /* IPv6 path: later slice */
+} ct6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, CFG_SLOTS);
+} lb_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, ST_SLOTS);
+} lb_stats SEC(".maps");
+
+static __always_inline void count(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&lb_stats, &slot);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u64 cfg(__u32 slot, __u64 def)
+{
+	__u64 *v = bpf_map_lookup_elem(&lb_config, &slot);
+	return (v && *v) ? *v : def;
+}
+
+static __always_inline __u32 rotl(__u32 x, int r)
+{
+	return (x << r) | (x >> (32 - r));
+}
+
+static __always_inline __u32 mix(__u32 h, __u32 k)
+{
+	k *= 0xcc9e2d51;
+	k = rotl(k, 15);
+	k *= 0x1b873593;
+	h ^= k;
+	h = rotl(h, 13);
+	return h * 5 + 0xe6546b64;
+}
+
+static __always_inline __u32 flow_hash4(__be32 saddr, __be32 daddr, __be16 sport, __be16 dport, __u8 proto)
+{
+	__u32 h = 0x48524c42; /* "HRLB" */
+	h = mix(h, saddr);
+	h = mix(h, daddr);
+	h = mix(h, ((__u32)sport << 16) | dport);
+	h = mix(h, proto);
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+/* Lifetime of an entry in its current state (settings from lb_config). */
+static __always_inline __u64 lifetime(__u8 proto, __u16 flags)
+{
+	if (proto != IPPROTO_TCP)
+		return cfg(CFG_NON_TCP_NS, 60ULL * 1000000000ULL);
+	if ((flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING)) == (CT_F_TX_CLOSING | CT_F_RX_CLOSING))
+		return cfg(CFG_TCP_CLOSING_NS, 10ULL * 1000000000ULL);
+	if (flags & CT_F_ESTABLISHED)
+		return cfg(CFG_TCP_ESTABLISHED_NS, 21600ULL * 1000000000ULL);
+	return cfg(CFG_TCP_SYN_NS, 60ULL * 1000000000ULL);
+}
+
+/* TCP flag byte of the header (offset 13). */
+static __always_inline __u16 tcp_flags_to_ct(__u8 tf, int reply)
+{
+	__u16 f = 0;
+	if (tf & 0x02) /* SYN */
+		f |= CT_F_SYN_SEEN;
+	else
+		f |= CT_F_SEEN_NON_SYN;
+	if (tf & 0x05) /* FIN | RST */
+		f |= reply ? CT_F_RX_CLOSING : CT_F_TX_CLOSING;
+	if (tf & 0x04) /* RST closes both ways */
+		f |= CT_F_RX_CLOSING | CT_F_TX_CLOSING;
+	if (reply)
+		f |= CT_F_ESTABLISHED;
+	return f;
+}
+
+struct l4_info {
+	__u32 l4off;  /* offset of the TCP/UDP header */
+	__u32 csumoff; /* offset of its checksum */
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 tcpflags;
+};
+
+/* Parses Ethernet + IPv4 + TCP/UDP ports. 0: ok, 1: not ours, 2: fragment, 3: truncated. */
+static __always_inline int parse4(struct __sk_buff *skb, struct iphdr **ipp, struct l4_info *l4)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return 1;
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
+		return 1;
+	struct iphdr *ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end)
+		return 3;
+	if (ip->version != 4 || ip->ihl < 5)
+		return 3;
+	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
+		return 1;
+	*ipp = ip;
+	if (ip->frag_off & bpf_htons(IP_MF_ | IP_OFFSET_))
+		return 2;
+	__u32 ihl = (ip->ihl & 0xf) * 4;
+	__u32 off = ETH_HLEN + ihl;
+	l4->l4off = off;
+	l4->proto = ip->protocol;
+	if (ip->protocol == IPPROTO_TCP) {
+		struct tcphdr *th = data + off;
+		if ((void *)(th + 1) > data_end)
+			return 3;
+		l4->sport = th->source;
+		l4->dport = th->dest;
+		l4->tcpflags = ((__u8 *)th)[13];
+		l4->csumoff = off + offsetof(struct tcphdr, check);
+	} else {
+		struct udphdr *uh = data + off;
+		if ((void *)(uh + 1) > data_end)
+			return 3;
+		l4->sport = uh->source;
+		l4->dport = uh->dest;
+		l4->tcpflags = 0;
+		l4->csumoff = off + offsetof(struct udphdr, check);
+	}
+	return 0;
+}
+
+#define IP_CSUM_OFF (ETH_HLEN + offsetof(struct iphdr, check))
+#define IP_SRC_OFF (ETH_HLEN + offsetof(struct iphdr, saddr))
+#define IP_DST_OFF (ETH_HLEN + offsetof(struct iphdr, daddr))
+
+/* Rewrites one address and one port (source or destination), fixing both checksums. */
+static __always_inline int rewrite4(struct __sk_buff *skb, struct l4_info *l4, int dst, __be32 old_ip, __be32 new_ip,
+				    __be16 old_port, __be16 new_port)
+{
+	__u64 l4flags = l4->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	__u32 port_off = l4->l4off + (dst ? 2 : 0); /* tcp/udp: source at 0, dest at 2 */
+	if (bpf_l4_csum_replace(skb, l4->csumoff, old_ip, new_ip, l4flags | BPF_F_PSEUDO_HDR | 4) < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, l4->csumoff, old_port, new_port, l4flags | 2) < 0)
+		return -1;
+	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_ip, new_ip, 4) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, dst ? IP_DST_OFF : IP_SRC_OFF, &new_ip, 4, 0) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
+		return -1;
+	return 0;
+}
+
+static __always_inline __u32 maglev_pick(__u32 service_id, __u32 hash)
+{
+	void *table = bpf_map_lookup_elem(&lb_maglev, &service_id);
+	if (!table)
+		return 0;
+	__u32 m = (__u32)cfg(CFG_MAGLEV_M, 16381);
+	if (m == 0)
+		return 0;
+	__u32 idx = hash % m;
+	__u32 *id = bpf_map_lookup_elem(table, &idx);
+	return id ? *id : 0;
+}
+
+/*
+ * ICMP errors (destination unreachable, time exceeded) quoting a tracked flow.
+ *   egress  (from a backend to the client): quoted client→backend:bport becomes
+ *           client→VIP:vport, the outer source the VIP.
+ *   ingress (from the client's side to the VIP, e.g. fragmentation needed for a
+ *           reply): quoted VIP:vport→client becomes backend:bport→client, the
+ *           outer destination the backend; the kernel routes it there.
+ * The quoted IP header's checksum and the ICMP checksum are fixed; the quoted
+ * TCP/UDP checksum is left (receivers do not check it). Quoted headers with IP
+ * options, or too short to hold the ports, are passed untouched.
+ * Returns 1 when translated, 0 when not ours.
+ */
+static __always_inline int icmp_xlate4(struct __sk_buff *skb, __u32 l4off, __be32 outer_src, __be32 outer_dst, int egress)
+{
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, l4off, &ih, sizeof(ih)) < 0)
+		return 0;
+	if (ih.type != ICMP_DEST_UNREACH && ih.type != ICMP_TIME_EXCEEDED)
+		return 0;
+	__u32 in_ip = l4off + sizeof(struct icmphdr);
+	struct iphdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0)
+		return 0;
+	if (inner.version != 4 || inner.ihl != 5 || (inner.protocol != IPPROTO_TCP && inner.protocol != IPPROTO_UDP))
+		return 0;
+	__u32 in_l4 = in_ip + sizeof(struct iphdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return 0;
+	__u32 icmp_csum = l4off + offsetof(struct icmphdr, checksum);
+	__u32 in_csum = in_ip + offsetof(struct iphdr, check);
+	__be32 old_addr, new_addr;
+	__be16 old_port, new_port;
+	__u32 addr_off, port_off;
+	if (egress) {
+		/* Quoted: client → backend. Must be about the client we send it to. */
+		if (inner.saddr != outer_dst)
+			return 0;
+		struct ct_key4 k = { .saddr = inner.saddr, .daddr = inner.daddr, .sport = ports[0], .dport = ports[1], .proto = inner.protocol, .dir = CT_EGRESS };
+		struct ct_entry *e = bpf_map_lookup_elem(&ct4, &k);
+		if (!e)
+			return 0;
+		old_addr = inner.daddr;
+		new_addr = *(__be32 *)e->nat_addr;
+		old_port = ports[1];
+		new_port = e->nat_port;
+		addr_off = in_ip + offsetof(struct iphdr, daddr);
+		port_off = in_l4 + 2;
+	} else {
+		/* Quoted: VIP:vport → client (a reply we sent). */
+		if (inner.saddr != outer_dst)
+			return 0;
+		struct ct_key4 k = { .saddr = inner.daddr, .daddr = inner.saddr, .sport = ports[1], .dport = ports[0], .proto = inner.protocol, .dir = CT_SERVICE };
+		struct ct_entry *e = bpf_map_lookup_elem(&ct4, &k);
+		if (!e)
+			return 0;
+		old_addr = inner.saddr;
+		new_addr = *(__be32 *)e->nat_addr;
+		old_port = ports[0];
+		new_port = e->nat_port;
+		addr_off = in_ip + offsetof(struct iphdr, saddr);
+		port_off = in_l4;
+	}
+	__sum16 old_csum = inner.check;
+	if (bpf_l3_csum_replace(skb, in_csum, old_addr, new_addr, 4) < 0)
+		return -1;
+	__sum16 new_csum;
+	if (bpf_skb_load_bytes(skb, in_csum, &new_csum, sizeof(new_csum)) < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, icmp_csum, old_addr, new_addr, 4) < 0 ||
+	    bpf_l4_csum_replace(skb, icmp_csum, old_csum, new_csum, 2) < 0 ||
+	    bpf_l4_csum_replace(skb, icmp_csum, old_port, new_port, 2) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, addr_off, &new_addr, 4, 0) < 0 || bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
+		return -1;
+	/* The outer address: the VIP as source (egress), the backend as destination (ingress). */
+	/* The outer address: egress, the source when the backend itself reports (a router on
+	 * the way keeps its own address); ingress, the destination (the VIP) becomes the backend. */
+	if (!egress || outer_src == old_addr) {
+		if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_addr, new_addr, 4) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, egress ? IP_SRC_OFF : IP_DST_OFF, &new_addr, 4, 0) < 0)
+			return -1;
+	}
+	count(ST_ICMP_XLATE);
+	return 1;
+}
+
+/* Ethernet + IPv4 carrying ICMP, not a fragment: the ICMP offset, else 0. */
+static __always_inline __u32 icmp4_offset(struct __sk_buff *skb, __be32 *saddr, __be32 *daddr)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return 0;
+	struct iphdr *ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5 || ip->protocol != IPPROTO_ICMP)
+		return 0;
+	if (ip->frag_off & bpf_htons(IP_MF_ | IP_OFFSET_))
+		return 0;
+	*saddr = ip->saddr;
+	*daddr = ip->daddr;
+	return ETH_HLEN + (ip->ihl & 0xf) * 4;
+}
+
+/* Sends a rewritten packet on: FIB lookup, TTL, MACs, redirect; else the kernel routes it. */
+static __always_inline int forward4(struct __sk_buff *skb, __be32 src, __be32 dst, __u8 tos, __u8 proto, __u16 tot_len, __u8 ttl)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET_;
+	fib.tos = tos;
+	fib.l4_protocol = proto;
+	fib.tot_len = tot_len;
+	fib.ipv4_src = src;
+	fib.ipv4_dst = dst;
+	fib.ifindex = skb->ingress_ifindex;
+	long frc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (frc != BPF_FIB_LKUP_RET_SUCCESS && frc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+		count(ST_FIB_PASS);
+		return TC_ACT_OK;
+	}
+	if (ttl <= 1) {
+		count(ST_TTL);
+		return TC_ACT_OK; /* the kernel sends Time Exceeded */
+	}
+	/* Decrement TTL: the 16-bit word (ttl, protocol). */
+	__u16 oldw = ((__u16)ttl << 8) | proto;
+	__u16 neww = ((__u16)(ttl - 1) << 8) | proto;
+	__u8 nttl = ttl - 1;
+	bpf_l3_csum_replace(skb, IP_CSUM_OFF, bpf_htons(oldw), bpf_htons(neww), 2);
+	bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, ttl), &nttl, 1, 0);
+	if (frc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
+	if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) < 0 || bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(fib.ifindex, 0);
+}
+
+/* A reply from a backend of an SNAT service, to the node's SNAT address: back to the client as VIP:port. */
+static __always_inline int snat_reply4(struct __sk_buff *skb, struct l4_info *l4, __be32 saddr, __be32 daddr, __u8 tos, __u16 tot_len, __u8 ttl)
+{
+	struct ct_key4 rkey = { .saddr = saddr, .daddr = daddr, .sport = l4->sport, .dport = l4->dport, .proto = l4->proto, .dir = CT_SNAT };
+	struct ct_entry *r = bpf_map_lookup_elem(&ct4, &rkey);
+	if (!r)
+		return PASS;
+	__be32 client = *(__be32 *)r->nat_addr;
+	__be16 cport = r->nat_port;
+	struct ct_key4 ekey = { .saddr = client, .daddr = saddr, .sport = cport, .dport = l4->sport, .proto = l4->proto, .dir = CT_EGRESS };
+	struct ct_entry *e = bpf_map_lookup_elem(&ct4, &ekey);
+	if (!e)
+		return PASS;
+	__u64 now = bpf_ktime_get_ns();
+	__u16 f = e->flags;
+	if (l4->proto == IPPROTO_TCP)
+		f |= tcp_flags_to_ct(l4->tcpflags, 1);
+	e->flags = f;
+	__u64 exp = now + lifetime(l4->proto, f);
+	e->expires_ns = exp;
+	r->expires_ns = exp;
+	__sync_fetch_and_add(&e->packets_rev, 1);
+	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	__be32 vip = *(__be32 *)e->nat_addr;
+	__be16 vport = e->nat_port;
+	if (rewrite4(skb, l4, 1, daddr, client, l4->dport, cport) < 0 || rewrite4(skb, l4, 0, saddr, vip, l4->sport, vport) < 0)
+		return TC_ACT_SHOT;
+	count(ST_REVNAT);
+	return forward4(skb, vip, client, tos, l4->proto, tot_len, ttl);
+}
+
+/* Allocates the node's port for a new SNAT connection: the reverse entry is the reservation. */
+static __always_inline __be16 snat_alloc4(__be32 baddr, __be16 bport, __be32 snat, __u8 proto, __be32 client, __be16 cport,
+					  __u32 backend_id, __u32 service_id, __u32 hash, __u64 expires)
+{
+	struct ct_entry r = { .backend_id = backend_id, .service_id = service_id, .nat_port = cport, .expires_ns = expires };
+	*(__be32 *)r.nat_addr = client;
+	for (int i = 0; i < 8; i++) {
+		__u16 p = 32768 + (__u16)((hash + (__u32)i * 7919) % 28232);
+		struct ct_key4 rkey = { .saddr = baddr, .daddr = snat, .sport = bport, .dport = bpf_htons(p), .proto = proto, .dir = CT_SNAT };
+		if (bpf_map_update_elem(&ct4, &rkey, &r, BPF_NOEXIST) == 0)
+			return bpf_htons(p);
+	}
+	return 0;
+}
+
+SEC("tc")
+int herald_lb_ingress(struct __sk_buff *skb)
+{
+	struct iphdr *ip = 0;
+	struct l4_info l4 = {};
+	int rc = parse4(skb, &ip, &l4);
+	if (rc == 1 || !ip) {
+		__be32 src = 0, dst = 0;
+		__u32 off = icmp4_offset(skb, &src, &dst);
+		/* To a VIP we balance: the quoted packet is a reply we sent to `src`. */
+		if (off) {
+			struct lb4_key marker = { .vip = dst };
+			if (bpf_map_lookup_elem(&lb4_services, &marker) && icmp_xlate4(skb, off, src, dst, 0) < 0)
+				return TC_ACT_SHOT;
+		}
+		return PASS;
+	}
+	/* Read what we need now: helpers below invalidate packet pointers. */
+	__be32 saddr = ip->saddr, vip = ip->daddr;
+	__u8 tos = ip->tos, ttl = ip->ttl;
+	__u16 tot_len = bpf_ntohs(ip->tot_len);
+	if (rc != 0) {
+		if (rc == 3)
+			return PASS; /* truncated: never touched, the kernel drops it */
+		/* A fragment carries no ports (or only the first does): one sent to a
+		 * VIP we balance (marker entry {vip, 0, 0}) is dropped and counted. */
+		struct lb4_key marker = { .vip = vip };
+		if (!bpf_map_lookup_elem(&lb4_services, &marker))
+			return PASS;
+		count(ST_FRAGMENT);
+		return TC_ACT_SHOT;
+	}
+	struct lb4_key sk = { .vip = vip, .port = l4.dport, .proto = l4.proto };
+	struct lb_service *svc = bpf_map_lookup_elem(&lb4_services, &sk);
+	__be32 snat = (__be32)cfg(CFG_SNAT_ADDR4, 0);
+	if (!svc) {
+		if (snat && vip == snat)
+			return snat_reply4(skb, &l4, saddr, vip, tos, tot_len, ttl);
+		return PASS;
+	}
+	__u32 service_id = svc->id;
+	int do_snat = svc->flags & LB_SVC_F_SNAT;
+	if (do_snat && !snat) {
+		count(ST_NO_BACKEND); /* an SNAT service without --lb-snat-address */
+		return TC_ACT_SHOT;
+	}
+	__u64 now = bpf_ktime_get_ns();
+
+	/* 1. Which backend: the connection's, else Maglev. */
+	struct ct_key4 skey = { .saddr = saddr, .daddr = vip, .sport = l4.sport, .dport = l4.dport, .proto = l4.proto, .dir = CT_SERVICE };
+	struct ct_entry *sent = bpf_map_lookup_elem(&ct4, &skey);
+	struct lb_backend *be = 0;
+	__u32 backend_id = 0;
+	if (sent) {
+		backend_id = sent->backend_id;
+		be = bpf_map_lookup_elem(&lb_backends, &backend_id);
+		if (!be) {
+			/* Its backend is gone: a new choice for this flow. */
+			bpf_map_delete_elem(&ct4, &skey);
+			sent = 0;
+		}
+	}
+	if (!sent) {
+		if (svc->backends == 0) {
+			count(ST_NO_BACKEND);
+			return TC_ACT_SHOT;
+		}
+		__u32 timeout_s = svc->affinity_timeout_s;
+		struct affinity_key4 akey = { .client = saddr, .service_id = service_id };
+		backend_id = 0;
+		if (timeout_s) {
+			struct affinity_entry *a = bpf_map_lookup_elem(&lb4_affinity, &akey);
+			if (a && now - a->last_used_ns < (__u64)timeout_s * 1000000000ULL) {
+				__u32 aid = a->backend_id;
+				struct lb_backend *ab = bpf_map_lookup_elem(&lb_backends, &aid);
+				/* A backend gone or terminating gets no new flow, affinity or not. */
+				if (ab && !(ab->flags & LB_BACKEND_F_TERMINATING))
+					backend_id = aid;
+			}
+		}
+		if (!backend_id)
+			backend_id = maglev_pick(service_id, flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto));
+		be = backend_id ? bpf_map_lookup_elem(&lb_backends, &backend_id) : 0;
+		if (!be || be->family != 4) {
+			count(ST_NO_BACKEND);
+			return TC_ACT_SHOT;
+		}
+		if (timeout_s) {
+			struct affinity_entry ae = { .backend_id = backend_id, .last_used_ns = now };
+			bpf_map_update_elem(&lb4_affinity, &akey, &ae, BPF_ANY);
+		}
+	}
+	if (!be)
+		return TC_ACT_SHOT;
+	__be32 baddr = *(__be32 *)be->addr;
+	__be16 bport = be->port;
+
+	/* DSR: the packet goes to the backend's MAC unchanged (VIP and port kept); the reply
+	 * bypasses us. The CT_SERVICE entry keeps the connection on its backend. */
+	if (svc->flags & LB_SVC_F_DSR) {
+		__u64 dlife = lifetime(l4.proto, l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) | CT_F_ESTABLISHED : 0);
+		if (sent) {
+			sent->expires_ns = now + dlife;
+			__sync_fetch_and_add(&sent->packets_fwd, 1);
+			__sync_fetch_and_add(&sent->bytes_fwd, skb->len);
+		} else {
+			struct ct_entry s = {
+				.backend_id = backend_id,
+				.service_id = service_id,
+				.nat_port = bport,
+				.packets_fwd = 1,
+				.bytes_fwd = skb->len,
+				.created_s = (__u32)(now / 1000000000ULL),
+				.expires_ns = now + dlife,
+			};
+			*(__be32 *)s.nat_addr = baddr;
+			if (bpf_map_update_elem(&ct4, &skey, &s, BPF_ANY) < 0)
+				count(ST_CT_FULL);
+			else
+				count(ST_CT_CREATED);
+		}
+		struct bpf_fib_lookup fib = {};
+		fib.family = AF_INET_;
+		fib.l4_protocol = l4.proto;
+		fib.tot_len = tot_len;
+		fib.ipv4_src = saddr;
+		fib.ipv4_dst = baddr;
+		fib.ifindex = skb->ingress_ifindex;
+		long frc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+		count(ST_FORWARDED);
+		if (frc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+			/* Resolve the backend's MAC with the kernel's neighbour table; the IP header stays. */
+			struct bpf_redir_neigh nh = { .nh_family = AF_INET_, .ipv4_nh = baddr };
+			return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
+		}
+		if (frc != BPF_FIB_LKUP_RET_SUCCESS) {
+			count(ST_FIB_PASS);
+			return TC_ACT_SHOT; /* no route to the backend: the VIP cannot be delivered as is */
+		}
+		if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) < 0 || bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0) < 0)
+			return TC_ACT_SHOT;
+		return bpf_redirect(fib.ifindex, 0);
+	}
+
+	/* 2. The connection entry after DNAT: state, counters, what the reply gets back. */
+	struct ct_key4 ekey = { .saddr = saddr, .daddr = baddr, .sport = l4.sport, .dport = bport, .proto = l4.proto, .dir = CT_EGRESS };
+	struct ct_entry *eent = bpf_map_lookup_elem(&ct4, &ekey);
+	__u16 tf = l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) : 0;
+	__u64 life;
+	__be16 snat_port = 0;
+	if (eent) {
+		__u16 f = eent->flags | tf;
+		/* A new SYN on a closed tuple starts a fresh connection. */
+		if (l4.proto == IPPROTO_TCP && (l4.tcpflags & 0x12) == 0x02 && (eent->flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING)))
+			f = CT_F_SYN_SEEN;
+		eent->flags = f;
+		life = lifetime(l4.proto, f);
+		eent->expires_ns = now + life;
+		__sync_fetch_and_add(&eent->packets_fwd, 1);
+		__sync_fetch_and_add(&eent->bytes_fwd, skb->len);
+		snat_port = eent->snat_port;
+		if (do_snat && snat_port) {
+			/* The NAT entry lives exactly as long as its connection. */
+			struct ct_key4 rkey = { .saddr = baddr, .daddr = snat, .sport = bport, .dport = snat_port, .proto = l4.proto, .dir = CT_SNAT };
+			struct ct_entry *r = bpf_map_lookup_elem(&ct4, &rkey);
+			if (r)
+				r->expires_ns = now + life;
+			else
+				snat_port = 0; /* evicted: allocate again below */
+		}
+	}
+	if (do_snat && !snat_port) {
+		life = lifetime(l4.proto, eent ? eent->flags : tf);
+		snat_port = snat_alloc4(baddr, bport, snat, l4.proto, saddr, l4.sport, backend_id, service_id,
+					flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto), now + life);
+		if (!snat_port) {
+			count(ST_CT_FULL);
+			return TC_ACT_SHOT;
+		}
+		if (eent)
+			eent->snat_port = snat_port;
+	}
+	if (!eent) {
+		struct ct_entry e = {
+			.backend_id = backend_id,
+			.service_id = service_id,
+			.nat_port = l4.dport,
+			.flags = tf,
+			.packets_fwd = 1,
+			.bytes_fwd = skb->len,
+			.created_s = (__u32)(now / 1000000000ULL),
+			.snat_port = snat_port,
+		};
+		*(__be32 *)e.nat_addr = vip;
+		life = lifetime(l4.proto, tf);
+		e.expires_ns = now + life;
+		if (bpf_map_update_elem(&ct4, &ekey, &e, BPF_ANY) < 0)
+			count(ST_CT_FULL);
+		else
+			count(ST_CT_CREATED);
+	}
+	if (sent) {
+		sent->expires_ns = now + life;
+		__sync_fetch_and_add(&sent->packets_fwd, 1);
+		__sync_fetch_and_add(&sent->bytes_fwd, skb->len);
+	} else {
+		struct ct_entry s = {
+			.backend_id = backend_id,
+			.service_id = service_id,
+			.nat_port = bport,
+			.flags = tf,
+			.packets_fwd = 1,
+			.bytes_fwd = skb->len,
+			.created_s = (__u32)(now / 1000000000ULL),
+			.expires_ns = now + life,
+		};
+		*(__be32 *)s.nat_addr = baddr;
+		if (bpf_map_update_elem(&ct4, &skey, &s, BPF_ANY) < 0)
+			count(ST_CT_FULL);
+	}
+
+	/* 3. DNAT (and SNAT). */
+	if (rewrite4(skb, &l4, 1, vip, baddr, l4.dport, bport) < 0)
+		return TC_ACT_SHOT;
+	if (do_snat) {
+		if (rewrite4(skb, &l4, 0, saddr, snat, l4.sport, snat_port) < 0)
+			return TC_ACT_SHOT;
+		count(ST_FORWARDED);
+		return forward4(skb, snat, baddr, tos, l4.proto, tot_len, ttl);
+	}
+
+	/* 4. Forward: the FIB says where; else the kernel routes it. */
+	count(ST_FORWARDED);
+	return forward4(skb, saddr, baddr, tos, l4.proto, tot_len, ttl);
+}
+
+SEC("tc")
+int herald_lb_egress(struct __sk_buff *skb)
+{
+	struct iphdr *ip = 0;
+	struct l4_info l4 = {};
+	if (parse4(skb, &ip, &l4) != 0 || !ip) {
+		__be32 src = 0, dst = 0;
+		__u32 off = icmp4_offset(skb, &src, &dst);
+		if (off && icmp_xlate4(skb, off, src, dst, 1) < 0)
+			return TC_ACT_SHOT;
+		return PASS;
+	}
+	__be32 baddr = ip->saddr, client = ip->daddr;
+	/* The reply's tuple, turned around: the connection as the client opened it after DNAT. */
+	struct ct_key4 ekey = { .saddr = client, .daddr = baddr, .sport = l4.dport, .dport = l4.sport, .proto = l4.proto, .dir = CT_EGRESS };
+	struct ct_entry *e = bpf_map_lookup_elem(&ct4, &ekey);
+	if (!e)
+		return PASS;
+	__u64 now = bpf_ktime_get_ns();
+	__u16 f = e->flags;
+	if (l4.proto == IPPROTO_TCP)
+		f |= tcp_flags_to_ct(l4.tcpflags, 1);
+	e->flags = f;
+	e->expires_ns = now + lifetime(l4.proto, f);
+	__sync_fetch_and_add(&e->packets_rev, 1);
+	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	__be32 vip = *(__be32 *)e->nat_addr;
+	__be16 vport = e->nat_port;
+	if (rewrite4(skb, &l4, 0, baddr, vip, l4.sport, vport) < 0)
+		return TC_ACT_SHOT;
+	count(ST_REVNAT);
+	return PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";

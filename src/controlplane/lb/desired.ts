@@ -1,0 +1,141 @@
+/**
+ * Load-balancing desired state, a pure function of
+ *   (allocated service IPs × Service ports × EndpointSlices):
+ * one lb-services row per (VIP, port, protocol) with its backends.
+ *
+ *   frontends  every ingress IP LB-IPAM allocated to the Service × every port
+ *              of protocol TCP or UDP (SCTP: a warning, not balanced); IPv4
+ *              only in this slice (IPv6 VIPs: a warning).
+ *   backends   the Service's EndpointSlices (label kubernetes.io/service-name),
+ *              addressType IPv4, the slice port whose name equals the Service
+ *              port's name (both unnamed: ''), same protocol; else a numeric
+ *              targetPort; else the Service port. Kubernetes' conditions:
+ *              serving (nil: ready, nil ready: true) and not terminating →
+ *              active; serving and terminating → terminating (keeps its
+ *              connections, no new ones); not serving → left out.
+ *   mode       annotation `herald.io/lb-mode`: `dnat` (the default: the
+ *              service is balanced by this node's datapath to backends it
+ *              routes to), `snat` (the node's --lb-snat-address is the source
+ *              toward the backends: remote backends on any route), `dsr`
+ *              (backends on this segment holding the VIP: only the MAC
+ *              changes, the service port is kept, replies bypass the node) or
+ *              `none` (not balanced).
+ *   affinity   spec.sessionAffinity / sessionAffinityConfig.clientIP.timeoutSeconds
+ *              (carried to the datapath; enforced in a later slice).
+ */
+import { isIpv4 } from '../../core/addr.js';
+import { lbFrontendKey, type LbBackendRow, type LbServiceRow } from '../../datapath/tables/lb-services.js';
+import { sliceService, type EndpointSliceManifest } from '../../intent/endpoint-slice.js';
+import type { ServiceManifest, ServicePort } from '../../intent/service.js';
+import type { IntentSnapshot } from '../../intent/snapshot.js';
+
+export const ANNOTATION_LB_MODE = 'herald.io/lb-mode';
+export type LbMode = 'dnat' | 'none' | 'snat' | 'dsr';
+
+export interface LbWarning {
+  readonly service: string;
+  readonly message: string;
+}
+
+export interface LbDesired {
+  readonly rows: ReadonlyMap<string, LbServiceRow>;
+  readonly warnings: readonly LbWarning[];
+}
+
+export interface LbDesiredInput {
+  readonly snapshot: IntentSnapshot;
+  /** Allocated ingress IPs per service key ("namespace/name"), from LB-IPAM. */
+  readonly ingress: ReadonlyMap<string, readonly string[]>;
+}
+
+export function lbMode(svc: ServiceManifest): LbMode | { invalid: string } {
+  const v = svc.metadata.annotations?.[ANNOTATION_LB_MODE];
+  if (v === undefined || v === '') return 'dnat';
+  return v === 'dnat' || v === 'none' || v === 'snat' || v === 'dsr' ? v : { invalid: v };
+}
+
+function backendPort(sp: ServicePort, slice: EndpointSliceManifest): number | undefined {
+  const name = sp.name ?? '';
+  const match = slice.ports.find((p) => (p.name ?? '') === name && p.protocol === sp.protocol);
+  if (match?.port !== undefined) return match.port;
+  if (slice.ports.length > 0 && match === undefined) return undefined; // the slice says which ports it serves
+  return typeof sp.targetPort === 'number' ? sp.targetPort : sp.port;
+}
+
+export function computeLbDesired(input: LbDesiredInput): LbDesired {
+  const { snapshot, ingress } = input;
+  const slicesBy = new Map<string, EndpointSliceManifest[]>();
+  for (const s of snapshot.endpointSlices.values()) {
+    const svc = sliceService(s);
+    if (svc === undefined) continue;
+    (slicesBy.get(svc) ?? slicesBy.set(svc, []).get(svc)!).push(s);
+  }
+  const rows = new Map<string, LbServiceRow>();
+  const warnings: LbWarning[] = [];
+  const keys = [...snapshot.services.keys()].sort();
+  for (const key of keys) {
+    const svc = snapshot.services.get(key)!;
+    const ips = ingress.get(key) ?? [];
+    if (ips.length === 0) continue;
+    const mode = lbMode(svc);
+    if (typeof mode === 'object') {
+      warnings.push({ service: key, message: `${ANNOTATION_LB_MODE}: "${mode.invalid}" is not one of dnat, none, snat, dsr; not balanced` });
+      continue;
+    }
+    if (mode === 'none') continue;
+    const slices = (slicesBy.get(key) ?? []).filter((s) => s.addressType === 'IPv4');
+    const affinity = svc.spec.sessionAffinity;
+    const timeout = affinity === 'ClientIP' ? (svc.spec.sessionAffinityConfig?.clientIP.timeoutSeconds ?? 10800) : 0;
+    for (const sp of svc.spec.ports) {
+      if (sp.protocol === 'SCTP') {
+        warnings.push({ service: key, message: `port ${sp.port}/SCTP: SCTP is not balanced` });
+        continue;
+      }
+      const backends = new Map<string, LbBackendRow>();
+      for (const slice of slices) {
+        const port = backendPort(sp, slice);
+        if (port === undefined) continue;
+        for (const ep of slice.endpoints) {
+          const ready = ep.conditions.ready ?? true;
+          const serving = ep.conditions.serving ?? ready;
+          const terminating = ep.conditions.terminating ?? false;
+          if (!serving) continue;
+          for (const ip of ep.addresses) {
+            const id = `${ip}:${port}`;
+            const prev = backends.get(id);
+            // Listed twice (two slices): active wins over terminating.
+            if (prev && !prev.terminating) continue;
+            backends.set(id, { ip, port, terminating });
+          }
+        }
+      }
+      if (mode === 'dsr' && [...backends.values()].some((b) => b.port !== sp.port)) {
+        warnings.push({ service: key, message: `port ${sp.port}: dsr keeps the service port; backends must listen on ${sp.port} (the slice says otherwise)` });
+      }
+      const sorted = [...backends.values()].sort((a, b) => (a.ip === b.ip ? a.port - b.port : a.ip < b.ip ? -1 : 1));
+      for (const vip of ips) {
+        if (!isIpv4(vip)) {
+          warnings.push({ service: key, message: `${vip}: IPv6 service IPs are not balanced yet` });
+          continue;
+        }
+        const rowKey = lbFrontendKey(vip, sp.port, sp.protocol);
+        if (rows.has(rowKey)) {
+          warnings.push({ service: key, message: `${rowKey} is also ${rows.get(rowKey)!.service}'s; the first (by name) is balanced` });
+          continue;
+        }
+        rows.set(rowKey, {
+          key: rowKey,
+          service: key,
+          vip,
+          port: sp.port,
+          proto: sp.protocol,
+          mode,
+          affinity,
+          affinityTimeoutS: timeout,
+          backends: sorted,
+        });
+      }
+    }
+  }
+  return { rows, warnings };
+}

@@ -1,0 +1,193 @@
+/**
+ * Connection-tracking garbage collection (after Cilium's pkg/maps/ctmap GC):
+ * a pass walks the map with BPF_MAP_LOOKUP_BATCH, picks the expired entries
+ * (by the kernel's clock: expires_ns < CLOCK_MONOTONIC now) and, on request,
+ * every entry of a removed service or backend, and deletes them with
+ * BPF_MAP_DELETE_BATCH — never one syscall per entry. It yields to the event
+ * loop between batches, so the agent is never blocked for long. Each pass is
+ * reported to subscribers (GC events, as Cilium's Observe4).
+ */
+import type { BpfMap } from '../../os/bpf-map.js';
+import type { FlushRequest } from './services.js';
+import { ipv4ToBytes } from '../../net/addr.js';
+import { CT_EGRESS, CT_ENTRY_BACKEND_OFF, CT_ENTRY_EXPIRES_OFF, CT_ENTRY_SNAT_PORT_OFF, CT_KEY4_SIZE, CT_SNAT, type CtEntry, type CtKey } from './layout.js';
+
+export interface GcPassResult {
+  scanned: number;
+  deleted: number;
+  /** Entries left after the pass. */
+  remaining: number;
+  durationMs: number;
+  /** Longest synchronous stretch (one batch) in ms, wall clock (includes time the process was not scheduled). */
+  maxBlockMs: number;
+  /** CPU time (user + system) of the pass, and of its most expensive batch, in ms. */
+  cpuMs: number;
+  maxBlockCpuMs: number;
+  reason: 'expiry' | 'flush';
+}
+
+export interface CtGcOptions {
+  /** Entries per batch (default 1024: one batch stays well under 20 ms even on a loaded machine). */
+  batchSize?: number;
+  /** CLOCK_MONOTONIC ns (the clock of bpf_ktime_get_ns). */
+  monotonicNs?: () => bigint;
+  /** The node's SNAT address: a deleted SNAT connection takes its NAT entry with it. */
+  snatAddress?: () => string | undefined;
+}
+
+const SERVICE_OFF = CT_ENTRY_BACKEND_OFF + 4;
+
+export class ConntrackGc {
+  private readonly batchSize: number;
+  private readonly now: () => bigint;
+  private readonly snatAddress: () => string | undefined;
+  private readonly subscribers = new Set<(r: GcPassResult) => void>();
+  private chain: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly map: BpfMap<CtKey, CtEntry>,
+    opts: CtGcOptions = {},
+  ) {
+    this.batchSize = opts.batchSize ?? 1024;
+    this.now = opts.monotonicNs ?? (() => process.hrtime.bigint());
+    this.snatAddress = opts.snatAddress ?? (() => undefined);
+  }
+
+  /** GC events: one per pass. Returns the unsubscribe function. */
+  observe(fn: (r: GcPassResult) => void): () => void {
+    this.subscribers.add(fn);
+    return () => this.subscribers.delete(fn);
+  }
+
+  /** Removes expired entries. Passes run one at a time. */
+  collect(): Promise<GcPassResult> {
+    return this.serial(() => this.pass('expiry', undefined));
+  }
+
+  /** Removes every entry of a removed service or backend (and expired ones on the way). */
+  flush(req: FlushRequest): Promise<GcPassResult> {
+    const backends = req.backendIds ? new Set(req.backendIds) : undefined;
+    return this.serial(() =>
+      this.pass('flush', (svc, backend) => svc === req.serviceId && (backends === undefined || backends.has(backend))),
+    );
+  }
+
+  /** Removes the entries `match` selects (ct flush by filter). */
+  flushWhere(match: (key: CtKey, entry: CtEntry) => boolean): Promise<GcPassResult> {
+    const codec = this.map.rawCodec;
+    return this.serial(() =>
+      this.pass('flush', undefined, (k, v) => match(codec.decodeKey(k), codec.decodeValue(v))),
+    );
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.chain.then(fn, fn);
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  private async pass(
+    reason: GcPassResult['reason'],
+    match?: (serviceId: number, backendId: number) => boolean,
+    matchRaw?: (key: Buffer, value: Buffer) => boolean,
+  ): Promise<GcPassResult> {
+    const started = performance.now();
+    const cpuStart = process.cpuUsage();
+    let maxBlockCpuMs = 0;
+    const { keySize, valueSize } = this.map.rawCodec;
+    let cursor: Buffer | null = null;
+    let scanned = 0;
+    let deleted = 0;
+    let maxBlockMs = 0;
+    // Room for each doomed entry and, for an SNAT connection, its NAT entry (GC feeds the NAT purge).
+    const doomed = Buffer.alloc(keySize * this.batchSize * 2);
+    const snat = keySize === CT_KEY4_SIZE ? this.snatAddress() : undefined;
+    const snatBytes = snat ? ipv4ToBytes(snat) : undefined;
+    for (;;) {
+      const t0 = performance.now();
+      const c0 = process.cpuUsage();
+      const now = this.now();
+      // Compare as two 32-bit halves: no BigInt per entry.
+      const nowHi = Number(now >> 32n);
+      const nowLo = Number(now & 0xffffffffn);
+      const { keys, values, count, next } = this.map.lookupBatch(cursor, this.batchSize);
+      let n = 0;
+      for (let i = 0; i < count; i++) {
+        const v = i * valueSize;
+        const hi = values.readUInt32LE(v + CT_ENTRY_EXPIRES_OFF + 4);
+        const expired = hi < nowHi || (hi === nowHi && values.readUInt32LE(v + CT_ENTRY_EXPIRES_OFF) < nowLo);
+        const hit =
+          expired ||
+          (match !== undefined && match(values.readUInt32LE(v + SERVICE_OFF), values.readUInt32LE(v + CT_ENTRY_BACKEND_OFF))) ||
+          (matchRaw !== undefined && matchRaw(keys.subarray(i * keySize, (i + 1) * keySize), values.subarray(v, v + valueSize)));
+        if (!hit) continue;
+        const k = i * keySize;
+        keys.copy(doomed, n++ * keySize, k, k + keySize);
+        const snatPort = values.readUInt16BE(v + CT_ENTRY_SNAT_PORT_OFF);
+        if (snatBytes && snatPort !== 0 && keys[k + 13] === CT_EGRESS) {
+          // {backend, node, backend port, node port, proto, CT_SNAT}: the reply's key.
+          const o = n++ * keySize;
+          doomed.fill(0, o, o + keySize);
+          keys.copy(doomed, o, k + 4, k + 8);
+          snatBytes.copy(doomed, o + 4);
+          keys.copy(doomed, o + 8, k + 10, k + 12);
+          doomed.writeUInt16BE(snatPort, o + 10);
+          doomed[o + 12] = keys[k + 12]!;
+          doomed[o + 13] = CT_SNAT;
+        }
+      }
+      scanned += count;
+      if (n > 0) deleted += this.map.deleteBatch(doomed, n);
+      maxBlockMs = Math.max(maxBlockMs, performance.now() - t0);
+      const c1 = process.cpuUsage(c0);
+      maxBlockCpuMs = Math.max(maxBlockCpuMs, (c1.user + c1.system) / 1000);
+      if (next === null) break;
+      cursor = next;
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    const result: GcPassResult = {
+      scanned,
+      deleted,
+      remaining: scanned - deleted,
+      durationMs: performance.now() - started,
+      maxBlockMs,
+      cpuMs: ((u) => (u.user + u.system) / 1000)(process.cpuUsage(cpuStart)),
+      maxBlockCpuMs,
+      reason,
+    };
+    for (const s of this.subscribers) s(result);
+    return result;
+  }
+}
+
+export interface GcIntervalBounds {
+  minMs: number;
+  maxMs: number;
+}
+
+export const gcIntervalDefaults: GcIntervalBounds = { minMs: 10_000, maxMs: 5 * 60_000 };
+
+/**
+ * The next GC interval from the last one and how much it deleted (after
+ * Cilium's GetInterval(actualPrevInterval, maxDeleteRatio)): when a pass
+ * deleted more than a quarter of what it scanned, entries expire faster than
+ * we collect, so the interval shrinks in proportion (at most 10×); under 5 %,
+ * it grows by half; in between it stays. If the last pass came earlier than
+ * planned (it was triggered), the ratio is scaled up to what a full interval
+ * would have deleted. Always within the bounds.
+ */
+export function nextGcInterval(
+  expectedPrevMs: number,
+  actualPrevMs: number,
+  deleteRatio: number,
+  bounds: GcIntervalBounds = gcIntervalDefaults,
+): number {
+  const clamp = (ms: number) => Math.min(bounds.maxMs, Math.max(bounds.minMs, Math.round(ms)));
+  const expected = expectedPrevMs > 0 ? expectedPrevMs : bounds.maxMs;
+  if (!(deleteRatio > 0)) return clamp(expected * 1.5);
+  let ratio = deleteRatio;
+  if (actualPrevMs > 0 && actualPrevMs < expected) ratio *= expected / actualPrevMs;
+  if (ratio > 0.25) return clamp(expected * (1 - Math.min(ratio, 0.9)));
+  if (ratio < 0.05) return clamp(expected * 1.5);
+  return clamp(expected);
+}

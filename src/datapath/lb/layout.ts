@@ -1,0 +1,336 @@
+/**
+ * Byte layouts of the load balancer's maps, mirroring bpf/lb.bpf.c. Keep both
+ * in sync: BpfMap checks the sizes against the kernel at open time.
+ * Addresses are in network order as the packet carries them; ids, counters and
+ * times in host order (x86_64/arm64: little endian). IPv6 layouts are defined
+ * now (ct_key6, lb6_key) so the IPv6 path is a program change, not a map change.
+ */
+import type { MapCodec } from '../../os/bpf-map.js';
+import { bytesToIpv4, bytesToIpv6, ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
+
+export const LB_INGRESS_PROGRAM = 'herald_lb_ingress';
+export const LB_EGRESS_PROGRAM = 'herald_lb_egress';
+export const MAP_LB4_SERVICES = 'lb4_services';
+export const MAP_LB6_SERVICES = 'lb6_services';
+export const MAP_LB_BACKENDS = 'lb_backends';
+export const MAP_LB_MAGLEV = 'lb_maglev';
+export const MAP_CT4 = 'ct4';
+export const MAP_CT6 = 'ct6';
+export const MAP_LB_CONFIG = 'lb_config';
+export const MAP_LB_STATS = 'lb_stats';
+export const MAP_LB4_AFFINITY = 'lb4_affinity';
+
+export type L4Proto = 'TCP' | 'UDP';
+export const PROTO_NUMBER: Record<L4Proto, number> = { TCP: 6, UDP: 17 };
+export function protoName(n: number): string {
+  return n === 6 ? 'TCP' : n === 17 ? 'UDP' : String(n);
+}
+
+export interface ServiceKey {
+  vip: string;
+  /** 0 with proto 0: the VIP marker (fragments to the VIP are dropped). */
+  port: number;
+  proto: number;
+}
+
+export interface ServiceValue {
+  id: number;
+  backends: number;
+  flags: number;
+  affinityTimeoutS: number;
+}
+
+export const service4Codec: MapCodec<ServiceKey, ServiceValue> = {
+  keySize: 8,
+  valueSize: 16,
+  encodeKey(k) {
+    const b = Buffer.alloc(8);
+    ipv4ToBytes(k.vip).copy(b, 0);
+    b.writeUInt16BE(k.port, 4);
+    b[6] = k.proto;
+    return b;
+  },
+  decodeKey(b) {
+    return { vip: bytesToIpv4(b.subarray(0, 4)), port: b.readUInt16BE(4), proto: b[6] ?? 0 };
+  },
+  encodeValue(v) {
+    const b = Buffer.alloc(16);
+    b.writeUInt32LE(v.id, 0);
+    b.writeUInt16LE(v.backends, 4);
+    b.writeUInt16LE(v.flags, 6);
+    b.writeUInt32LE(v.affinityTimeoutS, 8);
+    return b;
+  },
+  decodeValue(b) {
+    return { id: b.readUInt32LE(0), backends: b.readUInt16LE(4), flags: b.readUInt16LE(6), affinityTimeoutS: b.readUInt32LE(8) };
+  },
+};
+
+export const service6Codec: MapCodec<ServiceKey, ServiceValue> = {
+  ...service4Codec,
+  keySize: 20,
+  encodeKey(k) {
+    const b = Buffer.alloc(20);
+    ipv6ToBytes(k.vip).copy(b, 0);
+    b.writeUInt16BE(k.port, 16);
+    b[18] = k.proto;
+    return b;
+  },
+  decodeKey(b) {
+    return { vip: bytesToIpv6(b.subarray(0, 16)), port: b.readUInt16BE(16), proto: b[18] ?? 0 };
+  },
+};
+
+export const BACKEND_F_TERMINATING = 1;
+
+export interface BackendValue {
+  ip: string;
+  port: number;
+  family: 4 | 6;
+  flags: number;
+}
+
+const u32Key = {
+  keySize: 4,
+  encodeKey(n: number) {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(n);
+    return b;
+  },
+  decodeKey(b: Buffer) {
+    return b.readUInt32LE(0);
+  },
+};
+
+function addrBytes(ip: string, family: 4 | 6): Buffer {
+  const b = Buffer.alloc(16);
+  (family === 4 ? ipv4ToBytes(ip) : ipv6ToBytes(ip)).copy(b, 0);
+  return b;
+}
+function addrText(b: Buffer, family: number): string {
+  return family === 6 ? bytesToIpv6(b.subarray(0, 16)) : bytesToIpv4(b.subarray(0, 4));
+}
+
+export const backendCodec: MapCodec<number, BackendValue> = {
+  ...u32Key,
+  valueSize: 24,
+  encodeValue(v) {
+    const b = Buffer.alloc(24);
+    addrBytes(v.ip, v.family).copy(b, 0);
+    b.writeUInt16BE(v.port, 16);
+    b[18] = v.family;
+    b[19] = v.flags;
+    return b;
+  },
+  decodeValue(b) {
+    const family = b[18] === 6 ? 6 : 4;
+    return { ip: addrText(b, family), port: b.readUInt16BE(16), family, flags: b[19] ?? 0 };
+  },
+};
+
+export const CT_SERVICE = 1;
+export const CT_EGRESS = 2;
+/** SNAT services: the reply as it arrives (backend → node:port) → the client. */
+export const CT_SNAT = 3;
+export const SVC_F_SNAT = 1;
+/** Direct server return: only the destination MAC changes; replies bypass the node. */
+export const SVC_F_DSR = 2;
+
+export const CT_F_SYN_SEEN = 1;
+export const CT_F_ESTABLISHED = 2;
+export const CT_F_TX_CLOSING = 4;
+export const CT_F_RX_CLOSING = 8;
+export const CT_F_SEEN_NON_SYN = 16;
+
+export interface CtKey {
+  saddr: string;
+  daddr: string;
+  sport: number;
+  dport: number;
+  proto: number;
+  /** CT_SERVICE (client → VIP) or CT_EGRESS (client → backend). */
+  dir: number;
+}
+
+export interface CtEntry {
+  expiresNs: bigint;
+  packetsFwd: bigint;
+  bytesFwd: bigint;
+  packetsRev: bigint;
+  bytesRev: bigint;
+  backendId: number;
+  serviceId: number;
+  /** CT_EGRESS: the VIP; CT_SERVICE: the backend. */
+  natAddr: string;
+  natPort: number;
+  flags: number;
+  createdS: number;
+  /** CT_EGRESS of an SNAT service: the node's port toward the backend (0: none). */
+  snatPort: number;
+}
+
+export const CT_KEY4_SIZE = 16;
+export const CT_KEY6_SIZE = 40;
+export const CT_ENTRY_SIZE = 80;
+/** Offsets inside a raw entry, for the GC's scan without decoding. */
+export const CT_ENTRY_EXPIRES_OFF = 0;
+export const CT_ENTRY_BACKEND_OFF = 40;
+export const CT_ENTRY_SNAT_PORT_OFF = 72;
+
+function encodeEntry(v: CtEntry, family: 4 | 6): Buffer {
+  const b = Buffer.alloc(CT_ENTRY_SIZE);
+  b.writeBigUInt64LE(v.expiresNs, 0);
+  b.writeBigUInt64LE(v.packetsFwd, 8);
+  b.writeBigUInt64LE(v.bytesFwd, 16);
+  b.writeBigUInt64LE(v.packetsRev, 24);
+  b.writeBigUInt64LE(v.bytesRev, 32);
+  b.writeUInt32LE(v.backendId, 40);
+  b.writeUInt32LE(v.serviceId, 44);
+  addrBytes(v.natAddr, family).copy(b, 48);
+  b.writeUInt16BE(v.natPort, 64);
+  b.writeUInt16LE(v.flags, 66);
+  b.writeUInt32LE(v.createdS, 68);
+  b.writeUInt16BE(v.snatPort, 72);
+  return b;
+}
+
+function decodeEntry(b: Buffer, family: 4 | 6): CtEntry {
+  return {
+    expiresNs: b.readBigUInt64LE(0),
+    packetsFwd: b.readBigUInt64LE(8),
+    bytesFwd: b.readBigUInt64LE(16),
+    packetsRev: b.readBigUInt64LE(24),
+    bytesRev: b.readBigUInt64LE(32),
+    backendId: b.readUInt32LE(40),
+    serviceId: b.readUInt32LE(44),
+    natAddr: addrText(b.subarray(48, 64), family),
+    natPort: b.readUInt16BE(64),
+    flags: b.readUInt16LE(66),
+    createdS: b.readUInt32LE(68),
+    snatPort: b.readUInt16BE(72),
+  };
+}
+
+export const ct4Codec: MapCodec<CtKey, CtEntry> = {
+  keySize: CT_KEY4_SIZE,
+  valueSize: CT_ENTRY_SIZE,
+  encodeKey(k) {
+    const b = Buffer.alloc(CT_KEY4_SIZE);
+    ipv4ToBytes(k.saddr).copy(b, 0);
+    ipv4ToBytes(k.daddr).copy(b, 4);
+    b.writeUInt16BE(k.sport, 8);
+    b.writeUInt16BE(k.dport, 10);
+    b[12] = k.proto;
+    b[13] = k.dir;
+    return b;
+  },
+  decodeKey(b) {
+    return {
+      saddr: bytesToIpv4(b.subarray(0, 4)),
+      daddr: bytesToIpv4(b.subarray(4, 8)),
+      sport: b.readUInt16BE(8),
+      dport: b.readUInt16BE(10),
+      proto: b[12] ?? 0,
+      dir: b[13] ?? 0,
+    };
+  },
+  encodeValue: (v) => encodeEntry(v, 4),
+  decodeValue: (b) => decodeEntry(b, 4),
+};
+
+export const ct6Codec: MapCodec<CtKey, CtEntry> = {
+  keySize: CT_KEY6_SIZE,
+  valueSize: CT_ENTRY_SIZE,
+  encodeKey(k) {
+    const b = Buffer.alloc(CT_KEY6_SIZE);
+    ipv6ToBytes(k.saddr).copy(b, 0);
+    ipv6ToBytes(k.daddr).copy(b, 16);
+    b.writeUInt16BE(k.sport, 32);
+    b.writeUInt16BE(k.dport, 34);
+    b[36] = k.proto;
+    b[37] = k.dir;
+    return b;
+  },
+  decodeKey(b) {
+    return {
+      saddr: bytesToIpv6(b.subarray(0, 16)),
+      daddr: bytesToIpv6(b.subarray(16, 32)),
+      sport: b.readUInt16BE(32),
+      dport: b.readUInt16BE(34),
+      proto: b[36] ?? 0,
+      dir: b[37] ?? 0,
+    };
+  },
+  encodeValue: (v) => encodeEntry(v, 6),
+  decodeValue: (b) => decodeEntry(b, 6),
+};
+
+/** lb_config slots (nanoseconds, and the Maglev table size). */
+export const CFG_TCP_SYN_NS = 0;
+export const CFG_TCP_ESTABLISHED_NS = 1;
+export const CFG_TCP_CLOSING_NS = 2;
+export const CFG_NON_TCP_NS = 3;
+export const CFG_MAGLEV_M = 4;
+export const CFG_SNAT_ADDR4 = 5;
+
+export const configCodec: MapCodec<number, bigint> = {
+  ...u32Key,
+  valueSize: 8,
+  encodeValue(v) {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(v);
+    return b;
+  },
+  decodeValue(b) {
+    return b.readBigUInt64LE(0);
+  },
+};
+
+export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate'] as const;
+
+/** A u32 → u32 array (one Maglev table). */
+export const maglevTableCodec: MapCodec<number, number> = {
+  ...u32Key,
+  valueSize: 4,
+  encodeValue(v) {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(v);
+    return b;
+  },
+  decodeValue(b) {
+    return b.readUInt32LE(0);
+  },
+};
+
+export interface AffinityKey {
+  client: string;
+  serviceId: number;
+}
+export interface AffinityEntry {
+  backendId: number;
+  lastUsedNs: bigint;
+}
+
+/** struct affinity_key4 → struct affinity_entry (sessionAffinity: ClientIP). */
+export const affinity4Codec: MapCodec<AffinityKey, AffinityEntry> = {
+  keySize: 8,
+  valueSize: 16,
+  encodeKey(k) {
+    const b = Buffer.alloc(8);
+    ipv4ToBytes(k.client).copy(b, 0);
+    b.writeUInt32LE(k.serviceId, 4);
+    return b;
+  },
+  decodeKey(b) {
+    return { client: bytesToIpv4(b.subarray(0, 4)), serviceId: b.readUInt32LE(4) };
+  },
+  encodeValue(v) {
+    const b = Buffer.alloc(16);
+    b.writeUInt32LE(v.backendId, 0);
+    b.writeBigUInt64LE(v.lastUsedNs, 8);
+    return b;
+  },
+  decodeValue(b) {
+    return { backendId: b.readUInt32LE(0), lastUsedNs: b.readBigUInt64LE(8) };
+  },
+};

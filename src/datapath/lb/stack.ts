@@ -1,0 +1,137 @@
+/**
+ * The load balancer's datapath pieces, built by the composition root:
+ * program + pinned maps, attach on the configured interfaces, the lb-services
+ * reconciler, and the conntrack GC job (adaptive interval).
+ */
+import type { Clock } from '../../core/clock.js';
+import type { Disposable } from '../../core/disposable.js';
+import { HeraldError, describeError } from '../../core/errors.js';
+import type { Jobs } from '../../core/jobs.js';
+import type { Logger } from '../../core/logger.js';
+import { Reconciler, type ReconcilerConfig } from '../../core/reconciler/reconciler.js';
+import type { StateDB } from '../../core/statedb/index.js';
+import type { Links } from '../../os/links.js';
+import { lbServicesTable, type LbServiceRow } from '../tables/lb-services.js';
+import { ConntrackGc, gcIntervalDefaults, nextGcInterval, type GcIntervalBounds, type GcPassResult } from './ct-gc.js';
+import { LbServiceOps } from './ops.js';
+import { LbProgram, defaultLifetimes, detachLb, type CtLifetimes } from './program.js';
+import { LbServiceWriter } from './services.js';
+
+export interface LbOptions {
+  /** Interfaces the programs attach to (the announcing interfaces). */
+  interfaces: string[];
+  pinDir: string;
+  ctMapSize: number;
+  maglevSize: number;
+  lifetimes: CtLifetimes;
+  gc: GcIntervalBounds;
+  /** The node's IPv4 used as the source toward the backends of SNAT services. */
+  snatAddress?: string;
+}
+
+export const lbDefaults = { ctMapSize: 262_144, maglevSize: 16381, lifetimes: defaultLifetimes, gc: gcIntervalDefaults };
+
+export interface LbStats {
+  ctEntries: number;
+  ctMax: number;
+  gcDeleted: number;
+  gcPasses: number;
+  gcIntervalMs: number;
+  lastPass?: GcPassResult;
+}
+
+export class LbStack implements Disposable {
+  readonly program: LbProgram;
+  readonly gc: ConntrackGc;
+  readonly reconciler: Reconciler<LbServiceRow>;
+  private readonly ifindexes: Array<{ name: string; ifindex: number }> = [];
+  readonly stats: LbStats;
+
+  constructor(
+    private readonly deps: { db: StateDB; links: Links; clock: Clock; log: Logger; jobs: Jobs },
+    private readonly opts: LbOptions,
+    reconcilerConfig: ReconcilerConfig,
+  ) {
+    this.program = LbProgram.load({ pinDir: opts.pinDir, ctMapSize: opts.ctMapSize, maglevSize: opts.maglevSize });
+    this.program.setLifetimes(opts.lifetimes);
+    this.program.setSnatAddress(opts.snatAddress);
+    this.gc = new ConntrackGc(this.program.maps.ct4, { monotonicNs: () => deps.clock.monotonicNs(), snatAddress: () => opts.snatAddress });
+    this.stats = { ctEntries: 0, ctMax: opts.ctMapSize, gcDeleted: 0, gcPasses: 0, gcIntervalMs: opts.gc.minMs };
+    this.gc.observe((r) => {
+      this.stats.ctEntries = r.remaining;
+      this.stats.gcDeleted += r.deleted;
+      this.stats.gcPasses++;
+      this.stats.lastPass = r;
+    });
+    const writer = new LbServiceWriter({
+      maps: this.program.maps,
+      maglevSize: opts.maglevSize,
+      setMaglevTable: (id, t) => this.program.setMaglevTable(id, t),
+      flush: async (req) => {
+        const r = await this.gc.flush(req);
+        if (r.deleted > 0) deps.log.info({ serviceId: req.serviceId, backends: req.backendIds, deleted: r.deleted }, 'connections flushed');
+      },
+    });
+    this.reconciler = new Reconciler<LbServiceRow>(
+      { name: 'lb-services', db: deps.db, table: lbServicesTable, ops: new LbServiceOps(writer), clock: deps.clock, log: deps.log },
+      reconcilerConfig,
+    );
+  }
+
+  async start(): Promise<void> {
+    for (const name of this.opts.interfaces) {
+      const link = await this.deps.links.byName(name);
+      if (!link) throw new HeraldError('HERALD_LINK_NOT_FOUND', `--lb-interfaces: no interface ${name}`);
+      this.program.attach(link.ifindex);
+      this.ifindexes.push({ name, ifindex: link.ifindex });
+      this.deps.log.info({ iface: name }, 'load balancer attached (tc ingress + egress, priority 3)');
+    }
+    this.deps.jobs.hook('lb-services', { start: () => this.reconciler.start(), stop: () => this.reconciler.dispose() });
+    this.deps.jobs.oneShot('ct-gc', async (signal, health) => {
+      let expected = this.opts.gc.minMs;
+      let last = Date.now();
+      while (!signal.aborted) {
+        await sleep(expected, signal);
+        if (signal.aborted) return;
+        try {
+          const actual = Date.now() - last;
+          last = Date.now();
+          const r = await this.gc.collect();
+          const ratio = r.scanned > 0 ? r.deleted / r.scanned : 0;
+          expected = nextGcInterval(expected, actual, ratio, this.opts.gc);
+          this.stats.gcIntervalMs = expected;
+          health.ok(`scanned ${r.scanned}, deleted ${r.deleted}; next in ${Math.round(expected / 1000)} s`);
+        } catch (e) {
+          health.degraded(describeError(e));
+        }
+      }
+    });
+  }
+
+  /** Detaches the programs (a clean stop). The pinned maps stay for the next agent. */
+  detach(): void {
+    for (const { name, ifindex } of this.ifindexes) {
+      try {
+        detachLb(ifindex, name);
+      } catch {
+        /* the interface is gone */
+      }
+    }
+  }
+
+  dispose(): void {
+    this.program.dispose();
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
