@@ -403,35 +403,23 @@ export class BpfMap<K, V> implements Disposable {
   }
 
   /**
-   * Deletes `count` packed raw keys (BPF_MAP_DELETE_BATCH). Keys already gone
-   * (the LRU evicted them, or the datapath re-created nothing) are skipped:
-   * returns how many were deleted.
+   * Deletes `count` packed raw keys (deleteBatchRaw). Keys already gone (the
+   * LRU evicted them) are skipped; any other failure throws. Returns how many
+   * were deleted.
    */
   deleteBatch(keys: Buffer, count: number): number {
-    this.assertOpen();
-    const lib = libbpf();
-    const ks = this.codec.keySize;
     let deleted = 0;
-    let off = 0;
-    while (off < count) {
-      const n = [count - off];
-      const rc = lib.mapDeleteBatch(this.fd, keys.subarray(off * ks, count * ks), n);
-      const done = n[0] ?? 0;
-      deleted += done;
-      off += done;
-      if (rc >= 0) break;
-      if (rc !== -ERRNO.ENOENT) throw new SyscallError('HERALD_BPF_MAP', `delete batch in ${this.name}`, -rc);
-      off += 1; // that key is gone already: skip it and go on
+    for (const r of this.deleteBatchRaw(keys, count)) {
+      if (r === undefined) deleted++;
+      else if (batchErrno(r) !== 'ENOENT') throw r;
     }
     return deleted;
   }
 
-  /** Writes `count` packed raw keys and values in one call (BPF_MAP_UPDATE_BATCH). */
+  /** Writes `count` packed raw keys and values (updateBatchRaw); the first failure throws. */
   updateBatch(keys: Buffer, values: Buffer, count: number): void {
-    this.assertOpen();
-    const n = [count];
-    const rc = libbpf().mapUpdateBatch(this.fd, keys, values, n);
-    if (rc < 0) throw new SyscallError('HERALD_BPF_MAP', `update batch in ${this.name}`, -rc);
+    const failed = this.updateBatchRaw(keys, values, count).find((r) => r !== undefined);
+    if (failed) throw failed;
   }
 
   /** The map's fd (for a map-in-map value or a per-CPU read); owned by this object. */

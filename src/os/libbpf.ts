@@ -32,9 +32,6 @@ export interface Libbpf {
   mapFd(map: Ptr): number;
   mapSetInnerMapFd(map: Ptr, fd: number): number;
   mapCreate(type: number, name: string, keySize: number, valueSize: number, maxEntries: number): number;
-  mapLookupBatch(fd: number, inBatch: Buffer | null, outBatch: Buffer, keys: Buffer, values: Buffer, count: number[]): number;
-  mapDeleteBatch(fd: number, keys: Buffer, count: number[]): number;
-  mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number[]): number;
   tcHookCreate(hook: TcHook): number;
   tcHookDestroy(hook: TcHook): number;
   tcAttach(hook: TcHook, opts: TcOpts): number;
@@ -49,9 +46,9 @@ export interface Libbpf {
    * offered, then elements processed (also on error: the element at that
    * index is the one that failed).
    */
-  mapLookupBatch(fd: number, inBatch: Buffer | null, outBatch: Buffer, keys: Buffer, values: Buffer, count: number[], opts: BatchOpts): number;
-  mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number[], opts: BatchOpts): number;
-  mapDeleteBatch(fd: number, keys: Buffer, count: number[], opts: BatchOpts): number;
+  mapLookupBatch(fd: number, inBatch: Buffer | null, outBatch: Buffer, keys: Buffer, values: Buffer, count: number[], opts?: BatchOpts): number;
+  mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number[], opts?: BatchOpts): number;
+  mapDeleteBatch(fd: number, keys: Buffer, count: number[], opts?: BatchOpts): number;
   objGet(path: string): number;
   objGetInfoByFd(fd: number, info: MapInfo, len: number[]): number;
   close(fd: number): number;
@@ -145,11 +142,6 @@ export function libbpf(): Libbpf {
     mapCreate: lib.func(
       'int bpf_map_create(int map_type, const char *map_name, uint32_t key_size, uint32_t value_size, uint32_t max_entries, const void *opts)',
     ),
-    lookupBatch: lib.func(
-      'int bpf_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, _Inout_ uint32_t *count, const void *opts)',
-    ),
-    updateBatch: lib.func('int bpf_map_update_batch(int fd, const void *keys, const void *values, _Inout_ uint32_t *count, const void *opts)'),
-    deleteBatch: lib.func('int bpf_map_delete_batch(int fd, const void *keys, _Inout_ uint32_t *count, const void *opts)'),
     hookCreate: lib.func('int bpf_tc_hook_create(bpf_tc_hook *hook)'),
     hookDestroy: lib.func('int bpf_tc_hook_destroy(bpf_tc_hook *hook)'),
     attach: lib.func('int bpf_tc_attach(const bpf_tc_hook *hook, _Inout_ bpf_tc_opts *opts)'),
@@ -188,9 +180,6 @@ export function libbpf(): Libbpf {
     mapFd: (map) => f.mapFd(map),
     mapSetInnerMapFd: (map, fd) => f.setInnerMapFd(map, fd),
     mapCreate: (type, name, keySize, valueSize, maxEntries) => f.mapCreate(type, name, keySize, valueSize, maxEntries, null),
-    mapLookupBatch: (fd, inBatch, outBatch, keys, values, count) => f.lookupBatch(fd, inBatch, outBatch, keys, values, count, null),
-    mapDeleteBatch: (fd, keys, count) => f.deleteBatch(fd, keys, count, null),
-    mapUpdateBatch: (fd, keys, values, count) => f.updateBatch(fd, keys, values, count, null),
     tcHookCreate: (hook) => f.hookCreate(hook),
     tcHookDestroy: (hook) => f.hookDestroy(hook),
     tcAttach: (hook, opts) => f.attach(hook, opts),
@@ -200,9 +189,9 @@ export function libbpf(): Libbpf {
     mapLookupElem: (fd, key, value) => f.lookup(fd, key, value),
     mapDeleteElem: (fd, key) => f.del(fd, key),
     mapGetNextKey: (fd, key, next) => f.nextKey(fd, key, next),
-    mapLookupBatch: (fd, inBatch, outBatch, keys, values, count, opts) => f.lookupBatch(fd, inBatch, outBatch, keys, values, count, opts),
-    mapUpdateBatch: (fd, keys, values, count, opts) => f.updateBatch(fd, keys, values, count, opts),
-    mapDeleteBatch: (fd, keys, count, opts) => f.deleteBatch(fd, keys, count, opts),
+    mapLookupBatch: (fd, inBatch, outBatch, keys, values, count, opts) => f.lookupBatch(fd, inBatch, outBatch, keys, values, count, opts ?? null),
+    mapUpdateBatch: (fd, keys, values, count, opts) => f.updateBatch(fd, keys, values, count, opts ?? null),
+    mapDeleteBatch: (fd, keys, count, opts) => f.deleteBatch(fd, keys, count, opts ?? null),
     objGet: (path) => f.objGet(path),
     objGetInfoByFd: (fd, info, len) => f.info(fd, info, len),
     close: (fd) => f.close(fd),
