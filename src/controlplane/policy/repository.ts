@@ -58,7 +58,15 @@ export class PolicyRepository {
   /** Replaces every rule of `key` (none: deletes the key). Bumps the revision. */
   replace(key: string, inputs: readonly RuleInput[]): RepositoryChange {
     const removed = this.sets.get(key) ?? [];
-    const added: StoredRule[] = inputs.map((r) => ({ ...r, key, id: this.nextId++ }));
+    // A rule re-applied unchanged keeps its id, so its services need no regeneration.
+    const old = new Map<string, number>();
+    for (const r of removed) old.set(contentKey(r), r.id);
+    const added: StoredRule[] = inputs.map((r) => {
+      const k = contentKey(r);
+      const id = old.get(k);
+      old.delete(k);
+      return { ...r, key, id: id ?? this.nextId++ };
+    });
     for (const r of added) this.refs(r, +1);
     if (added.length > 0) this.sets.set(key, added);
     else this.sets.delete(key);
@@ -81,4 +89,8 @@ export class PolicyRepository {
       }
     }
   }
+}
+
+function contentKey(r: RuleInput): string {
+  return JSON.stringify([r.verdict, r.peers, r.ports, r.selection, r.origin], (_k, v: unknown) => (typeof v === 'bigint' ? v.toString(16) : v));
 }
