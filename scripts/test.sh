@@ -12,6 +12,7 @@ unit_tests=(
   test/intent/network-policy.test.ts
   test/controlplane/policy/semantics.test.ts
   test/controlplane/policy/pipeline.test.ts
+  test/controlplane/policy/trace.test.ts
   test/core/statedb/txn.test.ts
   test/supervisor/supervisor.test.ts
   test/core/statedb/indexes.test.ts
