@@ -83,6 +83,7 @@ unit_tests=(
 lab_tests=(
   test/datapath/policy/policy-prog.lab.test.ts
   test/datapath/policy/policy-traffic.lab.test.ts
+  test/datapath/policy/policy-agent.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
