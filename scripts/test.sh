@@ -13,6 +13,7 @@ unit_tests=(
   test/controlplane/policy/semantics.test.ts
   test/controlplane/policy/pipeline.test.ts
   test/controlplane/policy/trace.test.ts
+  test/api/policy-metrics.test.ts
   test/core/statedb/txn.test.ts
   test/supervisor/supervisor.test.ts
   test/core/statedb/indexes.test.ts

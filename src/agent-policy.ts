@@ -34,8 +34,6 @@ export interface AgentPolicyDeps {
   db: StateDB;
   clock: Clock;
   log: Logger;
-  /** policy_implementation_delay_seconds, when metrics are on. */
-  observeDelay?: (seconds: number, source: string) => void;
 }
 
 export interface PolicyStatus {
@@ -63,6 +61,7 @@ export class AgentPolicy implements Disposable {
   private readonly attached = new Map<string, number>();
   private readonly abort = new AbortController();
   private lastError: string | undefined;
+  private readonly delayListeners: Array<(seconds: number, source: string) => void> = [];
 
   constructor(private readonly deps: AgentPolicyDeps) {
     deps.db.registerTable(servicePolicyTable);
@@ -72,13 +71,20 @@ export class AgentPolicy implements Disposable {
       clock: deps.clock,
       log: deps.log,
       waitRealized: (rev) => this.stack.realized(rev),
-      ...(deps.observeDelay ? { observeDelay: deps.observeDelay } : {}),
+      observeDelay: (seconds, source) => {
+        for (const l of this.delayListeners) l(seconds, source);
+      },
     });
     this.sync = new Trigger({ name: 'policy-sync', clock: deps.clock, log: deps.log, run: () => this.pass(), onError: (e) => this.fail(e) });
   }
 
   start(): void {
     void this.watchAnnouncements();
+  }
+
+  /** policy_implementation_delay_seconds (the metrics module subscribes). */
+  onDelay(listener: (seconds: number, source: string) => void): void {
+    this.delayListeners.push(listener);
   }
 
   /** Loaded on first need (no policy anywhere: no program). */

@@ -389,6 +389,7 @@ export class Agent implements Disposable {
 
   private metricsSource() {
     return {
+      onPolicyDelay: (l: (seconds: number, source: string) => void) => this.policy.onDelay(l),
       responderEntries: () => {
         const st = this.status();
         return st.datapath.entries.map((e) => ({ ip: e.ip, iface: e.interface, replies: e.replies, conflicts: e.conflicts }));
