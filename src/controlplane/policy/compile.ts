@@ -73,12 +73,18 @@ export function compilePolicy(rules: readonly PolicyRule[], service = 'service')
       }
     }
   }
+  // Only lengths some prefix has can hold an ancestor: look those up, not every length.
+  const lengths: Record<Family, number[]> = { 4: [], 6: [] };
+  for (const p of mentioned.values()) if (!lengths[p.family].includes(p.len)) lengths[p.family].push(p.len);
+  lengths[4].sort((a, b) => a - b);
+  lengths[6].sort((a, b) => a - b);
   const out = new Map<string, CompiledPrefix>();
   for (const [key, prefix] of mentioned) {
     const inside = new Set<PeerBlock>();
     const excluded = new Set<PeerBlock>();
     const candidates: { rule: PolicyRule; block: PeerBlock }[] = [];
-    for (let len = 0; len <= prefix.len; len++) {
+    for (const len of lengths[prefix.family]) {
+      if (len > prefix.len) break;
       const ak = prefixKey({ family: prefix.family, len, addr: prefix.addr & ~hostMask(prefix.family, len) });
       for (const c of byCidr.get(ak) ?? []) {
         inside.add(c.block);

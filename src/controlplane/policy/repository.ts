@@ -62,6 +62,7 @@ export class PolicyRepository {
     const old = new Map<string, number>();
     for (const r of removed) old.set(contentKey(r), r.id);
     const added: StoredRule[] = inputs.map((r) => {
+      if (removed.length === 0) return { ...r, key, id: this.nextId++ };
       const k = contentKey(r);
       const id = old.get(k);
       old.delete(k);
