@@ -15,6 +15,7 @@ import {
   type CiliumNetworkPolicyManifest,
 } from './network-policy.js';
 import { serviceSourceRangeWarnings } from './source-ranges.js';
+import { k8sNetworkPolicySchema, k8sNetworkPolicyWarnings, type K8sNetworkPolicyManifest } from './k8s-network-policy.js';
 import { endpointSliceSchema, endpointSliceWarnings, type EndpointSliceManifest } from './endpoint-slice.js';
 import {
   BGP_API_VERSIONS,
@@ -44,7 +45,8 @@ export type IntentManifest =
   | BgpAdvertisementManifest
   | BgpNodeConfigOverrideManifest
   | CiliumNetworkPolicyManifest
-  | CiliumClusterwideNetworkPolicyManifest;
+  | CiliumClusterwideNetworkPolicyManifest
+  | K8sNetworkPolicyManifest;
 
 export type IntentObject =
   | Sourced<ServiceManifest>
@@ -57,7 +59,8 @@ export type IntentObject =
   | Sourced<BgpAdvertisementManifest>
   | Sourced<BgpNodeConfigOverrideManifest>
   | Sourced<CiliumNetworkPolicyManifest>
-  | Sourced<CiliumClusterwideNetworkPolicyManifest>;
+  | Sourced<CiliumClusterwideNetworkPolicyManifest>
+  | Sourced<K8sNetworkPolicyManifest>;
 
 export type IntentKind = IntentManifest['kind'];
 
@@ -79,6 +82,7 @@ export const KINDS: Readonly<Record<IntentKind, KindInfo>> = {
   CiliumBGPNodeConfigOverride: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpNodeConfigOverrideSchema },
   CiliumNetworkPolicy: { apiVersions: NETWORK_POLICY_API_VERSIONS, namespaced: true, schema: ciliumNetworkPolicySchema },
   CiliumClusterwideNetworkPolicy: { apiVersions: NETWORK_POLICY_API_VERSIONS, namespaced: false, schema: ciliumClusterwideNetworkPolicySchema },
+  NetworkPolicy: { apiVersions: ['networking.k8s.io/v1'], namespaced: true, schema: k8sNetworkPolicySchema },
 };
 
 export function isIntentKind(kind: string): kind is IntentKind {
@@ -92,7 +96,7 @@ export function objectKey(kind: IntentKind, name: string, namespace: string | un
 
 /** The key of a parsed object (see `objectKey`). */
 export function keyOf(obj: IntentManifest): string {
-  return obj.kind === 'Service' || obj.kind === 'EndpointSlice' || obj.kind === 'CiliumNetworkPolicy'
+  return obj.kind === 'Service' || obj.kind === 'EndpointSlice' || obj.kind === 'CiliumNetworkPolicy' || obj.kind === 'NetworkPolicy'
     ? `${obj.metadata.namespace}/${obj.metadata.name}`
     : obj.metadata.name;
 }
@@ -119,6 +123,8 @@ export function manifestWarnings(obj: IntentManifest): { path: string; message: 
     case 'CiliumNetworkPolicy':
     case 'CiliumClusterwideNetworkPolicy':
       return networkPolicyWarnings(obj);
+    case 'NetworkPolicy':
+      return k8sNetworkPolicyWarnings(obj);
     case 'CiliumLoadBalancerIPPool':
       return poolWarnings(obj);
     case 'CiliumL2AnnouncementPolicy':

@@ -13,6 +13,7 @@ import type { IPPoolManifest } from './pool.js';
 import type { ServiceManifest } from './service.js';
 import type { EndpointSliceManifest } from './endpoint-slice.js';
 import type { CiliumClusterwideNetworkPolicyManifest, CiliumNetworkPolicyManifest } from './network-policy.js';
+import type { K8sNetworkPolicyManifest } from './k8s-network-policy.js';
 import type { BgpAdvertisementManifest, BgpClusterConfigManifest, BgpNodeConfigOverrideManifest, BgpPeerConfigManifest } from './bgp.js';
 
 export interface IntentSnapshot {
@@ -30,6 +31,8 @@ export interface IntentSnapshot {
   /** CiliumNetworkPolicy by `namespace/name`. */
   readonly networkPolicies: ReadonlyMap<string, Sourced<CiliumNetworkPolicyManifest>>;
   readonly clusterwideNetworkPolicies: ReadonlyMap<string, Sourced<CiliumClusterwideNetworkPolicyManifest>>;
+  /** Kubernetes NetworkPolicy by `namespace/name`. */
+  readonly k8sNetworkPolicies: ReadonlyMap<string, Sourced<K8sNetworkPolicyManifest>>;
 }
 
 /** A ReadonlyMap with no way to mutate it, even by a cast (a frozen `Map` still has `set`). */
@@ -99,6 +102,7 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
   const bgpNodeOverrides = new Map<string, Sourced<BgpNodeConfigOverrideManifest>>();
   const networkPolicies = new Map<string, Sourced<CiliumNetworkPolicyManifest>>();
   const clusterwideNetworkPolicies = new Map<string, Sourced<CiliumClusterwideNetworkPolicyManifest>>();
+  const k8sNetworkPolicies = new Map<string, Sourced<K8sNetworkPolicyManifest>>();
   const add = <T extends IntentObject>(map: Map<string, T>, obj: T): void => {
     const key = keyOf(obj);
     const first = map.get(key);
@@ -145,6 +149,9 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
       case 'CiliumClusterwideNetworkPolicy':
         add(clusterwideNetworkPolicies, obj);
         break;
+      case 'NetworkPolicy':
+        add(k8sNetworkPolicies, obj);
+        break;
     }
   }
   return Object.freeze({
@@ -159,6 +166,7 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
     bgpNodeOverrides: new FrozenMap(bgpNodeOverrides),
     networkPolicies: new FrozenMap(networkPolicies),
     clusterwideNetworkPolicies: new FrozenMap(clusterwideNetworkPolicies),
+    k8sNetworkPolicies: new FrozenMap(k8sNetworkPolicies),
   });
 }
 

@@ -171,3 +171,50 @@ describe('Service.loadBalancerSourceRanges and its annotation', () => {
     assert.deepEqual(ruleSetsFromSnapshot(r.snapshot!), []);
   });
 });
+
+describe('Kubernetes NetworkPolicy: ipBlock where it maps cleanly', () => {
+  const NP = (spec: string) => `apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: web-in\n  namespace: shop\nspec:\n  podSelector:\n    matchLabels: {app: web}\n${spec}`;
+
+  it('ipBlock with except and ports become an allow rule; the policy itself selects (default deny)', () => {
+    const r = load(NP('  ingress:\n  - from:\n    - ipBlock: {cidr: 192.0.2.0/24, except: [192.0.2.0/28]}\n    ports:\n    - {protocol: UDP, port: 53}\n    - {port: 8000, endPort: 8080}\n'));
+    assert.equal(formatErrors(r.errors), '');
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.equal(set!.key, 'NetworkPolicy/shop/web-in');
+    const [selects, allow] = set!.rules;
+    assert.deepEqual(selects!.peers, []);
+    assert.deepEqual(allow!.peers.map((b) => [formatPrefix(b.cidr), b.except.map(formatPrefix)]), [['192.0.2.0/24', ['192.0.2.0/28']]]);
+    assert.deepEqual(allow!.ports, [{ proto: 17, lo: 53, hi: 53 }, { proto: 6, lo: 8000, hi: 8080 }]);
+  });
+
+  it('policyTypes [Ingress] with no ingress rule: selected, nothing allowed', () => {
+    const r = load(NP('  policyTypes: [Ingress]\n'));
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.equal(set!.rules.length, 1);
+    assert.deepEqual(set!.rules[0]!.peers, []);
+  });
+
+  it('an egress-only policy has no effect (warned); pod/namespace peers are warned', () => {
+    const r = load(NP('  policyTypes: [Egress]\n  egress: [{}]\n'));
+    assert.deepEqual(r.warnings.map((w) => `${w.path}: ${w.message}`), [
+      'spec.policyTypes: no Ingress: this policy has no effect in herald',
+      'spec.egress: ignored by herald (it polices traffic to service IPs: ingress only)',
+    ]);
+    assert.deepEqual(ruleSetsFromSnapshot(r.snapshot!)[0]!.rules, []);
+    const q = load(NP('  ingress:\n  - from:\n    - podSelector: {matchLabels: {role: client}}\n'));
+    assert.deepEqual(q.warnings.map((w) => w.path), ['spec.ingress[0].from[0].podSelector']);
+    assert.equal(ruleSetsFromSnapshot(q.snapshot!)[0]!.rules.length, 1, 'only the selecting rule: default deny');
+  });
+
+  it('bad ipBlock and ports: coded errors', () => {
+    const a = load(NP('  ingress:\n  - from:\n    - ipBlock: {cidr: 192.0.2.0/24, except: [198.51.100.0/24]}\n'));
+    assert.equal(a.errors[0]!.code, 'HERALD_POLICY_EXCEPT_OUTSIDE_CIDR');
+    assert.equal(a.errors[0]!.path, 'spec.ingress[0].from[0].ipBlock.except[0]');
+    const b = load(NP('  ingress:\n  - ports: [{port: http}]\n'));
+    assert.equal(b.errors[0]!.code, 'HERALD_POLICY_NAMED_PORT');
+    const c = load(NP('  ingress:\n  - ports: [{protocol: ICMP, port: 1}]\n'));
+    assert.equal(c.errors[0]!.code, 'HERALD_POLICY_UNKNOWN_PROTOCOL');
+    const d = load(NP('  ingress:\n  - ports: [{port: 9000, endPort: 8000}]\n'));
+    assert.equal(d.errors[0]!.code, 'HERALD_POLICY_PORT_RANGE');
+    for (const x of [a, b, c, d]) assert.equal(x.snapshot, undefined);
+  });
+});

@@ -24,6 +24,7 @@ import { WORLD_ENTITIES, type IngressRuleSpec, type NetworkPolicyManifest, type 
 import type { ServiceManifest } from '../../intent/service.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 import { serviceSourceRanges } from '../../intent/source-ranges.js';
+import { governsIngress, type K8sNetworkPolicyManifest } from '../../intent/k8s-network-policy.js';
 import { PROTO, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
 
 export interface EndpointSelectorLike {
@@ -142,11 +143,34 @@ export function sourceRangeRuleSet(service: string, ranges: readonly string[]): 
   };
 }
 
+/**
+ * A NetworkPolicy governing ingress selects its services even with no rule
+ * (default deny): a rule with no peers selects and matches nothing.
+ */
+function k8sRuleSet(obj: Sourced<K8sNetworkPolicyManifest>): RuleSetInput {
+  const ns = obj.metadata.namespace;
+  const name = `${ns}/${obj.metadata.name}`;
+  const key = `NetworkPolicy/${name}`;
+  if (!governsIngress(obj)) return { key, rules: [] };
+  const selection: Selection = { kind: 'labels', namespace: ns, selector: obj.spec.podSelector };
+  const rules: RuleInput[] = [{ verdict: 'allow', peers: [], selection, origin: `NetworkPolicy ${name} (selects: default deny)` }];
+  (obj.spec.ingress ?? []).forEach((rule, i) => {
+    const from = rule.from ?? [];
+    const peers: PeerBlock[] =
+      from.length === 0 ? [...EVERYWHERE] : from.flatMap((p) => (p.ipBlock ? [{ cidr: toPrefix(p.ipBlock.cidr), except: p.ipBlock.except.map(toPrefix) }] : []));
+    if (peers.length === 0) return; // only pod/namespace selectors: warned at intake
+    const ports: PortRange[] = (rule.ports ?? []).map((p) => ({ proto: PROTO[p.protocol], lo: p.port ?? 0, hi: p.port === undefined ? 65535 : (p.endPort ?? p.port) }));
+    rules.push({ verdict: 'allow', peers, ...(ports.length > 0 ? { ports } : {}), selection, origin: `NetworkPolicy ${name} spec.ingress[${i}]` });
+  });
+  return { key, rules };
+}
+
 /** Every rule set the snapshot holds, in a stable order. */
 export function ruleSetsFromSnapshot(snapshot: IntentSnapshot): RuleSetInput[] {
   const out: RuleSetInput[] = [];
   for (const p of snapshot.networkPolicies.values()) out.push(policyRuleSets(p));
   for (const p of snapshot.clusterwideNetworkPolicies.values()) out.push(policyRuleSets(p));
+  for (const p of snapshot.k8sNetworkPolicies.values()) out.push(k8sRuleSet(p));
   for (const [key, svc] of snapshot.services) {
     const ranges = serviceSourceRanges(svc as Sourced<ServiceManifest>);
     if (ranges.length > 0) out.push(sourceRangeRuleSet(key, ranges));

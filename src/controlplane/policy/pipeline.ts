@@ -59,6 +59,7 @@ interface Pending {
 }
 
 export function describeRule(r: PolicyRule): string {
+  if (r.peers.length === 0) return 'selects the service (allows nothing itself)';
   const peers = r.peers.map((b) => formatPrefix(b.cidr) + (b.except.length > 0 ? ` except ${b.except.map(formatPrefix).join(',')}` : '')).join(' ');
   const ports = r.ports === undefined ? 'any' : r.ports.map((p) => `${p.lo === p.hi ? p.lo : p.lo === 0 && p.hi === 65535 ? '*' : `${p.lo}-${p.hi}`}/${PROTO_NAME[p.proto]}`).join(',');
   return `${r.verdict} from ${peers} to ${ports}`;
