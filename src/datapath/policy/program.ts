@@ -73,7 +73,21 @@ export class PolicyProgram implements Disposable {
     private readonly dropsFd: number,
   ) {}
 
+  /**
+   * The verifier gives up with EAGAIN when a signal arrives while it runs (a
+   * profiler, a child exiting): load again, a few times.
+   */
   static load(opts: PolicyLoadOptions = {}): PolicyProgram {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return PolicyProgram.loadOnce(opts);
+      } catch (e) {
+        if (attempt >= 5 || !(e instanceof HeraldError) || !/errno 11\)/.test(e.message)) throw e;
+      }
+    }
+  }
+
+  private static loadOnce(opts: PolicyLoadOptions): PolicyProgram {
     const objectPath = opts.objectPath ?? DEFAULT_POLICY_OBJECT;
     if (!existsSync(objectPath)) throw new HeraldError('HERALD_BPF_LOAD', `BPF object ${objectPath} is missing (run npm run build)`);
     const lib = libbpf();
