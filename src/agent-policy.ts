@@ -122,6 +122,8 @@ export class AgentPolicy implements Disposable {
   private async pass(): Promise<void> {
     const snapshot = this.snapshot;
     if (!snapshot) return;
+    const sets = ruleSetsFromSnapshot(snapshot);
+    if (sets.length === 0 && this.ruleKeys.size === 0 && !this.stackInstance) return; // no policy, ever: no work, nothing to load
     // Which service IPs this node announces, and where.
     const ips = new Map<string, Set<string>>();
     const ifaces = new Set<string>();
@@ -143,8 +145,6 @@ export class AgentPolicy implements Disposable {
     }));
     const gone = [...this.serviceKeys].filter((k) => !snapshot.services.has(k));
     this.serviceKeys = new Set(snapshot.services.keys());
-    const sets = ruleSetsFromSnapshot(snapshot);
-    if (sets.length === 0 && this.ruleKeys.size === 0 && !this.stackInstance) return; // no policy, ever: nothing to load
     const keys = new Set(sets.map((s) => s.key));
     for (const k of this.ruleKeys) if (!keys.has(k)) sets.push({ key: k, rules: [] });
     this.ruleKeys = keys;
