@@ -9,6 +9,7 @@ packages=(
   iputils-arping iputils-ping tcpdump python3-scapy    # tests, benchmarks and the demo's client
   netsniff-ng                             # trafgen: the ARP flood in bench/wire-filter
   ndisc6                                  # ndisc6: IPv6 neighbour discovery from the client (NDP tests)
+  nftables                                # bench/policy: the interval-set peer of the policy datapath
   etcd-server keepalived bird2 gobgpd     # coordination store, the peers we measure against, a second BGP implementation
   wrk nftables                            # bench/lb: load generator, the nftables DNAT peer
   ca-certificates curl gcc

@@ -9,6 +9,11 @@ bash scripts/setup.sh
 bash scripts/lab-sweep.sh
 
 unit_tests=(
+  test/intent/network-policy.test.ts
+  test/controlplane/policy/semantics.test.ts
+  test/controlplane/policy/pipeline.test.ts
+  test/controlplane/policy/trace.test.ts
+  test/api/policy-metrics.test.ts
   test/core/statedb/txn.test.ts
   test/supervisor/supervisor.test.ts
   test/core/statedb/indexes.test.ts
@@ -83,6 +88,9 @@ unit_tests=(
   test/layers.test.ts
 )
 lab_tests=(
+  test/datapath/policy/policy-prog.lab.test.ts
+  test/datapath/policy/policy-traffic.lab.test.ts
+  test/datapath/policy/policy-agent.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts

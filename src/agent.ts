@@ -32,6 +32,7 @@ import type { ConflictDefenceOptions } from './datapath/conflict-defence.js';
 import type { GarpSchedule } from './datapath/garp.js';
 import type { L2DatapathOptions } from './datapath/l2-responder/datapath.js';
 import { L2Stack } from './datapath/l2-responder/stack.js';
+import { AgentPolicy, type PolicyStatus } from './agent-policy.js';
 import { PacketFrameSender } from './datapath/packet-sender.js';
 import { l2AnnounceTable, type L2AnnounceRow } from './datapath/tables/l2-announce.js';
 import { emptySnapshot } from './intent/snapshot.js';
@@ -122,6 +123,8 @@ export class Agent implements Disposable {
   private readonly jobs: Jobs;
   readonly startedAt = Date.now();
   private readonly intentReport: IntentReport;
+  /** Service traffic policy: pipeline, service-policy table, tc program (agent-policy.ts). */
+  readonly policy: AgentPolicy;
 
   /** Builds an agent, loading the etcd store's modules first when the configuration uses etcd. */
   static async create(config: AgentConfig, log: Logger, clock: Clock = systemClock): Promise<Agent> {
@@ -193,6 +196,8 @@ export class Agent implements Disposable {
         log: log.child({ module: 'control-plane' }),
       }),
     );
+    // service traffic policy: CNP/CCNP/sourceRanges → pipeline → service-policy table → policy program (tc prio 2)
+    this.policy = this.store.add(new AgentPolicy({ db: this.db, clock, log: log.child({ module: 'policy' }) }));
     // BGP anycast: desired routes and bird.conf from intent; host routes and BIRD reconciled
     this.bgp = config.bgp ? this.makeBgp(config.bgp) : undefined;
     // L4 load balancing: lb-services from intent; program, maps, reconciler, conntrack GC
@@ -257,6 +262,7 @@ export class Agent implements Disposable {
     // loads and the control plane starts; snapshots wait for the control plane.
     const intent = this.startSource(manifestFiles);
     this.l2.start();
+    this.policy.start();
     this.store.add(this.jobs);
     if (this.config.localRoutes) this.addLocalRoutesJob();
     await this.lb?.stack.start();
@@ -281,7 +287,7 @@ export class Agent implements Disposable {
     await intent.loaded;
     const statusSocket = this.config.statusSocket;
     if (statusSocket) {
-      const server = new StatusServer(statusSocket, () => this.status());
+      const server = new StatusServer(statusSocket, () => this.status(), { '/v1/policy': () => this.policy.detail() });
       this.jobs.hook('status-server', { start: () => server.start(), stop: () => server.dispose() });
     }
     const metricsListen = this.config.metricsListen;
@@ -331,6 +337,7 @@ export class Agent implements Disposable {
           );
           const nodeWarning = this.intentReport.loaded(snapshot);
           if (nodeWarning) this.log.warn({ node: this.config.node }, nodeWarning);
+          this.policy.setSnapshot(snapshot);
           if (ready) void this.controlPlane.setSnapshot(snapshot);
           else held = snapshot;
         },
@@ -371,7 +378,7 @@ export class Agent implements Disposable {
   }
 
   status() {
-    return buildStatus({
+    const base = buildStatus({
       config: this.config,
       startedAt: this.startedAt,
       controlPlane: this.controlPlane.status(),
@@ -394,6 +401,7 @@ export class Agent implements Disposable {
       ...(this.lb && this.config.lb ? { lb: this.lbStatus(this.lb, this.config.lb.interfaces) } : {}),
       ...(this.haStatus() ? { ha: this.haStatus()! } : {}),
     });
+    return { ...base, policy: this.policy.status() as PolicyStatus };
   }
 
   private lbStatus(lb: NonNullable<Agent['lb']>, interfaces: readonly string[]) {
@@ -434,6 +442,7 @@ export class Agent implements Disposable {
 
   private metricsSource() {
     return {
+      onPolicyDelay: (l: (seconds: number, source: string) => void) => this.policy.onDelay(l),
       responderEntries: () => {
         const st = this.status();
         return st.datapath.entries.map((e) => ({ ip: e.ip, iface: e.interface, replies: e.replies, conflicts: e.conflicts }));

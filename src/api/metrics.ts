@@ -4,7 +4,7 @@
  * (the per-IP ARP counters straight from the pinned BPF map).
  */
 import { createServer, type Server } from 'node:http';
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { isIpv4 } from '../core/addr.js';
 import { HeraldError } from '../core/errors.js';
 
@@ -21,6 +21,8 @@ export interface MetricsSource {
   pools(): Array<{ pool: string; total: number; used: number; available: number }>;
   /** The load balancer's connection tracking (only with --lb). */
   lb?(): { ctEntries: number; ctMax: number; gcDeleted: number; gcPasses: number; gcIntervalMs: number } | undefined;
+  /** Service traffic policy: subscribe to each change's implementation delay (enqueue → enforced in the datapath). */
+  onPolicyDelay?(listener: (seconds: number, source: string) => void): void;
   /** Store session and fencing (etcd store only). */
   ha?(): { sessionLive: boolean; lastKeepaliveAgeMs?: number; leasesGranted: number; fencesIssued: number; staleKeysIgnored: number; heartbeatHeld: number; lateWakeups: number } | undefined;
 }
@@ -52,6 +54,14 @@ export function buildRegistry(src: MetricsSource): Registry {
         for (const r of rows()) setCounter(this, r.value, { ip: r.ip, interface: r.iface });
       },
     });
+  const policyDelay = new Histogram({
+    name: 'herald_policy_implementation_delay_seconds',
+    help: "Time from a policy change entering the pipeline's queue to the datapath enforcing its revision (Cilium's policy_implementation_delay), by source",
+    labelNames: ['source'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  src.onPolicyDelay?.((seconds, source) => policyDelay.observe({ source }, seconds));
   const family = (v4: boolean) => src.responderEntries().filter((e) => isIpv4(e.ip) === v4);
   perIpCounter('herald_arp_replies_total', 'ARP replies sent by the eBPF responder, per IPv4 address and interface (from the BPF map)', () =>
     family(true).map((e) => ({ ...e, value: e.replies })),

@@ -95,6 +95,8 @@ export class StatusServer {
   constructor(
     private readonly socketPath: string,
     private readonly provider: () => unknown,
+    /** More read-only documents by path (e.g. /v1/policy). */
+    private readonly routes: Readonly<Record<string, () => unknown>> = {},
   ) {}
 
   async start(): Promise<void> {
@@ -102,12 +104,13 @@ export class StatusServer {
     mkdirSync(dir, { recursive: true, mode: 0o755 });
     await claimStatusSocketPath(this.socketPath);
     const server = createServer((req, res) => {
-      if (req.method !== 'GET' || (req.url !== '/v1/status' && req.url !== '/')) {
+      const extra = req.url !== undefined && Object.hasOwn(this.routes, req.url) ? this.routes[req.url] : undefined;
+      if (req.method !== 'GET' || (req.url !== '/v1/status' && req.url !== '/' && !extra)) {
         res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not found' }));
         return;
       }
       try {
-        const body = JSON.stringify(this.provider(), (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
+        const body = JSON.stringify((extra ?? this.provider)(), (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
         res.writeHead(200, { 'content-type': 'application/json' }).end(body);
       } catch (e) {
         res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: String(e) }));
@@ -162,9 +165,9 @@ export class StatusServer {
   }
 }
 
-export function fetchStatus(socketPath: string, timeoutMs = 5000): Promise<unknown> {
+export function fetchStatus(socketPath: string, timeoutMs = 5000, path = '/v1/status'): Promise<unknown> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, path: '/v1/status', method: 'GET', timeout: timeoutMs }, (res) => {
+    const req = request({ socketPath, path, method: 'GET', timeout: timeoutMs }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (body += c));

@@ -24,6 +24,8 @@ export type HeraldErrorCode =
   | 'HERALD_TXN'
   | 'HERALD_BIRD_CONFIG'
   | 'HERALD_BIRD'
+  | 'HERALD_POLICY_TOO_COMPLEX'
+  | 'HERALD_BAD_POLICY'
   | 'HERALD_INTERNAL';
 
 export class HeraldError extends Error {

@@ -10,6 +10,7 @@
  *   pools.yaml:7:11: document 2 (CiliumLoadBalancerIPPool "blue"): spec.blocks[0].cidr: invalid CIDR "…": …
  */
 import { quote, truncate } from './quote.js';
+import type { PolicyIssueCode } from './network-policy.js';
 
 /** Longest message printed (a safety net: values inside messages are quoted bounded already). */
 const MAX_MESSAGE_CHARS = 2000;
@@ -27,7 +28,7 @@ export interface SourceRef {
 export interface ManifestDiagnostic extends SourceRef {
   readonly severity: 'error' | 'warning';
   /** Set on problems a program may want to tell apart (e.g. HERALD_MANIFEST_TOO_LARGE). */
-  readonly code?: 'HERALD_MANIFEST_TOO_LARGE';
+  readonly code?: 'HERALD_MANIFEST_TOO_LARGE' | PolicyIssueCode;
   /** The object concerned, when known: kind and `namespace/name` (or `name` when cluster-scoped). */
   readonly object?: { readonly kind: string; readonly name?: string };
   /** Field path inside the object (`spec.ports[0].port`); empty for the whole document or file. */

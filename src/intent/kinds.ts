@@ -6,6 +6,16 @@ import { l2PolicySchema, l2PolicyWarnings, POLICY_API_VERSIONS, type L2PolicyMan
 import { poolSchema, poolWarnings, POOL_API_VERSIONS, type IPPoolManifest } from './pool.js';
 import { serviceSchema, type ServiceManifest } from './service.js';
 import { ignoredCiliumAnnotations } from './annotations.js';
+import {
+  NETWORK_POLICY_API_VERSIONS,
+  ciliumClusterwideNetworkPolicySchema,
+  ciliumNetworkPolicySchema,
+  networkPolicyWarnings,
+  type CiliumClusterwideNetworkPolicyManifest,
+  type CiliumNetworkPolicyManifest,
+} from './network-policy.js';
+import { serviceSourceRangeWarnings } from './source-ranges.js';
+import { k8sNetworkPolicySchema, k8sNetworkPolicyWarnings, type K8sNetworkPolicyManifest } from './k8s-network-policy.js';
 import { endpointSliceSchema, endpointSliceWarnings, type EndpointSliceManifest } from './endpoint-slice.js';
 import {
   BGP_API_VERSIONS,
@@ -33,7 +43,10 @@ export type IntentManifest =
   | BgpClusterConfigManifest
   | BgpPeerConfigManifest
   | BgpAdvertisementManifest
-  | BgpNodeConfigOverrideManifest;
+  | BgpNodeConfigOverrideManifest
+  | CiliumNetworkPolicyManifest
+  | CiliumClusterwideNetworkPolicyManifest
+  | K8sNetworkPolicyManifest;
 
 export type IntentObject =
   | Sourced<ServiceManifest>
@@ -44,7 +57,10 @@ export type IntentObject =
   | Sourced<BgpClusterConfigManifest>
   | Sourced<BgpPeerConfigManifest>
   | Sourced<BgpAdvertisementManifest>
-  | Sourced<BgpNodeConfigOverrideManifest>;
+  | Sourced<BgpNodeConfigOverrideManifest>
+  | Sourced<CiliumNetworkPolicyManifest>
+  | Sourced<CiliumClusterwideNetworkPolicyManifest>
+  | Sourced<K8sNetworkPolicyManifest>;
 
 export type IntentKind = IntentManifest['kind'];
 
@@ -64,6 +80,9 @@ export const KINDS: Readonly<Record<IntentKind, KindInfo>> = {
   CiliumBGPPeerConfig: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpPeerConfigSchema },
   CiliumBGPAdvertisement: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpAdvertisementSchema },
   CiliumBGPNodeConfigOverride: { apiVersions: BGP_API_VERSIONS, namespaced: false, schema: bgpNodeConfigOverrideSchema },
+  CiliumNetworkPolicy: { apiVersions: NETWORK_POLICY_API_VERSIONS, namespaced: true, schema: ciliumNetworkPolicySchema },
+  CiliumClusterwideNetworkPolicy: { apiVersions: NETWORK_POLICY_API_VERSIONS, namespaced: false, schema: ciliumClusterwideNetworkPolicySchema },
+  NetworkPolicy: { apiVersions: ['networking.k8s.io/v1'], namespaced: true, schema: k8sNetworkPolicySchema },
 };
 
 export function isIntentKind(kind: string): kind is IntentKind {
@@ -77,7 +96,9 @@ export function objectKey(kind: IntentKind, name: string, namespace: string | un
 
 /** The key of a parsed object (see `objectKey`). */
 export function keyOf(obj: IntentManifest): string {
-  return obj.kind === 'Service' || obj.kind === 'EndpointSlice' ? `${obj.metadata.namespace}/${obj.metadata.name}` : obj.metadata.name;
+  return obj.kind === 'Service' || obj.kind === 'EndpointSlice' || obj.kind === 'CiliumNetworkPolicy' || obj.kind === 'NetworkPolicy'
+    ? `${obj.metadata.namespace}/${obj.metadata.name}`
+    : obj.metadata.name;
 }
 
 /**
@@ -97,7 +118,13 @@ export function manifestWarnings(obj: IntentManifest): { path: string; message: 
         ...(obj.spec.loadBalancerIP !== undefined
           ? [{ path: 'spec.loadBalancerIP', message: 'deprecated: use the lbipam.cilium.io/ips annotation (still honoured)' }]
           : []),
+        ...serviceSourceRangeWarnings(obj),
       ];
+    case 'CiliumNetworkPolicy':
+    case 'CiliumClusterwideNetworkPolicy':
+      return networkPolicyWarnings(obj);
+    case 'NetworkPolicy':
+      return k8sNetworkPolicyWarnings(obj);
     case 'CiliumLoadBalancerIPPool':
       return poolWarnings(obj);
     case 'CiliumL2AnnouncementPolicy':

@@ -262,8 +262,9 @@ function report(
   fieldPath: string,
   message: string,
   object?: ObjectLabel,
+  code?: ManifestError['code'],
 ): void {
-  const d = { ...src, ...locate(ctx, docPath), ...(object ? { object } : {}), path: fieldPath, message };
+  const d = { ...src, ...locate(ctx, docPath), ...(code !== undefined ? { code } : {}), ...(object ? { object } : {}), path: fieldPath, message };
   if (severity === 'error') ctx.errors.push({ severity, ...d });
   else ctx.warnings.push({ severity, ...d });
 }
@@ -313,8 +314,8 @@ function readObject(
     ...(item !== undefined ? { item } : {}),
     ...locate(ctx, prefix),
   };
-  const error = (path: Path, message: string, object?: ObjectLabel): void =>
-    report(ctx, 'error', src, [...prefix, ...path], formatPath(path), message, object);
+  const error = (path: Path, message: string, object?: ObjectLabel, code?: ManifestError['code']): void =>
+    report(ctx, 'error', src, [...prefix, ...path], formatPath(path), message, object, code);
   if (!isRecord(raw)) {
     error([], `expected a Kubernetes object (a mapping with apiVersion, kind and metadata), got ${describeValue(raw)}`);
     return;
@@ -378,7 +379,9 @@ function readObject(
         // As the API server's strict field validation: each unknown field by its own path.
         for (const k of issue.keys) error([...issue.path, k], unknownFieldMessage(kind, [...issue.path, k]), label);
       } else {
-        error(issue.path, issue.message, label);
+        // A coded check (e.g. HERALD_POLICY_INVALID_CIDR) passes its code in the issue's params.
+        const params = issue.code === 'custom' ? (issue.params as { heraldCode?: ManifestError['code'] } | undefined) : undefined;
+        error(issue.path, issue.message, label, params?.heraldCode);
       }
     }
     ctx.entries.push({ source: src, ...(identity ? { identity } : {}) });

@@ -10,6 +10,7 @@ import { annotationMap, checkedString, condition, describeValue, ipAddress, labe
 import { namespacedMetadata } from './metadata.js';
 import { checkDns1035Label, checkDns1123Label } from './names.js';
 import type { Labels } from './selector.js';
+import { sourceRangeErrors } from './source-ranges.js';
 
 const q = quote;
 
@@ -89,6 +90,8 @@ export const serviceSpecSchema = z
     ipFamilies: z.array(z.enum(['IPv4', 'IPv6'])).max(2).default([]),
     ipFamilyPolicy: z.enum(['SingleStack', 'PreferDualStack', 'RequireDualStack']).optional(),
     selector: labelMap.default({}),
+    /** Who may reach the load balancer (see source-ranges.ts). */
+    loadBalancerSourceRanges: z.array(z.string()).default([]),
   })
   .check((ctx) => {
     const { ipFamilies, ipFamilyPolicy } = ctx.value;
@@ -126,6 +129,10 @@ export const serviceSchema = z.object({
   }),
   spec: serviceSpecSchema,
   status: serviceStatusSchema.prefault({}),
+}).check((ctx) => {
+  for (const issue of sourceRangeErrors(ctx.value)) {
+    ctx.issues.push({ code: 'custom', message: issue.message, input: undefined, path: issue.path, params: { heraldCode: 'HERALD_POLICY_INVALID_CIDR' } });
+  }
 });
 
 export type ServicePort = z.output<typeof servicePortSchema>;

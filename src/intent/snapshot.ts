@@ -12,6 +12,8 @@ import type { L2PolicyManifest } from './policy.js';
 import type { IPPoolManifest } from './pool.js';
 import type { ServiceManifest } from './service.js';
 import type { EndpointSliceManifest } from './endpoint-slice.js';
+import type { CiliumClusterwideNetworkPolicyManifest, CiliumNetworkPolicyManifest } from './network-policy.js';
+import type { K8sNetworkPolicyManifest } from './k8s-network-policy.js';
 import type { BgpAdvertisementManifest, BgpClusterConfigManifest, BgpNodeConfigOverrideManifest, BgpPeerConfigManifest } from './bgp.js';
 
 export interface IntentSnapshot {
@@ -26,6 +28,11 @@ export interface IntentSnapshot {
   readonly bgpAdvertisements: ReadonlyMap<string, Sourced<BgpAdvertisementManifest>>;
   /** By node name. */
   readonly bgpNodeOverrides: ReadonlyMap<string, Sourced<BgpNodeConfigOverrideManifest>>;
+  /** CiliumNetworkPolicy by `namespace/name`. */
+  readonly networkPolicies: ReadonlyMap<string, Sourced<CiliumNetworkPolicyManifest>>;
+  readonly clusterwideNetworkPolicies: ReadonlyMap<string, Sourced<CiliumClusterwideNetworkPolicyManifest>>;
+  /** Kubernetes NetworkPolicy by `namespace/name`. */
+  readonly k8sNetworkPolicies: ReadonlyMap<string, Sourced<K8sNetworkPolicyManifest>>;
 }
 
 /** A ReadonlyMap with no way to mutate it, even by a cast (a frozen `Map` still has `set`). */
@@ -93,6 +100,9 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
   const bgpPeerConfigs = new Map<string, Sourced<BgpPeerConfigManifest>>();
   const bgpAdvertisements = new Map<string, Sourced<BgpAdvertisementManifest>>();
   const bgpNodeOverrides = new Map<string, Sourced<BgpNodeConfigOverrideManifest>>();
+  const networkPolicies = new Map<string, Sourced<CiliumNetworkPolicyManifest>>();
+  const clusterwideNetworkPolicies = new Map<string, Sourced<CiliumClusterwideNetworkPolicyManifest>>();
+  const k8sNetworkPolicies = new Map<string, Sourced<K8sNetworkPolicyManifest>>();
   const add = <T extends IntentObject>(map: Map<string, T>, obj: T): void => {
     const key = keyOf(obj);
     const first = map.get(key);
@@ -133,6 +143,15 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
       case 'CiliumBGPNodeConfigOverride':
         add(bgpNodeOverrides, obj);
         break;
+      case 'CiliumNetworkPolicy':
+        add(networkPolicies, obj);
+        break;
+      case 'CiliumClusterwideNetworkPolicy':
+        add(clusterwideNetworkPolicies, obj);
+        break;
+      case 'NetworkPolicy':
+        add(k8sNetworkPolicies, obj);
+        break;
     }
   }
   return Object.freeze({
@@ -145,6 +164,9 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
     bgpPeerConfigs: new FrozenMap(bgpPeerConfigs),
     bgpAdvertisements: new FrozenMap(bgpAdvertisements),
     bgpNodeOverrides: new FrozenMap(bgpNodeOverrides),
+    networkPolicies: new FrozenMap(networkPolicies),
+    clusterwideNetworkPolicies: new FrozenMap(clusterwideNetworkPolicies),
+    k8sNetworkPolicies: new FrozenMap(k8sNetworkPolicies),
   });
 }
 

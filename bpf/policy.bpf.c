@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * herald service traffic policy: who may reach which service IP and port.
+ * tc ingress, priority 2 (after the L2 responder at priority 1, before the L4
+ * load balancer at priority 3).
+ *
+ *   svc_v4 / svc_v6   service IP -> { slot, svc_id }. A destination not in
+ *                     these maps is not a policed service: TC_ACT_UNSPEC.
+ *   lpm_v4 / lpm_v6   LPM tries keyed by (slot, source prefix). The value is
+ *                     the ordered L4 entry list of every rule that matches
+ *                     the addresses whose longest match is that prefix.
+ *   drops             per-CPU packet counts per (svc_id, rule) of drops;
+ *                     rule 0 = default deny (selected, nothing allowed).
+ *
+ * Verdict: the first matching entry decides (the compiler puts deny entries
+ * first, each class by rule id), no match = default deny. Allowed traffic
+ * and everything unrelated passes on with TC_ACT_UNSPEC, so later filters
+ * and the stack see it. ARP is not IP and never reaches the policy; Neighbor
+ * Discovery (ICMPv6 133-137) is always passed: policy is about traffic to a
+ * service, not about the reachability of its address.
+ *
+ * Hitless revisions: each service owns two slots (svc_id*2 and svc_id*2+1).
+ * The agent writes the next revision into the idle slot, then flips the
+ * service's svc_v4/svc_v6 value to it with one map update. A packet sees
+ * either the whole old rule set or the whole new one.
+ *
+ * Shared with src/datapath/policy/layout.ts: keep in sync.
+ */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define PASS TC_ACT_UNSPEC
+#define MAX_L4 16
+#define F_DENY 1 /* entry denies (else allows) */
+#define F_ANY 2  /* entry matches every packet (rule without toPorts) */
+#define IPPROTO_SCTP_ 132
+#define IPPROTO_ICMPV6_ 58
+
+struct svc_key6 {
+	__u8 ip6[16];
+};
+
+struct svc_val {
+	__u32 slot;   /* LPM slot of the revision in force */
+	__u32 svc_id; /* counter key */
+};
+
+struct lpm_key4 {
+	__u32 prefixlen; /* 32 (slot) + source prefix length */
+	__u32 slot;
+	__u32 addr;
+};
+
+struct lpm_key6 {
+	__u32 prefixlen; /* 32 (slot) + source prefix length */
+	__u32 slot;
+	__u8 addr[16];
+};
+
+struct l4_entry {
+	__u8 proto; /* IPPROTO_TCP/UDP/SCTP; unused with F_ANY */
+	__u8 flags;
+	__u16 lo;   /* destination port range, host order, inclusive */
+	__u16 hi;
+	__u16 pad;
+	__u32 rule; /* the deciding rule's id, for counters and trace */
+};
+
+struct pol_val {
+	__u32 n;
+	__u32 pad;
+	struct l4_entry e[MAX_L4];
+};
+
+struct drop_key {
+	__u32 svc_id;
+	__u32 rule;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32); /* IPv4, network order */
+	__type(value, struct svc_val);
+	__uint(max_entries, 65536);
+} svc_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct svc_key6);
+	__type(value, struct svc_val);
+	__uint(max_entries, 65536);
+} svc_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_key4);
+	__type(value, struct pol_val);
+	__uint(max_entries, 262144);
+} lpm_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_key6);
+	__type(value, struct pol_val);
+	__uint(max_entries, 262144);
+} lpm_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct drop_key);
+	__type(value, __u64);
+	__uint(max_entries, 65536);
+} drops SEC(".maps");
+
+static __always_inline int drop(__u32 svc_id, __u32 rule)
+{
+	struct drop_key k = { .svc_id = svc_id, .rule = rule };
+	__u64 *c = bpf_map_lookup_elem(&drops, &k);
+	if (c) {
+		*c += 1; /* per-CPU: no atomics needed */
+	} else {
+		__u64 one = 1;
+		bpf_map_update_elem(&drops, &k, &one, BPF_NOEXIST);
+	}
+	return TC_ACT_SHOT;
+}
+
+/* 1 = the packet's L4 tuple is known (TCP/UDP/SCTP, first fragment). */
+static __always_inline int read_dport(struct __sk_buff *skb, __u32 off, __u8 proto, __u16 *dport)
+{
+	__be16 p;
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP && proto != IPPROTO_SCTP_)
+		return 0;
+	/* TCP, UDP and SCTP all carry the destination port at offset 2. */
+	if (bpf_skb_load_bytes(skb, off + 2, &p, sizeof(p)) < 0)
+		return 0;
+	*dport = bpf_ntohs(p);
+	return 1;
+}
+
+static __always_inline int decide(const struct pol_val *pv, const struct svc_val *sv, __u8 proto, int has_l4,
+				  __u16 dport)
+{
+	if (!pv)
+		return drop(sv->svc_id, 0);
+	__u32 n = pv->n;
+	for (int i = 0; i < MAX_L4; i++) {
+		if (i >= n)
+			break;
+		const struct l4_entry *e = &pv->e[i];
+		int match = (e->flags & F_ANY) ||
+			    (has_l4 && e->proto == proto && dport >= e->lo && dport <= e->hi);
+		if (!match)
+			continue;
+		if (e->flags & F_DENY)
+			return drop(sv->svc_id, e->rule);
+		return PASS;
+	}
+	return drop(sv->svc_id, 0);
+}
+
+SEC("tc")
+int herald_policy(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return PASS;
+	__u16 dport = 0;
+
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > data_end)
+			return PASS;
+		__u32 dst = ip->daddr;
+		struct svc_val *sv = bpf_map_lookup_elem(&svc_v4, &dst);
+		if (!sv)
+			return PASS;
+		__u8 proto = ip->protocol;
+		/* A non-first fragment carries no ports: only L3 rules can match it. */
+		int first = (ip->frag_off & bpf_htons(0x1fff)) == 0;
+		int has_l4 = first && read_dport(skb, ETH_HLEN + ip->ihl * 4, proto, &dport);
+		struct lpm_key4 k = { .prefixlen = 64, .slot = sv->slot, .addr = ip->saddr };
+		return decide(bpf_map_lookup_elem(&lpm_v4, &k), sv, proto, has_l4, dport);
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > data_end)
+			return PASS;
+		__u8 proto = ip6->nexthdr;
+		if (proto == IPPROTO_ICMPV6_) {
+			__u8 type;
+			if (bpf_skb_load_bytes(skb, ETH_HLEN + sizeof(*ip6), &type, 1) < 0)
+				return PASS;
+			if (type >= 133 && type <= 137)
+				return PASS; /* Neighbor Discovery is never filtered */
+		}
+		struct svc_key6 d;
+		__builtin_memcpy(d.ip6, &ip6->daddr, 16);
+		struct svc_val *sv = bpf_map_lookup_elem(&svc_v6, &d);
+		if (!sv)
+			return PASS;
+		/* Extension headers are not walked: such a packet has no known ports. */
+		int has_l4 = read_dport(skb, ETH_HLEN + sizeof(*ip6), proto, &dport);
+		struct lpm_key6 k = { .prefixlen = 160, .slot = sv->slot };
+		__builtin_memcpy(k.addr, &ip6->saddr, 16);
+		return decide(bpf_map_lookup_elem(&lpm_v6, &k), sv, proto, has_l4, dport);
+	}
+	return PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,59 @@
+/**
+ * Crafted Ethernet frames for BPF_PROG_TEST_RUN: IPv4/IPv6 with a TCP, UDP,
+ * SCTP or ICMP header (checksums are not computed: the policy program does
+ * not read them).
+ */
+export interface FrameSpec {
+  family: 4 | 6;
+  src: bigint;
+  dst: bigint;
+  proto: number;
+  dport?: number;
+  sport?: number;
+  /** IPv4 only: a non-first fragment (offset 8 bytes, no L4 header in it). */
+  fragment?: boolean;
+  /** ICMP / ICMPv6 type, when proto is 1 or 58. */
+  icmpType?: number;
+}
+
+function putAddr(buf: Buffer, offset: number, value: bigint, bytes: number): void {
+  let v = value;
+  for (let i = bytes - 1; i >= 0; i--) {
+    buf[offset + i] = Number(v & 255n);
+    v >>= 8n;
+  }
+}
+
+export function buildFrame(s: FrameSpec): Buffer {
+  const l4 = Buffer.alloc(20);
+  if (s.proto === 6 || s.proto === 17 || s.proto === 132) {
+    l4.writeUInt16BE(s.sport ?? 40000, 0);
+    l4.writeUInt16BE(s.dport ?? 0, 2);
+  } else if (s.proto === 1 || s.proto === 58) {
+    l4[0] = s.icmpType ?? (s.proto === 1 ? 8 : 128);
+  }
+  const eth = Buffer.alloc(14);
+  Buffer.from([2, 0, 0, 0, 0, 1]).copy(eth, 0);
+  Buffer.from([2, 0, 0, 0, 0, 2]).copy(eth, 6);
+  if (s.family === 4) {
+    eth.writeUInt16BE(0x0800, 12);
+    const ip = Buffer.alloc(20);
+    ip[0] = 0x45;
+    ip.writeUInt16BE(20 + l4.length, 2);
+    if (s.fragment) ip.writeUInt16BE(1, 6); // offset 1 (× 8 bytes)
+    ip[8] = 64;
+    ip[9] = s.proto;
+    putAddr(ip, 12, s.src, 4);
+    putAddr(ip, 16, s.dst, 4);
+    return Buffer.concat([eth, ip, l4]);
+  }
+  eth.writeUInt16BE(0x86dd, 12);
+  const ip = Buffer.alloc(40);
+  ip[0] = 0x60;
+  ip.writeUInt16BE(l4.length, 4);
+  ip[6] = s.proto;
+  ip[7] = 64;
+  putAddr(ip, 8, s.src, 16);
+  putAddr(ip, 24, s.dst, 16);
+  return Buffer.concat([eth, ip, l4]);
+}

@@ -1,0 +1,179 @@
+/**
+ * Intent → policy rules: what each CiliumNetworkPolicy,
+ * CiliumClusterwideNetworkPolicy and Service (loadBalancerSourceRanges)
+ * contributes to the repository, keyed by the object it came from (a
+ * re-applied object replaces its rules as a whole).
+ *
+ * - Selection: a CNP rule selects the services of its namespace whose labels
+ *   (plus io.kubernetes.service.namespace/name) match its endpointSelector;
+ *   a CCNP rule selects across namespaces. A `k8s:`/`any:` key prefix is
+ *   dropped before matching, as Cilium's label sources.
+ * - An ingress rule allows (ingressDeny: denies) from the union of its
+ *   fromCIDR, fromCIDRSet and fromEntities world/all; with no peer field at
+ *   all it means every source (as Cilium). A rule naming only peers herald
+ *   cannot see (fromEndpoints …) is dropped, with the warning intake gives.
+ * - toPorts: each port entry is (protocol, port..endPort); ANY is TCP, UDP
+ *   and SCTP; port 0 is every port. No toPorts: every packet.
+ * - loadBalancerSourceRanges R on a service = allow from R, plus deny from
+ *   everything outside R (per family): Kubernetes' "only these sources",
+ *   which then also holds against any CNP allow.
+ */
+import { parseCidr } from '../../core/addr.js';
+import type { Sourced } from '../../intent/kinds.js';
+import { WORLD_ENTITIES, type IngressRuleSpec, type NetworkPolicyManifest, type PolicyRuleSpec } from '../../intent/network-policy.js';
+import type { ServiceManifest } from '../../intent/service.js';
+import type { IntentSnapshot } from '../../intent/snapshot.js';
+import { serviceSourceRanges } from '../../intent/source-ranges.js';
+import { governsIngress, type K8sNetworkPolicyManifest } from '../../intent/k8s-network-policy.js';
+import { PROTO, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
+
+export interface EndpointSelectorLike {
+  readonly matchLabels: Readonly<Record<string, string>>;
+  readonly matchExpressions: readonly { readonly key: string; readonly operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; readonly values?: readonly string[] }[];
+}
+
+/** Which services a rule applies to. */
+export type Selection =
+  | { readonly kind: 'labels'; readonly namespace?: string; readonly selector: EndpointSelectorLike }
+  | { readonly kind: 'service'; readonly service: string };
+
+export interface RuleInput {
+  readonly verdict: Verdict;
+  readonly peers: readonly PeerBlock[];
+  readonly ports?: readonly PortRange[];
+  readonly selection: Selection;
+  readonly origin: string;
+}
+
+export interface RuleSetInput {
+  /** `CiliumNetworkPolicy/ns/name`, `CiliumClusterwideNetworkPolicy/name`, `Service/ns/name`. */
+  readonly key: string;
+  readonly rules: readonly RuleInput[];
+}
+
+export function toPrefix(text: string): Prefix {
+  const r = parseCidr(text);
+  if (!r.ok) throw new Error(`intake: ${text} is not a validated CIDR`);
+  let addr = 0n;
+  for (const b of r.cidr.network.bytes) addr = (addr << 8n) | BigInt(b);
+  return { family: r.cidr.family === 'IPv4' ? 4 : 6, addr, len: r.cidr.prefix };
+}
+
+const EVERYWHERE: readonly PeerBlock[] = [
+  { cidr: { family: 4, addr: 0n, len: 0 }, except: [] },
+  { cidr: { family: 6, addr: 0n, len: 0 }, except: [] },
+];
+
+const PEER_FIELDS = ['fromCIDR', 'fromCIDRSet', 'fromEntities', 'fromEndpoints', 'fromRequires', 'fromGroups', 'fromNodes', 'fromNodeSelector'];
+
+function peersOf(ing: IngressRuleSpec): readonly PeerBlock[] | undefined {
+  const raw = ing as Record<string, unknown>;
+  if (!PEER_FIELDS.some((f) => raw[f] !== undefined)) return EVERYWHERE;
+  const out: PeerBlock[] = [];
+  for (const c of ing.fromCIDR ?? []) out.push({ cidr: toPrefix(c), except: [] });
+  for (const s of ing.fromCIDRSet ?? []) if (s.cidr !== undefined) out.push({ cidr: toPrefix(s.cidr), except: s.except.map(toPrefix) });
+  if ((ing.fromEntities ?? []).some((e) => WORLD_ENTITIES.has(e))) out.push(...EVERYWHERE);
+  return out.length > 0 ? out : undefined;
+}
+
+function portsOf(ing: IngressRuleSpec): readonly PortRange[] | undefined {
+  if (ing.toPorts === undefined) return undefined;
+  const out: PortRange[] = [];
+  for (const tp of ing.toPorts) {
+    for (const p of tp.ports) {
+      const lo = p.port === 0 ? 0 : p.port;
+      const hi = p.port === 0 ? 65535 : (p.endPort ?? p.port);
+      const protos = p.protocol === 'ANY' ? [PROTO.TCP, PROTO.UDP, PROTO.SCTP] : [PROTO[p.protocol]];
+      for (const proto of protos) out.push({ proto, lo, hi });
+    }
+  }
+  // `toPorts: [{}]` or only L7 parts: Cilium reads no port as every port.
+  return out.length > 0 ? out : undefined;
+}
+
+function policyRuleSets(obj: Sourced<NetworkPolicyManifest>): RuleSetInput {
+  const namespaced = obj.kind === 'CiliumNetworkPolicy';
+  const name = namespaced ? `${(obj.metadata as { namespace: string }).namespace}/${obj.metadata.name}` : obj.metadata.name;
+  const specs: [PolicyRuleSpec, string][] = [];
+  if (obj.spec) specs.push([obj.spec, 'spec']);
+  (obj.specs ?? []).forEach((s, i) => specs.push([s, `specs[${i}]`]));
+  const rules: RuleInput[] = [];
+  for (const [spec, at] of specs) {
+    if (spec.endpointSelector === undefined) continue; // a nodeSelector rule: warned at intake
+    const selection: Selection = {
+      kind: 'labels',
+      ...(namespaced ? { namespace: (obj.metadata as { namespace: string }).namespace } : {}),
+      selector: spec.endpointSelector,
+    };
+    for (const section of ['ingressDeny', 'ingress'] as const) {
+      (spec[section] ?? []).forEach((ing, i) => {
+        const peers = peersOf(ing);
+        if (peers === undefined) return;
+        const ports = portsOf(ing);
+        rules.push({
+          verdict: section === 'ingressDeny' ? 'deny' : 'allow',
+          peers,
+          ...(ports ? { ports } : {}),
+          selection,
+          origin: `${obj.kind} ${name} ${at}.${section}[${i}]`,
+        });
+      });
+    }
+  }
+  return { key: `${obj.kind}/${name}`, rules };
+}
+
+/** loadBalancerSourceRanges → allow from the ranges + deny from the rest. */
+export function sourceRangeRuleSet(service: string, ranges: readonly string[]): RuleSetInput {
+  const key = `Service/${service}`;
+  if (ranges.length === 0) return { key, rules: [] };
+  const prefixes = ranges.map(toPrefix);
+  const selection: Selection = { kind: 'service', service };
+  const origin = `Service ${service} loadBalancerSourceRanges`;
+  const outside: PeerBlock[] = ([4, 6] as Family[]).map((family) => ({
+    cidr: { family, addr: 0n, len: 0 },
+    except: prefixes.filter((p) => p.family === family),
+  }));
+  return {
+    key,
+    rules: [
+      { verdict: 'deny', peers: outside, selection, origin: `${origin} (sources outside the ranges)` },
+      { verdict: 'allow', peers: prefixes.map((cidr) => ({ cidr, except: [] })), selection, origin },
+    ],
+  };
+}
+
+/**
+ * A NetworkPolicy governing ingress selects its services even with no rule
+ * (default deny): a rule with no peers selects and matches nothing.
+ */
+function k8sRuleSet(obj: Sourced<K8sNetworkPolicyManifest>): RuleSetInput {
+  const ns = obj.metadata.namespace;
+  const name = `${ns}/${obj.metadata.name}`;
+  const key = `NetworkPolicy/${name}`;
+  if (!governsIngress(obj)) return { key, rules: [] };
+  const selection: Selection = { kind: 'labels', namespace: ns, selector: obj.spec.podSelector };
+  const rules: RuleInput[] = [{ verdict: 'allow', peers: [], selection, origin: `NetworkPolicy ${name} (selects: default deny)` }];
+  (obj.spec.ingress ?? []).forEach((rule, i) => {
+    const from = rule.from ?? [];
+    const peers: PeerBlock[] =
+      from.length === 0 ? [...EVERYWHERE] : from.flatMap((p) => (p.ipBlock ? [{ cidr: toPrefix(p.ipBlock.cidr), except: p.ipBlock.except.map(toPrefix) }] : []));
+    if (peers.length === 0) return; // only pod/namespace selectors: warned at intake
+    const ports: PortRange[] = (rule.ports ?? []).map((p) => ({ proto: PROTO[p.protocol], lo: p.port ?? 0, hi: p.port === undefined ? 65535 : (p.endPort ?? p.port) }));
+    rules.push({ verdict: 'allow', peers, ...(ports.length > 0 ? { ports } : {}), selection, origin: `NetworkPolicy ${name} spec.ingress[${i}]` });
+  });
+  return { key, rules };
+}
+
+/** Every rule set the snapshot holds, in a stable order. */
+export function ruleSetsFromSnapshot(snapshot: IntentSnapshot): RuleSetInput[] {
+  const out: RuleSetInput[] = [];
+  for (const p of snapshot.networkPolicies.values()) out.push(policyRuleSets(p));
+  for (const p of snapshot.clusterwideNetworkPolicies.values()) out.push(policyRuleSets(p));
+  for (const p of snapshot.k8sNetworkPolicies.values()) out.push(k8sRuleSet(p));
+  for (const [key, svc] of snapshot.services) {
+    const ranges = serviceSourceRanges(svc as Sourced<ServiceManifest>);
+    if (ranges.length > 0) out.push(sourceRangeRuleSet(key, ranges));
+  }
+  return out;
+}

@@ -1,0 +1,117 @@
+/**
+ * Service traffic policy, the model every stage shares: rules as the
+ * repository holds them, and packets as the reference evaluator and the
+ * datapath see them. Addresses are bigints of their family's width.
+ *
+ * Semantics (docs: README "Service traffic policy"):
+ * - a service no rule selects is open (the datapath does not look at it);
+ * - once selected, traffic is denied unless an allow rule matches;
+ * - a matching deny rule beats every allow rule;
+ * - a peer block matches a source inside `cidr` and outside every `except`;
+ * - a rule without ports matches every packet from its peers (any protocol,
+ *   ICMP included); a rule with ports matches TCP/UDP/SCTP packets whose
+ *   destination port is in one of its ranges (a packet without a known port,
+ *   e.g. a non-first IPv4 fragment or an IPv6 packet with extension headers,
+ *   matches only rules without ports);
+ * - the deciding rule is the matching deny rule with the lowest id, else the
+ *   matching allow rule with the lowest id, else "default deny" (rule 0).
+ */
+export type Family = 4 | 6;
+export const FAMILY_WIDTH: Readonly<Record<Family, number>> = { 4: 32, 6: 128 };
+
+export const PROTO = { TCP: 6, UDP: 17, SCTP: 132 } as const;
+export type L4Proto = (typeof PROTO)[keyof typeof PROTO];
+export const PROTO_NAME: Readonly<Record<number, string>> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP', 1: 'ICMP', 58: 'ICMPv6' };
+
+/** A network prefix; `addr` has no host bits set. */
+export interface Prefix {
+  readonly family: Family;
+  readonly addr: bigint;
+  readonly len: number;
+}
+
+export interface PeerBlock {
+  readonly cidr: Prefix;
+  /** Each inside `cidr` (validated at intake). */
+  readonly except: readonly Prefix[];
+}
+
+export interface PortRange {
+  readonly proto: L4Proto;
+  /** Inclusive destination port range. */
+  readonly lo: number;
+  readonly hi: number;
+}
+
+export type Verdict = 'allow' | 'deny';
+
+export interface PolicyRule {
+  /** > 0, unique in the repository; rule 0 means "default deny". */
+  readonly id: number;
+  readonly verdict: Verdict;
+  readonly peers: readonly PeerBlock[];
+  /** Absent: every packet from the peers. */
+  readonly ports?: readonly PortRange[];
+  /** Where it came from, e.g. `CiliumNetworkPolicy default/web ingressDeny[0]`. */
+  readonly origin: string;
+}
+
+export interface Packet {
+  readonly family: Family;
+  readonly src: bigint;
+  /** IP protocol / IPv6 next header. */
+  readonly proto: number;
+  /** Destination port, when the packet's L4 header is known (TCP/UDP/SCTP). */
+  readonly dport?: number;
+}
+
+export interface Decision {
+  readonly verdict: Verdict;
+  /** The deciding rule's id; 0 = default deny. */
+  readonly rule: number;
+}
+
+export function hostMask(family: Family, len: number): bigint {
+  return (1n << BigInt(FAMILY_WIDTH[family] - len)) - 1n;
+}
+
+export function prefixContains(p: Prefix, family: Family, addr: bigint): boolean {
+  return p.family === family && (addr & ~hostMask(family, p.len)) === p.addr;
+}
+
+/** `outer` contains every address of `inner`. */
+export function prefixCovers(outer: Prefix, inner: Prefix): boolean {
+  return outer.family === inner.family && outer.len <= inner.len && prefixContains(outer, inner.family, inner.addr);
+}
+
+export function prefixKey(p: Prefix): string {
+  return `${p.family}/${p.len}/${p.addr.toString(16)}`;
+}
+
+export function formatPrefix(p: Prefix): string {
+  return `${formatAddress(p.family, p.addr)}/${p.len}`;
+}
+
+export function formatAddress(family: Family, addr: bigint): string {
+  if (family === 4) return [24n, 16n, 8n, 0n].map((s) => String((addr >> s) & 255n)).join('.');
+  const groups: string[] = [];
+  for (let i = 7; i >= 0; i--) groups.push(((addr >> BigInt(i * 16)) & 0xffffn).toString(16));
+  // RFC 5952: compress the longest run (≥ 2) of zero groups.
+  let best = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== '0') {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === '0') j++;
+    if (j - i > bestLen) {
+      best = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  if (best < 0) return groups.join(':');
+  return `${groups.slice(0, best).join(':')}::${groups.slice(best + bestLen).join(':')}`;
+}

@@ -1,0 +1,225 @@
+/**
+ * The policy pipeline (Cilium's PolicyAdd path, for services):
+ *
+ *   submit(change) ──queue──▶ one change at a time (a Trigger pass drains
+ *   the queue in order): repository.replace → bump revision → the services
+ *   the removed and added rules select (and only those) get their effective
+ *   policy recomputed (a pure function: rules → compiled LPM table); a
+ *   service whose result is unchanged is not written → one statedb write
+ *   txn for the rest → the caller gets the new revision (or the error).
+ *
+ * The generic reconciler then applies the service-policy table to the BPF
+ * maps (datapath/policy/ops.ts). `waitRealized` resolves once it has; the
+ * time from enqueue to then is observed as policy_implementation_delay_seconds.
+ */
+import { monotonicMs, type Clock } from '../../core/clock.js';
+import type { Disposable } from '../../core/disposable.js';
+import { HeraldError, describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { RWTable, StateDB } from '../../core/statedb/index.js';
+import { Trigger } from '../../core/trigger.js';
+import type { ServicePolicyRow } from '../../datapath/tables/service-policy.js';
+import { compilePolicy, toPrefixEntries } from './compile.js';
+import type { RuleSetInput } from './intake.js';
+import { formatPrefix, PROTO_NAME, type PolicyRule } from './model.js';
+import { PolicyRepository, type StoredRule } from './repository.js';
+import { SelectionIndex, type ServiceInfo } from './selection.js';
+
+export type PolicyChange =
+  | { readonly kind: 'rules'; readonly sets: readonly RuleSetInput[] }
+  | { readonly kind: 'services'; readonly upsert: readonly ServiceInfo[]; readonly remove?: readonly string[] };
+
+export interface ChangeResult {
+  readonly revision: number;
+  /** Services whose datapath rows were rewritten. */
+  readonly regenerated: readonly string[];
+  /** Services whose new policy could not be compiled: they keep their previous row. */
+  readonly errors: readonly { readonly service: string; readonly error: string }[];
+  /** Resolves when the datapath enforces this revision for every regenerated service. */
+  readonly realized: Promise<void>;
+}
+
+export interface PolicyPipelineDeps {
+  readonly db: StateDB;
+  readonly table: RWTable<ServicePolicyRow>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  /** Resolves when the datapath holds the table up to `tableRevision` (the reconciler's settled()). */
+  readonly waitRealized?: (tableRevision: number) => Promise<void>;
+  /** policy_implementation_delay_seconds. */
+  readonly observeDelay?: (seconds: number, source: string) => void;
+}
+
+interface Pending {
+  change: PolicyChange;
+  source: string;
+  enqueuedMs: number;
+  resolve: (r: ChangeResult) => void;
+  reject: (e: unknown) => void;
+}
+
+export function describeRule(r: PolicyRule): string {
+  if (r.peers.length === 0) return 'selects the service (allows nothing itself)';
+  const peers = r.peers.map((b) => formatPrefix(b.cidr) + (b.except.length > 0 ? ` except ${b.except.map(formatPrefix).join(',')}` : '')).join(' ');
+  const ports = r.ports === undefined ? 'any' : r.ports.map((p) => `${p.lo === p.hi ? p.lo : p.lo === 0 && p.hi === 65535 ? '*' : `${p.lo}-${p.hi}`}/${PROTO_NAME[p.proto]}`).join(',');
+  return `${r.verdict} from ${peers} to ${ports}`;
+}
+
+export class PolicyPipeline implements Disposable {
+  readonly repository = new PolicyRepository();
+  private readonly index = new SelectionIndex<StoredRule>();
+  private readonly queue: Pending[] = [];
+  private readonly trigger: Trigger;
+  private readonly svcIds = new Map<string, number>();
+  private nextSvcId = 1;
+  /** Effective rule ids per service, to skip recompiling what did not change. */
+  private readonly effective = new Map<string, string>();
+  private realizedRev = 0;
+  private readonly inflight = new Set<Promise<void>>();
+
+  constructor(private readonly deps: PolicyPipelineDeps) {
+    this.trigger = new Trigger({ name: 'policy-queue', clock: deps.clock, log: deps.log, run: () => this.drain() });
+  }
+
+  /** The repository revision the datapath enforces (every change up to it realized). */
+  get realizedRevision(): number {
+    return this.realizedRev;
+  }
+
+  submit(change: PolicyChange, source = 'api'): Promise<ChangeResult> {
+    if (this.trigger.isDisposed) return Promise.reject(new HeraldError('HERALD_STOPPED', 'policy pipeline is stopped'));
+    return new Promise((resolve, reject) => {
+      this.queue.push({ change, source, enqueuedMs: monotonicMs(this.deps.clock), resolve, reject });
+      void this.trigger.triggerNow();
+    });
+  }
+
+  /** Waits until every realized promise handed out so far has settled. */
+  async idle(): Promise<void> {
+    await this.trigger.idle();
+    await Promise.allSettled([...this.inflight]);
+  }
+
+  private drain(): void {
+    for (let p = this.queue.shift(); p !== undefined; p = this.queue.shift()) {
+      try {
+        p.resolve(this.apply(p));
+      } catch (e) {
+        p.reject(e);
+      }
+    }
+  }
+
+  private apply(p: Pending): ChangeResult {
+    const affected = new Set<string>();
+    const change = p.change;
+    let revision = this.repository.revision;
+    if (change.kind === 'rules') {
+      for (const set of change.sets) {
+        const r = this.repository.replace(set.key, set.rules);
+        for (const rule of r.removed) for (const s of this.index.removeRule(rule)) affected.add(s);
+        for (const rule of r.added) for (const s of this.index.addRule(rule)) affected.add(s);
+        revision = r.revision;
+      }
+    } else {
+      for (const name of change.remove ?? []) {
+        this.index.removeService(name);
+        affected.add(name);
+      }
+      for (const info of change.upsert) {
+        const before = this.index.service(info.service);
+        this.index.upsertService(info);
+        // IPs or selection changed: regenerate (an identical service is a no-op below).
+        if (!before || before.ips.join() !== info.ips.join()) this.effective.delete(info.service);
+        affected.add(info.service);
+      }
+    }
+    const regenerated: string[] = [];
+    const errors: { service: string; error: string }[] = [];
+    const db = this.deps.db;
+    const table = this.deps.table;
+    const txn = db.writeTxn([table]);
+    try {
+      for (const service of affected) {
+        const info = this.index.service(service);
+        const rules = info ? [...this.index.rulesOf(service)].sort((a, b) => a.id - b.id) : [];
+        const fingerprint = rules.map((r) => r.id).join(',');
+        if (this.effective.get(service) === fingerprint) continue; // selective regeneration
+        if (!info || rules.length === 0) {
+          // No policy selects it (or it is gone): open.
+          if (txn.delete(table, service)) regenerated.push(service);
+          this.effective.delete(service);
+          this.releaseId(service);
+          continue;
+        }
+        let prefixes;
+        try {
+          prefixes = toPrefixEntries(compilePolicy(rules, service));
+        } catch (e) {
+          errors.push({ service, error: describeError(e) });
+          continue;
+        }
+        txn.insert(table, {
+          service,
+          svcId: this.idOf(service),
+          ips: [...info.ips],
+          revision,
+          prefixes,
+          rules: rules.map((r) => ({ id: r.id, verdict: r.verdict, origin: r.origin, text: describeRule(r) })),
+        });
+        this.effective.set(service, fingerprint);
+        regenerated.push(service);
+      }
+      txn.commit();
+    } catch (e) {
+      if (txn.isOpen) txn.abort();
+      throw e;
+    }
+    const tableRevision = db.readTxn().revision(table);
+    const realized = this.track(tableRevision, revision, p);
+    return { revision, regenerated, errors, realized };
+  }
+
+  private track(tableRevision: number, revision: number, p: Pending): Promise<void> {
+    const wait = this.deps.waitRealized?.(tableRevision) ?? Promise.resolve();
+    const done = wait.then(() => {
+      if (revision > this.realizedRev) this.realizedRev = revision;
+      this.deps.observeDelay?.((monotonicMs(this.deps.clock) - p.enqueuedMs) / 1000, p.source);
+    });
+    this.inflight.add(done);
+    const forget = () => this.inflight.delete(done);
+    done.then(forget, (e: unknown) => {
+      forget();
+      this.deps.log.warn({ err: describeError(e), revision }, 'policy revision not realized');
+    });
+    return done;
+  }
+
+  private idOf(service: string): number {
+    let id = this.svcIds.get(service);
+    if (id === undefined) {
+      id = this.nextSvcId++;
+      this.svcIds.set(service, id);
+    }
+    return id;
+  }
+
+  /**
+   * Ids are never reused in a process lifetime: the reconciler may apply a
+   * new owner's row before the old owner's delete, and both would name the
+   * same LPM slots.
+   */
+  private releaseId(service: string): void {
+    this.svcIds.delete(service);
+  }
+
+  /** Effective rules and ids of every service, for `herald policy`. */
+  services(): ServiceInfo[] {
+    return [...this.index.allServices()];
+  }
+
+  dispose(): void {
+    this.trigger.dispose();
+    for (const p of this.queue.splice(0)) p.reject(new HeraldError('HERALD_STOPPED', 'policy pipeline is stopped'));
+  }
+}

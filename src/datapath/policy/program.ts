@@ -1,0 +1,174 @@
+/**
+ * Loads bpf/policy.bpf.o (optionally pinning its maps so a restarting agent
+ * keeps enforcing), attaches it to tc ingress at priority 2, runs it on
+ * crafted packets (BPF_PROG_TEST_RUN) and reads its drop counters.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Disposable } from '../../core/disposable.js';
+import { HeraldError } from '../../core/errors.js';
+import { BpfMap } from '../../os/bpf-map.js';
+import { ensurePinDir } from '../../os/bpffs.js';
+import { ERRNO, SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
+import { progTestRun, type TestRunResult } from '../../os/prog-test-run.js';
+import { attachIngress, detachIngress, type TcSlot } from '../../os/tc.js';
+import {
+  MAP_DROPS,
+  MAP_LPM_V4,
+  MAP_LPM_V6,
+  MAP_SVC_V4,
+  MAP_SVC_V6,
+  PROGRAM_NAME,
+  decodeDropKey,
+  lpm4Codec,
+  lpm6Codec,
+  svc4Codec,
+  svc6Codec,
+  type DropKey,
+  type LpmKey,
+  type SvcValue,
+} from './layout.js';
+import type { PolicyL4Entry } from '../tables/service-policy.js';
+
+/** After the L2 responder (priority 1), before the L4 load balancer (priority 3). */
+export const POLICY_TC_SLOT: TcSlot = { handle: 0x4852, priority: 2 };
+
+export const DEFAULT_POLICY_OBJECT = fileURLToPath(new URL('../../../build/bpf/policy.bpf.o', import.meta.url));
+
+export const TC_ACT_UNSPEC = -1;
+export const TC_ACT_SHOT = 2;
+
+export interface PolicyMaps {
+  svc4: BpfMap<string, SvcValue>;
+  svc6: BpfMap<string, SvcValue>;
+  lpm4: BpfMap<LpmKey, readonly PolicyL4Entry[]>;
+  lpm6: BpfMap<LpmKey, readonly PolicyL4Entry[]>;
+}
+
+export interface PolicyLoadOptions {
+  /** Pin the maps here (reused when present); absent: private maps (tests, bench). */
+  pinDir?: string;
+  objectPath?: string;
+}
+
+function possibleCpus(): number {
+  const text = readFileSync('/sys/devices/system/cpu/possible', 'utf8').trim();
+  let n = 0;
+  for (const part of text.split(',')) {
+    const [a, b] = part.split('-').map(Number);
+    n += b === undefined ? 1 : b - a! + 1;
+  }
+  return n;
+}
+
+export class PolicyProgram implements Disposable {
+  private closed = false;
+  private readonly ncpu = possibleCpus();
+
+  private constructor(
+    private readonly obj: unknown,
+    readonly progFd: number,
+    readonly maps: PolicyMaps,
+    private readonly dropsFd: number,
+  ) {}
+
+  /**
+   * The verifier gives up with EAGAIN when a signal arrives while it runs (a
+   * profiler, a child exiting): load again, a few times.
+   */
+  static load(opts: PolicyLoadOptions = {}): PolicyProgram {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return PolicyProgram.loadOnce(opts);
+      } catch (e) {
+        if (attempt >= 5 || !(e instanceof HeraldError) || !/errno 11\)/.test(e.message)) throw e;
+      }
+    }
+  }
+
+  private static loadOnce(opts: PolicyLoadOptions): PolicyProgram {
+    const objectPath = opts.objectPath ?? DEFAULT_POLICY_OBJECT;
+    if (!existsSync(objectPath)) throw new HeraldError('HERALD_BPF_LOAD', `BPF object ${objectPath} is missing (run npm run build)`);
+    const lib = libbpf();
+    const obj = checkPtr('HERALD_BPF_LOAD', `open ${objectPath}`, lib.objectOpenFile(objectPath));
+    try {
+      if (opts.pinDir !== undefined) {
+        ensurePinDir(opts.pinDir);
+        for (const name of [MAP_SVC_V4, MAP_SVC_V6, MAP_LPM_V4, MAP_LPM_V6, MAP_DROPS]) {
+          const map = checkPtr('HERALD_BPF_LOAD', `find map ${name}`, lib.objectFindMapByName(obj, name));
+          check('HERALD_BPF_LOAD', `pin path for ${name}`, lib.mapSetPinPath(map, join(opts.pinDir, `policy_${name}`)));
+        }
+      }
+      takeLibbpfLog();
+      const rc = lib.objectLoad(obj);
+      if (rc < 0) {
+        const log = takeLibbpfLog().join('\n');
+        throw new HeraldError(rc === -13 ? 'HERALD_BPF_VERIFIER' : 'HERALD_BPF_LOAD', `loading the policy program failed (errno ${-rc})${log ? `:\n${log}` : ''}`);
+      }
+      const prog = checkPtr('HERALD_BPF_LOAD', `find program ${PROGRAM_NAME}`, lib.objectFindProgramByName(obj, PROGRAM_NAME));
+      const progFd = check('HERALD_BPF_LOAD', 'program fd', lib.programFd(prog));
+      const fd = (name: string) =>
+        check('HERALD_BPF_LOAD', `map fd ${name}`, lib.mapFd(checkPtr('HERALD_BPF_LOAD', name, lib.objectFindMapByName(obj, name))));
+      const maps: PolicyMaps = {
+        svc4: BpfMap.fromObjectFd(MAP_SVC_V4, fd(MAP_SVC_V4), svc4Codec),
+        svc6: BpfMap.fromObjectFd(MAP_SVC_V6, fd(MAP_SVC_V6), svc6Codec),
+        lpm4: BpfMap.fromObjectFd(MAP_LPM_V4, fd(MAP_LPM_V4), lpm4Codec),
+        lpm6: BpfMap.fromObjectFd(MAP_LPM_V6, fd(MAP_LPM_V6), lpm6Codec),
+      };
+      return new PolicyProgram(obj, progFd, maps, fd(MAP_DROPS));
+    } catch (e) {
+      lib.objectClose(obj);
+      throw e;
+    }
+  }
+
+  /** Attach (or atomically replace) on tc ingress at priority 2. */
+  attach(ifindex: number): number {
+    this.assertOpen();
+    return attachIngress(ifindex, this.progFd, POLICY_TC_SLOT);
+  }
+
+  detach(ifindex: number): boolean {
+    return detachIngress(ifindex, POLICY_TC_SLOT);
+  }
+
+  /** Runs the program on one Ethernet frame in the kernel. */
+  testRun(frame: Buffer, repeat = 1): TestRunResult {
+    this.assertOpen();
+    return progTestRun(this.progFd, frame, repeat);
+  }
+
+  /** Drop counters summed over CPUs, read live. */
+  drops(): Array<DropKey & { packets: bigint }> {
+    this.assertOpen();
+    const lib = libbpf();
+    const out: Array<DropKey & { packets: bigint }> = [];
+    let prev: Buffer | null = null;
+    for (;;) {
+      const next = Buffer.alloc(8);
+      const rc = lib.mapGetNextKey(this.dropsFd, prev, next);
+      if (rc === -ERRNO.ENOENT) break;
+      if (rc < 0) throw new SyscallError('HERALD_BPF_MAP', 'iterate drops', -rc);
+      const value = Buffer.alloc(8 * this.ncpu);
+      if (lib.mapLookupElem(this.dropsFd, next, value) === 0) {
+        let packets = 0n;
+        for (let i = 0; i < this.ncpu; i++) packets += value.readBigUInt64LE(i * 8);
+        out.push({ ...decodeDropKey(next), packets });
+      }
+      prev = next;
+    }
+    return out;
+  }
+
+  dispose(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const m of Object.values(this.maps)) (m as BpfMap<unknown, unknown>).dispose();
+    libbpf().objectClose(this.obj);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new HeraldError('HERALD_STOPPED', 'policy program is closed');
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * The policy datapath as one unit: the program (maps pinned when a pin
+ * directory is given), the generic reconciler applying the service-policy
+ * table to its maps, and the tc attachments. The agent builds it; so do the
+ * lab's policy node and bench/policy.
+ */
+import type { Clock } from '../../core/clock.js';
+import type { Disposable } from '../../core/disposable.js';
+import type { Logger } from '../../core/logger.js';
+import { Reconciler, reconcilerDefaults, type ReconcilerConfig } from '../../core/reconciler/reconciler.js';
+import type { StateDB, Table } from '../../core/statedb/index.js';
+import type { ServicePolicyRow } from '../tables/service-policy.js';
+import { PolicyMapOps, type PolicyOpsEvents } from './ops.js';
+import { PolicyProgram } from './program.js';
+
+export interface PolicyStackDeps {
+  db: StateDB;
+  table: Table<ServicePolicyRow>;
+  clock: Clock;
+  log: Logger;
+  pinDir?: string;
+  events?: PolicyOpsEvents;
+}
+
+export class PolicyStack implements Disposable {
+  readonly program: PolicyProgram;
+  readonly ops: PolicyMapOps;
+  readonly reconciler: Reconciler<ServicePolicyRow>;
+  private readonly attached = new Set<number>();
+
+  constructor(deps: PolicyStackDeps, config: ReconcilerConfig = reconcilerDefaults) {
+    this.program = PolicyProgram.load(deps.pinDir !== undefined ? { pinDir: deps.pinDir } : {});
+    this.ops = new PolicyMapOps(this.program.maps, deps.events);
+    this.reconciler = new Reconciler<ServicePolicyRow>({ name: 'service-policy', db: deps.db, table: deps.table, ops: this.ops, clock: deps.clock, log: deps.log }, config);
+  }
+
+  start(): void {
+    this.reconciler.start();
+  }
+
+  /** tc ingress priority 2 on `ifindex` (idempotent). */
+  attach(ifindex: number): void {
+    this.program.attach(ifindex);
+    this.attached.add(ifindex);
+  }
+
+  /** Resolves when the maps hold the table up to `tableRevision`. */
+  async realized(tableRevision: number): Promise<void> {
+    const out = await this.reconciler.settled({ revision: tableRevision });
+    if (out.failed.length > 0) throw new Error(`policy rows failed to apply: ${out.failed.join(', ')}`);
+  }
+
+  /** Detaches from every interface it attached to (the agent's clean stop). */
+  detachAll(): void {
+    for (const ifindex of this.attached) this.program.detach(ifindex);
+    this.attached.clear();
+  }
+
+  dispose(): void {
+    this.reconciler.dispose();
+    this.program.dispose();
+  }
+}
