@@ -4,7 +4,7 @@
 // MUTATION_SCOPE; each scope runs only the unit tests mapped to it below, and
 // Stryker's per-test-file coverage then runs, for each mutant, only the test
 // files that reach it.
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** Source prefix → unit-test folders (lab tests need root and namespaces: never mutated against). */
@@ -27,8 +27,15 @@ function unitTests(dir) {
 const scope = (process.env.MUTATION_SCOPE ?? 'src/core').replace(/\/+$/, '');
 const entry = TESTS_FOR.find(([prefix]) => scope === prefix || scope.startsWith(`${prefix}/`));
 if (!entry) throw new Error(`mutation: no unit tests mapped for ${scope} (add it to TESTS_FOR in stryker.config.mjs)`);
-// MUTATION_TESTS narrows the test files further (space-separated), e.g. for one source file.
-const testFiles = process.env.MUTATION_TESTS ? process.env.MUTATION_TESTS.split(/\s+/).filter(Boolean) : entry[1].flatMap(unitTests);
+// A scope with a mirrored test file or folder (src/core/jobs.ts → test/core/jobs.test.ts,
+// src/core/statedb → test/core/statedb) runs only those; MUTATION_TESTS
+// (space-separated) overrides both.
+const mirror = scope.replace(/^src\//, 'test/').replace(/\.ts$/, '.test.ts');
+const testFiles = process.env.MUTATION_TESTS
+  ? process.env.MUTATION_TESTS.split(/\s+/).filter(Boolean)
+  : existsSync(mirror)
+    ? statSync(mirror).isDirectory() ? unitTests(mirror) : [mirror]
+    : entry[1].flatMap(unitTests);
 const name = scope.replace(/^src\//, '').replace(/\.ts$/, '').replaceAll('/', '-');
 
 export default {
