@@ -11,6 +11,7 @@ import { isHeraldError } from '../../../src/core/errors.js';
 import { silentLogger } from '../../../src/core/logger.js';
 import { Reconciler, reconcilerDefaults } from '../../../src/core/reconciler/reconciler.js';
 import { reconcileProgressTable, reconcileStatusTable } from '../../../src/core/reconciler/status.js';
+import { formatTable } from '../../../src/core/statedb/index.js';
 import { recordingLogger } from '../../helpers/recording-logger.js';
 import { setupReconciler, testRows, turns } from './fixtures.js';
 
@@ -194,4 +195,96 @@ test('a second reconciler of the same name on one database is refused; dispose()
   assert.equal(s.db.readTxn().get(reconcileProgressTable, 'test'), undefined);
   await assert.rejects(s.reconciler.settled(), /reconciler test is stopped/);
   await assert.rejects(s.reconciler.waitForRow('a', 1), /reconciler test is stopped/);
+});
+
+test('start() twice is one start; dispose() of a reconciler never started touches nothing', async () => {
+  const s = setupReconciler();
+  disposers.push(s.dispose);
+  s.target.failing.add('a');
+  s.put({ key: 'a', value: 1 });
+  await s.reconciler.settled();
+  assert.doesNotThrow(() => s.reconciler.start());
+  const twin = new Reconciler({ name: 'test', db: s.db, table: testRows, ops: s.target, clock: s.clock, log: silentLogger });
+  await twin.dispose();
+  assert.equal(s.db.readTxn().list(reconcileStatusTable).length, 1, "the running reconciler's status is still there");
+  assert.notEqual(s.db.readTxn().get(reconcileProgressTable, 'test'), undefined);
+});
+
+test('settled(revision) lists only failures of changes up to that revision', async () => {
+  const s = setupReconciler();
+  disposers.push(s.dispose);
+  s.put({ key: 'ok', value: 1 });
+  const before = s.revision();
+  await s.reconciler.settled();
+  s.target.failing.add('late');
+  s.put({ key: 'late', value: 2 });
+  await s.reconciler.settled();
+  assert.deepEqual(await s.reconciler.settled({ revision: before }), { revision: before, failed: [] });
+  assert.deepEqual((await s.reconciler.settled()).failed, ['late']);
+});
+
+test('partial rounds count batches of changes only; a retry waits for its time even when other changes wake the loop', async () => {
+  const s = setupReconciler({ fullIntervalMs: HOUR, retryMinMs: 100, retryMaxMs: 1000 });
+  disposers.push(s.dispose);
+  await s.reconciler.settled();
+  await turns();
+  const rounds = s.reconciler.health().partialRounds;
+  s.target.failing.add('a');
+  s.put({ key: 'a', value: 1 });
+  await s.reconciler.settled();
+  assert.equal(s.reconciler.health().partialRounds, rounds + 1);
+  s.reconciler.triggerFull();
+  await turns();
+  assert.equal(s.reconciler.health().partialRounds, rounds + 1, 'a full round is not a partial one');
+  const attempts = () => s.target.log.filter((e) => e.key === 'a').length;
+  const before = attempts();
+  s.clock.advance(50);
+  s.put({ key: 'b', value: 2 });
+  await s.reconciler.settled();
+  await turns();
+  assert.equal(attempts(), before, 'the retry of a is not due before 100 ms');
+});
+
+test('a failing delete keeps an error status for the delete revision until a retry succeeds', async () => {
+  const s = setupReconciler({ fullIntervalMs: HOUR, retryMinMs: 100, retryMaxMs: 100 });
+  disposers.push(s.dispose);
+  s.put({ key: 'a', value: 1 });
+  await s.reconciler.settled();
+  s.target.failing.add('a');
+  s.remove('a');
+  const deletedAt = s.revision();
+  await s.reconciler.settled();
+  s.put({ key: 'b', value: 2 }); // moves the table revision on
+  await s.reconciler.settled();
+  s.clock.advance(100);
+  await turns();
+  const st = s.reconciler.status('a');
+  assert.deepEqual(st && { kind: st.kind, op: st.op, revision: st.revision, attempts: st.attempts }, { kind: 'error', op: 'delete', revision: deletedAt, attempts: 2 });
+  s.target.failing.clear();
+  s.clock.advance(100);
+  await turns();
+  assert.equal(s.reconciler.status('a'), undefined);
+  assert.equal(s.target.entries.has('a'), false);
+});
+
+test('the status tables as `herald db show` prints them', async () => {
+  const s = setupReconciler({ fullIntervalMs: HOUR });
+  disposers.push(s.dispose);
+  s.put({ key: 'good', value: 1 });
+  s.target.failing.add('bad');
+  s.put({ key: 'bad', value: 2 });
+  await s.reconciler.settled();
+  assert.equal(
+    formatTable(s.db.readTxn(), reconcileStatusTable),
+    [
+      'reconciler  key   kind   op      revision  attempts  error',
+      'test        bad   error  upsert  2         1         update bad: injected failure',
+      'test        good  done   upsert  1',
+    ].join('\n'),
+  );
+  assert.equal(formatTable(s.db.readTxn(), reconcileProgressTable), ['reconciler  table      revision', 'test        test-rows  2'].join('\n'));
+  assert.deepEqual(
+    s.reconciler.errors().map((e) => e.key),
+    ['bad'],
+  );
 });
