@@ -4,11 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isHeraldError } from '../../../src/core/errors.js';
+import { isHeraldError, type HeraldErrorCode } from '../../../src/core/errors.js';
 import { defineTable, StateDB } from '../../../src/core/statedb/index.js';
 import { addr, addresses, newDB, pools } from './fixtures.js';
 
-const coded = (code: string, text: RegExp) => (e: unknown) => isHeraldError(e, code) && text.test((e as Error).message);
+const coded = (code: HeraldErrorCode, text: RegExp) => (e: unknown) => isHeraldError(e, code) && text.test((e as Error).message);
 
 test('defineTable refuses a table without a name, or with columns but no toColumns', () => {
   assert.throws(() => defineTable<{ k: string }>({ name: '', primaryKey: (r) => r.k }), coded('HERALD_BAD_ARGUMENT', /a table needs a name/));
