@@ -29,7 +29,11 @@ test('jobs start in the order added and stop in reverse', async () => {
   assert.deepEqual(events, ['start a', 'start b', 'start c']);
   await jobs.stop();
   assert.deepEqual(events.slice(3), ['stop c', 'stop b', 'stop a']);
-  assert.deepEqual([...jobs.health().values()].map((h) => h.level), ['stopped', 'stopped', 'stopped']);
+  assert.deepEqual([...jobs.health().values()].map((h) => [h.level, h.message]), [
+    ['stopped', 'stopped'],
+    ['stopped', 'stopped'],
+    ['stopped', 'stopped'],
+  ]);
 });
 
 test('stop is idempotent: every stop runs once, later calls return the same promise', async () => {
