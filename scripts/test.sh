@@ -21,8 +21,10 @@ unit_tests=(
   test/core/statedb/watch.test.ts
   test/core/statedb/show.test.ts
   test/core/statedb/model.test.ts
+  test/core/statedb/errors.test.ts
   test/core/reconciler/retry.test.ts
   test/core/reconciler/backoff.test.ts
+  test/core/reconciler/full.test.ts
   test/core/addr.test.ts
   test/os/links.test.ts
   test/core/reconciler/settled.test.ts

@@ -3,16 +3,20 @@
  * Buffer, and MAC addresses. IP text is parsed and formatted by
  * `core/addr.ts` only.
  */
-import { formatIpBytes, isIpv4, parseIp } from '../core/addr.js';
+import { formatIpBytes, isIpv4, parseIp, type IpFamily } from '../core/addr.js';
 import { HeraldError } from '../core/errors.js';
 
 // Kept for callers that take all their address helpers from here (the CLI's garp command).
 export { isIpv4 };
 
-export function ipv4ToBytes(ip: string): Buffer {
+function familyBytes(ip: string, family: IpFamily): Buffer {
   const parsed = parseIp(ip);
-  if (parsed?.family !== 'IPv4') throw new HeraldError('HERALD_BAD_ARGUMENT', `not an IPv4 address: "${ip}"`);
+  if (parsed?.family !== family) throw new HeraldError('HERALD_BAD_ARGUMENT', `not an ${family} address: "${ip}"`);
   return Buffer.from(parsed.bytes);
+}
+
+export function ipv4ToBytes(ip: string): Buffer {
+  return familyBytes(ip, 'IPv4');
 }
 
 export function bytesToIpv4(b: Buffer | Uint8Array): string {
@@ -20,9 +24,7 @@ export function bytesToIpv4(b: Buffer | Uint8Array): string {
 }
 
 export function ipv6ToBytes(ip: string): Buffer {
-  const parsed = parseIp(ip);
-  if (parsed?.family !== 'IPv6') throw new HeraldError('HERALD_BAD_ARGUMENT', `not an IPv6 address: "${ip}"`);
-  return Buffer.from(parsed.bytes);
+  return familyBytes(ip, 'IPv6');
 }
 
 export function bytesToIpv6(b: Buffer | Uint8Array): string {

@@ -26,6 +26,7 @@ import {
   rangesOverlap,
   toAddr,
   toBigInt,
+  compareIps,
 } from '../../src/core/addr.js';
 import { isHeraldError } from '../../src/core/errors.js';
 
@@ -178,5 +179,24 @@ describe('CIDRs and ranges', () => {
         assert.equal(r.maskedFrom !== undefined, value !== first);
       }),
     );
+  });
+});
+
+describe('ordering and CIDR refusals', () => {
+  it('orders IPv4 before IPv6, then numerically (text and numeric forms agree)', () => {
+    const texts = ['2001:db8::1', '198.51.100.7', '192.0.2.10', '2001:db8::', '192.0.2.9'];
+    const sorted = ['192.0.2.9', '192.0.2.10', '198.51.100.7', '2001:db8::', '2001:db8::1'];
+    assert.deepEqual([...texts].map((t) => mustParseIp(t)).sort(compareIps).map((p) => p.text), sorted);
+    assert.deepEqual([...texts].map((t) => addrOf(t)!).sort(compareAddrs).map(formatAddr), sorted);
+    assert.equal(compareIps(mustParseIp('192.0.2.1'), mustParseIp('192.0.2.1')), 0);
+    assert.equal(compareAddrs(addrOf('2001:db8::1')!, addrOf('2001:db8::1')!), 0);
+  });
+
+  it('refuses a CIDR without a prefix, with a bad address or a prefix out of range, saying which', () => {
+    assert.deepEqual(parseCidrMasking('192.0.2.0'), { ok: false, reason: 'missing "/prefix-length"' });
+    assert.deepEqual(parseCidrMasking('192.0.2.300/24'), { ok: false, reason: '"192.0.2.300" is not an IP address' });
+    assert.deepEqual(parseCidrMasking('192.0.2.0/33'), { ok: false, reason: 'prefix length must be 0-32' });
+    assert.deepEqual(parseCidrMasking('2001:db8::/129'), { ok: false, reason: 'prefix length must be 0-128' });
+    assert.deepEqual(parseCidrMasking('192.0.2.0/024'), { ok: false, reason: 'prefix length must be 0-32' });
   });
 });

@@ -311,3 +311,69 @@ test('with a delay, trigger() during a pass still waits the delay (an editor may
   await turns();
   assert.equal(state.passes, 2);
 });
+
+test('dispose during the first pass leaves no periodic timer behind; dispose of an idle trigger is safe', async () => {
+  const { clock, state, trigger } = harness({ periodicMs: 1000 });
+  assert.equal(trigger.isDisposed, false);
+  state.hold = gate();
+  const first = trigger.triggerNow();
+  await turns();
+  trigger.dispose();
+  assert.equal(trigger.isDisposed, true);
+  state.hold.open();
+  await first;
+  assert.equal(clock.pending, 0, 'the pass that ends after dispose arms no periodic timer');
+  clock.advance(10_000);
+  await turns();
+  assert.equal(state.passes, 1);
+
+  const fresh = harness({ delayMs: 10 }).trigger;
+  assert.doesNotThrow(() => fresh.dispose(), 'nothing pending: nothing to cancel');
+});
+
+test('startPeriodic arms the period once, and not at all without a period', async () => {
+  const periodic = harness({ periodicMs: 100 });
+  periodic.trigger.startPeriodic();
+  periodic.trigger.startPeriodic(); // already armed: no second timer
+  assert.equal(periodic.clock.pending, 1);
+  periodic.clock.advance(100);
+  await turns();
+  assert.equal(periodic.state.passes, 1);
+  periodic.trigger.dispose();
+
+  const none = harness();
+  none.trigger.startPeriodic();
+  assert.equal(none.clock.pending, 0, 'periodicMs 0: no periodic pass');
+});
+
+test('idle() waiting during a pass is not released when the pass ends with a delayed pass still pending', async () => {
+  const { clock, state, trigger } = harness({ delayMs: 100 });
+  state.hold = gate();
+  const first = trigger.triggerNow();
+  await turns();
+  let idle = false;
+  void trigger.idle().then(() => (idle = true));
+  trigger.trigger(); // waits its delay after the running pass
+  const held = state.hold;
+  state.hold = undefined;
+  held.open();
+  await first;
+  await turns();
+  assert.equal(idle, false, 'the delayed pass is still pending');
+  clock.advance(100);
+  await turns();
+  assert.equal(state.passes, 2);
+  assert.equal(idle, true);
+});
+
+test('errors name the trigger: a bad argument, and the log line of a failed pass', async () => {
+  assert.throws(
+    () => new Trigger({ name: 'oddly-named', clock: new ManualClock(), log: silentLogger, run: () => {}, delayMs: -5 }),
+    /trigger oddly-named: delayMs and periodicMs must be >= 0/,
+  );
+  const lines: Array<{ obj: object; msg?: string }> = [];
+  const log: Logger = { ...silentLogger, error: (obj, msg) => lines.push({ obj, ...(msg ? { msg } : {}) }), child: () => log };
+  const trigger = new Trigger({ name: 'named', clock: new ManualClock(), log, run: () => Promise.reject(new Error('broken')) });
+  await trigger.triggerNow();
+  assert.match(lines[0]?.msg ?? '', /pass failed/);
+});

@@ -3,7 +3,7 @@
  * can make fail or hold (to catch what runs while an operation is in flight),
  * on a manual clock.
  */
-import { silentLogger } from '../../../src/core/logger.js';
+import { silentLogger, type Logger } from '../../../src/core/logger.js';
 import { Reconciler, reconcilerDefaults, type ReconcilerConfig, type ReconcilerOps } from '../../../src/core/reconciler/reconciler.js';
 import { StateDB, defineTable } from '../../../src/core/statedb/index.js';
 import { ManualClock } from '../../helpers/manual-clock.js';
@@ -67,18 +67,26 @@ export class FakeTarget implements ReconcilerOps<TestRow> {
     this.entries.delete(row.key);
   }
 
+  /** Prunes so far; while `pruneFailure` is set, prune() throws it. */
+  prunes = 0;
+  pruneFailure: Error | undefined;
+
   prune(desired: readonly TestRow[]): void {
+    this.prunes++;
+    if (this.pruneFailure) throw this.pruneFailure;
     const keep = new Set(desired.map((r) => r.key));
     for (const key of [...this.entries.keys()]) if (!keep.has(key)) this.entries.delete(key);
   }
 }
 
-export function setupReconciler(config: Partial<ReconcilerConfig> = {}) {
+/** `initialized: false` leaves the table's initializer pending (`init.done()` completes it). */
+export function setupReconciler(config: Partial<ReconcilerConfig> = {}, opts: { log?: Logger; initialized?: boolean } = {}) {
   const clock = new ManualClock();
   const db = new StateDB([testRows]);
   const target = new FakeTarget(db);
-  db.registerInitializer(testRows, 'test').done();
-  const reconciler = new Reconciler<TestRow>({ name: 'test', db, table: testRows, ops: target, clock, log: silentLogger }, { ...reconcilerDefaults, ...config });
+  const init = db.registerInitializer(testRows, 'test');
+  if (opts.initialized !== false) init.done();
+  const reconciler = new Reconciler<TestRow>({ name: 'test', db, table: testRows, ops: target, clock, log: opts.log ?? silentLogger }, { ...reconcilerDefaults, ...config });
   reconciler.start();
   const dispose = async () => {
     target.openAll();
@@ -93,7 +101,7 @@ export function setupReconciler(config: Partial<ReconcilerConfig> = {}) {
       }
     });
   const revision = () => db.readTxn().revision(testRows);
-  return { clock, db, target, reconciler, put, remove, revision, dispose };
+  return { clock, db, target, reconciler, init, put, remove, revision, dispose };
 }
 
 /** Lets the event loop run `turns` times (enough for every in-memory operation to finish). */
