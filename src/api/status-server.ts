@@ -15,7 +15,7 @@
  * dispose only the socket this server created is removed (same inode).
  */
 import { chmodSync, linkSync, lstatSync, mkdirSync, mkdtempSync, rmSync, unlinkSync, type Stats } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { HeraldError } from '../core/errors.js';
@@ -95,6 +95,8 @@ export class StatusServer {
   constructor(
     private readonly socketPath: string,
     private readonly provider: () => unknown,
+    /** Other read-only paths (the cluster view): true when it answered. */
+    private readonly extra?: (req: IncomingMessage, res: ServerResponse) => boolean,
   ) {}
 
   async start(): Promise<void> {
@@ -102,7 +104,13 @@ export class StatusServer {
     mkdirSync(dir, { recursive: true, mode: 0o755 });
     await claimStatusSocketPath(this.socketPath);
     const server = createServer((req, res) => {
-      if (req.method !== 'GET' || (req.url !== '/v1/status' && req.url !== '/')) {
+      if (req.url !== '/v1/status' && this.extra?.(req, res)) return;
+      if (req.method !== 'GET') {
+        req.resume();
+        res.writeHead(405, { allow: 'GET', connection: 'close', 'content-type': 'application/json' }).end(JSON.stringify({ error: 'read-only: only GET is served' }));
+        return;
+      }
+      if (req.url !== '/v1/status' && req.url !== '/') {
         res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not found' }));
         return;
       }

@@ -27,6 +27,11 @@ export const subcommands: readonly SubcommandEntry[] = [
     description: 'show what this node owns and where, candidates, LB-IPAM allocations and conditions, the live map, reconciler health',
     load: async () => (await import('./commands/status.js')).statusCommand(),
   },
+  {
+    name: 'events',
+    description: 'follow the cluster timeline: allocations, ownership moves with cause and gap, store outages, rejected intent',
+    load: async () => (await import('./commands/events.js')).eventsCommand(),
+  },
   { name: 'map', description: 'inspect the datapath maps (read live from the pinned maps)', load: async () => (await import('./commands/map.js')).mapCommand() },
   { name: 'datapath', description: 'manage the kernel side of the datapath', load: async () => (await import('./commands/datapath.js')).datapathCommand() },
   {
