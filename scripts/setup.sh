@@ -10,6 +10,7 @@ packages=(
   netsniff-ng                             # trafgen: the ARP flood in bench/wire-filter
   ndisc6                                  # ndisc6: IPv6 neighbour discovery from the client (NDP tests)
   etcd-server keepalived bird2 gobgpd     # coordination store, the peers we measure against, a second BGP implementation
+  chromium                                # the cluster view's browser tests (playwright-core drives it)
   ca-certificates curl gcc
 )
 missing=()

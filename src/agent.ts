@@ -270,7 +270,8 @@ export class Agent implements Disposable {
     );
     intent.controlPlaneReady();
     await intent.loaded;
-    const view = new ViewHandler(this.viewSource(), undefined, this.config.viewToken);
+    // On the status socket (owner-only permissions) no token is asked: the socket is the access control.
+    const view = new ViewHandler(this.viewSource());
     this.viewHandler = view;
     this.store.add({ dispose: () => view.dispose() });
     if (this.viewStore) {
@@ -343,7 +344,8 @@ export class Agent implements Disposable {
           if ('errors' in problem) this.intentReport.rejectedErrors(problem.errors, new Date());
           else this.intentReport.rejectedError(problem.error, new Date());
           this.log.error({ source: source.name, errors: text }, 'intent rejected; the previous good state stays in force');
-          this.record({ kind: 'intent-rejected', reasons: text.split('\n').filter(Boolean).slice(0, 20).map((r) => r.slice(0, 500)) });
+          // With etcd every node reads the same intent: the allocator alone records the rejection (once on the timeline).
+          if (this.config.store !== 'etcd' || this.controlPlane.status().allocator === this.config.node) this.record({ kind: 'intent-rejected', reasons: text.split('\n').filter(Boolean).slice(0, 20).map((r) => r.slice(0, 500)) });
         },
         onWarnings: (warnings) => this.log.warn({ warnings: formatErrors(warnings) }, 'intent warnings'),
       })
@@ -536,7 +538,8 @@ export class Agent implements Disposable {
     return {
       version: heraldVersion(),
       startedAt: new Date(this.startedAt).toISOString(),
-      interfaces: [...new Set(this.db.readTxn().list(l2AnnounceTable).map((r) => r.iface))].sort(),
+      // Where it announces, or would when it owns an IP (its candidates' interfaces).
+      interfaces: [...new Set([...this.db.readTxn().list(l2AnnounceTable).map((r) => r.iface), ...st.candidates.flatMap((c) => c.interfaces)])].sort(),
       owned: this.ownership.view().owned.size,
       ...(st.lastError ? { lastError: st.lastError } : {}),
     };

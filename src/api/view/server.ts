@@ -56,10 +56,10 @@ function loadAsset(): string {
   }
 }
 
-const PAGE = `<!doctype html>
+const page = (script: string) => `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>herald cluster view</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-</head><body><div id="app">loading…</div><script src="app.js"></script></body></html>
+</head><body><div id="app">loading…</div><script src="${script}"></script></body></html>
 `;
 
 export function isLoopback(host: string): boolean {
@@ -126,7 +126,9 @@ export class ViewHandler {
     switch (url.pathname) {
       case '/':
       case '/index.html':
-        res.writeHead(200, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': "default-src 'self'; style-src 'self' 'unsafe-inline'" }).end(PAGE);
+        res.writeHead(200, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': "default-src 'self'; style-src 'self' 'unsafe-inline'" })
+          // The token the page was opened with (already checked) goes to its script too.
+          .end(page(this.token !== undefined ? `app.js?token=${encodeURIComponent(this.token)}` : 'app.js'));
         return true;
       case '/app.js':
         res.writeHead(200, { ...headers, 'content-type': 'text/javascript; charset=utf-8' }).end(this.asset);

@@ -31,13 +31,15 @@ export function eventsCommand(): Command {
       const target = opts.url ? { url: new URL('/v1/events', opts.url) } : { socketPath: discoverStatusSocket(opts, STATUS_SOCKET_DIR, defaultNodeName()).path };
       const token = opts.tokenFile ? readFileSync(opts.tokenFile, 'utf8').trim() : undefined;
       let last: number | undefined = opts.all ? 0 : undefined;
+      let connected = false;
       for (;;) {
         try {
-          last = await follow(target, token, last, (e) => {
+          await follow(target, token, last, () => (connected = true), (e) => {
+            last = e.id; // kept across a failed reconnection too
             process.stdout.write(opts.json ? JSON.stringify(e) + '\n' : `${e.at}  #${e.id}  ${e.node.padEnd(12)} ${describeEvent(e)}\n`);
           });
         } catch (e) {
-          if (last === undefined) throw e; // never connected: say why
+          if (!connected) throw e; // never connected: say why
           process.stderr.write(`herald events: ${(e as Error).message}; reconnecting\n`);
         }
         await new Promise((r) => setTimeout(r, 1000));
@@ -46,7 +48,7 @@ export function eventsCommand(): Command {
 }
 
 /** One connection: resolves with the last id seen when the stream ends. */
-function follow(target: { url: URL } | { socketPath: string }, token: string | undefined, after: number | undefined, onEvent: (e: ClusterEvent) => void): Promise<number | undefined> {
+function follow(target: { url: URL } | { socketPath: string }, token: string | undefined, after: number | undefined, onOpen: () => void, onEvent: (e: ClusterEvent) => void): Promise<number | undefined> {
   return new Promise((resolve, reject) => {
     let last = after;
     const headers: Record<string, string> = { accept: 'text/event-stream' };
@@ -62,7 +64,7 @@ function follow(target: { url: URL } | { socketPath: string }, token: string | u
         reject(new HeraldError('HERALD_BAD_ARGUMENT', `the agent answered ${res.statusCode}${res.statusCode === 401 ? ' (a token is required: --token-file)' : ''}`));
         return;
       }
-      if (last === undefined) last = 0;
+      onOpen();
       let buffer = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
@@ -86,7 +88,6 @@ function follow(target: { url: URL } | { socketPath: string }, token: string | u
       res.on('error', () => resolve(last));
     });
     req.on('error', (e: NodeJS.ErrnoException) => {
-      if (last !== undefined) return resolve(last);
       reject(new HeraldError('HERALD_BAD_ARGUMENT', e.code === 'ENOENT' || e.code === 'ECONNREFUSED' ? 'no agent is listening there (is it running?)' : e.message));
     });
     req.end();
