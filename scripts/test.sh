@@ -54,6 +54,9 @@ unit_tests=(
   test/api/status-server.test.ts
   test/api/status-rows.test.ts
   test/api/metrics.test.ts
+  test/api/view-server.test.ts
+  test/api/grafana-dashboard.test.ts
+  test/core/events.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/worker-parser.test.ts
   test/intent/sources/etcd.test.ts
@@ -77,6 +80,7 @@ unit_tests=(
   test/layers.test.ts
 )
 lab_tests=(
+  test/api/view.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
