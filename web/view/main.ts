@@ -41,6 +41,7 @@ class Page {
       this.parts.ips,
     );
     await this.load();
+    performance.mark('herald-view-rendered'); // the page is complete and interactive (bench/view reads it)
     this.connect();
   }
 
