@@ -164,6 +164,17 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     await start(victim);
   });
 
+  test('a new service appears as an allocation on the timeline and as a row', async () => {
+    writeFileSync(join(dir, 'extra.yaml'), `apiVersion: v1\nkind: Service\nmetadata: { name: extra, namespace: default }\nspec:\n  type: LoadBalancer\n  ports: [{ port: 80 }]\n`);
+    const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'extra.yaml'), '--etcd', etcd.endpoint]);
+    assert.equal(applied.code, 0, applied.stdout + applied.stderr);
+    const item = page.locator('li[data-kind="allocated"]', { hasText: 'default/extra' }).first();
+    await item.waitFor({ timeout: 10_000 });
+    const ip = /allocated (\S+) to/.exec((await item.textContent()) ?? '')?.[1];
+    assert.ok(ip, 'the allocation names its IP');
+    await page.locator(`tr[data-ip="${ip}"] td.owner`).filter({ hasNotText: 'nobody' }).waitFor({ timeout: 10_000 });
+  });
+
   test('a rejected manifest appears with its reason', async () => {
     const bad = `apiVersion: v1
 kind: Service
