@@ -56,6 +56,7 @@ unit_tests=(
   test/api/metrics.test.ts
   test/api/view-server.test.ts
   test/api/grafana-dashboard.test.ts
+  test/api/view-web.test.ts
   test/core/events.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/worker-parser.test.ts
