@@ -124,6 +124,7 @@ export class Agent implements Disposable {
   /** The cluster view's timeline: in etcd (shared, survives restarts) or in memory. */
   readonly journal: EventJournal;
   private readonly viewStore: EtcdViewStore | undefined;
+  private readonly poolsListeners = new Set<() => void>();
   private readonly ownersListeners = new Set<(changes: ReadonlyMap<string, string | null>) => void>();
   private lastOwners: ReadonlyMap<string, string> = new Map();
   private ownersDiffQueued = false;
@@ -502,6 +503,7 @@ export class Agent implements Disposable {
 
   /** New and removed allocations, recorded by the allocator alone (every node computes the same). */
   private allocationsChanged(ingress: ReadonlyMap<string, readonly string[]>): void {
+    for (const l of this.poolsListeners) l();
     const before = this.lastIngress;
     this.lastIngress = ingress;
     if (!before) return; // the first state is the baseline, not news
@@ -555,7 +557,17 @@ export class Agent implements Disposable {
       },
       onNodes: (l) => this.viewStore?.onNodes(l) ?? (() => {}),
       counters: () => Object.fromEntries(this.replies()),
+      pools: () => this.viewPools(),
+      onPools: (l) => {
+        this.poolsListeners.add(l);
+        return () => this.poolsListeners.delete(l);
+      },
     };
+  }
+
+  private viewPools() {
+    const cp = this.controlPlane.status();
+    return [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({ pool, total: p.total.toString(), used: p.used.toString(), free: p.available.toString(), conflicting: p.conflicting, disabled: p.disabled }));
   }
 
   private replies(): Map<string, number> {

@@ -46,6 +46,8 @@ function source(ring: EventRing): ViewSource & { owners: (c: Map<string, string 
     },
     onNodes: () => () => {},
     counters: () => ({}),
+    pools: () => [],
+    onPools: () => () => {},
     owners: (c) => ownersListener(c),
   };
 }

@@ -173,6 +173,8 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     const ip = /allocated (\S+) to/.exec((await item.textContent()) ?? '')?.[1];
     assert.ok(ip, 'the allocation names its IP');
     await page.locator(`tr[data-ip="${ip}"] td.owner`).filter({ hasNotText: 'nobody' }).waitFor({ timeout: 10_000 });
+    // The pool counts follow, live.
+    await page.locator('tr[data-pool="view-pool"] td:nth-child(3)', { hasText: /^5$/ }).waitFor({ timeout: 10_000 });
   });
 
   test('a rejected manifest appears with its reason', async () => {

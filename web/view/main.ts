@@ -63,6 +63,10 @@ class Page {
       this.view.nodes = JSON.parse((m as MessageEvent<string>).data) as ViewNode[];
       this.renderNodes();
     });
+    source.addEventListener('pools', (m) => {
+      this.view.pools = JSON.parse((m as MessageEvent<string>).data) as ViewSnapshot['pools'];
+      this.renderPools();
+    });
     source.addEventListener('counters', (m) => this.onCounters(JSON.parse((m as MessageEvent<string>).data) as { at: number; replies: Record<string, number> }));
     source.addEventListener('reload', () => void this.load().then(() => this.connect()));
     source.addEventListener('open', () => this.setLive(true));

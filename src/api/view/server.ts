@@ -30,6 +30,9 @@ export interface ViewSource {
   onOwners(listener: (changes: ReadonlyMap<string, string | null>) => void): () => void;
   /** Called when the node list changed (the client reloads the snapshot's nodes). */
   onNodes(listener: () => void): () => void;
+  /** Pools (size, used, free, conflicts), pushed when allocations change. */
+  pools(): ViewSnapshot['pools'];
+  onPools(listener: () => void): () => void;
   /** Answers per IP on this node (pushed every `countersMs`). */
   counters(): Record<string, number>;
 }
@@ -101,6 +104,7 @@ export class ViewHandler {
     this.unsubscribe.push(
       source.onOwners((changes) => this.broadcast('owners', Object.fromEntries(changes))),
       source.onNodes(() => this.broadcast('nodes', this.source.snapshot().nodes)),
+      source.onPools(() => this.broadcast('pools', this.source.pools())),
     );
   }
 
