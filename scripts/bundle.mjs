@@ -84,6 +84,20 @@ if (result.metafile) {
   console.log(await analyzeMetafile(result.metafile));
 }
 
+// The cluster view's page script (web/view/, plain TypeScript modules): one
+// browser file, dist/view/app.js, which the agent serves (src/api/view/server.ts).
+await build({
+  entryPoints: [resolve(root, 'web/view/main.ts')],
+  outfile: resolve(dist, 'view/app.js'),
+  bundle: true,
+  format: 'iife',
+  platform: 'browser',
+  target: 'es2022',
+  minify: true,
+  sourcemap: true,
+  logLevel: 'warning',
+});
+
 // The code cache: V8's compiled code for the bundle after the agent command's
 // modules have been initialised (`herald agent --help`), written by bin/herald
 // on exit. A cache V8 refuses (another Node version or V8 flags) is ignored.

@@ -12,6 +12,7 @@ packages=(
   nftables                                # bench/policy: the interval-set peer of the policy datapath
   etcd-server keepalived bird2 gobgpd     # coordination store, the peers we measure against, a second BGP implementation
   wrk nftables                            # bench/lb: load generator, the nftables DNAT peer
+  chromium                                # the cluster view's browser tests (playwright-core drives it)
   ca-certificates curl gcc
 )
 missing=()

@@ -64,6 +64,10 @@ unit_tests=(
   test/api/status-server.test.ts
   test/api/status-rows.test.ts
   test/api/metrics.test.ts
+  test/api/view-server.test.ts
+  test/api/grafana-dashboard.test.ts
+  test/api/view-web.test.ts
+  test/core/events.test.ts
   test/intent/sources/files.test.ts
   test/intent/sources/worker-parser.test.ts
   test/intent/sources/etcd.test.ts
@@ -93,6 +97,7 @@ lab_tests=(
   test/datapath/policy/policy-prog.lab.test.ts
   test/datapath/policy/policy-traffic.lab.test.ts
   test/datapath/policy/policy-agent.lab.test.ts
+  test/api/view.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts

@@ -7,6 +7,7 @@ export { EtcdIntentSource } from './intent/sources/etcd.js';
 export { EtcdIpamCoordinator } from './store/etcd/ipam.js';
 export { EtcdOwnership, etcdOwnershipDefaults } from './store/etcd/ownership.js';
 export { EtcdSession, etcdSessionDefaults } from './store/etcd/session.js';
+export { EtcdViewStore } from './store/etcd/view-store.js';
 export { NodeClaim, nodeClaimWait } from './store/etcd/node-claim.js';
 export { PacketOwnerWatch, ownerWatchDefaults } from './datapath/owner-watch.js';
 

@@ -43,6 +43,11 @@ import type { IntentSource } from './intent/sources/source.js';
 import type { IntentSnapshot } from './intent/snapshot.js';
 import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
+import { MemoryJournal, type EventBody, type EventJournal } from './core/events.js';
+import { buildView } from './api/view/model.js';
+import { ViewHandler, ViewServer, type ViewSource } from './api/view/server.js';
+import type { EtcdViewStore } from './store/etcd/view-store.js';
+import { readFileSync } from 'node:fs';
 import type { EtcdModules } from './agent-etcd.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
 import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
@@ -94,6 +99,10 @@ export interface AgentConfig {
   bgp?: { routerId: string; bfd?: BfdOptions };
   /** L4 load balancing of service IPs in eBPF (--lb-interfaces); off when unset. */
   lb?: LbOptions;
+  /** The cluster view over TCP (a browser); loopback unless a token is given. */
+  viewListen?: { host: string; port: number };
+  /** Bearer token required by the view (required beyond loopback). */
+  viewToken?: string;
 }
 
 interface BgpStack {
@@ -125,6 +134,15 @@ export class Agent implements Disposable {
   private readonly intentReport: IntentReport;
   /** Service traffic policy: pipeline, service-policy table, tc program (agent-policy.ts). */
   readonly policy: AgentPolicy;
+  /** The cluster view's timeline: in etcd (shared, survives restarts) or in memory. */
+  readonly journal: EventJournal;
+  private readonly viewStore: EtcdViewStore | undefined;
+  private readonly poolsListeners = new Set<() => void>();
+  private readonly ownersListeners = new Set<(changes: ReadonlyMap<string, string | null>) => void>();
+  private lastOwners: ReadonlyMap<string, string> = new Map();
+  private ownersDiffQueued = false;
+  private lastIngress: ReadonlyMap<string, readonly string[]> | undefined;
+  private viewHandler: ViewHandler | undefined;
 
   /** Builds an agent, loading the etcd store's modules first when the configuration uses etcd. */
   static async create(config: AgentConfig, log: Logger, clock: Clock = systemClock): Promise<Agent> {
@@ -148,13 +166,15 @@ export class Agent implements Disposable {
     this.session = etcd && config.store === 'etcd' ? this.store.add(new etcd.EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcd.etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
     this.source = this.makeSource(); // manifests from files or etcd
+    this.viewStore = etcd && this.session ? this.store.add(new etcd.EtcdViewStore(this.session, config.node, log.child({ module: 'view' }))) : undefined;
+    this.journal = this.viewStore ?? new MemoryJournal(config.node);
     this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
         ? new etcd.EtcdOwnership(
             this.session,
             config.node,
-            { clock, log: log.child({ module: 'ownership' }), watch: this.ownerWatch },
+            { clock, log: log.child({ module: 'ownership' }), watch: this.ownerWatch, events: (e) => this.journal.record(e), onOwners: () => this.ownersMayHaveChanged() },
             { ...etcd.etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
           )
         : undefined;
@@ -177,18 +197,15 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
-        ...(config.bgp || config.lb
-          ? {
-              onServiceIps: (inputs: BgpInputs) => {
-                // This node's own backends first (health checks), then BGP's desired state with their results.
-                if (this.bgp) {
-                  this.bgp.health.setTargets(healthTargets(inputs.snapshot, inputs.node.name));
-                  this.bgp.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
-                }
-                this.lb?.control.update(inputs);
-              },
-            }
-          : {}),
+        onServiceIps: (inputs: BgpInputs) => {
+          this.allocationsChanged(inputs.ingress);
+          // This node's own backends first (health checks), then BGP's desired state with their results.
+          if (this.bgp) {
+            this.bgp.health.setTargets(healthTargets(inputs.snapshot, inputs.node.name));
+            this.bgp.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
+          }
+          this.lb?.control.update(inputs);
+        },
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
         },
@@ -268,11 +285,14 @@ export class Agent implements Disposable {
     await this.lb?.stack.start();
     await this.jobs.start();
     await this.session?.start();
+    if (this.session) this.watchStoreOutages(this.session);
     // Refuse a second agent with our --node on this store before acting on anything.
     if (this.session && this.etcd) {
       const { NodeClaim, nodeClaimWait, etcdSessionDefaults } = this.etcd;
       await this.store.add(new NodeClaim(this.session, this.config.node, { clock: this.clock, log: this.log }, nodeClaimWait(etcdSessionDefaults.ttlSeconds))).claim();
     }
+    await this.viewStore?.start();
+    this.record({ kind: 'node-started', version: heraldVersion() });
     await this.controlPlane.start();
     // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
     // policy (an interface losing carrier withdraws its IPs, Cilium #35507).
@@ -285,9 +305,23 @@ export class Agent implements Disposable {
     );
     intent.controlPlaneReady();
     await intent.loaded;
+    // On the status socket (owner-only permissions) no token is asked: the socket is the access control.
+    const view = new ViewHandler(this.viewSource());
+    this.viewHandler = view;
+    this.store.add({ dispose: () => view.dispose() });
+    if (this.viewStore) {
+      const vs = this.viewStore;
+      this.jobs.timer('view-card', () => vs.publishCard(this.nodeCard()), 2000);
+    }
+    this.jobs.timer('view-owners', () => this.ownersMayHaveChanged(), 1000);
+    const viewListen = this.config.viewListen;
+    if (viewListen) {
+      const server = new ViewServer(viewListen, new ViewHandler(this.viewSource(), undefined, this.config.viewToken));
+      this.jobs.hook('view-server', { start: () => server.start(), stop: () => server.dispose() });
+    }
     const statusSocket = this.config.statusSocket;
     if (statusSocket) {
-      const server = new StatusServer(statusSocket, () => this.status(), { '/v1/policy': () => this.policy.detail() });
+      const server = new StatusServer(statusSocket, () => this.status(), { '/v1/policy': () => this.policy.detail() }, (req, res) => req.url !== '/' && view.handle(req, res));
       this.jobs.hook('status-server', { start: () => server.start(), stop: () => server.dispose() });
     }
     const metricsListen = this.config.metricsListen;
@@ -346,6 +380,8 @@ export class Agent implements Disposable {
           if ('errors' in problem) this.intentReport.rejectedErrors(problem.errors, new Date());
           else this.intentReport.rejectedError(problem.error, new Date());
           this.log.error({ source: source.name, errors: text }, 'intent rejected; the previous good state stays in force');
+          // With etcd every node reads the same intent: the allocator alone records the rejection (once on the timeline).
+          if (this.config.store !== 'etcd' || this.controlPlane.status().allocator === this.config.node) this.record({ kind: 'intent-rejected', reasons: text.split('\n').filter(Boolean).slice(0, 20).map((r) => r.slice(0, 500)) });
         },
         onWarnings: (warnings) => this.log.warn({ warnings: formatErrors(warnings) }, 'intent warnings'),
       })
@@ -482,6 +518,7 @@ export class Agent implements Disposable {
    * without waiting for the lease to expire — and never while we still answer.
    */
   async drain(): Promise<void> {
+    await this.record({ kind: 'node-stopping' }); // before the lease goes: the view names the cause of the moves
     await this.ownership.release();
     await this.controlPlane.idle();
     const withdrawn = await this.l2.reconciler?.settled();
@@ -506,6 +543,139 @@ export class Agent implements Disposable {
   dispose(): void {
     this.store.dispose();
   }
+
+  // ---- the cluster view -------------------------------------------------
+
+  private record(body: EventBody): Promise<void> {
+    return this.journal.record(body).catch(() => {});
+  }
+
+  /** Store outages on the timeline: recorded when the store answers again (nothing can be stored while it does not). */
+  private watchStoreOutages(session: EtcdSession): void {
+    let lostAt: number | undefined;
+    let reason = '';
+    session.onState((s) => {
+      if (s === 'lost' && lostAt === undefined) {
+        lostAt = Date.now();
+        reason = session.lostReason ?? 'unknown';
+      } else if (s === 'live' && lostAt !== undefined) {
+        const outageMs = Date.now() - lostAt;
+        lostAt = undefined;
+        void this.record({ kind: 'store-lost', reason });
+        void this.record({ kind: 'store-live', outageMs });
+      }
+    });
+  }
+
+  /** New and removed allocations, recorded by the allocator alone (every node computes the same). */
+  private allocationsChanged(ingress: ReadonlyMap<string, readonly string[]>): void {
+    for (const l of this.poolsListeners) l();
+    const before = this.lastIngress;
+    this.lastIngress = ingress;
+    if (!before) return; // the first state is the baseline, not news
+    const allocator = this.controlPlane.status().allocator;
+    if (this.config.store === 'etcd' && allocator !== this.config.node) return;
+    let n = 0;
+    for (const [service, ips] of ingress) {
+      const old = new Set(before.get(service) ?? []);
+      for (const ip of ips) if (!old.has(ip) && n++ < 50) void this.record({ kind: 'allocated', service, ip });
+    }
+    for (const [service, ips] of before) {
+      const now = new Set(ingress.get(service) ?? []);
+      for (const ip of ips) if (!now.has(ip) && n++ < 50) void this.record({ kind: 'freed', service, ip });
+    }
+  }
+
+  /** Diffs the cluster's owners (coalesced): open pages get only what moved. */
+  private ownersMayHaveChanged(): void {
+    if (this.ownersDiffQueued) return;
+    this.ownersDiffQueued = true;
+    queueMicrotask(() => {
+      this.ownersDiffQueued = false;
+      const now = this.ownership.view().owners;
+      const changes = new Map<string, string | null>();
+      for (const [ip, node] of now) if (this.lastOwners.get(ip) !== node) changes.set(ip, node);
+      for (const ip of this.lastOwners.keys()) if (!now.has(ip)) changes.set(ip, null);
+      this.lastOwners = new Map(now);
+      if (changes.size > 0) for (const l of this.ownersListeners) l(changes);
+    });
+  }
+
+  private nodeCard() {
+    const st = this.controlPlane.status();
+    return {
+      version: heraldVersion(),
+      startedAt: new Date(this.startedAt).toISOString(),
+      // Where it announces, or would when it owns an IP (its candidates' interfaces).
+      interfaces: [...new Set([...this.db.readTxn().list(l2AnnounceTable).map((r) => r.iface), ...st.candidates.flatMap((c) => c.interfaces)])].sort(),
+      owned: this.ownership.view().owned.size,
+      ...(st.lastError ? { lastError: st.lastError } : {}),
+    };
+  }
+
+  private viewSource(): ViewSource {
+    return {
+      ring: this.journal.ring,
+      snapshot: () => this.viewSnapshot(),
+      onOwners: (l) => {
+        this.ownersListeners.add(l);
+        return () => this.ownersListeners.delete(l);
+      },
+      onNodes: (l) => this.viewStore?.onNodes(l) ?? (() => {}),
+      counters: () => Object.fromEntries(this.replies()),
+      pools: () => this.viewPools(),
+      onPools: (l) => {
+        this.poolsListeners.add(l);
+        return () => this.poolsListeners.delete(l);
+      },
+    };
+  }
+
+  private viewPools() {
+    const cp = this.controlPlane.status();
+    return [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({ pool, total: p.total.toString(), used: p.used.toString(), free: p.available.toString(), conflicting: p.conflicting, disabled: p.disabled }));
+  }
+
+  private replies(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [k, v] of this.l2.datapath.maps.responders.entries()) out.set(k.ip, (out.get(k.ip) ?? 0) + Number(v.replies));
+    return out;
+  }
+
+  /** The view's snapshot (also what the page loads first). */
+  viewSnapshot() {
+    const cp = this.controlPlane.status();
+    const session = this.session?.status();
+    const card = this.nodeCard();
+    const routes = this.bgp ? this.bgp.control.status().routes : [];
+    return buildView({
+      node: this.config.node,
+      version: card.version,
+      store: this.config.store,
+      startedAt: card.startedAt,
+      lease: session ? `${session.state}${session.lease ? ` (lease ${session.lease}, valid ${(session.validForMs / 1000).toFixed(1)}s)` : ''}` : 'local',
+      lastError: cp.lastError ?? null,
+      interfaces: card.interfaces,
+      services: new Map([...(cp.ipam?.services ?? new Map())].map(([k, a]) => [k, a.ingress])),
+      owners: this.ownership.view().owners,
+      bgpAdvertised: new Set(routes.map((r) => r.ip)),
+      replies: this.replies(),
+      peers: this.viewStore?.nodes() ?? new Map(),
+      pools: [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({ pool, total: p.total.toString(), used: p.used.toString(), available: p.available.toString(), conflicting: p.conflicting, disabled: p.disabled })),
+      rejected: this.intentReport.status().rejected,
+      conflicts: this.l2.conflicts.records().map((c) => ({ ip: c.ip, foreignMac: c.foreignMac, claims: c.claims })),
+      garp: this.l2.garp.stats,
+      events: this.journal.ring.list(),
+      lastEventId: this.journal.ring.last,
+    });
+  }
+}
+
+let versionText: string | undefined;
+/** herald's version (package.json), read once. */
+function heraldVersion(): string {
+  versionText ??= (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  return versionText;
 }
 
 /** HERALD_WIRE_FILTER=off reads every ARP frame in JavaScript again: only to measure what the socket filter saves (bench/wire-filter). */

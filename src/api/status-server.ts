@@ -15,7 +15,7 @@
  * dispose only the socket this server created is removed (same inode).
  */
 import { chmodSync, linkSync, lstatSync, mkdirSync, mkdtempSync, rmSync, unlinkSync, type Stats } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { HeraldError } from '../core/errors.js';
@@ -97,6 +97,8 @@ export class StatusServer {
     private readonly provider: () => unknown,
     /** More read-only documents by path (e.g. /v1/policy). */
     private readonly routes: Readonly<Record<string, () => unknown>> = {},
+    /** Other read-only paths (the cluster view): true when it answered. */
+    private readonly extra?: (req: IncomingMessage, res: ServerResponse) => boolean,
   ) {}
 
   async start(): Promise<void> {
@@ -104,13 +106,19 @@ export class StatusServer {
     mkdirSync(dir, { recursive: true, mode: 0o755 });
     await claimStatusSocketPath(this.socketPath);
     const server = createServer((req, res) => {
-      const extra = req.url !== undefined && Object.hasOwn(this.routes, req.url) ? this.routes[req.url] : undefined;
-      if (req.method !== 'GET' || (req.url !== '/v1/status' && req.url !== '/' && !extra)) {
+      const route = req.url !== undefined && Object.hasOwn(this.routes, req.url) ? this.routes[req.url] : undefined;
+      if (req.url !== '/v1/status' && !route && this.extra?.(req, res)) return;
+      if (req.method !== 'GET') {
+        req.resume();
+        res.writeHead(405, { allow: 'GET', connection: 'close', 'content-type': 'application/json' }).end(JSON.stringify({ error: 'read-only: only GET is served' }));
+        return;
+      }
+      if (req.url !== '/v1/status' && req.url !== '/' && !route) {
         res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not found' }));
         return;
       }
       try {
-        const body = JSON.stringify((extra ?? this.provider)(), (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
+        const body = JSON.stringify((route ?? this.provider)(), (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
         res.writeHead(200, { 'content-type': 'application/json' }).end(body);
       } catch (e) {
         res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: String(e) }));

@@ -32,6 +32,11 @@ export const subcommands: readonly SubcommandEntry[] = [
     description: "service traffic policy: repository and realized revision, each service's effective rules, drop counters; trace a packet",
     load: async () => (await import('./commands/policy.js')).policyCommand(),
   },
+  {
+    name: 'events',
+    description: 'follow the cluster timeline: allocations, ownership moves with cause and gap, store outages, rejected intent',
+    load: async () => (await import('./commands/events.js')).eventsCommand(),
+  },
   { name: 'map', description: 'inspect the datapath maps (read live from the pinned maps)', load: async () => (await import('./commands/map.js')).mapCommand() },
   { name: 'ct', description: 'load balancer connection tracking: list (remaining lifetimes by the kernel clock), flush, stats', load: async () => (await import('./commands/ct.js')).ctCommand() },
   { name: 'datapath', description: 'manage the kernel side of the datapath', load: async () => (await import('./commands/datapath.js')).datapathCommand() },

@@ -2,6 +2,9 @@ import { parseIp } from '../../core/addr.js';
 import { parseNodeLabels } from '../../intent/node-labels.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { HeraldError } from '../../core/errors.js';
+import { parseViewListen } from '../../api/view/server.js';
 import { Agent } from '../../agent.js';
 import { defaultStatusSocket } from '../../api/status-server.js';
 import { parseAnnouncement } from '../../controlplane/static-announcements.js';
@@ -42,6 +45,8 @@ interface AgentOptions {
   pruneGrace: number;
   statusSocket?: string;
   metricsListen?: string;
+  viewListen?: string;
+  viewTokenFile?: string;
   onStoreLoss: 'withdraw' | 'keep';
   localRoutes?: boolean;
   logFormat: LogFormat;
@@ -135,6 +140,8 @@ export function agentCommand(): Command {
     .addOption(durationOption('--prune-grace <duration>', 'at start, keep pinned entries this long at most while intent loads', reconcilerDefaults.initGraceMs))
     .option('--status-socket <path>', 'unix socket of the read-only status API (default /run/herald/<node>.sock)')
     .option('--metrics-listen <addr>', 'serve Prometheus metrics on host:port (off by default)')
+    .option('--view-listen <addr>', 'serve the cluster view (page, JSON, event stream) on host:port; loopback unless --view-token-file is given (off by default; always on the status socket)')
+    .option('--view-token-file <path>', 'bearer token the view requires (needed to bind --view-listen beyond loopback)')
     .addOption(
       new Option('--on-store-loss <mode>', 'etcd unreachable: withdraw (never two owners) or keep announcing (availability first)')
         .choices(['withdraw', 'keep'])
@@ -221,6 +228,7 @@ export function agentCommand(): Command {
                   },
                 }
               : {}),
+            ...viewOptions(opts),
             ...(opts.metricsListen ? { metricsListen: (await import('../../api/metrics.js')).parseListen(opts.metricsListen) } : {}),
           },
           log,
@@ -258,4 +266,22 @@ function parseRouterId(v: string): string {
   const ip = parseIp(v);
   if (!ip || ip.family !== 'IPv4') throw new Error(`--bgp-router-id ${v}: expected an IPv4 address`);
   return ip.text;
+}
+
+/** --view-listen and its token: refused (coded error) when the address reaches beyond loopback without a token. */
+function viewOptions(opts: AgentOptions): { viewListen?: { host: string; port: number }; viewToken?: string } {
+  const token = opts.viewTokenFile ? readViewToken(opts.viewTokenFile) : undefined;
+  if (!opts.viewListen) return token ? { viewToken: token } : {};
+  return { viewListen: parseViewListen(opts.viewListen, token), ...(token ? { viewToken: token } : {}) };
+}
+
+function readViewToken(path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8').trim();
+  } catch (e) {
+    throw new HeraldError('HERALD_BAD_ARGUMENT', `--view-token-file ${path}: ${(e as Error).message}`);
+  }
+  if (text.length < 16 || text.length > 4096 || /\s/.test(text)) throw new HeraldError('HERALD_BAD_ARGUMENT', `--view-token-file ${path}: the token must be 16 to 4096 characters without spaces`);
+  return text;
 }

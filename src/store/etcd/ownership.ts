@@ -24,6 +24,7 @@ import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { isIpv4 } from '../../core/addr.js';
 import { Trigger } from '../../core/trigger.js';
+import type { EventBody, OwnershipCause } from '../../core/events.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch, WatchTarget } from '../../controlplane/ownership/edges.js';
 import type { EtcdSession } from './session.js';
@@ -55,6 +56,8 @@ export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withd
 const NO_LEASE = '0';
 /** Keys per contention transaction (etcd refuses more than 128 operations per branch by default). */
 const CONTEND_CHUNK = 100;
+/** Timeline events recorded per claim or release batch (a cold start of 10k IPs records this many, not 10k). */
+const EVENTS_PER_BATCH = 50;
 
 /** A free IP to claim; `late` when we are not its preferred node and waited the contention delay. */
 /** An owned IP to give up, and why (logged). */
@@ -77,6 +80,13 @@ export interface OwnershipStatus {
   keysMovedToNewLease: number;
   /** Why this node owns nothing right now (undefined when it owns something, or nothing is expected). */
   notOwningReason?: string;
+}
+
+/** Why an IP was given up, as a cause the view understands. */
+function releaseCause(why: string): OwnershipCause {
+  if (why.startsWith('handing over')) return 'spread-rebalance';
+  if (why.startsWith('no longer a candidate')) return 'link-or-policy';
+  return 'unknown';
 }
 
 export function rendezvousScore(node: string, ip: string): string {
@@ -116,6 +126,10 @@ export class EtcdOwnership implements OwnershipBackend {
   private readonly handedOverAt = new Map<string, number>();
   /** ip → node → monotonic ms until which that preferred node is skipped (it left the IP unclaimed). */
   private readonly skipped = new Map<string, Map<string, number>>();
+  /** ip → the other owner whose key we saw vanish, and when (monotonic ms): the start of a takeover's gap. */
+  private readonly gone = new Map<string, { node: string; atMs: number }>();
+  /** node → monotonic ms at which we fenced it out. */
+  private readonly fencedAt = new Map<string, number>();
   /** Stale (lease-less) keys already warned about, so the log names each once. */
   private readonly warnedStale = new Set<string>();
   private readonly counters = { staleKeysIgnored: 0, staleKeysRemoved: 0, fencesIssued: 0, keysMovedToNewLease: 0 };
@@ -142,7 +156,7 @@ export class EtcdOwnership implements OwnershipBackend {
   constructor(
     private readonly session: EtcdSession,
     private readonly nodeName: string,
-    private readonly deps: { clock: Clock; log: Logger; watch?: OwnerWatch },
+    private readonly deps: { clock: Clock; log: Logger; watch?: OwnerWatch; events?: (e: EventBody) => void | Promise<void>; onOwners?: () => void },
     private readonly opts: EtcdOwnershipOptions = etcdOwnershipDefaults,
   ) {
     this.ownersPrefix = `${session.prefix}owners/`;
@@ -282,6 +296,7 @@ export class EtcdOwnership implements OwnershipBackend {
   private applyPut(key: string, value: string, lease: string, modRevision: string): void {
     if (key.startsWith(this.ownersPrefix)) {
       const ip = key.slice(this.ownersPrefix.length);
+      this.deps.onOwners?.();
       if (lease === NO_LEASE) {
         this.owners.delete(ip);
         this.staleKey(key, modRevision, lease);
@@ -304,7 +319,11 @@ export class EtcdOwnership implements OwnershipBackend {
 
   private applyDelete(key: string): void {
     if (key.startsWith(this.ownersPrefix)) {
-      this.owners.delete(key.slice(this.ownersPrefix.length));
+      const ip = key.slice(this.ownersPrefix.length);
+      const prev = this.owners.get(ip);
+      if (prev && prev.node !== this.nodeName) this.gone.set(ip, { node: prev.node, atMs: monotonicMs(this.deps.clock) });
+      this.deps.onOwners?.();
+      this.owners.delete(ip);
     } else if (key.startsWith(this.candidatesPrefix)) {
       const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
       if (!ip || !node) return;
@@ -511,6 +530,10 @@ export class EtcdOwnership implements OwnershipBackend {
   private async fence(node: string): Promise<void> {
     if (this.disposed || this.released || !this.session.leaseId) return;
     const leases = new Set([...this.owners.values()].filter((o) => o.node === node).map((o) => o.lease));
+    if (leases.size > 0) {
+      this.fencedAt.set(node, monotonicMs(this.deps.clock));
+      await this.deps.events?.({ kind: 'owner-fenced', fenced: node, ips: [...this.owners].filter(([, o]) => o.node === node).map(([ip]) => ip).slice(0, 100) });
+    }
     for (const lease of leases) {
       try {
         await this.session.client.leaseClient.leaseRevoke({ ID: lease });
@@ -562,6 +585,21 @@ export class EtcdOwnership implements OwnershipBackend {
     return false;
   }
 
+  /** A claim of ours, with the previous owner and the gap since its key vanished (when we saw it go). */
+  private recordTook(ip: string): void {
+    if (!this.deps.events) return;
+    const gone = this.gone.get(ip);
+    this.gone.delete(ip);
+    const now = monotonicMs(this.deps.clock);
+    if (!gone || now - gone.atMs > 60_000) {
+      this.deps.events({ kind: 'owner-took', ip, hint: 'free' });
+      return;
+    }
+    const fenced = this.fencedAt.get(gone.node);
+    const hint = fenced !== undefined && now - fenced < 10_000 ? 'fenced' : 'lease-ended';
+    this.deps.events({ kind: 'owner-took', ip, from: gone.node, gapMs: Math.round(now - gone.atMs), hint });
+  }
+
   /** Runs sync() again at `at` (the earliest pending request wins). */
   private resyncAt(at: number): void {
     this.passes.triggerAt(at + 10);
@@ -592,6 +630,7 @@ export class EtcdOwnership implements OwnershipBackend {
   private async contend(contentions: readonly Contention[]): Promise<void> {
     const client = this.session.client;
     let changed = false;
+    let tookRecorded = 0;
     for (let i = 0; i < contentions.length; i += CONTEND_CHUNK) {
       let pending = contentions.slice(i, i + CONTEND_CHUNK);
       for (let round = 0; pending.length > 0 && round <= CONTEND_CHUNK; round++) {
@@ -608,6 +647,8 @@ export class EtcdOwnership implements OwnershipBackend {
           for (const [n, { ip, late }] of pending.entries()) {
             this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
             this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+            if (tookRecorded++ < EVENTS_PER_BATCH) this.recordTook(ip);
+            else this.gone.delete(ip);
             // We handed this IP over and had to take it back: the preferred node
             // never claimed it. Skip it for this IP instead of flapping forever.
             const handedOver = this.handedOverAt.get(ip);
@@ -661,6 +702,9 @@ export class EtcdOwnership implements OwnershipBackend {
     // keys kept as the fence); the next sync retries the deletes.
     const client = this.session.client;
     const ours = releases.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName);
+    // Recorded before the keys go: the view sees why before it sees the successor.
+    // Bounded: a mass release (10k IPs) records its first EVENTS_PER_BATCH.
+    await Promise.all(ours.slice(0, EVENTS_PER_BATCH).map(({ ip, why }) => this.deps.events?.({ kind: 'owner-released', ip, why, cause: releaseCause(why) })));
     const unfinished = new Set<string>();
     for (let i = 0; i < ours.length; i += CONTEND_CHUNK) {
       let pending = ours.slice(i, i + CONTEND_CHUNK);

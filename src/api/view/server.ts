@@ -1,0 +1,285 @@
+/**
+ * The cluster view over HTTP, read-only: the page (GET /), its script
+ * (GET /app.js), the snapshot (GET /v1/view) and the live stream
+ * (GET /v1/events, server-sent events). Every other method is refused (405):
+ * there is no write path.
+ *
+ * Served on the status socket (for `herald events`) and, with
+ * `--view-listen HOST:PORT`, over TCP for a browser: loopback by default;
+ * any other address needs a bearer token (`--view-token-file`), checked on
+ * every request, the page included (`?token=` for a browser's first load,
+ * then a cookie-free Authorization header from the script).
+ *
+ * The stream never blocks the agent: each client's pending bytes are bounded
+ * (`maxClientBytes`); a client that does not read (a stalled browser, a dead
+ * peer) is cut off and resumes from its Last-Event-ID when it comes back.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { isIP } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { HeraldError } from '../../core/errors.js';
+import type { ClusterEvent, EventRing, Follower } from '../../core/events.js';
+import type { ViewSnapshot } from './model.js';
+
+export interface ViewSource {
+  snapshot(): ViewSnapshot;
+  readonly ring: EventRing;
+  /** Called with the IPs whose owner changed (null: no owner now). */
+  onOwners(listener: (changes: ReadonlyMap<string, string | null>) => void): () => void;
+  /** Called when the node list changed (the client reloads the snapshot's nodes). */
+  onNodes(listener: () => void): () => void;
+  /** Pools (size, used, free, conflicts), pushed when allocations change. */
+  pools(): ViewSnapshot['pools'];
+  onPools(listener: () => void): () => void;
+  /** Answers per IP on this node (pushed every `countersMs`). */
+  counters(): Record<string, number>;
+}
+
+export interface ViewServerOptions {
+  /** Pending bytes per client before it is cut off. */
+  maxClientBytes: number;
+  /** How often counters are pushed to open pages. */
+  countersMs: number;
+  /** Clients at once (each holds one follower and one socket). */
+  maxClients: number;
+}
+
+export const viewServerDefaults: ViewServerOptions = { maxClientBytes: 1 << 20, countersMs: 1000, maxClients: 64 };
+
+const viewError = (message: string) => new HeraldError('HERALD_VIEW', message);
+
+/** The front end, built by scripts/bundle.mjs from web/view/ (dist/view/app.js). */
+function loadAsset(): string {
+  try {
+    return readFileSync(fileURLToPath(new URL('../../../dist/view/app.js', import.meta.url)), 'utf8');
+  } catch {
+    return `document.body.textContent = 'herald: the view front end is not built (npm run build)';`;
+  }
+}
+
+const page = (script: string) => `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>herald cluster view</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+</head><body><div id="app">loading…</div><script src="${script}"></script></body></html>
+`;
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
+}
+
+/** Parses HOST:PORT ([v6]:PORT); refuses a non-loopback host without a token. */
+export function parseViewListen(text: string, token: string | undefined): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
+  const host = m?.[1] ?? m?.[2];
+  const port = Number(m?.[3]);
+  if (!m || !host || !Number.isInteger(port) || port < 0 || port > 65535) throw new HeraldError('HERALD_BAD_ARGUMENT', `--view-listen ${text}: expected HOST:PORT`);
+  if (!isLoopback(host) && !token) {
+    throw new HeraldError('HERALD_VIEW_TOKEN_REQUIRED', `--view-listen ${text} is reachable beyond this machine: give a bearer token with --view-token-file`);
+  }
+  return { host, port };
+}
+
+interface Client {
+  res: ServerResponse;
+  follower: Follower;
+  closed: boolean;
+}
+
+export class ViewHandler {
+  private readonly clients = new Set<Client>();
+  private readonly asset = loadAsset();
+  private countersTimer: NodeJS.Timeout | undefined;
+  private readonly unsubscribe: Array<() => void> = [];
+  /** Clients cut off for not reading. */
+  cutOff = 0;
+
+  constructor(
+    private readonly source: ViewSource,
+    private readonly opts: ViewServerOptions = viewServerDefaults,
+    /** Required bearer token (undefined: none, loopback only). */
+    private readonly token?: string,
+  ) {
+    this.unsubscribe.push(
+      source.onOwners((changes) => this.broadcast('owners', Object.fromEntries(changes))),
+      source.onNodes(() => this.broadcast('nodes', this.source.snapshot().nodes)),
+      source.onPools(() => this.broadcast('pools', this.source.pools())),
+    );
+  }
+
+  get clientCount(): number {
+    return this.clients.size;
+  }
+
+  /** Handles a request; false when the path is not the view's (the caller answers it). */
+  handle(req: IncomingMessage, res: ServerResponse): boolean {
+    const url = new URL(req.url ?? '/', 'http://view');
+    const paths = ['/', '/index.html', '/app.js', '/v1/view', '/v1/events'];
+    if (!paths.includes(url.pathname)) return false;
+    if (req.method !== 'GET') {
+      req.resume(); // a body is never read, only drained
+      res.writeHead(405, { allow: 'GET', connection: 'close', 'content-type': 'application/json' }).end(JSON.stringify({ error: 'read-only: only GET is served' }));
+      return true;
+    }
+    if (this.token !== undefined && !this.authorized(req, url)) {
+      res.writeHead(401, { 'www-authenticate': 'Bearer', 'content-type': 'application/json' }).end(JSON.stringify({ error: 'a bearer token is required' }));
+      return true;
+    }
+    const headers = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
+    switch (url.pathname) {
+      case '/':
+      case '/index.html':
+        res.writeHead(200, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': "default-src 'self'; style-src 'self' 'unsafe-inline'" })
+          // The token the page was opened with (already checked) goes to its script too.
+          .end(page(this.token !== undefined ? `app.js?token=${encodeURIComponent(this.token)}` : 'app.js'));
+        return true;
+      case '/app.js':
+        res.writeHead(200, { ...headers, 'content-type': 'text/javascript; charset=utf-8' }).end(this.asset);
+        return true;
+      case '/v1/view':
+        res.writeHead(200, { ...headers, 'content-type': 'application/json' }).end(JSON.stringify(this.source.snapshot()));
+        return true;
+      default:
+        this.stream(req, res, url);
+        return true;
+    }
+  }
+
+  private authorized(req: IncomingMessage, url: URL): boolean {
+    const header = req.headers.authorization ?? '';
+    const given = header.startsWith('Bearer ') ? header.slice(7) : (url.searchParams.get('token') ?? '');
+    const a = Buffer.from(given);
+    const b = Buffer.from(this.token ?? '');
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  private stream(req: IncomingMessage, res: ServerResponse, url: URL): void {
+    if (this.clients.size >= this.opts.maxClients) {
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '5' }).end(JSON.stringify({ error: 'too many view clients' }));
+      return;
+    }
+    const lastHeader = req.headers['last-event-id'];
+    const afterText = (Array.isArray(lastHeader) ? lastHeader[0] : lastHeader) ?? url.searchParams.get('after') ?? undefined;
+    const after = afterText !== undefined && /^\d{1,16}$/.test(afterText) ? Number(afterText) : undefined;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    res.socket?.setNoDelay(true);
+    const client: Client = { res, follower: undefined as unknown as Follower, closed: false };
+    // Follow first, then replay: an event added in between is in both; ids filter it.
+    let sentUpTo = after ?? 0;
+    const flush = () => {
+      if (client.closed) return;
+      if (client.follower.overflowed) return this.cut(client, 'overflow');
+      const events = client.follower.drain().filter((e) => e.id > sentUpTo);
+      if (events.length === 0) return;
+      this.send(client, events);
+      sentUpTo = events[events.length - 1]!.id;
+    };
+    client.follower = this.source.ring.follow(() => queueMicrotask(flush));
+    this.clients.add(client);
+    res.write(`retry: 1000\n\n`);
+    if (after !== undefined) {
+      const { events, gap } = this.source.ring.since(after);
+      if (gap) this.write(client, `event: reload\ndata: {"reason":"events were dropped from the ring; reload the snapshot"}\n\n`);
+      if (events.length > 0) {
+        this.send(client, events);
+        sentUpTo = events[events.length - 1]!.id;
+      }
+    } else {
+      sentUpTo = this.source.ring.last;
+    }
+    this.ensureCounters();
+    const done = () => this.drop(client);
+    req.on('close', done);
+    res.on('error', done);
+  }
+
+  private send(client: Client, events: readonly ClusterEvent[]): void {
+    let text = '';
+    for (const e of events) text += `id: ${e.id}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`;
+    this.write(client, text);
+  }
+
+  private write(client: Client, text: string): void {
+    if (client.closed) return;
+    if (client.res.writableLength + text.length > this.opts.maxClientBytes) return this.cut(client, 'slow');
+    client.res.write(text);
+  }
+
+  private broadcast(event: string, data: unknown): void {
+    if (this.clients.size === 0) return;
+    const text = `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+    for (const c of this.clients) this.write(c, text);
+  }
+
+  /** A client that does not keep up is cut off: it reconnects with its Last-Event-ID. */
+  private cut(client: Client, _why: 'slow' | 'overflow'): void {
+    this.cutOff++;
+    this.drop(client);
+    client.res.destroy();
+  }
+
+  private drop(client: Client): void {
+    if (client.closed) return;
+    client.closed = true;
+    client.follower.close();
+    this.clients.delete(client);
+    if (this.clients.size === 0 && this.countersTimer) {
+      clearInterval(this.countersTimer);
+      this.countersTimer = undefined;
+    }
+  }
+
+  private ensureCounters(): void {
+    if (this.countersTimer) return;
+    this.countersTimer = setInterval(() => this.broadcast('counters', { at: Date.now(), replies: this.source.counters() }), this.opts.countersMs);
+    this.countersTimer.unref();
+  }
+
+  dispose(): void {
+    for (const u of this.unsubscribe) u();
+    for (const c of [...this.clients]) {
+      this.drop(c);
+      c.res.end();
+    }
+    if (this.countersTimer) clearInterval(this.countersTimer);
+  }
+}
+
+/** The view over TCP (a browser's way in). */
+export class ViewServer {
+  private server: Server | undefined;
+
+  constructor(
+    private readonly listen: { host: string; port: number },
+    private readonly handler: ViewHandler,
+  ) {}
+
+  async start(): Promise<void> {
+    const server = createServer((req, res) => {
+      if (!this.handler.handle(req, res)) {
+        const status = req.method === 'GET' ? 404 : 405;
+        req.resume();
+        res.writeHead(status, { connection: 'close', 'content-type': 'application/json', ...(status === 405 ? { allow: 'GET' } : {}) }).end(JSON.stringify({ error: status === 404 ? 'not found' : 'read-only: only GET is served' }));
+      }
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (e) => reject(viewError(`--view-listen ${this.listen.host}:${this.listen.port}: ${(e as Error).message}`)));
+      server.listen(this.listen.port, this.listen.host, () => resolve());
+    });
+    server.unref();
+    this.server = server;
+  }
+
+  get address(): { host: string; port: number } | undefined {
+    const a = this.server?.address();
+    return a && typeof a === 'object' ? { host: a.address, port: a.port } : undefined;
+  }
+
+  dispose(): void {
+    this.handler.dispose();
+    this.server?.closeAllConnections();
+    this.server?.close();
+    this.server = undefined;
+  }
+}

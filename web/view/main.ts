@@ -1,0 +1,276 @@
+/**
+ * The cluster view's page: one snapshot (GET /v1/view), then live updates
+ * from the event stream (GET /v1/events, server-sent events) — no polling,
+ * no reload. Plain DOM; bundled by esbuild (scripts/bundle.mjs) into
+ * dist/view/app.js, which the agent serves.
+ */
+import type { ClusterEvent } from '../../src/core/events.js';
+import type { ViewIp, ViewNode, ViewSnapshot } from '../../src/api/view/model.js';
+import { describeEvent } from '../../src/api/view/describe.js';
+import { el, sparkline, STYLE } from './dom.js';
+
+const token = new URLSearchParams(location.search).get('token');
+const withToken = (path: string) => (token ? `${path}${path.includes('?') ? '&' : '?'}token=${encodeURIComponent(token)}` : path);
+
+/** Samples of answers per second for the rate graph, per IP. */
+const HISTORY = 30;
+
+class Page {
+  private view!: ViewSnapshot;
+  private readonly rows = new Map<string, HTMLTableRowElement>();
+  private readonly rates = new Map<string, number[]>();
+  private lastCounters: { at: number; replies: Record<string, number> } | undefined;
+  private events: ClusterEvent[] = [];
+  private source: EventSource | undefined;
+  private readonly root = document.getElementById('app')!;
+  private readonly parts = {
+    header: el('header'),
+    nodes: el('section', { id: 'nodes' }),
+    ips: el('section', { id: 'ips' }),
+    pools: el('section', { id: 'pools' }),
+    rejected: el('section', { id: 'rejected' }),
+    timeline: el('section', { id: 'timeline' }),
+  };
+  private timelineList = el('ol', { class: 'timeline' });
+
+  async start(): Promise<void> {
+    document.head.append(el('style', {}, STYLE));
+    this.root.replaceChildren(
+      this.parts.header,
+      el('div', { class: 'grid' }, el('div', {}, this.parts.nodes, this.parts.pools, this.parts.rejected), this.parts.timeline),
+      this.parts.ips,
+    );
+    await this.load();
+    performance.mark('herald-view-rendered'); // the page is complete and interactive (bench/view reads it)
+    this.connect();
+  }
+
+  private async load(): Promise<void> {
+    const res = await fetch(withToken('/v1/view'), { cache: 'no-store' });
+    if (!res.ok) throw new Error(`GET /v1/view: ${res.status}`);
+    this.view = (await res.json()) as ViewSnapshot;
+    this.events = [...this.view.events];
+    this.renderAll();
+  }
+
+  private connect(): void {
+    this.source?.close();
+    const source = new EventSource(withToken(`/v1/events?after=${this.view.lastEventId}`));
+    this.source = source;
+    source.addEventListener('event', (m) => this.onEvent(JSON.parse((m as MessageEvent<string>).data) as ClusterEvent));
+    source.addEventListener('owners', (m) => this.onOwners(JSON.parse((m as MessageEvent<string>).data) as Record<string, string | null>));
+    source.addEventListener('nodes', (m) => {
+      this.view.nodes = JSON.parse((m as MessageEvent<string>).data) as ViewNode[];
+      this.renderNodes();
+    });
+    source.addEventListener('pools', (m) => {
+      this.view.pools = JSON.parse((m as MessageEvent<string>).data) as ViewSnapshot['pools'];
+      this.renderPools();
+    });
+    source.addEventListener('counters', (m) => this.onCounters(JSON.parse((m as MessageEvent<string>).data) as { at: number; replies: Record<string, number> }));
+    source.addEventListener('reload', () => void this.load().then(() => this.connect()));
+    source.addEventListener('open', () => this.setLive(true));
+    source.addEventListener('error', () => this.setLive(false));
+  }
+
+  private setLive(live: boolean): void {
+    this.parts.header.querySelector('.live')?.replaceChildren(live ? 'live' : 'reconnecting…');
+    this.parts.header.querySelector('.live')?.setAttribute('data-live', String(live));
+  }
+
+  private onEvent(e: ClusterEvent): void {
+    if (this.events.length > 0 && e.id <= this.events[this.events.length - 1]!.id) return; // already shown
+    this.events.push(e);
+    if (this.events.length > 500) this.events.splice(0, this.events.length - 500);
+    this.timelineList.prepend(this.eventItem(e));
+    while (this.timelineList.childElementCount > 500) this.timelineList.lastElementChild?.remove();
+    if (e.kind === 'allocated') this.addService(e.ip, e.service);
+    if (e.kind === 'owner-took') this.setOwner(e.ip, e.node, e.at);
+    if (e.kind === 'intent-rejected') {
+      this.view.rejected = { at: e.at, errors: e.reasons.map((reason) => ({ file: '', document: null, object: null, field: '', reason })) };
+      this.renderRejected();
+    }
+  }
+
+  private onOwners(changes: Record<string, string | null>): void {
+    for (const [ip, owner] of Object.entries(changes)) {
+      const current = this.ipIndex().get(ip);
+      if (current && current.owner === owner) continue;
+      this.setOwner(ip, owner, owner ? new Date().toISOString() : null);
+    }
+    this.renderNodes();
+  }
+
+  private setOwner(ip: string, owner: string | null, since: string | null): void {
+    let item = this.ipIndex().get(ip);
+    if (!item) {
+      item = { ip, family: ip.includes(':') ? 6 : 4, services: [], mode: 'L2', owner, advertisedBy: [], since, replies: null };
+      this.view.ips.push(item);
+      this.ipsIndex?.set(ip, item);
+      this.renderIps();
+      return;
+    }
+    if (item.owner === owner && item.since) return;
+    item.owner = owner;
+    item.since = since;
+    const row = this.rows.get(ip);
+    if (row) this.fillRow(row, item);
+  }
+
+  private addService(ip: string, service: string): void {
+    const item = this.ipIndex().get(ip);
+    if (!item) {
+      this.view.ips.push({ ip, family: ip.includes(':') ? 6 : 4, services: [service], mode: 'L2', owner: null, advertisedBy: [], since: null, replies: null });
+      this.renderIps();
+      return;
+    }
+    if (item.services.includes(service)) return;
+    item.services.push(service);
+    const row = this.rows.get(ip);
+    if (row) row.children[1]!.textContent = item.services.join(', ');
+  }
+
+  private ipsIndex: Map<string, ViewIp> | undefined;
+  private ipIndex(): Map<string, ViewIp> {
+    if (!this.ipsIndex || this.ipsIndex.size !== this.view.ips.length) this.ipsIndex = new Map(this.view.ips.map((x) => [x.ip, x]));
+    return this.ipsIndex;
+  }
+
+  private onCounters(c: { at: number; replies: Record<string, number> }): void {
+    const prev = this.lastCounters;
+    this.lastCounters = c;
+    const index = this.ipIndex();
+    for (const [ip, replies] of Object.entries(c.replies)) {
+      const item = index.get(ip);
+      if (!item) continue;
+      const before = prev?.replies[ip];
+      const rate = before === undefined || prev === undefined ? 0 : Math.max(0, (replies - before) / ((c.at - prev.at) / 1000));
+      const h = this.rates.get(ip) ?? [];
+      h.push(rate);
+      if (h.length > HISTORY) h.shift();
+      this.rates.set(ip, h);
+      if (item.replies === replies && h.length > 2 && h[h.length - 2] === rate) continue;
+      item.replies = replies;
+      const row = this.rows.get(ip);
+      if (row) this.fillCounters(row, item);
+    }
+  }
+
+  private renderAll(): void {
+    const v = this.view;
+    this.parts.header.replaceChildren(
+      el('h1', {}, 'herald cluster view'),
+      el('span', { class: 'meta' }, `served by ${v.node} · herald ${v.version} · store ${v.store} · gratuitous ARP sent ${v.garp.sent}`),
+      el('span', { class: 'live', 'data-live': 'false' }, 'connecting…'),
+    );
+    this.renderNodes();
+    this.renderIps();
+    this.renderPools();
+    this.renderRejected();
+    this.timelineList.replaceChildren(...[...this.events].reverse().map((e) => this.eventItem(e)));
+    this.parts.timeline.replaceChildren(el('h2', {}, 'Timeline'), this.timelineList);
+  }
+
+  private renderNodes(): void {
+    const owned = new Map<string, number>();
+    for (const x of this.view.ips) if (x.owner) owned.set(x.owner, (owned.get(x.owner) ?? 0) + 1);
+    this.parts.nodes.replaceChildren(
+      el('h2', {}, `Nodes (${this.view.nodes.filter((n) => n.alive).length} alive)`),
+      table(
+        ['node', 'state', 'lease', 'interfaces', 'IPs owned', 'version', 'last error'],
+        this.view.nodes.map((n) =>
+          el(
+            'tr',
+            { 'data-node': n.name, class: n.alive ? '' : 'dead' },
+            el('td', {}, n.name + (n.self ? ' (this page)' : '')),
+            el('td', { class: 'state' }, n.alive ? 'alive' : 'gone'),
+            el('td', {}, n.lease),
+            el('td', {}, n.interfaces.join(', ') || '-'),
+            el('td', { class: 'owned' }, String(owned.get(n.name) ?? 0)),
+            el('td', {}, n.version || '-'),
+            el('td', { class: 'error' }, n.lastError ?? ''),
+          ),
+        ),
+      ),
+    );
+  }
+
+  private renderIps(): void {
+    this.rows.clear();
+    // One HTML string for the rows (10,000 rows built element by element took seconds), then each row filled.
+    const body = el('tbody');
+    body.innerHTML = this.view.ips
+      .map((x) => `<tr data-ip="${esc(x.ip)}"><td class="ip">${esc(x.ip)}</td><td>${esc(x.services.join(', ') || '-')}</td><td>IPv${x.family}</td><td class="mode"></td><td class="owner"></td><td class="since"></td><td class="replies"></td><td class="rate"></td></tr>`)
+      .join('');
+    const rows = body.children;
+    for (let k = 0; k < rows.length; k++) {
+      const row = rows[k] as HTMLTableRowElement;
+      const x = this.view.ips[k]!;
+      this.fillRow(row, x, false);
+      this.fillCounters(row, x);
+      this.rows.set(x.ip, row);
+    }
+    const t = table(['IP', 'services', 'family', 'mode', 'owner', 'since', 'answers here', 'answers/s'], []);
+    t.querySelector('tbody')!.replaceWith(body);
+    this.parts.ips.replaceChildren(el('h2', {}, `Service IPs (${this.view.ips.length})`), t);
+  }
+
+  private fillRow(row: HTMLTableRowElement, x: ViewIp, flash = true): void {
+    const cells = row.children;
+    cells[3]!.textContent = x.mode + (x.advertisedBy.length ? ` (${x.advertisedBy.join(', ')})` : '');
+    cells[4]!.textContent = x.owner ?? 'nobody';
+    cells[4]!.className = x.owner ? 'owner' : 'owner none';
+    cells[5]!.textContent = x.since ? new Date(x.since).toLocaleTimeString() : '-';
+    if (!flash) return;
+    row.classList.remove('moved');
+    void row.offsetWidth;
+    row.classList.add('moved');
+  }
+
+  private fillCounters(row: HTMLTableRowElement, x: ViewIp): void {
+    row.children[6]!.textContent = x.replies === null ? '-' : String(x.replies);
+    const h = this.rates.get(x.ip);
+    if (h && h.length > 1) row.children[7]!.replaceChildren(sparkline(h));
+  }
+
+  private renderPools(): void {
+    this.parts.pools.replaceChildren(
+      el('h2', {}, 'Pools'),
+      table(
+        ['pool', 'size', 'used', 'free', 'conflicts'],
+        this.view.pools.map((p) => el('tr', { 'data-pool': p.pool }, el('td', {}, p.pool), el('td', {}, p.total), el('td', {}, p.used), el('td', {}, p.free), el('td', { class: p.conflicting ? 'error' : '' }, p.conflicting ? 'conflicting' : p.disabled ? 'disabled' : 'none'))),
+      ),
+    );
+  }
+
+  private renderRejected(): void {
+    const r = this.view.rejected;
+    this.parts.rejected.replaceChildren(
+      el('h2', {}, 'Rejected intent'),
+      r
+        ? el('div', { class: 'rejected' }, el('p', {}, `rejected at ${new Date(r.at).toLocaleTimeString()} — the previous good intent stays in force`), el('ul', {}, ...r.errors.map((e) => el('li', {}, [e.file, e.object, e.field].filter(Boolean).join(' ') + (e.file || e.object || e.field ? ': ' : '') + e.reason))))
+        : el('p', { class: 'quiet' }, 'none'),
+    );
+  }
+
+  private eventItem(e: ClusterEvent): HTMLElement {
+    const cause = e.kind === 'owner-took' ? (e.cause ?? '') : e.kind === 'owner-released' ? e.cause : '';
+    return el(
+      'li',
+      { 'data-id': String(e.id), 'data-kind': e.kind, ...(cause ? { 'data-cause': cause } : {}), class: e.kind },
+      el('time', {}, new Date(e.at).toLocaleTimeString()),
+      el('b', {}, e.node),
+      el('span', { class: 'what' }, describeEvent(e)),
+    );
+  }
+}
+
+const esc = (t: string) => t.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function table(headers: string[], rows: HTMLElement[]): HTMLTableElement {
+  return el('table', {}, el('thead', {}, el('tr', {}, ...headers.map((h) => el('th', {}, h)))), el('tbody', {}, ...rows)) as HTMLTableElement;
+}
+
+void new Page().start().catch((e: unknown) => {
+  document.getElementById('app')!.textContent = `herald cluster view: ${String(e)}`;
+});
