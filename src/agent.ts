@@ -43,6 +43,10 @@ import type { IntentSnapshot } from './intent/snapshot.js';
 import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
 import type { EtcdModules } from './agent-etcd.js';
+import type { KubeModules } from './agent-kube.js';
+import type { KubeClient } from './intent/sources/kube-client.js';
+import type { KubernetesIntentSource } from './intent/sources/kubernetes.js';
+import type { ServiceStatusWriter } from './store/kubernetes/service-status.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
 import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
 import type { EtcdSession } from './store/etcd/session.js';
@@ -66,6 +70,8 @@ export interface AgentConfig {
   manifests?: string;
   store: 'local' | 'etcd';
   etcd: { endpoints: string[]; prefix: string };
+  /** Intent from a Kubernetes API server (informers) and status written back; in-cluster credentials unless `kubeconfig`. */
+  kubernetes?: { kubeconfig?: string };
   stateDir: string;
   /** Size cap and YAML bounds of manifests (files or etcd); default manifestLimitDefaults. */
   manifestLimits?: ManifestLimits;
@@ -105,6 +111,8 @@ export class Agent implements Disposable {
   /** The same object as `ownership` with the etcd store (for its liveness gate and HA status). */
   private readonly etcdOwnership: EtcdOwnership | undefined;
   private readonly source: IntentSource | undefined;
+  /** Kubernetes mode: LB-IPAM results written to Service status. */
+  private readonly statusWriter: ServiceStatusWriter | undefined;
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
@@ -116,7 +124,9 @@ export class Agent implements Disposable {
   /** Builds an agent, loading the etcd store's modules first when the configuration uses etcd. */
   static async create(config: AgentConfig, log: Logger, clock: Clock = systemClock): Promise<Agent> {
     const etcd = config.store === 'etcd' ? await import('./agent-etcd.js') : undefined;
-    return new Agent(config, log, clock, etcd);
+    const kube = config.kubernetes ? await import('./agent-kube.js') : undefined;
+    const kubeClient = kube && config.kubernetes ? await kube.KubeClient.create(config.kubernetes) : undefined;
+    return new Agent(config, log, clock, etcd, kube && kubeClient ? { modules: kube, client: kubeClient } : undefined);
   }
 
   constructor(
@@ -125,7 +135,11 @@ export class Agent implements Disposable {
     private readonly clock: Clock = systemClock,
     /** The etcd store's modules; required with `store: 'etcd'` (Agent.create loads them). */
     private readonly etcd?: EtcdModules,
+    /** Kubernetes mode: client-node's modules and the API client (Agent.create loads them). */
+    private readonly kube?: { modules: KubeModules; client: KubeClient },
   ) {
+    if (config.kubernetes && !kube) throw new HeraldError('HERALD_INTERNAL', 'a Kubernetes agent needs its client (use Agent.create)');
+    if (config.kubernetes && config.manifests) throw new HeraldError('HERALD_BAD_ARGUMENT', '--kubernetes and --manifests are two intent sources: use one');
     if (config.store === 'etcd' && !etcd) throw new HeraldError('HERALD_INTERNAL', 'an etcd agent needs the etcd modules (use Agent.create)');
     this.intentReport = new IntentReport(config.node);
     // infra
@@ -134,7 +148,11 @@ export class Agent implements Disposable {
     const sender = this.store.add(new PacketFrameSender()); // gratuitous ARP frames out
     this.session = etcd && config.store === 'etcd' ? this.store.add(new etcd.EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcd.etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
-    this.source = this.makeSource(); // manifests from files or etcd
+    this.source = this.makeSource(); // manifests from files, etcd or Kubernetes informers
+    this.statusWriter =
+      kube && this.source instanceof kube.modules.KubernetesIntentSource
+        ? this.store.add(makeStatusWriter(kube, this.source, log.child({ module: 'service-status' })))
+        : undefined;
     this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
@@ -164,7 +182,14 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
-        ...(config.bgp ? { onServiceIps: (inputs: BgpInputs) => this.bgp?.control.update(inputs) } : {}),
+        ...(config.bgp || kube
+          ? {
+              onServiceIps: (inputs: BgpInputs) => {
+                this.bgp?.control.update(inputs);
+                this.statusWriter?.update(inputs.ingress); // Kubernetes: Service.status.loadBalancer.ingress
+              },
+            }
+          : {}),
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
         },
@@ -203,6 +228,7 @@ export class Agent implements Disposable {
     const log = this.log.child({ module: 'intent' });
     const limits = this.config.manifestLimits;
     if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log, ...(limits ? { limits } : {}) }));
+    if (this.kube) return this.store.add(new this.kube.modules.KubernetesIntentSource({ client: this.kube.client, log, ...(limits ? { limits } : {}) }));
     if (this.config.store === 'etcd' && this.etcd) {
       return this.store.add(new this.etcd.EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log, ...(limits ? { limits } : {}) }));
     }
@@ -439,4 +465,8 @@ export class Agent implements Disposable {
 /** HERALD_WIRE_FILTER=off reads every ARP frame in JavaScript again: only to measure what the socket filter saves (bench/wire-filter). */
 function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
   return { ...defaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
+}
+
+function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, log: Logger): ServiceStatusWriter {
+  return new kube.modules.ServiceStatusWriter({ client: kube.client, cached: (name, namespace) => source.cached('Service', name, namespace), log });
 }
