@@ -4,6 +4,7 @@
  */
 export { KubeClient } from './intent/sources/kube-client.js';
 export { KubernetesIntentSource } from './intent/sources/kubernetes.js';
+export { LeaseOwnership, leaseOwnershipDefaults } from './store/kubernetes/lease-ownership.js';
 export { ServiceStatusWriter } from './store/kubernetes/service-status.js';
 
 export type KubeModules = typeof import('./agent-kube.js');

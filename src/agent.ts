@@ -47,6 +47,7 @@ import type { KubeModules } from './agent-kube.js';
 import type { KubeClient } from './intent/sources/kube-client.js';
 import type { KubernetesIntentSource } from './intent/sources/kubernetes.js';
 import type { ServiceStatusWriter } from './store/kubernetes/service-status.js';
+import type { LeaseOwnership } from './store/kubernetes/lease-ownership.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
 import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
 import type { EtcdSession } from './store/etcd/session.js';
@@ -71,7 +72,7 @@ export interface AgentConfig {
   store: 'local' | 'etcd';
   etcd: { endpoints: string[]; prefix: string };
   /** Intent from a Kubernetes API server (informers) and status written back; in-cluster credentials unless `kubeconfig`. */
-  kubernetes?: { kubeconfig?: string };
+  kubernetes?: { kubeconfig?: string; namespace?: string; leaseDurationS?: number; leaseRenewMs?: number };
   stateDir: string;
   /** Size cap and YAML bounds of manifests (files or etcd); default manifestLimitDefaults. */
   manifestLimits?: ManifestLimits;
@@ -113,6 +114,8 @@ export class Agent implements Disposable {
   private readonly source: IntentSource | undefined;
   /** Kubernetes mode: LB-IPAM results written to Service status. */
   private readonly statusWriter: ServiceStatusWriter | undefined;
+  /** The same object as `ownership` in Kubernetes mode (for its liveness gate). */
+  private readonly kubeOwnership: LeaseOwnership | undefined;
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
@@ -139,6 +142,7 @@ export class Agent implements Disposable {
     private readonly kube?: { modules: KubeModules; client: KubeClient },
   ) {
     if (config.kubernetes && !kube) throw new HeraldError('HERALD_INTERNAL', 'a Kubernetes agent needs its client (use Agent.create)');
+    if (config.kubernetes && config.store === 'etcd') throw new HeraldError('HERALD_BAD_ARGUMENT', '--kubernetes coordinates through Leases: leave out --store etcd');
     if (config.kubernetes && config.manifests) throw new HeraldError('HERALD_BAD_ARGUMENT', '--kubernetes and --manifests are two intent sources: use one');
     if (config.store === 'etcd' && !etcd) throw new HeraldError('HERALD_INTERNAL', 'an etcd agent needs the etcd modules (use Agent.create)');
     this.intentReport = new IntentReport(config.node);
@@ -149,10 +153,6 @@ export class Agent implements Disposable {
     this.session = etcd && config.store === 'etcd' ? this.store.add(new etcd.EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcd.etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
     this.source = this.makeSource(); // manifests from files, etcd or Kubernetes informers
-    this.statusWriter =
-      kube && this.source instanceof kube.modules.KubernetesIntentSource
-        ? this.store.add(makeStatusWriter(kube, this.source, log.child({ module: 'service-status' })))
-        : undefined;
     this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
@@ -163,7 +163,13 @@ export class Agent implements Disposable {
             { ...etcd.etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
           )
         : undefined;
-    this.ownership = this.store.add(this.etcdOwnership ?? new LocalOwnership(config.node)); // per-IP ownership
+    // Kubernetes: one Lease per node, one per owned IP (written only when ownership moves)
+    this.kubeOwnership = kube ? makeLeaseOwnership(kube, config, log.child({ module: 'ownership' })) : undefined;
+    this.ownership = this.store.add(this.etcdOwnership ?? this.kubeOwnership ?? new LocalOwnership(config.node)); // per-IP ownership
+    this.statusWriter =
+      kube && this.source instanceof kube.modules.KubernetesIntentSource
+        ? this.store.add(makeStatusWriter(kube, this.source, this.kubeOwnership, config.node, log.child({ module: 'service-status' })))
+        : undefined;
     this.controlPlane = this.store.add(
       new ControlPlane({
         db: this.db,
@@ -203,8 +209,8 @@ export class Agent implements Disposable {
     this.l2 = this.store.add(
       new L2Stack(
         // The heartbeat answers to the store session: no stamp while our lease may have lapsed.
-        { db: this.db, links: this.links, sender, clock, log, ...(this.etcdOwnership ? { livenessGate: this.etcdOwnership.livenessGate() } : {}) },
-        { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' } },
+        { db: this.db, links: this.links, sender, clock, log, ...(this.etcdOwnership ?? this.kubeOwnership ? { livenessGate: (this.etcdOwnership ?? this.kubeOwnership)!.livenessGate() } : {}) },
+        { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' || Boolean(config.kubernetes) } },
       ),
     );
   }
@@ -467,6 +473,23 @@ function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
   return { ...defaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
 }
 
-function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, log: Logger): ServiceStatusWriter {
-  return new kube.modules.ServiceStatusWriter({ client: kube.client, cached: (name, namespace) => source.cached('Service', name, namespace), log });
+/** One writer of Service status at a time: the live node (by node Lease) with the lowest name; no extra API writes to decide it. */
+function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, ownership: LeaseOwnership | undefined, node: string, log: Logger): ServiceStatusWriter {
+  return new kube.modules.ServiceStatusWriter({
+    client: kube.client,
+    cached: (name, namespace) => source.cached('Service', name, namespace),
+    log,
+    ...(ownership ? { active: () => ownership.status().liveNodes[0] === node } : {}),
+  });
+}
+
+function makeLeaseOwnership(kube: { modules: KubeModules; client: KubeClient }, config: AgentConfig, log: Logger): LeaseOwnership {
+  const k = config.kubernetes ?? {};
+  const d = kube.modules.leaseOwnershipDefaults;
+  return new kube.modules.LeaseOwnership(kube.client, config.node, { log }, {
+    ...d,
+    ...(k.namespace ? { namespace: k.namespace } : {}),
+    ...(k.leaseDurationS ? { durationS: k.leaseDurationS } : {}),
+    ...(k.leaseRenewMs ? { renewMs: k.leaseRenewMs } : {}),
+  });
 }

@@ -28,6 +28,9 @@ interface AgentOptions {
   etcdPrefix: string;
   kubernetes?: boolean;
   kubeconfig?: string;
+  kubeNamespace: string;
+  kubeLeaseDuration: number;
+  kubeLeaseRenew: number;
   stateDir?: string;
   announce: string[];
   bpfPinDir?: string;
@@ -78,6 +81,9 @@ export function agentCommand(): Command {
     .option('--etcd-prefix <prefix>', 'key prefix of herald in etcd', '/herald/')
     .option('--kubernetes', 'read intent from the Kubernetes API server (informers) and write Service status back; in-cluster credentials unless --kubeconfig')
     .option('--kubeconfig <path>', 'with --kubernetes: a kubeconfig file instead of the in-cluster service account')
+    .option('--kube-namespace <ns>', 'with --kubernetes: namespace of herald\'s Leases', 'herald-system')
+    .option('--kube-lease-duration <seconds>', 'with --kubernetes: duration of the node Lease (an owner that stops renewing is replaced after this long)', parsePositiveInt, 6)
+    .addOption(durationOption('--kube-lease-renew <duration>', 'with --kubernetes: renewal interval of the node Lease (one API write per node per interval)', 2000))
     .option('--max-manifest-size <size>', 'refuse a manifest file or stored object larger than this (e.g. 4MiB); it is not read', parseByteSize, manifestLimitDefaults.maxBytes)
     .option('--state-dir <dir>', 'where local state (LB-IPAM allocations) is kept (default /var/lib/herald/<node>)')
     .option('--announce <ip@interface>', 'also answer ARP (IPv4) or NDP (IPv6) for this address on this interface (repeatable)', collect, [])
@@ -144,7 +150,9 @@ export function agentCommand(): Command {
             ...(opts.manifests ? { manifests: opts.manifests } : {}),
             store: opts.store,
             etcd: { endpoints: opts.etcd, prefix: opts.etcdPrefix },
-            ...(opts.kubernetes ? { kubernetes: { ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}) } } : {}),
+            ...(opts.kubernetes
+              ? { kubernetes: { ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}), namespace: opts.kubeNamespace, leaseDurationS: opts.kubeLeaseDuration, leaseRenewMs: opts.kubeLeaseRenew } }
+              : {}),
             stateDir: opts.stateDir ?? join('/var/lib/herald', opts.node),
             manifestLimits: { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize },
             announcements: opts.announce.map(parseAnnouncement),
@@ -153,7 +161,7 @@ export function agentCommand(): Command {
               responderMapSize: opts.responderMapSize,
               liveness: {
                 intervalMs: opts.livenessInterval,
-                maxAgeMs: opts.livenessMaxAge ?? (opts.store === 'etcd' ? livenessDefaults.maxAgeMs : LOCAL_STORE_LIVENESS_MAX_AGE_MS),
+                maxAgeMs: opts.livenessMaxAge ?? (opts.store === 'etcd' || opts.kubernetes ? livenessDefaults.maxAgeMs : LOCAL_STORE_LIVENESS_MAX_AGE_MS),
               },
             },
             garp: { count: opts.garpCount, intervalMs: opts.garpInterval },

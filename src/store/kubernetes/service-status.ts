@@ -71,11 +71,26 @@ export class ServiceStatusWriter implements Disposable {
       cached: (name: string, namespace: string) => KubeObject | undefined;
       log: Logger;
       clock?: Clock;
+      /** Whether this node is the one writer now (default: always); looked at on every pass. */
+      active?: () => boolean;
+      /** Desired and cached state are compared again this often (a new writer takes over; a status someone overwrote is restored). */
+      resyncMs?: number;
     },
     private readonly opts: ServiceStatusOptions = serviceStatusDefaults,
   ) {
     this.tokens = opts.burst;
     this.tokensAt = this.now();
+    this.scheduleResync();
+  }
+
+  private resyncTimer: TimerHandle | undefined;
+
+  private scheduleResync(): void {
+    if (this.disposed) return;
+    this.resyncTimer = this.clock.setTimeout(() => {
+      this.recheck();
+      this.scheduleResync();
+    }, this.deps.resyncMs ?? 5000);
   }
 
   private get clock(): Clock {
@@ -96,6 +111,11 @@ export class ServiceStatusWriter implements Disposable {
 
   /** Compares desired with the cache (also after the cache changed) and schedules what differs. */
   recheck(): void {
+    if (this.deps.active && !this.deps.active()) {
+      this.due.clear();
+      this.stats.pending = 0;
+      return;
+    }
     for (const [key, want] of this.desired) {
       const [namespace, name] = splitKey(key);
       const obj = this.deps.cached(name, namespace);
@@ -114,6 +134,7 @@ export class ServiceStatusWriter implements Disposable {
   dispose(): void {
     this.disposed = true;
     this.timer?.cancel();
+    this.resyncTimer?.cancel();
   }
 
   private kick(delayMs = 0): void {

@@ -9,17 +9,17 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { silentLogger } from '../../src/core/logger.js';
-import type { ManifestDiagnostic } from '../../src/intent/diagnostics.js';
-import type { IntentSnapshot } from '../../src/intent/snapshot.js';
-import { KubeClient } from '../../src/intent/sources/kube-client.js';
-import { KubernetesIntentSource } from '../../src/intent/sources/kubernetes.js';
-import { renderCrds } from '../../scripts/gen-crds.js';
-import { TcpProxy, hostPort } from '../helpers/etcd.js';
-import { applyObject, applyYaml, deleteObject, startKube, type KubeServer } from '../helpers/kube.js';
+import { silentLogger } from '../../../src/core/logger.js';
+import type { ManifestDiagnostic } from '../../../src/intent/diagnostics.js';
+import type { IntentSnapshot } from '../../../src/intent/snapshot.js';
+import { KubeClient } from '../../../src/intent/sources/kube-client.js';
+import { KubernetesIntentSource } from '../../../src/intent/sources/kubernetes.js';
+import { renderCrds } from '../../../scripts/gen-crds.js';
+import { TcpProxy, hostPort } from '../../helpers/etcd.js';
+import { applyObject, applyYaml, deleteObject, startKube, type KubeServer } from '../../helpers/kube.js';
 
 let kube: KubeServer;
-const ROOT = new URL('../../', import.meta.url);
+const ROOT = new URL('../../../', import.meta.url);
 
 before(async () => {
   kube = await startKube();
@@ -170,5 +170,22 @@ test('an API server restart withdraws nothing; a compacted resourceVersion (410 
   } finally {
     source.dispose();
     await proxy.close();
+  }
+});
+
+test('the deployment manifests pass server-side dry-run with strict field validation', async () => {
+  const { parseAllDocuments } = await import('yaml');
+  const { objectPaths } = await import('../../helpers/kube.js');
+  for (const file of ['deploy/kubernetes/daemonset.yaml', 'deploy/kubernetes/rbac.yaml', 'deploy/kubernetes/crds.yaml']) {
+    for (const doc of parseAllDocuments(readFileSync(new URL(file, ROOT), 'utf8'))) {
+      const obj = doc.toJS() as any;
+      if (!obj) continue;
+      const { collection, item } = objectPaths(obj);
+      const exists = (await kube.api('GET', item)).status === 200;
+      const res = exists
+        ? await kube.api('PUT', `${item}?dryRun=All&fieldValidation=Strict`, { ...obj, metadata: { ...obj.metadata, resourceVersion: (await kube.api('GET', item)).body.metadata.resourceVersion } })
+        : await kube.api('POST', `${collection}?dryRun=All&fieldValidation=Strict`, obj);
+      assert.ok(res.status < 300, `${file} ${obj.kind}/${obj.metadata.name}: ${res.status} ${res.text}`);
+    }
   }
 });
