@@ -39,7 +39,7 @@ export interface KubeServer {
   api(method: string, path: string, body?: unknown, contentType?: string): Promise<{ status: number; body: any; text: string }>;
   /** kube-apiserver's /metrics text (admin). */
   metrics(): Promise<string>;
-  /** SIGTERM kube-apiserver and start it again on the same port and etcd. */
+  /** Stops kube-apiserver (SIGTERM; SIGKILL after 2 s) and starts it again on the same port and etcd. */
   restartApiserver(): Promise<void>;
   stop(): Promise<void>;
   output(): string;
@@ -195,11 +195,14 @@ export async function startKube(opts: { readyTimeoutMs?: number } = {}): Promise
       await new Promise((r) => setTimeout(r, 200));
     }
   };
-  const signal = async (sig: NodeJS.Signals): Promise<void> => {
+  /** SIGTERM, then SIGKILL after `graceMs`: a graceful shutdown waits up to a minute for open watches to end. */
+  const signal = async (sig: NodeJS.Signals, graceMs = 2000): Promise<void> => {
     const proc = child;
     if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
     proc.kill(sig);
+    const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
     await exited;
+    clearTimeout(timer);
   };
   try {
     await launch();

@@ -47,9 +47,21 @@ export interface LeaseOwnershipOptions {
   readonly safetyMs: number;
   /** Non-preferred nodes wait this long before claiming a free (or expired) IP. */
   readonly contendDelayMs: number;
+  /** A more preferred node must have been live this long before a holder hands an IP over to it. */
+  readonly handoverHoldMs: number;
+  /** A preferred node that left a handed-over IP unclaimed is skipped for that IP this long (it is not a candidate). */
+  readonly skipPreferredMs: number;
 }
 
-export const leaseOwnershipDefaults: LeaseOwnershipOptions = { namespace: 'herald-system', durationS: 6, renewMs: 2000, safetyMs: 500, contendDelayMs: 300 };
+export const leaseOwnershipDefaults: LeaseOwnershipOptions = {
+  namespace: 'herald-system',
+  durationS: 6,
+  renewMs: 2000,
+  safetyMs: 500,
+  contendDelayMs: 300,
+  handoverHoldMs: 5000,
+  skipPreferredMs: 60_000,
+};
 
 const LABEL = 'herald.dev/lease';
 
@@ -67,6 +79,8 @@ interface Observed {
   /** Our monotonic ms when this resourceVersion was first seen. */
   seenAt: number;
   durationMs: number;
+  /** Since when it has been live without a gap (for the hand-over hold). */
+  liveSince: number;
 }
 
 export interface LeaseOwnershipStatus {
@@ -89,6 +103,10 @@ export class LeaseOwnership implements OwnershipBackend {
   private readonly ips = new Map<string, KubeObject>();
   /** When we first saw each candidate IP free (or its holder expired). */
   private readonly freeSince = new Map<string, number>();
+  /** IPs we handed over to a more preferred node: to whom, when. */
+  private readonly handedTo = new Map<string, { node: string; at: number }>();
+  /** Preferred nodes that did not take an IP we handed them: skipped for that IP until `until`. */
+  private readonly skip = new Map<string, { node: string; until: number }>();
   private candidates: ReadonlyMap<string, readonly string[]> = new Map();
   private owned: ReadonlySet<string> = new Set();
   private onChange: ((view: OwnershipView) => void | Promise<void>) | undefined;
@@ -272,7 +290,9 @@ export class LeaseOwnership implements OwnershipBackend {
       else {
         const rv = obj.metadata.resourceVersion ?? '';
         const durationMs = ((obj.spec as { leaseDurationSeconds?: number }).leaseDurationSeconds ?? this.opts.durationS) * 1000;
-        if (!known || known.rv !== rv) this.nodes.set(node, { rv, seenAt: this.now(), durationMs });
+        const now = this.now();
+        const liveSince = known && wasAlive ? known.liveSince : now;
+        if (!known || known.rv !== rv) this.nodes.set(node, { rv, seenAt: now, durationMs, liveSince });
       }
       // A node joining, coming back or leaving changes preferences and owners; a renewal alone does not
       // (expiries are found by the periodic pass).
@@ -297,8 +317,10 @@ export class LeaseOwnership implements OwnershipBackend {
   private preferred(ip: string): string | undefined {
     let best: string | undefined;
     let bestScore = '';
+    const skip = this.skip.get(ip);
+    const skipped = skip && this.now() < skip.until ? skip.node : undefined;
     for (const node of new Set([...this.nodes.keys(), this.node])) {
-      if (!this.alive(node)) continue;
+      if (!this.alive(node) || node === skipped) continue;
       const score = rendezvousScore(node, ip);
       if (score > bestScore) {
         best = node;
@@ -315,9 +337,17 @@ export class LeaseOwnership implements OwnershipBackend {
     const now = this.now();
     const leaseValid = now < this.validUntil;
     // Give up what we hold but no longer qualify for: withdraw first, then delete the Lease.
-    const giveUp = [...this.ips].filter(([ip, lease]) => holderOf(lease) === this.node && !this.candidates.has(ip));
+    const giveUp = [...this.ips].filter(([ip, lease]) => holderOf(lease) === this.node && (!this.candidates.has(ip) || this.handOverTo(ip, now) !== undefined));
+    for (const [ip] of giveUp) {
+      const to = this.candidates.has(ip) ? this.handOverTo(ip, now) : undefined;
+      if (to) {
+        this.handedTo.set(ip, { node: to, at: now });
+        this.deps.log.info({ ip, to }, 'handing an IP over to its preferred node');
+      }
+    }
     if (giveUp.length > 0) {
-      await this.emit(new Set([...this.owned].filter((ip) => this.candidates.has(ip))));
+      const leaving = new Set(giveUp.map(([ip]) => ip));
+      await this.emit(new Set([...this.owned].filter((ip) => !leaving.has(ip))));
       for (const [ip, lease] of giveUp) await this.deleteIpLease(ip, lease).catch((e) => this.deps.log.warn({ ip, err: describeError(e) }, 'releasing an IP lease failed'));
     }
     if (leaseValid) {
@@ -338,12 +368,24 @@ export class LeaseOwnership implements OwnershipBackend {
           this.evaluate.trigger(); // look again after the delay (periodic pass too)
           continue;
         }
+        // We handed this IP over and the preferred node left it: it is not a candidate; skip it for a while.
+        const handed = this.handedTo.get(ip);
+        if (handed && now - handed.at < this.opts.skipPreferredMs) this.skip.set(ip, { node: handed.node, until: now + this.opts.skipPreferredMs });
+        this.handedTo.delete(ip);
         await this.claim(ip, lease);
       }
     }
     const owned = new Set<string>();
     if (leaseValid) for (const [ip, lease] of this.ips) if (holderOf(lease) === this.node && this.candidates.has(ip)) owned.add(ip);
     await this.emit(owned);
+  }
+
+  /** The more preferred node to hand an IP we hold over to, once it has been live for the hold time. */
+  private handOverTo(ip: string, now: number): string | undefined {
+    const pref = this.preferred(ip);
+    if (!pref || pref === this.node) return undefined;
+    const o = this.nodes.get(pref);
+    return o && now - o.liveSince >= this.opts.handoverHoldMs ? pref : undefined;
   }
 
   private async claim(ip: string, lease: KubeObject | undefined): Promise<void> {

@@ -87,7 +87,7 @@ test('the generated CRDs are current, and the API server enforces them (strict f
     spec: { blocks: [{ cidr: '198.51.100.0/28' }], cidrs: [{ cidr: '198.51.100.0/28' }] },
   });
   assert.equal(bad.status, 400, bad.text);
-  assert.match(bad.text, /unknown field "spec.cidrs"/);
+  assert.match(bad.body.message, /unknown field "spec.cidrs"/);
   const v2 = await kube.api('POST', '/apis/cilium.io/v2/ciliumloadbalancerippools?fieldValidation=Strict', { ...pool('v2-pool', '198.51.100.16/28'), apiVersion: 'cilium.io/v2' });
   assert.equal(v2.status, 201, v2.text);
   await deleteObject(kube, { ...pool('v2-pool', ''), apiVersion: 'cilium.io/v2' });
