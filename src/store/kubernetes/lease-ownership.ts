@@ -314,13 +314,12 @@ export class LeaseOwnership implements OwnershipBackend {
     return o !== undefined && this.now() < o.seenAt + o.durationMs;
   }
 
+  /** The live node with the highest rendezvous score: the same answer on every node that sees the same live nodes. */
   private preferred(ip: string): string | undefined {
     let best: string | undefined;
     let bestScore = '';
-    const skip = this.skip.get(ip);
-    const skipped = skip && this.now() < skip.until ? skip.node : undefined;
     for (const node of new Set([...this.nodes.keys(), this.node])) {
-      if (!this.alive(node) || node === skipped) continue;
+      if (!this.alive(node)) continue;
       const score = rendezvousScore(node, ip);
       if (score > bestScore) {
         best = node;
@@ -382,8 +381,11 @@ export class LeaseOwnership implements OwnershipBackend {
 
   /** The more preferred node to hand an IP we hold over to, once it has been live for the hold time. */
   private handOverTo(ip: string, now: number): string | undefined {
+    if (!this.alive(this.node)) return undefined; // stepping down (our own Lease lapsed) is not a hand-over
     const pref = this.preferred(ip);
     if (!pref || pref === this.node) return undefined;
+    const skip = this.skip.get(ip);
+    if (skip && skip.node === pref && now < skip.until) return undefined; // it left this IP unclaimed before
     const o = this.nodes.get(pref);
     return o && now - o.liveSince >= this.opts.handoverHoldMs ? pref : undefined;
   }
