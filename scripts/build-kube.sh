@@ -56,9 +56,11 @@ build_apiserver() {
     } > go.mod
     echo "build-kube: $(grep -c '^replace' go.mod) staging modules mapped to $staging"
     go mod tidy -e >/dev/null 2>&1 || true
-    printf 'package main\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' > tools.go
     go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION"
-    nice -n 15 go build -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+    # The version the binary reports (otherwise v0.0.0-master).
+    local v="k8s.io/component-base/version" minor="${KUBE_VERSION#v1.}"
+    minor="${minor%%.*}"
+    nice -n 15 go build -ldflags "-X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver
   )
   mv "$out.tmp" "$out"
   echo "build-kube: kube-apiserver $KUBE_VERSION built in $((SECONDS - t0)) s -> $out"

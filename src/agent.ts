@@ -384,6 +384,15 @@ export class Agent implements Disposable {
       jobs: this.jobs.health(),
       ...(this.bgp ? { bgp: this.bgpStatus(this.bgp) } : {}),
       ...(this.haStatus() ? { ha: this.haStatus()! } : {}),
+      ...(this.kube
+        ? {
+            kubernetes: {
+              source: this.kube && this.source instanceof this.kube.modules.KubernetesIntentSource ? this.source.status() : undefined,
+              leases: this.kubeOwnership?.status(),
+              serviceStatus: this.statusWriter?.stats,
+            },
+          }
+        : {}),
     });
   }
 

@@ -26,7 +26,7 @@ const BRIDGE = fileURLToPath(new URL('lab/unix-bridge.ts', ROOT));
 const NS = 'herald-system';
 const SERVICES = ['a', 'b', 'c', 'd', 'e', 'f'].map((n) => `svc-${n}`);
 const RENEW_S = 1;
-const DURATION_S = 6;
+const DURATION_S = 10;
 
 describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSkipReason() }, () => {
   let kube: KubeServer;
@@ -132,6 +132,15 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
       const r = arping(lab.client, ip, { count: 2 });
       assert.deepEqual(new Set(r.macs), new Set([owner.mac('eth0')]), `${ip}: only its owner answers`);
     }
+    // herald status: informers synced, node Lease valid, one status writer.
+    const st = lab.nodes.map((n) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])));
+    for (const x of st) {
+      assert.equal(x.source, 'kubernetes');
+      assert.equal(x.kubernetes.source.synced, true);
+      assert.equal(x.kubernetes.leases.leaseValid, true);
+      assert.deepEqual(x.kubernetes.leases.liveNodes, lab.nodes.map((n) => n.netns).sort());
+    }
+    assert.ok(st.reduce((a, x) => a + x.kubernetes.serviceStatus.writes, 0) >= SERVICES.length, 'status written by the agents');
     // Node Leases: one per node.
     const nodeLeases = (await leases()).filter((l) => l.metadata.name.startsWith('node-'));
     assert.deepEqual(nodeLeases.map((l) => l.spec.holderIdentity).sort(), lab.nodes.map((n) => n.netns).sort());
@@ -154,8 +163,9 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
     }
     const renewals = leaseWrites(m1) - leaseWrites(m0);
     console.log(`k8s steady state: ${total} API writes in ${windowS} s (${(total / windowS).toFixed(2)}/s) with 3 nodes and ${SERVICES.length} services; by kind ${JSON.stringify(Object.fromEntries(byKind))}; Cilium's one Lease per service per 2 s would be ${(SERVICES.length / 2) * windowS}`);
-    // ≤ one renewal per node per interval (+1 each for the window's edges); nothing else.
-    assert.ok(total <= 3 * (windowS / RENEW_S + 1), `${total} writes in ${windowS} s`);
+    // ≤ one renewal per node per interval (+1 each for the window's edges), plus the API server's own
+    // Lease and a stray hand-over: bounded by the nodes, not the services.
+    assert.ok(total <= 3 * (windowS / RENEW_S + 1) + 3, `${total} writes in ${windowS} s`);
     assert.ok(renewals >= 3 * (windowS / RENEW_S) * 0.5, `the nodes renew (${renewals})`);
   });
 
@@ -171,7 +181,7 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
         newHolder = (await holders()).get(ip) ?? '';
         return newHolder !== '' && newHolder !== holder;
       },
-      { timeoutMs: 20_000, what: `${ip} taken over from ${holder}` },
+      { timeoutMs: 30_000, what: `${ip} taken over from ${holder}` },
     );
     const successor = nodeByNs(newHolder)!;
     await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(successor.mac('eth0')), { timeoutMs: 10_000, what: `${ip} answered by ${successor.name}` });
@@ -179,7 +189,7 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
     const r = arping(lab.client, ip, { count: 2 });
     assert.deepEqual(new Set(r.macs), new Set([successor.mac('eth0')]), 'only the successor answers');
     // Every IP of the dead node moved; the status stays as written (allocation does not change).
-    await waitFor(async () => ![...(await holders()).values()].includes(holder), { timeoutMs: 20_000, what: `no IP left with ${holder}` });
+    await waitFor(async () => ![...(await holders()).values()].includes(holder), { timeoutMs: 30_000, what: `no IP left with ${holder}` });
     assert.ok((await ingressOf('svc-a')).length === 1);
   });
 });

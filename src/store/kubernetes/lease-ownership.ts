@@ -226,7 +226,8 @@ export class LeaseOwnership implements OwnershipBackend {
       const wasValid = this.now() < this.validUntil;
       this.validUntil = sentAt + this.opts.durationS * 1000 - this.opts.safetyMs;
       if (!wasValid) this.evaluate.trigger();
-      this.scheduleRenew(this.opts.renewMs);
+      // Every renewMs from the last send, however long the request took.
+      this.scheduleRenew(Math.max(0, sentAt + this.opts.renewMs - this.now()));
     } catch (e) {
       this.counters.renewFailures++;
       if (isConflict(e) || isNotFound(e)) this.myLease = undefined; // re-read (or re-create) next time
