@@ -69,8 +69,7 @@ const result = await build({
   target: 'node20',
   // Native code (koffi, netlink), files read at run time (etcd3's gRPC protos), opt-in (prom-client).
   // tsx: only named in worker-parser's path for the sources run under tsx.
-  // @kubernetes/client-node: 14 MB of generated models, loaded only with --kubernetes.
-  external: ['koffi', 'netlink', 'netlink/*', 'etcd3', 'prom-client', 'tsx/*', '@kubernetes/client-node'],
+  external: ['koffi', 'netlink', 'netlink/*', 'etcd3', 'prom-client', 'tsx/*'],
   plugins: [keepModuleUrls, englishOnly],
   sourcemap: true,
   // Syntax only: identifiers and line breaks kept, so an operator's stack
