@@ -58,7 +58,36 @@ const englishOnly = {
   },
 };
 
+/**
+ * @kubernetes/client-node (ESM only, ~15 MB bundled) is needed by Kubernetes
+ * agents alone: it is bundled into its own CommonJS file, and the main bundle
+ * require()s that file on first use (esbuild turns the dynamic import of an
+ * external into a require), so every other start loads none of it.
+ */
+const KUBE_CLIENT = './kube-client-node.cjs';
+const kubeClientApart = {
+  name: 'kube-client-apart',
+  setup(b) {
+    // A dynamic import() of an external stays an import(), which a vm.Script cannot do on Node 20:
+    // a small CommonJS shim inside the bundle require()s the file instead, on first use.
+    b.onResolve({ filter: /^@kubernetes\/client-node$/ }, () => ({ path: 'client-node', namespace: 'kube-client-apart' }));
+    b.onLoad({ filter: /.*/, namespace: 'kube-client-apart' }, () => ({ contents: `module.exports = require(${JSON.stringify(KUBE_CLIENT)});`, loader: 'js' }));
+    b.onResolve({ filter: /kube-client-node\.cjs$/ }, () => ({ path: KUBE_CLIENT, external: true }));
+  },
+};
+
 await rm(outdir, { recursive: true, force: true });
+await build({
+  entryPoints: [fileURLToPath(import.meta.resolve('@kubernetes/client-node'))],
+  outfile: resolve(outdir, KUBE_CLIENT),
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  minifySyntax: true,
+  keepNames: true,
+  logLevel: 'error',
+});
 const result = await build({
   metafile: process.argv.includes('--analyze'),
   entryPoints: [resolve(dist, 'cli/main.js')],
@@ -70,7 +99,7 @@ const result = await build({
   // Native code (koffi, netlink), files read at run time (etcd3's gRPC protos), opt-in (prom-client).
   // tsx: only named in worker-parser's path for the sources run under tsx.
   external: ['koffi', 'netlink', 'netlink/*', 'etcd3', 'prom-client', 'tsx/*'],
-  plugins: [keepModuleUrls, englishOnly],
+  plugins: [keepModuleUrls, englishOnly, kubeClientApart],
   sourcemap: true,
   // Syntax only: identifiers and line breaks kept, so an operator's stack
   // trace names real functions at readable lines (the code cache makes the

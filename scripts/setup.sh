@@ -14,6 +14,7 @@ packages=(
   wrk nftables                            # bench/lb: load generator, the nftables DNAT peer
   chromium                                # the cluster view's browser tests (playwright-core drives it)
   ca-certificates curl gcc
+  openssl                                 # certificates of the test kube-apiserver
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -39,4 +40,11 @@ if [ package-lock.json -nt node_modules/.package-lock.json ] || [ ! -d node_modu
   npm ci --no-audit --no-fund --loglevel=error
 fi
 npm run --silent build
+# The Kubernetes tests run a real kube-apiserver and etcd, built from their Go
+# modules (Go >= 1.24 and the Go module proxy); cached outside the clone.
+if ! command -v go >/dev/null; then
+  echo "setup: Go 1.24 or newer is required to build kube-apiserver for the Kubernetes tests" >&2
+  exit 1
+fi
+bash scripts/build-kube.sh
 echo "setup: ready"

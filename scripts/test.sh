@@ -71,11 +71,13 @@ unit_tests=(
   test/intent/sources/files.test.ts
   test/intent/sources/worker-parser.test.ts
   test/intent/sources/etcd.test.ts
+  test/intent/sources/kubernetes.test.ts
   test/cli/manifests.test.ts
   test/cli/real-world-corpus.test.ts
   test/store/etcd-ownership.test.ts
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts
+  test/store/kubernetes-store.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts
   test/net/ndp.test.ts
@@ -115,6 +117,7 @@ lab_tests=(
   test/store/etcd-cluster.lab.test.ts
   test/store/etcd-faults.lab.test.ts
   test/store/etcd-ipam.lab.test.ts
+  test/store/kubernetes.lab.test.ts
   test/cli/first-ten.lab.test.ts
 )
 # A hung test fails the run instead of hanging it: node 20 applies

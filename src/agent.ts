@@ -49,6 +49,11 @@ import { ViewHandler, ViewServer, type ViewSource } from './api/view/server.js';
 import type { EtcdViewStore } from './store/etcd/view-store.js';
 import { readFileSync } from 'node:fs';
 import type { EtcdModules } from './agent-etcd.js';
+import type { KubeModules } from './agent-kube.js';
+import type { KubeClient } from './intent/sources/kube-client.js';
+import type { KubernetesIntentSource } from './intent/sources/kubernetes.js';
+import type { ServiceStatusWriter } from './store/kubernetes/service-status.js';
+import type { LeaseOwnership } from './store/kubernetes/lease-ownership.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
 import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
 import type { EtcdSession } from './store/etcd/session.js';
@@ -78,6 +83,8 @@ export interface AgentConfig {
   manifests?: string;
   store: 'local' | 'etcd';
   etcd: { endpoints: string[]; prefix: string };
+  /** Intent from a Kubernetes API server (informers) and status written back; in-cluster credentials unless `kubeconfig`. */
+  kubernetes?: { kubeconfig?: string; namespace?: string; leaseDurationS?: number; leaseRenewMs?: number };
   stateDir: string;
   /** Size cap and YAML bounds of manifests (files or etcd); default manifestLimitDefaults. */
   manifestLimits?: ManifestLimits;
@@ -125,6 +132,10 @@ export class Agent implements Disposable {
   /** The same object as `ownership` with the etcd store (for its liveness gate and HA status). */
   private readonly etcdOwnership: EtcdOwnership | undefined;
   private readonly source: IntentSource | undefined;
+  /** Kubernetes mode: LB-IPAM results written to Service status. */
+  private readonly statusWriter: ServiceStatusWriter | undefined;
+  /** The same object as `ownership` in Kubernetes mode (for its liveness gate). */
+  private readonly kubeOwnership: LeaseOwnership | undefined;
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
@@ -147,7 +158,9 @@ export class Agent implements Disposable {
   /** Builds an agent, loading the etcd store's modules first when the configuration uses etcd. */
   static async create(config: AgentConfig, log: Logger, clock: Clock = systemClock): Promise<Agent> {
     const etcd = config.store === 'etcd' ? await import('./agent-etcd.js') : undefined;
-    return new Agent(config, log, clock, etcd);
+    const kube = config.kubernetes ? await import('./agent-kube.js') : undefined;
+    const kubeClient = kube && config.kubernetes ? await kube.KubeClient.create(config.kubernetes) : undefined;
+    return new Agent(config, log, clock, etcd, kube && kubeClient ? { modules: kube, client: kubeClient } : undefined);
   }
 
   constructor(
@@ -156,7 +169,12 @@ export class Agent implements Disposable {
     private readonly clock: Clock = systemClock,
     /** The etcd store's modules; required with `store: 'etcd'` (Agent.create loads them). */
     private readonly etcd?: EtcdModules,
+    /** Kubernetes mode: client-node's modules and the API client (Agent.create loads them). */
+    private readonly kube?: { modules: KubeModules; client: KubeClient },
   ) {
+    if (config.kubernetes && !kube) throw new HeraldError('HERALD_INTERNAL', 'a Kubernetes agent needs its client (use Agent.create)');
+    if (config.kubernetes && config.store === 'etcd') throw new HeraldError('HERALD_BAD_ARGUMENT', '--kubernetes coordinates through Leases: leave out --store etcd');
+    if (config.kubernetes && config.manifests) throw new HeraldError('HERALD_BAD_ARGUMENT', '--kubernetes and --manifests are two intent sources: use one');
     if (config.store === 'etcd' && !etcd) throw new HeraldError('HERALD_INTERNAL', 'an etcd agent needs the etcd modules (use Agent.create)');
     this.intentReport = new IntentReport(config.node);
     // infra
@@ -165,7 +183,7 @@ export class Agent implements Disposable {
     const sender = this.store.add(new PacketFrameSender()); // gratuitous ARP frames out
     this.session = etcd && config.store === 'etcd' ? this.store.add(new etcd.EtcdSession({ endpoints: config.etcd.endpoints, prefix: config.etcd.prefix, ...etcd.etcdSessionDefaults }, { clock, log })) : undefined; // lease on etcd
     // control plane
-    this.source = this.makeSource(); // manifests from files or etcd
+    this.source = this.makeSource(); // manifests from files, etcd or Kubernetes informers
     this.viewStore = etcd && this.session ? this.store.add(new etcd.EtcdViewStore(this.session, config.node, log.child({ module: 'view' }))) : undefined;
     this.journal = this.viewStore ?? new MemoryJournal(config.node);
     this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
@@ -178,7 +196,13 @@ export class Agent implements Disposable {
             { ...etcd.etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
           )
         : undefined;
-    this.ownership = this.store.add(this.etcdOwnership ?? new LocalOwnership(config.node)); // per-IP ownership
+    // Kubernetes: one Lease per node, one per owned IP (written only when ownership moves)
+    this.kubeOwnership = kube ? makeLeaseOwnership(kube, config, log.child({ module: 'ownership' })) : undefined;
+    this.ownership = this.store.add(this.etcdOwnership ?? this.kubeOwnership ?? new LocalOwnership(config.node)); // per-IP ownership
+    this.statusWriter =
+      kube && this.source instanceof kube.modules.KubernetesIntentSource
+        ? this.store.add(makeStatusWriter(kube, this.source, this.kubeOwnership, config.node, log.child({ module: 'service-status' })))
+        : undefined;
     this.controlPlane = this.store.add(
       new ControlPlane({
         db: this.db,
@@ -205,6 +229,7 @@ export class Agent implements Disposable {
             this.bgp.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
           }
           this.lb?.control.update(inputs);
+          this.statusWriter?.update(inputs.ingress); // Kubernetes: Service.status.loadBalancer.ingress
         },
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
@@ -223,8 +248,8 @@ export class Agent implements Disposable {
     this.l2 = this.store.add(
       new L2Stack(
         // The heartbeat answers to the store session: no stamp while our lease may have lapsed.
-        { db: this.db, links: this.links, sender, clock, log, ...(this.etcdOwnership ? { livenessGate: this.etcdOwnership.livenessGate() } : {}) },
-        { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' } },
+        { db: this.db, links: this.links, sender, clock, log, ...(this.etcdOwnership ?? this.kubeOwnership ? { livenessGate: (this.etcdOwnership ?? this.kubeOwnership)!.livenessGate() } : {}) },
+        { ...config, datapath: { ...config.datapath, resetEntriesOnStart: config.store === 'etcd' || Boolean(config.kubernetes) } },
       ),
     );
   }
@@ -258,6 +283,7 @@ export class Agent implements Disposable {
     const log = this.log.child({ module: 'intent' });
     const limits = this.config.manifestLimits;
     if (this.config.manifests) return this.store.add(new FileIntentSource({ path: this.config.manifests, log, ...(limits ? { limits } : {}) }));
+    if (this.kube) return this.store.add(new this.kube.modules.KubernetesIntentSource({ client: this.kube.client, log, ...(limits ? { limits } : {}) }));
     if (this.config.store === 'etcd' && this.etcd) {
       return this.store.add(new this.etcd.EtcdIntentSource({ endpoints: this.config.etcd.endpoints, prefix: `${this.config.etcd.prefix}manifests/`, log, ...(limits ? { limits } : {}) }));
     }
@@ -436,6 +462,15 @@ export class Agent implements Disposable {
       ...(this.bgp ? { bgp: this.bgpStatus(this.bgp) } : {}),
       ...(this.lb && this.config.lb ? { lb: this.lbStatus(this.lb, this.config.lb.interfaces) } : {}),
       ...(this.haStatus() ? { ha: this.haStatus()! } : {}),
+      ...(this.kube
+        ? {
+            kubernetes: {
+              source: this.kube && this.source instanceof this.kube.modules.KubernetesIntentSource ? this.source.status() : undefined,
+              leases: this.kubeOwnership?.status(),
+              serviceStatus: this.statusWriter?.stats,
+            },
+          }
+        : {}),
     });
     return { ...base, policy: this.policy.status() as PolicyStatus };
   }
@@ -681,4 +716,25 @@ function heraldVersion(): string {
 /** HERALD_WIRE_FILTER=off reads every ARP frame in JavaScript again: only to measure what the socket filter saves (bench/wire-filter). */
 function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
   return { ...defaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
+}
+
+/** One writer of Service status at a time: the live node (by node Lease) with the lowest name; no extra API writes to decide it. */
+function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, ownership: LeaseOwnership | undefined, node: string, log: Logger): ServiceStatusWriter {
+  return new kube.modules.ServiceStatusWriter({
+    client: kube.client,
+    cached: (name, namespace) => source.cached('Service', name, namespace),
+    log,
+    ...(ownership ? { active: () => ownership.status().liveNodes[0] === node } : {}),
+  });
+}
+
+function makeLeaseOwnership(kube: { modules: KubeModules; client: KubeClient }, config: AgentConfig, log: Logger): LeaseOwnership {
+  const k = config.kubernetes ?? {};
+  const d = kube.modules.leaseOwnershipDefaults;
+  return new kube.modules.LeaseOwnership(kube.client, config.node, { log }, {
+    ...d,
+    ...(k.namespace ? { namespace: k.namespace } : {}),
+    ...(k.leaseDurationS ? { durationS: k.leaseDurationS } : {}),
+    ...(k.leaseRenewMs ? { renewMs: k.leaseRenewMs } : {}),
+  });
 }

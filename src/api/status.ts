@@ -38,6 +38,14 @@ export interface StatusInput {
   bgp?: BgpStatusView;
   /** L4 load balancing (with --lb-interfaces): frontends, warnings, conntrack GC. */
   lb?: LbStatusView;
+  /** Kubernetes mode: informers (synced, lists, errors), node Lease and ownership counters, status write-back. */
+  kubernetes?: KubernetesStatusView;
+}
+
+export interface KubernetesStatusView {
+  source: { synced: boolean; informers: readonly { kind: string; synced: boolean; lists: number; errors: number; objects: number; resourceVersion: string }[] } | undefined;
+  leases: { renewals: number; renewFailures: number; claims: number; takeovers: number; lostRaces: number; releases: number; leaseValid: boolean; liveNodes: string[] } | undefined;
+  serviceStatus: { writes: number; conflicts: number; refused: number; failures: number; pending: number } | undefined;
 }
 
 export interface LbStatusView {
@@ -91,7 +99,7 @@ export function buildStatus(i: StatusInput) {
   return {
     node: i.config.node,
     store: i.config.store,
-    source: i.config.manifests ?? (i.config.store === 'etcd' ? 'etcd' : 'none'),
+    source: i.config.manifests ?? (i.kubernetes ? 'kubernetes' : i.config.store === 'etcd' ? 'etcd' : 'none'),
     startedAt: new Date(i.startedAt).toISOString(),
     intentLoaded: cp.snapshotLoaded,
     intent: i.intent ?? { rejected: null, warnings: [] },
@@ -101,6 +109,7 @@ export function buildStatus(i: StatusInput) {
     ha: i.ha ?? null,
     bgp: i.bgp ?? null,
     lb: i.lb ?? null,
+    ...(i.kubernetes ? { kubernetes: i.kubernetes } : {}),
     // Per service IP, how this node serves it: L2 (owned here / a candidate owned elsewhere) and BGP (advertised or why not).
     ...(i.bgp ? { modes: ipModes(owned, cp.candidates.map((c) => c.ip), i.bgp) } : {}),
     owned: [...owned].sort(compareIpText).map((ip) => ({

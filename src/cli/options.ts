@@ -43,8 +43,10 @@ export function parseNodeName(text: string): string {
   return text;
 }
 
+/** NODE_NAME (the Kubernetes downward API, spec.nodeName) or the host name. */
 export function defaultNodeName(): string {
-  return hostname().toLowerCase();
+  const fromEnv = process.env['NODE_NAME']?.trim();
+  return fromEnv ? fromEnv : hostname().toLowerCase();
 }
 
 export const DEFAULT_PIN_ROOT = '/sys/fs/bpf/herald';

@@ -43,6 +43,10 @@ export interface StartEtcdOptions {
   readonly unix?: boolean;
   /** Milliseconds to wait for health; default 15 s. */
   readonly readyTimeoutMs?: number;
+  /** The etcd binary; default Debian's (ETCD_BINARY). */
+  readonly binary?: string;
+  /** Extra flags (e.g. `--auto-compaction-retention`). */
+  readonly extraArgs?: readonly string[];
 }
 
 /** A port that was free a moment ago (bind to 0, read, close). */
@@ -97,7 +101,9 @@ export async function startEtcd(opts: StartEtcdOptions = {}): Promise<EtcdServer
     '--election-timeout=500',
     '--logger=zap',
     '--log-level=warn',
+    ...(opts.extraArgs ?? []),
   ];
+  const binary = opts.binary ?? ETCD_BINARY;
   const readyTimeoutMs = opts.readyTimeoutMs ?? 15_000;
 
   let child: ChildProcess | undefined;
@@ -114,7 +120,7 @@ export async function startEtcd(opts: StartEtcdOptions = {}): Promise<EtcdServer
   const launch = async (): Promise<void> => {
     // A socket file left by a SIGKILLed server: etcd would fail with "address already in use".
     if (socketPath && existsSync(socketPath)) rmSync(socketPath, { force: true });
-    const proc = spawn(ETCD_BINARY, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(binary, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
     child = proc;
     proc.stderr?.setEncoding('utf8');
     proc.stderr?.on('data', (s: string) => {
@@ -128,7 +134,7 @@ export async function startEtcd(opts: StartEtcdOptions = {}): Promise<EtcdServer
       if (proc.exitCode !== null || proc.signalCode !== null) {
         throw new Error(`etcd exited (${proc.exitCode ?? proc.signalCode}) before it was healthy:\n${stderr}`);
       }
-      if (spawnError) throw new Error(`cannot start ${ETCD_BINARY}: ${spawnError.message}`);
+      if (spawnError) throw new Error(`cannot start ${binary}: ${spawnError.message}`);
       if (await healthy(endpoint) && (!socketPath || existsSync(socketPath))) return;
       if (Date.now() > deadline) {
         proc.kill('SIGKILL');

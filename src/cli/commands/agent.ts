@@ -32,6 +32,11 @@ interface AgentOptions {
   store: 'local' | 'etcd';
   etcd: string[];
   etcdPrefix: string;
+  kubernetes?: boolean;
+  kubeconfig?: string;
+  kubeNamespace: string;
+  kubeLeaseDuration: number;
+  kubeLeaseRenew: number;
   stateDir?: string;
   announce: string[];
   bpfPinDir?: string;
@@ -119,6 +124,11 @@ export function agentCommand(): Command {
     .addOption(new Option('--store <kind>', 'coordination store: local (one node) or etcd').choices(['local', 'etcd']).default('local'))
     .option('--etcd <url...>', 'etcd endpoints (http://host:port or unix:///path; repeatable or comma-separated)', parseEtcdUrls, [])
     .option('--etcd-prefix <prefix>', 'key prefix of herald in etcd', '/herald/')
+    .option('--kubernetes', 'read intent from the Kubernetes API server (informers) and write Service status back; in-cluster credentials unless --kubeconfig')
+    .option('--kubeconfig <path>', 'with --kubernetes: a kubeconfig file instead of the in-cluster service account')
+    .option('--kube-namespace <ns>', 'with --kubernetes: namespace of herald\'s Leases', 'herald-system')
+    .option('--kube-lease-duration <seconds>', 'with --kubernetes: duration of the node Lease (an owner that stops renewing is replaced after this long)', parsePositiveInt, 6)
+    .addOption(durationOption('--kube-lease-renew <duration>', 'with --kubernetes: renewal interval of the node Lease (one API write per node per interval)', 2000))
     .option('--max-manifest-size <size>', 'refuse a manifest file or stored object larger than this (e.g. 4MiB); it is not read', parseByteSize, manifestLimitDefaults.maxBytes)
     .option('--state-dir <dir>', 'where local state (LB-IPAM allocations) is kept (default /var/lib/herald/<node>)')
     .option('--announce <ip@interface>', 'also answer ARP (IPv4) or NDP (IPv6) for this address on this interface (repeatable)', collect, [])
@@ -189,6 +199,7 @@ export function agentCommand(): Command {
       try {
         if (opts.store === 'etcd' && opts.etcd.length === 0) throw new Error('--store etcd needs --etcd <url>');
         if (opts.store === 'local' && opts.etcd.length > 0) throw new Error('--etcd is only used with --store etcd');
+        if (opts.kubeconfig && !opts.kubernetes) throw new Error('--kubeconfig is only used with --kubernetes');
         agent = await Agent.create(
           {
             node: opts.node,
@@ -196,6 +207,9 @@ export function agentCommand(): Command {
             ...(opts.manifests ? { manifests: opts.manifests } : {}),
             store: opts.store,
             etcd: { endpoints: opts.etcd, prefix: opts.etcdPrefix },
+            ...(opts.kubernetes
+              ? { kubernetes: { ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}), namespace: opts.kubeNamespace, leaseDurationS: opts.kubeLeaseDuration, leaseRenewMs: opts.kubeLeaseRenew } }
+              : {}),
             stateDir: opts.stateDir ?? join('/var/lib/herald', opts.node),
             manifestLimits: { ...manifestLimitDefaults, maxBytes: opts.maxManifestSize },
             announcements: opts.announce.map(parseAnnouncement),
@@ -204,7 +218,7 @@ export function agentCommand(): Command {
               responderMapSize: opts.responderMapSize,
               liveness: {
                 intervalMs: opts.livenessInterval,
-                maxAgeMs: opts.livenessMaxAge ?? (opts.store === 'etcd' ? livenessDefaults.maxAgeMs : LOCAL_STORE_LIVENESS_MAX_AGE_MS),
+                maxAgeMs: opts.livenessMaxAge ?? (opts.store === 'etcd' || opts.kubernetes ? livenessDefaults.maxAgeMs : LOCAL_STORE_LIVENESS_MAX_AGE_MS),
               },
             },
             garp: { count: opts.garpCount, intervalMs: opts.garpInterval },

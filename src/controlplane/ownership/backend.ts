@@ -14,7 +14,7 @@ export interface OwnershipView {
 }
 
 export interface OwnershipBackend extends Disposable {
-  readonly kind: 'local' | 'etcd';
+  readonly kind: 'local' | 'etcd' | 'kubernetes';
   /**
    * `onChange` may return a promise that resolves once the datapath has applied
    * the view; a backend giving an IP away waits for it before letting go, so

@@ -87,6 +87,14 @@ function forStorage(raw: Record<string, unknown>, kind: IntentKind): Record<stri
 }
 
 /**
+ * One object as read from a Kubernetes API server (kind and apiVersion set),
+ * in the stored form: server-written metadata dropped, canonical JSON.
+ */
+export function storedValueOf(obj: Record<string, unknown>, kind: IntentKind): string {
+  return JSON.stringify(canonical(forStorage(obj, kind)));
+}
+
+/**
  * The objects of one manifest text, as they will be stored. Call it only on
  * text that validated without errors: anything not an object of a known kind
  * with a name is skipped here (validation reports it).

@@ -1,0 +1,10 @@
+/**
+ * Kubernetes mode's part of the composition root (agent.ts), imported only
+ * with `--kubernetes`: @kubernetes/client-node stays out of other starts.
+ */
+export { KubeClient } from './intent/sources/kube-client.js';
+export { KubernetesIntentSource } from './intent/sources/kubernetes.js';
+export { LeaseOwnership, leaseOwnershipDefaults } from './store/kubernetes/lease-ownership.js';
+export { ServiceStatusWriter } from './store/kubernetes/service-status.js';
+
+export type KubeModules = typeof import('./agent-kube.js');

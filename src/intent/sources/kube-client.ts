@@ -1,0 +1,135 @@
+/**
+ * The one boundary to a Kubernetes API server: @kubernetes/client-node 1.x
+ * for configuration (kubeconfig or in-cluster service account), its Watch
+ * and its ListWatch informer; plain JSON requests over node:https with the
+ * same credentials for the rest (objects stay raw JSON, exactly as the API
+ * server sent them, so they validate like files do).
+ *
+ * Errors are HERALD_KUBE_API with the HTTP status in `status` (0 = no answer)
+ * and the API server's Status `reason` (Conflict, Forbidden, NotFound, …).
+ */
+import { request } from 'node:https';
+import type * as k8s from '@kubernetes/client-node';
+import { HeraldError } from '../../core/errors.js';
+
+export type KubeModule = typeof import('@kubernetes/client-node');
+
+export class KubeApiError extends HeraldError {
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super('HERALD_KUBE_API', message, options);
+  }
+}
+
+/** 409: a conditional write lost (stale resourceVersion) or the object already exists. */
+export function isConflict(e: unknown): boolean {
+  return e instanceof KubeApiError && e.status === 409;
+}
+
+export function isNotFound(e: unknown): boolean {
+  return e instanceof KubeApiError && e.status === 404;
+}
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: { name: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string>; [k: string]: unknown };
+  [k: string]: unknown;
+}
+
+export interface KubeList {
+  metadata: { resourceVersion?: string; continue?: string };
+  items: KubeObject[];
+}
+
+export interface KubeClientOptions {
+  /** A kubeconfig file; in-cluster (service account) when unset. */
+  readonly kubeconfig?: string;
+  /** Deadline of one request (not of watches). */
+  readonly timeoutMs?: number;
+}
+
+export class KubeClient {
+  readonly server: string;
+  private readonly timeoutMs: number;
+  /** Requests sent, by verb (for tests and status). */
+  readonly sent = new Map<string, number>();
+
+  private constructor(
+    readonly k8s: KubeModule,
+    readonly kc: k8s.KubeConfig,
+    opts: KubeClientOptions,
+  ) {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new HeraldError('HERALD_BAD_ARGUMENT', 'kubernetes: the kubeconfig names no current cluster');
+    this.server = cluster.server.replace(/\/+$/, '');
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+  }
+
+  /** Loads client-node (only Kubernetes agents pay for it) and the credentials. */
+  static async create(opts: KubeClientOptions = {}): Promise<KubeClient> {
+    const k8s = await import('@kubernetes/client-node');
+    const kc = new k8s.KubeConfig();
+    try {
+      if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
+      else kc.loadFromCluster();
+    } catch (e) {
+      throw new HeraldError('HERALD_BAD_ARGUMENT', `kubernetes: cannot load ${opts.kubeconfig ?? 'the in-cluster service account'}: ${(e as Error).message}`, { cause: e });
+    }
+    return new KubeClient(k8s, kc, opts);
+  }
+
+  /** One JSON request; resolves with the parsed body of a 2xx answer, throws KubeApiError otherwise. */
+  async request<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+    const opts: Parameters<typeof request>[1] = { method, headers: { accept: 'application/json' } };
+    await this.kc.applyToHTTPSOptions(opts as never);
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    if (payload !== undefined) opts.headers = { ...opts.headers, 'content-type': contentType, 'content-length': String(Buffer.byteLength(payload)) };
+    this.sent.set(method, (this.sent.get(method) ?? 0) + 1);
+    const where = `${method} ${path}`;
+    return await new Promise<T>((resolve, reject) => {
+      const req = request(`${this.server}${path}`, opts, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', (e) => reject(new KubeApiError(0, 'ConnectionError', `kubernetes: ${where}: ${e.message}`, { cause: e })));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let parsed: any;
+          try {
+            parsed = text === '' ? undefined : JSON.parse(text);
+          } catch {
+            parsed = undefined;
+          }
+          const status = res.statusCode ?? 0;
+          if (status >= 200 && status < 300) return resolve(parsed as T);
+          const reason = typeof parsed?.reason === 'string' ? parsed.reason : String(status);
+          const message = typeof parsed?.message === 'string' ? parsed.message : text.slice(0, 200);
+          reject(new KubeApiError(status, reason, `kubernetes: ${where}: ${status} ${reason}: ${message}`));
+        });
+      });
+      req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
+      req.on('error', (e) => reject(new KubeApiError(0, 'ConnectionError', `kubernetes: ${where}: ${e.message}`, { cause: e })));
+      if (payload !== undefined) req.write(payload);
+      req.end();
+    });
+  }
+
+  /** A whole collection, page by page (500 a page), at one resourceVersion. */
+  async list(path: string): Promise<KubeList> {
+    const items: KubeObject[] = [];
+    let cont: string | undefined;
+    let resourceVersion: string | undefined;
+    do {
+      const sep = path.includes('?') ? '&' : '?';
+      const page = await this.request<KubeList>('GET', `${path}${sep}limit=500${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`);
+      items.push(...(page.items ?? []));
+      resourceVersion = page.metadata?.resourceVersion;
+      cont = page.metadata?.continue || undefined;
+    } while (cont);
+    return { metadata: { ...(resourceVersion ? { resourceVersion } : {}) }, items };
+  }
+}

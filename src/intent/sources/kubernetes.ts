@@ -1,0 +1,278 @@
+/**
+ * Intent from a Kubernetes API server: one informer (client-node's ListWatch:
+ * list, then watch from the list's resourceVersion) per kind herald reads.
+ *
+ * - Watches ask for bookmarks (`allowWatchBookmarks`), so a re-watch resumes
+ *   from a recent resourceVersion, and end server-side after `watchTimeoutS`
+ *   (plus jitter), so a half-open connection is noticed; ListWatch re-watches
+ *   from the last resourceVersion.
+ * - `410 Gone` (the resourceVersion was compacted away): ListWatch lists
+ *   again and replaces its cache (objects gone meanwhile are deleted then).
+ * - Any other error stops a ListWatch (client-node 1.x): it is started again
+ *   here after a backoff doubling from `retryMinMs` to `retryMaxMs`; its cache
+ *   and the snapshot in force stay meanwhile (no withdrawal on an outage).
+ * - Nothing is published before every informer has listed once: the first
+ *   snapshot is complete, so nothing is pruned at start.
+ *
+ * Every object goes through the same validation as a file: it is turned into
+ * the stored form (stored-manifest.ts: server metadata dropped, canonical
+ * JSON) under the key `kubernetes/<Kind>/<namespace or _cluster>/<name>`, and
+ * the whole set is offered to the SnapshotPublisher (debounced), which
+ * publishes it when it is new and valid.
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { Trigger } from '../../core/trigger.js';
+import type { ManifestError } from '../diagnostics.js';
+import { objectKey, type IntentKind } from '../kinds.js';
+import { manifestLimitDefaults, tooLargeError, type ManifestLimits } from '../limits.js';
+import type { ManifestLoad } from '../parse.js';
+import type { KubeClient, KubeList, KubeObject } from './kube-client.js';
+import type { ParseJob } from './parse-job.js';
+import { SnapshotPublisher, contentHash } from './publisher.js';
+import type { IntentSource, IntentSourceHandlers } from './source.js';
+import { storageKey, storedValueOf } from './stored-manifest.js';
+import { parseManifestJob } from './worker-parser.js';
+
+export interface KubeResource {
+  readonly kind: IntentKind;
+  readonly apiVersion: string;
+  /** The collection across all namespaces. */
+  readonly path: string;
+  /** Top-level fields left out before validation (written often, never read: a Node's heartbeats). */
+  readonly drop?: readonly string[];
+}
+
+export const KUBE_RESOURCES: readonly KubeResource[] = [
+  { kind: 'Service', apiVersion: 'v1', path: '/api/v1/services' },
+  { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', path: '/apis/discovery.k8s.io/v1/endpointslices' },
+  { kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', drop: ['status'] },
+  { kind: 'CiliumLoadBalancerIPPool', apiVersion: 'cilium.io/v2alpha1', path: '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools', drop: ['status'] },
+  { kind: 'CiliumL2AnnouncementPolicy', apiVersion: 'cilium.io/v2alpha1', path: '/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies', drop: ['status'] },
+];
+
+/** The key prefix objects are named by in messages (`kubernetes/Service/shop/web`). */
+export const KUBE_KEY_PREFIX = 'kubernetes/';
+
+export interface KubernetesIntentSourceOptions {
+  readonly client: KubeClient;
+  readonly log: Logger;
+  readonly resources?: readonly KubeResource[];
+  readonly debounceMs?: number;
+  readonly retryMinMs?: number;
+  readonly retryMaxMs?: number;
+  /** Server-side end of each watch (seconds, plus up to 20 % jitter). */
+  readonly watchTimeoutS?: number;
+  readonly clock?: Clock;
+  readonly limits?: ManifestLimits;
+  readonly parse?: (job: ParseJob) => Promise<ManifestLoad>;
+}
+
+export const kubernetesSourceDefaults = { debounceMs: 100, retryMinMs: 250, retryMaxMs: 10_000, watchTimeoutS: 300 } as const;
+
+interface Informer {
+  readonly resource: KubeResource;
+  readonly lw: k8s.ListWatch<KubeObject>;
+  /** Listed at least once: its cache is complete. */
+  synced: boolean;
+  /** The first list or watch attempt is over (success or error). */
+  tried: boolean;
+  retryDelay: number;
+  retryTimer: TimerHandle | undefined;
+  lists: number;
+  errors: number;
+}
+
+export interface KubernetesSourceStatus {
+  readonly synced: boolean;
+  readonly informers: readonly { kind: string; synced: boolean; lists: number; errors: number; objects: number; resourceVersion: string }[];
+}
+
+export class KubernetesIntentSource implements IntentSource {
+  readonly name: string;
+  private readonly client: KubeClient;
+  private readonly log: Logger;
+  private readonly clock: Clock;
+  private readonly resources: readonly KubeResource[];
+  private readonly retryMinMs: number;
+  private readonly retryMaxMs: number;
+  private readonly watchTimeoutS: number;
+  private readonly limits: ManifestLimits;
+  private readonly parse: (job: ParseJob) => Promise<ManifestLoad>;
+  private readonly abort = new AbortController();
+  private readonly applies: Trigger;
+  private readonly informers: Informer[] = [];
+  private publisher: SnapshotPublisher | undefined;
+  private firstTry: (() => void) | undefined;
+  private disposed = false;
+
+  constructor(opts: KubernetesIntentSourceOptions) {
+    this.client = opts.client;
+    this.clock = opts.clock ?? systemClock;
+    this.resources = opts.resources ?? KUBE_RESOURCES;
+    this.retryMinMs = opts.retryMinMs ?? kubernetesSourceDefaults.retryMinMs;
+    this.retryMaxMs = opts.retryMaxMs ?? kubernetesSourceDefaults.retryMaxMs;
+    this.watchTimeoutS = opts.watchTimeoutS ?? kubernetesSourceDefaults.watchTimeoutS;
+    this.limits = opts.limits ?? manifestLimitDefaults;
+    this.parse = opts.parse ?? ((job) => parseManifestJob(job, { signal: this.abort.signal }));
+    this.name = `kubernetes ${this.client.server}`;
+    this.log = opts.log.child({ source: this.name });
+    this.applies = new Trigger({
+      name: `${this.name} (changes)`,
+      run: () => this.publish(),
+      clock: this.clock,
+      log: this.log,
+      delayMs: opts.debounceMs ?? kubernetesSourceDefaults.debounceMs,
+      onError: (e) => this.log.error({ err: describeError(e) }, 'applying intent from kubernetes failed'),
+    });
+  }
+
+  /** Every informer has listed once (the snapshots published are complete). */
+  get synced(): boolean {
+    return this.informers.length > 0 && this.informers.every((i) => i.synced);
+  }
+
+  status(): KubernetesSourceStatus {
+    return {
+      synced: this.synced,
+      informers: this.informers.map((i) => ({
+        kind: i.resource.kind,
+        synced: i.synced,
+        lists: i.lists,
+        errors: i.errors,
+        objects: i.lw.list().length,
+        resourceVersion: i.lw.latestResourceVersion(),
+      })),
+    };
+  }
+
+  /** The cached object (raw, as the API server sent it), for write-back. */
+  cached(kind: IntentKind, name: string, namespace?: string): KubeObject | undefined {
+    return this.informers.find((i) => i.resource.kind === kind)?.lw.get(name, namespace);
+  }
+
+  async start(handlers: IntentSourceHandlers): Promise<void> {
+    this.publisher = new SnapshotPublisher(handlers, this.log);
+    const { k8s } = this.client;
+    const watch = new k8s.Watch(this.client.kc);
+    const tried = new Promise<void>((resolve) => (this.firstTry = resolve));
+    for (const resource of this.resources) {
+      // ListWatch calls watch() right after it has applied a list: that is "synced".
+      let informer: Informer | undefined;
+      const watcher = {
+        watch: (path: string, query: Record<string, unknown>, cb: (phase: string, obj: any, watchObj?: any) => void, done: (err: any) => void) => {
+          if (informer && !this.disposed) this.listed(informer);
+          const timeoutSeconds = Math.round(this.watchTimeoutS * (1 + Math.random() * 0.2));
+          return watch.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds }, cb, done);
+        },
+      };
+      const listFn = async (): Promise<KubeList> => {
+        const list = await this.client.list(resource.path);
+        if (informer) informer.lists++;
+        return list;
+      };
+      const lw = new k8s.ListWatch<KubeObject>(resource.path, watcher as unknown as k8s.Watch, listFn as never, false);
+      informer = { resource, lw, synced: false, tried: false, retryDelay: this.retryMinMs, retryTimer: undefined, lists: 0, errors: 0 };
+      const inf = informer;
+      const changed = (): void => {
+        if (inf.synced) this.applies.trigger();
+      };
+      lw.on('add', changed);
+      lw.on('update', changed);
+      lw.on('delete', changed);
+      lw.on('error', (err: unknown) => this.failed(inf, err));
+      this.informers.push(inf);
+    }
+    for (const inf of this.informers) void this.run(inf);
+    await tried;
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.publisher?.close();
+    this.abort.abort();
+    this.applies.dispose();
+    for (const inf of this.informers) {
+      inf.retryTimer?.cancel();
+      void inf.lw.stop().catch(() => {});
+    }
+    this.firstTry?.();
+  }
+
+  private async run(inf: Informer): Promise<void> {
+    if (this.disposed) return;
+    try {
+      await inf.lw.start();
+    } catch (e) {
+      this.failed(inf, e);
+    }
+  }
+
+  private listed(inf: Informer): void {
+    inf.retryDelay = this.retryMinMs;
+    const first = !inf.synced;
+    inf.synced = true;
+    this.tried(inf);
+    if (first && this.synced) this.log.info({ kinds: this.informers.map((i) => i.resource.kind) }, 'kubernetes informers synced');
+    // A (re)list may have changed the cache without add/update/delete events for
+    // objects seen before: look at the whole set again.
+    this.applies.trigger();
+  }
+
+  private tried(inf: Informer): void {
+    inf.tried = true;
+    if (this.informers.every((i) => i.tried)) {
+      this.firstTry?.();
+      this.firstTry = undefined;
+    }
+  }
+
+  private failed(inf: Informer, err: unknown): void {
+    if (this.disposed) return;
+    inf.errors++;
+    const delay = inf.retryDelay;
+    inf.retryDelay = Math.min(inf.retryDelay * 2, this.retryMaxMs);
+    const message = describeError(err);
+    const missing = /\b404\b|not found/i.test(message) && inf.resource.kind.startsWith('Cilium');
+    this.log.warn(
+      { kind: inf.resource.kind, err: message, retryInMs: delay, ...(missing ? { hint: 'install the CustomResourceDefinitions (deploy/kubernetes/crds.yaml)' } : {}) },
+      inf.synced ? 'kubernetes watch failed; retrying (the last good intent stays in force)' : 'kubernetes list failed; retrying',
+    );
+    if (!inf.synced) this.publisher?.fail(new Error(`kubernetes: cannot list ${inf.resource.kind}: ${message}`));
+    this.tried(inf);
+    inf.retryTimer?.cancel();
+    inf.retryTimer = this.clock.setTimeout(() => {
+      inf.retryTimer = undefined;
+      void this.run(inf);
+    }, delay);
+  }
+
+  private async publish(): Promise<void> {
+    const publisher = this.publisher;
+    if (!publisher || this.disposed || !this.synced) return;
+    const entries: [string, string][] = [];
+    const ioErrors: ManifestError[] = [];
+    for (const { resource, lw } of this.informers) {
+      for (const obj of lw.list()) {
+        const raw: Record<string, unknown> = { ...obj, apiVersion: resource.apiVersion, kind: resource.kind };
+        for (const f of resource.drop ?? []) delete raw[f];
+        const meta = obj.metadata;
+        const key = storageKey(KUBE_KEY_PREFIX, resource.kind, objectKey(resource.kind, meta.name, meta.namespace));
+        entries.push([key, storedValueOf(raw, resource.kind)]);
+      }
+    }
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const kvs: { key: string; value: string }[] = [];
+    for (const [key, value] of entries) {
+      const bytes = Buffer.byteLength(value);
+      if (bytes > this.limits.maxBytes) ioErrors.push(tooLargeError(key, bytes, this.limits, 'stored value'));
+      else kvs.push({ key, value });
+    }
+    const hash = contentHash(entries);
+    const outcome = await publisher.offer(hash, () => this.parse({ kind: 'stored', prefix: KUBE_KEY_PREFIX, kvs, ioErrors, limits: this.limits }));
+    if (outcome !== 'same') this.log.debug({ objects: entries.length, outcome }, 'intent read from kubernetes');
+  }
+}

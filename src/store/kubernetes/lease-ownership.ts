@@ -1,0 +1,448 @@
+/**
+ * Per-IP ownership on Kubernetes, O(nodes) API writes in steady state.
+ *
+ *   Lease <namespace>/node-<node>   holderIdentity = node; renewed every renewMs
+ *   Lease <namespace>/ip-<ip>       holderIdentity = owner node; written only when ownership moves
+ *
+ * An IP's Lease names its holder and is valid exactly while the holder's
+ * node Lease is: one renewal per node keeps every IP it owns (Cilium renews
+ * one Lease per service every couple of seconds instead).
+ *
+ * - Liveness of other nodes is judged on our own clock, as client-go does:
+ *   a node Lease whose resourceVersion has not changed for its
+ *   leaseDurationSeconds (watched, not polled) has expired; so has one
+ *   deleted or never seen since we started watching that long ago.
+ * - Claiming a free IP is a create (`409 AlreadyExists`: someone else won);
+ *   taking over from an expired holder is an update carrying the
+ *   resourceVersion we saw (`409 Conflict`: someone else won). So two nodes
+ *   never hold one IP's Lease.
+ * - We answer only while our own node Lease is valid by our own clock: from
+ *   the moment the last successful renewal was *sent*, minus `safetyMs`
+ *   (the liveness gate). Others wait the full duration from when they *saw*
+ *   the renewal, which is later: we step down before anyone may take over.
+ * - Spread: the preferred holder of a free IP is the live node with the
+ *   highest rendezvous score sha256(node#ip) (as on etcd); it claims at once,
+ *   the others after `contendDelayMs`.
+ * - Giving an IP up (no longer a candidate, or stopping): withdrawn from the
+ *   datapath first, then the Lease deleted (precondition: its resourceVersion).
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { monotonicMs, systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { Trigger } from '../../core/trigger.js';
+import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
+import type { LivenessGate } from '../../controlplane/ownership/edges.js';
+import { isConflict, isNotFound, type KubeClient, type KubeList, type KubeObject } from '../../intent/sources/kube-client.js';
+import { rendezvousScore } from '../etcd/ownership.js';
+
+export interface LeaseOwnershipOptions {
+  /** Namespace of the Leases. */
+  readonly namespace: string;
+  /** leaseDurationSeconds of the node Lease. */
+  readonly durationS: number;
+  /** Renewal interval of the node Lease. */
+  readonly renewMs: number;
+  /** We stop answering this long before our Lease could expire elsewhere. */
+  readonly safetyMs: number;
+  /** Non-preferred nodes wait this long before claiming a free (or expired) IP. */
+  readonly contendDelayMs: number;
+  /** A more preferred node must have been live this long before a holder hands an IP over to it. */
+  readonly handoverHoldMs: number;
+  /** A preferred node that left a handed-over IP unclaimed is skipped for that IP this long (it is not a candidate). */
+  readonly skipPreferredMs: number;
+}
+
+export const leaseOwnershipDefaults: LeaseOwnershipOptions = {
+  namespace: 'herald-system',
+  durationS: 6,
+  renewMs: 2000,
+  safetyMs: 500,
+  contendDelayMs: 300,
+  handoverHoldMs: 5000,
+  skipPreferredMs: 60_000,
+};
+
+const LABEL = 'herald.dev/lease';
+
+/** Lease name of an IP: `ip-198-51-100-7`, `ip-2001-db8--7` (injective: IPs hold no '-'). */
+export function ipLeaseName(ip: string): string {
+  return `ip-${ip.toLowerCase().replace(/[.:]/g, '-')}`;
+}
+
+export function nodeLeaseName(node: string): string {
+  return `node-${node}`;
+}
+
+interface Observed {
+  rv: string;
+  /** Our monotonic ms when this resourceVersion was first seen. */
+  seenAt: number;
+  durationMs: number;
+  /** Since when it has been live without a gap (for the hand-over hold). */
+  liveSince: number;
+}
+
+export interface LeaseOwnershipStatus {
+  renewals: number;
+  renewFailures: number;
+  claims: number;
+  takeovers: number;
+  lostRaces: number;
+  releases: number;
+  /** Our node Lease is valid by our own clock. */
+  leaseValid: boolean;
+  liveNodes: string[];
+}
+
+export class LeaseOwnership implements OwnershipBackend {
+  readonly kind = 'kubernetes' as const;
+  private readonly clock: Clock;
+  private readonly base: string;
+  private readonly nodes = new Map<string, Observed>();
+  private readonly ips = new Map<string, KubeObject>();
+  /** When we first saw each candidate IP free (or its holder expired). */
+  private readonly freeSince = new Map<string, number>();
+  /** IPs we handed over to a more preferred node: to whom, when. */
+  private readonly handedTo = new Map<string, { node: string; at: number }>();
+  /** Preferred nodes that did not take an IP we handed them: skipped for that IP until `until`. */
+  private readonly skip = new Map<string, { node: string; until: number }>();
+  private candidates: ReadonlyMap<string, readonly string[]> = new Map();
+  private owned: ReadonlySet<string> = new Set();
+  private onChange: ((view: OwnershipView) => void | Promise<void>) | undefined;
+  private lw: k8s.ListWatch<KubeObject> | undefined;
+  private watchingSince = 0;
+  private synced = false;
+  private myLease: KubeObject | undefined;
+  /** Our Lease is valid until this monotonic ms (own clock; 0 = not held). */
+  private validUntil = 0;
+  private renewTimer: TimerHandle | undefined;
+  private retryTimer: TimerHandle | undefined;
+  private readonly evaluate: Trigger;
+  private released = false;
+  private disposed = false;
+  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0 };
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly node: string,
+    private readonly deps: { log: Logger; clock?: Clock },
+    private readonly opts: LeaseOwnershipOptions = leaseOwnershipDefaults,
+  ) {
+    this.clock = deps.clock ?? systemClock;
+    this.base = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(opts.namespace)}/leases`;
+    this.evaluate = new Trigger({
+      name: 'lease-ownership',
+      run: () => this.reconcile(),
+      clock: this.clock,
+      log: deps.log,
+      periodicMs: Math.max(100, Math.floor(opts.renewMs / 2)),
+      onError: (e) => deps.log.warn({ err: describeError(e) }, 'lease ownership pass failed; retrying'),
+    });
+  }
+
+  private now(): number {
+    return monotonicMs(this.clock);
+  }
+
+  async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
+    this.onChange = onChange;
+    await this.renew();
+    this.startWatch();
+  }
+
+  setCandidates(candidates: ReadonlyMap<string, readonly string[]>): void {
+    this.candidates = candidates;
+    this.evaluate.trigger();
+  }
+
+  view(): OwnershipView {
+    const owners = new Map<string, string>();
+    for (const [ip, lease] of this.ips) {
+      const holder = holderOf(lease);
+      if (holder && this.alive(holder)) owners.set(ip, holder);
+    }
+    return { owned: this.owned, owners };
+  }
+
+  livenessGate(): LivenessGate {
+    return {
+      mayAnswer: (nowMs) => !this.released && nowMs < this.validUntil,
+      recheck: async (why) => {
+        this.deps.log.warn({ why }, 'node lease re-checked with the API server');
+        await this.renew();
+        await this.reconcile();
+      },
+    };
+  }
+
+  status(): LeaseOwnershipStatus {
+    return { ...this.counters, leaseValid: this.now() < this.validUntil, liveNodes: [...this.nodes.keys()].filter((n) => this.alive(n)).sort() };
+  }
+
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    this.renewTimer?.cancel();
+    await this.emit(new Set());
+    // Free every IP at once: our node Lease gone makes every IP Lease naming us invalid.
+    await this.client.request('DELETE', `${this.base}/${nodeLeaseName(this.node)}`).catch(() => {});
+    for (const [ip, lease] of this.ips) {
+      if (holderOf(lease) !== this.node) continue;
+      await this.deleteIpLease(ip, lease).catch(() => {});
+    }
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.onChange = undefined;
+    this.renewTimer?.cancel();
+    this.retryTimer?.cancel();
+    this.evaluate.dispose();
+    void this.lw?.stop().catch(() => {});
+  }
+
+  // ---- our node Lease ----
+
+  private scheduleRenew(ms: number): void {
+    if (this.disposed || this.released) return;
+    this.renewTimer?.cancel();
+    this.renewTimer = this.clock.setTimeout(() => void this.renew(), ms);
+  }
+
+  private async renew(): Promise<void> {
+    if (this.disposed || this.released) return;
+    const sentAt = this.now();
+    const name = nodeLeaseName(this.node);
+    const spec = () => ({ holderIdentity: this.node, leaseDurationSeconds: this.opts.durationS, renewTime: new this.client.k8s.V1MicroTime() });
+    try {
+      if (this.myLease) {
+        const body = { ...this.myLease, spec: { ...(this.myLease.spec as object), ...spec() } };
+        this.myLease = await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, body);
+      } else {
+        this.myLease = await this.readOrCreate(name, spec());
+      }
+      this.counters.renewals++;
+      const wasValid = this.now() < this.validUntil;
+      this.validUntil = sentAt + this.opts.durationS * 1000 - this.opts.safetyMs;
+      if (!wasValid) this.evaluate.trigger();
+      // Every renewMs from the last send, however long the request took.
+      this.scheduleRenew(Math.max(0, sentAt + this.opts.renewMs - this.now()));
+    } catch (e) {
+      this.counters.renewFailures++;
+      if (isConflict(e) || isNotFound(e)) this.myLease = undefined; // re-read (or re-create) next time
+      this.deps.log.warn({ err: describeError(e), validForMs: Math.max(0, this.validUntil - this.now()) }, 'node lease renewal failed; retrying');
+      this.scheduleRenew(Math.min(500, this.opts.renewMs));
+      // Step down on our own clock: the heartbeat gate closes at validUntil; drop ownership then too.
+      this.evaluate.trigger();
+    }
+  }
+
+  private async readOrCreate(name: string, spec: Record<string, unknown>): Promise<KubeObject> {
+    try {
+      const cur = await this.client.request<KubeObject>('GET', `${this.base}/${name}`);
+      return await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, { ...cur, spec: { ...(cur.spec as object), ...spec } });
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+      return await this.client.request<KubeObject>('POST', this.base, {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name, namespace: this.opts.namespace, labels: { [LABEL]: 'node' } },
+        spec: { ...spec, acquireTime: new this.client.k8s.V1MicroTime() },
+      });
+    }
+  }
+
+  // ---- the watch of every Lease in the namespace ----
+
+  private startWatch(): void {
+    const { k8s } = this.client;
+    const watch = new k8s.Watch(this.client.kc);
+    const watcher = {
+      watch: (path: string, query: Record<string, unknown>, cb: (phase: string, obj: any) => void, done: (err: any) => void) => {
+        if (!this.synced) this.watchingSince = this.now();
+        this.synced = true;
+        this.evaluate.trigger();
+        return watch.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds: 240 + Math.floor(Math.random() * 60) }, cb, done);
+      },
+    };
+    const lw = new k8s.ListWatch<KubeObject>(this.base, watcher as unknown as k8s.Watch, (() => this.client.list(this.base)) as never, false);
+    const seen = (obj: KubeObject) => this.observe(obj, false);
+    lw.on('add', seen);
+    lw.on('update', seen);
+    lw.on('delete', (obj: KubeObject) => this.observe(obj, true));
+    lw.on('error', (err: unknown) => {
+      if (this.disposed) return;
+      this.deps.log.warn({ err: describeError(err) }, 'lease watch failed; retrying');
+      this.retryTimer?.cancel();
+      this.retryTimer = this.clock.setTimeout(() => void lw.start().catch(() => {}), 500);
+    });
+    this.lw = lw;
+    void lw.start().catch(() => {});
+  }
+
+  private observe(obj: KubeObject, deleted: boolean): void {
+    const name = obj.metadata.name;
+    if (name.startsWith('node-')) {
+      const node = (obj.spec as { holderIdentity?: string } | undefined)?.holderIdentity ?? name.slice('node-'.length);
+      const known = this.nodes.get(node);
+      const wasAlive = this.alive(node);
+      if (deleted) this.nodes.delete(node);
+      else {
+        const rv = obj.metadata.resourceVersion ?? '';
+        const durationMs = ((obj.spec as { leaseDurationSeconds?: number }).leaseDurationSeconds ?? this.opts.durationS) * 1000;
+        const now = this.now();
+        const liveSince = known && wasAlive ? known.liveSince : now;
+        if (!known || known.rv !== rv) this.nodes.set(node, { rv, seenAt: now, durationMs, liveSince });
+      }
+      // A node joining, coming back or leaving changes preferences and owners; a renewal alone does not
+      // (expiries are found by the periodic pass).
+      if (node !== this.node && wasAlive !== this.alive(node)) this.evaluate.trigger();
+      return;
+    }
+    if (!name.startsWith('ip-')) return;
+    const ip = (obj.metadata.annotations as Record<string, string> | undefined)?.['herald.dev/ip'];
+    if (!ip) return;
+    if (deleted) this.ips.delete(ip);
+    else this.ips.set(ip, obj);
+    this.evaluate.trigger();
+  }
+
+  /** A node's Lease is valid by our observation (our own: by our own clock). */
+  private alive(node: string): boolean {
+    if (node === this.node) return this.now() < this.validUntil;
+    const o = this.nodes.get(node);
+    return o !== undefined && this.now() < o.seenAt + o.durationMs;
+  }
+
+  /** The live node with the highest rendezvous score: the same answer on every node that sees the same live nodes. */
+  private preferred(ip: string): string | undefined {
+    let best: string | undefined;
+    let bestScore = '';
+    for (const node of new Set([...this.nodes.keys(), this.node])) {
+      if (!this.alive(node)) continue;
+      const score = rendezvousScore(node, ip);
+      if (score > bestScore) {
+        best = node;
+        bestScore = score;
+      }
+    }
+    return best;
+  }
+
+  // ---- one pass: claim, take over, give up, publish ----
+
+  private async reconcile(): Promise<void> {
+    if (this.disposed || this.released || !this.synced) return;
+    const now = this.now();
+    const leaseValid = now < this.validUntil;
+    // Give up what we hold but no longer qualify for: withdraw first, then delete the Lease.
+    const giveUp = [...this.ips].filter(([ip, lease]) => holderOf(lease) === this.node && (!this.candidates.has(ip) || this.handOverTo(ip, now) !== undefined));
+    for (const [ip] of giveUp) {
+      const to = this.candidates.has(ip) ? this.handOverTo(ip, now) : undefined;
+      if (to) {
+        this.handedTo.set(ip, { node: to, at: now });
+        this.deps.log.info({ ip, to }, 'handing an IP over to its preferred node');
+      }
+    }
+    if (giveUp.length > 0) {
+      const leaving = new Set(giveUp.map(([ip]) => ip));
+      await this.emit(new Set([...this.owned].filter((ip) => !leaving.has(ip))));
+      for (const [ip, lease] of giveUp) await this.deleteIpLease(ip, lease).catch((e) => this.deps.log.warn({ ip, err: describeError(e) }, 'releasing an IP lease failed'));
+    }
+    if (leaseValid) {
+      for (const ip of this.candidates.keys()) {
+        const lease = this.ips.get(ip);
+        const holder = lease ? holderOf(lease) : undefined;
+        if (holder === this.node) continue;
+        if (holder && this.alive(holder)) {
+          this.freeSince.delete(ip);
+          continue;
+        }
+        // Free, or its holder expired. A holder we have not watched for a whole lease duration yet is given the benefit of the doubt.
+        if (holder && !this.nodes.has(holder) && now < this.watchingSince + this.opts.durationS * 1000) continue;
+        const since = this.freeSince.get(ip) ?? now;
+        this.freeSince.set(ip, since);
+        const mine = this.preferred(ip) === this.node;
+        if (!mine && now - since < this.opts.contendDelayMs) {
+          this.evaluate.trigger(); // look again after the delay (periodic pass too)
+          continue;
+        }
+        // We handed this IP over and the preferred node left it: it is not a candidate; skip it for a while.
+        const handed = this.handedTo.get(ip);
+        if (handed && now - handed.at < this.opts.skipPreferredMs) this.skip.set(ip, { node: handed.node, until: now + this.opts.skipPreferredMs });
+        this.handedTo.delete(ip);
+        await this.claim(ip, lease);
+      }
+    }
+    const owned = new Set<string>();
+    if (leaseValid) for (const [ip, lease] of this.ips) if (holderOf(lease) === this.node && this.candidates.has(ip)) owned.add(ip);
+    await this.emit(owned);
+  }
+
+  /** The more preferred node to hand an IP we hold over to, once it has been live for the hold time. */
+  private handOverTo(ip: string, now: number): string | undefined {
+    if (!this.alive(this.node)) return undefined; // stepping down (our own Lease lapsed) is not a hand-over
+    const pref = this.preferred(ip);
+    if (!pref || pref === this.node) return undefined;
+    const skip = this.skip.get(ip);
+    if (skip && skip.node === pref && now < skip.until) return undefined; // it left this IP unclaimed before
+    const o = this.nodes.get(pref);
+    return o && now - o.liveSince >= this.opts.handoverHoldMs ? pref : undefined;
+  }
+
+  private async claim(ip: string, lease: KubeObject | undefined): Promise<void> {
+    const now = new this.client.k8s.V1MicroTime();
+    try {
+      let result: KubeObject;
+      if (!lease) {
+        result = await this.client.request<KubeObject>('POST', this.base, {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name: ipLeaseName(ip), namespace: this.opts.namespace, labels: { [LABEL]: 'ip' }, annotations: { 'herald.dev/ip': ip } },
+          spec: { holderIdentity: this.node, acquireTime: now, leaseTransitions: 0 },
+        });
+        this.counters.claims++;
+      } else {
+        const spec = lease.spec as { leaseTransitions?: number };
+        // PUT carries the resourceVersion we saw: 409 if anyone wrote since.
+        result = await this.client.request<KubeObject>('PUT', `${this.base}/${lease.metadata.name}`, {
+          ...lease,
+          spec: { ...spec, holderIdentity: this.node, acquireTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 },
+        });
+        this.counters.takeovers++;
+        this.deps.log.info({ ip, from: holderOf(lease) }, 'took over an IP whose holder expired');
+      }
+      this.ips.set(ip, result);
+      this.freeSince.delete(ip);
+    } catch (e) {
+      if (isConflict(e)) {
+        this.counters.lostRaces++; // someone else won; the watch brings their Lease
+        return;
+      }
+      throw e;
+    }
+  }
+
+  private async deleteIpLease(ip: string, lease: KubeObject): Promise<void> {
+    try {
+      await this.client.request('DELETE', `${this.base}/${lease.metadata.name}`, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { resourceVersion: lease.metadata.resourceVersion } });
+      this.counters.releases++;
+      this.ips.delete(ip);
+    } catch (e) {
+      if (isConflict(e) || isNotFound(e)) return;
+      throw e;
+    }
+  }
+
+  private async emit(owned: Set<string>): Promise<void> {
+    const same = owned.size === this.owned.size && [...owned].every((ip) => this.owned.has(ip));
+    if (same) return;
+    this.owned = owned;
+    await this.onChange?.(this.view());
+  }
+}
+
+function holderOf(lease: KubeObject): string | undefined {
+  return (lease.spec as { holderIdentity?: string } | undefined)?.holderIdentity || undefined;
+}

@@ -1,0 +1,158 @@
+/**
+ * Ownership on Leases and Service status write-back against a real
+ * kube-apiserver (test/helpers/kube.ts), no lab: two nodes contend for the
+ * same IPs → one holder each; the holder stops renewing → the other takes
+ * over by a conditional update after the Lease expired; a graceful release
+ * frees everything at once. Status: written through the status subresource,
+ * a 409 (stale resourceVersion) is retried, an RBAC denial is a clear,
+ * counted refusal and no crash.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+import { silentLogger } from '../../src/core/logger.js';
+import type { OwnershipView } from '../../src/controlplane/ownership/backend.js';
+import { KubeClient, type KubeObject } from '../../src/intent/sources/kube-client.js';
+import { LeaseOwnership, ipLeaseName } from '../../src/store/kubernetes/lease-ownership.js';
+import { ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
+import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';
+
+let kube: KubeServer;
+const ROOT = new URL('../../', import.meta.url);
+const NS = 'herald-system';
+const OPTS = { namespace: NS, durationS: 2, renewMs: 500, safetyMs: 300, contendDelayMs: 200, handoverHoldMs: 1000, skipPreferredMs: 10_000 };
+
+before(async () => {
+  kube = await startKube();
+  await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/rbac.yaml', ROOT), 'utf8'));
+  const subjects = [{ kind: 'Group', name: 'herald:agents', apiGroup: 'rbac.authorization.k8s.io' }];
+  await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: 'herald-agent-test' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'herald-agent' }, subjects });
+  await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'herald-leases-test', namespace: NS }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'herald-leases' }, subjects });
+});
+after(async () => {
+  await kube?.stop();
+});
+
+async function waitFor(what: string, fn: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const agentClient = (node: string) => KubeClient.create({ kubeconfig: kube.kubeconfig(`herald:${node}`, ['herald:agents']) });
+
+async function node(name: string) {
+  const views: OwnershipView[] = [];
+  const o = new LeaseOwnership(await agentClient(name), name, { log: silentLogger }, OPTS);
+  await o.start((v) => {
+    views.push(v);
+  });
+  return { o, owned: () => o.view().owned };
+}
+
+const IPS = ['198.51.100.40', '198.51.100.41', '198.51.100.42', '198.51.100.43', '2001:db8::40'];
+const cands = new Map(IPS.map((ip) => [ip, ['eth0']] as const));
+
+test('lease ownership: one holder per IP, takeover after expiry by a conditional update, release frees at once', async () => {
+  const a = await node('node-a');
+  const b = await node('node-b');
+  try {
+    a.o.setCandidates(cands);
+    b.o.setCandidates(cands);
+    // The first node takes every IP; once the other has been live for the hold time, it gets its share.
+    await waitFor('every IP owned once, spread', () => IPS.every((ip) => Number(a.owned().has(ip)) + Number(b.owned().has(ip)) === 1) && a.owned().size > 0 && b.owned().size > 0);
+    const lease = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${ipLeaseName('2001:db8::40')}`);
+    assert.equal(lease.status, 200);
+    assert.ok(['node-a', 'node-b'].includes(lease.body.spec.holderIdentity));
+    assert.ok(a.owned().size > 0 && b.owned().size > 0, `spread: a ${[...a.owned()]} b ${[...b.owned()]}`);
+
+    // a stops renewing (a crash: no release): b takes a's IPs once a's Lease expired on b's clock.
+    const fromA = [...a.owned()];
+    a.o.dispose();
+    // Until a's Lease expired on b's clock, a's IPs stay a's: never two owners.
+    assert.ok(fromA.every((ip) => !b.owned().has(ip)));
+    await waitFor('b owns everything', () => IPS.every((ip) => b.owned().has(ip)));
+    assert.ok(b.o.counters.takeovers >= fromA.length, 'taken over by update, not re-created');
+    const moved = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${ipLeaseName(fromA[0]!)}`);
+    assert.equal(moved.body.spec.holderIdentity, 'node-b');
+    assert.ok(moved.body.spec.leaseTransitions >= 1);
+
+    // A third node joins, then b stops gracefully: c owns everything without waiting for expiry.
+    const c = await node('node-c');
+    try {
+      c.o.setCandidates(cands);
+      await new Promise((r) => setTimeout(r, 300));
+      const releasedAt = Date.now();
+      await b.o.release();
+      await waitFor('c owns everything', () => IPS.every((ip) => c.owned().has(ip)));
+      assert.ok(Date.now() - releasedAt < OPTS.durationS * 1000, 'a release needs no expiry');
+      assert.equal(b.owned().size, 0);
+    } finally {
+      c.o.dispose();
+    }
+  } finally {
+    a.o.dispose();
+    b.o.dispose();
+  }
+});
+
+test('lease ownership: the Lease is the fence — a conflicting claim loses with 409 and is counted', async () => {
+  const ip = '198.51.100.60';
+  // Someone else already holds the IP's Lease, with a live node Lease.
+  const other = await node('node-x');
+  other.o.setCandidates(new Map([[ip, ['eth0']]]));
+  await waitFor('x owns it', () => other.owned().has(ip));
+  const me = await node('node-y');
+  try {
+    me.o.setCandidates(new Map([[ip, ['eth0']]]));
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(me.owned().size, 0, 'never two owners');
+    assert.ok(other.owned().has(ip));
+  } finally {
+    me.o.dispose();
+    other.o.dispose();
+  }
+});
+
+test('status write-back: status subresource, a 409 is retried, an RBAC denial is a counted refusal', async () => {
+  const svc = await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'status-web', namespace: 'default' }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
+  // The cache is stale: the object changed after it was read (a label), so the first PUT gets 409.
+  let cached: KubeObject = svc;
+  const touched = await kube.api('PUT', '/api/v1/namespaces/default/services/status-web', { ...svc, metadata: { ...svc.metadata, labels: { touched: 'yes' } } });
+  assert.equal(touched.status, 200, touched.text);
+  const writer = new ServiceStatusWriter({ client: await agentClient('node-s'), cached: () => cached, log: silentLogger, resyncMs: 60_000 });
+  try {
+    writer.update(new Map([['default/status-web', ['198.51.100.70']]]));
+    await waitFor('status written', async () => {
+      const cur = await kube.api('GET', '/api/v1/namespaces/default/services/status-web');
+      return cur.body.status?.loadBalancer?.ingress?.[0]?.ip === '198.51.100.70';
+    });
+    assert.equal(writer.stats.conflicts, 1);
+    assert.equal(writer.stats.writes, 1);
+    const cur = await kube.api('GET', '/api/v1/namespaces/default/services/status-web');
+    assert.equal(cur.body.metadata.labels.touched, 'yes', 'the spec/metadata change someone else made stays');
+    assert.equal(cur.body.status.loadBalancer.ingress[0].ipMode, 'VIP');
+    // Steady state: the cache shows what is wanted → no write.
+    cached = cur.body;
+    writer.recheck();
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(writer.stats.writes, 1);
+  } finally {
+    writer.dispose();
+  }
+
+  // A user without services/status update: refused, reported, not retried in a loop.
+  const denied = new ServiceStatusWriter({ client: await KubeClient.create({ kubeconfig: kube.kubeconfig('nobody', []) }), cached: () => cached, log: silentLogger, resyncMs: 60_000 });
+  try {
+    denied.update(new Map([['default/status-web', ['198.51.100.71']]]));
+    await waitFor('refused', () => denied.stats.refused === 1);
+    await new Promise((r) => setTimeout(r, 300));
+    denied.recheck();
+    assert.equal(denied.stats.refused, 1, 'the same refused state is not asked again');
+    assert.equal(denied.stats.writes, 0);
+  } finally {
+    denied.dispose();
+  }
+});

@@ -1,0 +1,195 @@
+/**
+ * Kubernetes mode against a real kube-apiserver (built from k8s.io/kubernetes,
+ * test/helpers/kube.ts) with three agents as processes in node namespaces:
+ * Cilium manifests applied through the API → IPs allocated, Service status
+ * written, exactly one owner per IP (its Lease names it) answering ARP;
+ * kill -9 of an owner → another node takes the IP Lease over and answers;
+ * steady-state API writes are O(nodes), not O(services).
+ *
+ * The API server listens on the root namespace's loopback; each node reaches
+ * it on its own 127.0.0.1 through lab/unix-bridge.ts.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
+import { unixToTcp } from '../../lab/unix-bridge.js';
+import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { applyObject, applyYaml, requestTotal, startKube, type KubeServer } from '../helpers/kube.js';
+import { HERALD, arping, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+
+const ROOT = new URL('../../', import.meta.url);
+const BRIDGE = fileURLToPath(new URL('lab/unix-bridge.ts', ROOT));
+const NS = 'herald-system';
+const SERVICES = ['a', 'b', 'c', 'd', 'e', 'f'].map((n) => `svc-${n}`);
+const RENEW_S = 1;
+const DURATION_S = 10;
+
+describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSkipReason() }, () => {
+  let kube: KubeServer;
+  let lab: Lab;
+  let bridge: Server;
+  let socket: string;
+  const agents = new Map<Host, LabProcess>();
+
+  const leases = async () => {
+    const r = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`);
+    return (r.body?.items ?? []) as { metadata: { name: string; annotations?: Record<string, string> }; spec: { holderIdentity?: string } }[];
+  };
+  const ingressOf = async (name: string): Promise<string[]> => {
+    const r = await kube.api('GET', `/api/v1/namespaces/default/services/${name}`);
+    return ((r.body?.status?.loadBalancer?.ingress ?? []) as { ip: string }[]).map((i) => i.ip);
+  };
+  const dump = () =>
+    lab.nodes
+      .map((n) => {
+        const r = n.exec(HERALD, ['status', '--json', '--status-socket', n.statusSocket]);
+        if (r.code !== 0) return `${n.name}: no status`;
+        const st = JSON.parse(r.stdout) as { owned: { ip: string }[]; candidates: { ip: string; owner: string | null }[] };
+        return `${n.name}: owned ${st.owned.map((o) => o.ip).join(',')} candidates ${st.candidates.map((c) => `${c.ip}@${c.owner}`).join(',')}`;
+      })
+      .join('\n') + lab.nodes.map((n) => (process.env.K8S_LAB_LOGS ? writeFileSync(`${process.env.K8S_LAB_LOGS}-${n.name}.log`, agents.get(n)?.text() ?? '') : undefined, '')).join('');
+  const nodeByNs = (netns: string) => lab.nodes.find((n) => n.netns === netns);
+
+  before(async () => {
+    kube = await startKube();
+    await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/crds.yaml', ROOT), 'utf8'));
+    await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/rbac.yaml', ROOT), 'utf8'));
+    // The test's agents authenticate as herald:<node> in group herald:agents (client certificates).
+    const subjects = [{ kind: 'Group', name: 'herald:agents', apiGroup: 'rbac.authorization.k8s.io' }];
+    await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: 'herald-agent-test' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'herald-agent' }, subjects });
+    await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'herald-leases-test', namespace: NS }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'herald-leases' }, subjects });
+    socket = join(kube.dir, 'api.sock');
+    const port = Number(new URL(kube.server).port);
+    bridge = await unixToTcp(socket, port);
+    lab = Lab.create({ nodes: 3, tag: 'k8s' });
+    // Intent through the API: pool, policy, services, and the Node objects (as kubelets would).
+    await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'k8s-pool' }, spec: { blocks: [{ start: '198.51.100.10', stop: '198.51.100.29' }] } });
+    await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumL2AnnouncementPolicy', metadata: { name: 'k8s-policy' }, spec: { loadBalancerIPs: true, interfaces: ['^eth0$'] } });
+    for (const name of SERVICES) {
+      await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
+    }
+    for (const n of lab.nodes) {
+      await applyObject(kube, { apiVersion: 'v1', kind: 'Node', metadata: { name: n.netns, labels: { 'kubernetes.io/hostname': n.netns } } });
+      const b = n.spawn('bridge', process.execPath, ['--import', 'tsx', BRIDGE, '--port', String(port), '--socket', socket]);
+      await b.waitForOutput('bridge listening', 15_000);
+    }
+    for (const n of lab.nodes) await startAgentFor(n);
+  });
+
+  const startAgentFor = async (n: Host) => {
+    const kubeconfig = kube.kubeconfig(`herald:${n.netns}`, ['herald:agents']);
+    agents.set(
+      n,
+      await startAgentReady(n, ['--kubernetes', '--kubeconfig', kubeconfig, '--kube-lease-duration', String(DURATION_S), '--kube-lease-renew', `${RENEW_S}s`, '--garp-interval', '200ms'], `agent-${Date.now()}`),
+    );
+  };
+
+  after(async () => {
+    if (process.env.K8S_LAB_LOGS && lab) for (const n of lab.nodes) writeFileSync(`${process.env.K8S_LAB_LOGS}-${n.name}.log`, agents.get(n)?.text() ?? '');
+    await lab?.destroy();
+    bridge?.close();
+    if (socket) rmSync(socket, { force: true });
+    await kube?.stop();
+  });
+
+  let holdersNow = new Map<string, string>();
+  /** ip → holder, from the IP Leases. */
+  const holders = async () => new Map((await leases()).filter((l) => l.metadata.name.startsWith('ip-')).map((l) => [l.metadata.annotations?.['herald.dev/ip'] ?? '', l.spec.holderIdentity ?? '']));
+
+  test('applied through the API: every Service gets an IP, its status is written, one owner per IP answers ARP', async () => {
+    let ips: string[] = [];
+    await waitFor(
+      async () => {
+        ips = (await Promise.all(SERVICES.map(ingressOf))).flat();
+        return ips.length === SERVICES.length;
+      },
+      { timeoutMs: 30_000, what: 'status.loadBalancer.ingress on every Service' },
+    );
+    assert.equal(new Set(ips).size, SERVICES.length, 'distinct IPs');
+    for (const ip of ips) assert.match(ip, /^198\.51\.100\.(1\d|2\d)$/);
+    const svc = await kube.api('GET', '/api/v1/namespaces/default/services/svc-a');
+    assert.equal(svc.body.status.loadBalancer.ingress[0].ipMode, 'VIP');
+
+    // The first agent up takes every IP; each other node gets its share (rendezvous hashing) once live
+    // for the hand-over hold (5 s): every IP ends with its preferred node.
+    const preferred = (ip: string) => lab.nodes.reduce((best, n) => (rendezvousScore(n.netns, ip) > rendezvousScore(best.netns, ip) ? n : best)).netns;
+    await waitFor(async () => ((holdersNow = await holders()), ips.every((ip) => holdersNow.get(ip) === preferred(ip))), {
+      timeoutMs: 40_000,
+      what: 'every IP Lease held by its preferred node',
+      onTimeout: () => JSON.stringify([...holdersNow]),
+    });
+    assert.ok(new Set(holdersNow.values()).size >= 2, 'these names spread the IPs');
+    const byIp = await holders();
+    for (const ip of ips) {
+      const holder = byIp.get(ip)!;
+      const owner = nodeByNs(holder);
+      assert.ok(owner, `${ip} held by a lab node (${holder})`);
+      await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(owner.mac('eth0')), { timeoutMs: 10_000, what: `${ip} answered by ${owner.name}`, onTimeout: dump });
+      const r = arping(lab.client, ip, { count: 2 });
+      assert.deepEqual(new Set(r.macs), new Set([owner.mac('eth0')]), `${ip}: only its owner answers`);
+    }
+    // herald status: informers synced, node Lease valid, one status writer.
+    const st = lab.nodes.map((n) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])));
+    for (const x of st) {
+      assert.equal(x.source, 'kubernetes');
+      assert.equal(x.kubernetes.source.synced, true);
+      assert.equal(x.kubernetes.leases.leaseValid, true);
+      assert.deepEqual(x.kubernetes.leases.liveNodes, lab.nodes.map((n) => n.netns).sort());
+    }
+    assert.ok(st.reduce((a, x) => a + x.kubernetes.serviceStatus.writes, 0) >= SERVICES.length, 'status written by the agents');
+    // Node Leases: one per node.
+    const nodeLeases = (await leases()).filter((l) => l.metadata.name.startsWith('node-'));
+    assert.deepEqual(nodeLeases.map((l) => l.spec.holderIdentity).sort(), lab.nodes.map((n) => n.netns).sort());
+  });
+
+  test('steady state: API writes are O(nodes) — one node Lease renewal per node per interval, none per service', async () => {
+    const windowS = 10;
+    const writes = (m: string) => requestTotal(m, (l) => ['POST', 'PUT', 'PATCH', 'DELETE', 'APPLY'].includes(l.verb ?? '') && l.code !== undefined);
+    const leaseWrites = (m: string) => requestTotal(m, (l) => l.verb === 'PUT' && l.resource === 'leases');
+    const m0 = await kube.metrics();
+    await new Promise((r) => setTimeout(r, windowS * 1000));
+    const m1 = await kube.metrics();
+    const total = writes(m1) - writes(m0);
+    const byKind = new Map<string, number>();
+    for (const verb of ['POST', 'PUT', 'PATCH', 'DELETE']) {
+      for (const resource of ['leases', 'services', 'events']) {
+        const n = requestTotal(m1, (l) => l.verb === verb && l.resource === resource) - requestTotal(m0, (l) => l.verb === verb && l.resource === resource);
+        if (n > 0) byKind.set(`${verb} ${resource}`, n);
+      }
+    }
+    const renewals = leaseWrites(m1) - leaseWrites(m0);
+    console.log(`k8s steady state: ${total} API writes in ${windowS} s (${(total / windowS).toFixed(2)}/s) with 3 nodes and ${SERVICES.length} services; by kind ${JSON.stringify(Object.fromEntries(byKind))}; Cilium's one Lease per service per 2 s would be ${(SERVICES.length / 2) * windowS}`);
+    // ≤ one renewal per node per interval (+1 each for the window's edges), plus the API server's own
+    // Lease and a stray hand-over: bounded by the nodes, not the services.
+    assert.ok(total <= 3 * (windowS / RENEW_S + 1) + 3, `${total} writes in ${windowS} s`);
+    assert.ok(renewals >= 3 * (windowS / RENEW_S) * 0.5, `the nodes renew (${renewals})`);
+  });
+
+  test('kill -9 of an owner: another node takes its IP Lease over and answers', async () => {
+    const byIp = await holders();
+    const [ip, holder] = [...byIp][0]!;
+    const victim = nodeByNs(holder)!;
+    const t0 = Date.now();
+    await agents.get(victim)!.stop('SIGKILL');
+    let newHolder = '';
+    await waitFor(
+      async () => {
+        newHolder = (await holders()).get(ip) ?? '';
+        return newHolder !== '' && newHolder !== holder;
+      },
+      { timeoutMs: 30_000, what: `${ip} taken over from ${holder}` },
+    );
+    const successor = nodeByNs(newHolder)!;
+    await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(successor.mac('eth0')), { timeoutMs: 10_000, what: `${ip} answered by ${successor.name}` });
+    console.log(`k8s failover: ${ip} answered by ${successor.name} ${Date.now() - t0} ms after kill -9 of ${victim.name} (lease ${DURATION_S} s, renew ${RENEW_S} s)`);
+    const r = arping(lab.client, ip, { count: 2 });
+    assert.deepEqual(new Set(r.macs), new Set([successor.mac('eth0')]), 'only the successor answers');
+    // Every IP of the dead node moved; the status stays as written (allocation does not change).
+    await waitFor(async () => ![...(await holders()).values()].includes(holder), { timeoutMs: 30_000, what: `no IP left with ${holder}` });
+    assert.ok((await ingressOf('svc-a')).length === 1);
+  });
+});
