@@ -118,7 +118,7 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
     // for the hand-over hold (5 s): every IP ends with its preferred node.
     const preferred = (ip: string) => lab.nodes.reduce((best, n) => (rendezvousScore(n.netns, ip) > rendezvousScore(best.netns, ip) ? n : best)).netns;
     await waitFor(async () => ((holdersNow = await holders()), ips.every((ip) => holdersNow.get(ip) === preferred(ip))), {
-      timeoutMs: 40_000,
+      timeoutMs: 90_000, // hand-overs follow each node's Lease renewals (10 s Leases here)
       what: 'every IP Lease held by its preferred node',
       onTimeout: () => JSON.stringify([...holdersNow]),
     });

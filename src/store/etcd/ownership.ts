@@ -532,7 +532,8 @@ export class EtcdOwnership implements OwnershipBackend {
     const leases = new Set([...this.owners.values()].filter((o) => o.node === node).map((o) => o.lease));
     if (leases.size > 0) {
       this.fencedAt.set(node, monotonicMs(this.deps.clock));
-      await this.deps.events?.({ kind: 'owner-fenced', fenced: node, ips: [...this.owners].filter(([, o]) => o.node === node).map(([ip]) => ip).slice(0, 100) });
+      // Not waited for: the fence is what lets a successor answer.
+      void Promise.resolve(this.deps.events?.({ kind: 'owner-fenced', fenced: node, ips: [...this.owners].filter(([, o]) => o.node === node).map(([ip]) => ip).slice(0, 100) })).catch(() => {});
     }
     for (const lease of leases) {
       try {
@@ -702,9 +703,11 @@ export class EtcdOwnership implements OwnershipBackend {
     // keys kept as the fence); the next sync retries the deletes.
     const client = this.session.client;
     const ours = releases.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName);
-    // Recorded before the keys go: the view sees why before it sees the successor.
+    // Recorded as the keys go, never waited for: between the withdrawal and the
+    // deletes the IP is silent with our key still there, which candidates
+    // rightly take for a dead owner and fence (a stored event is not worth that).
     // Bounded: a mass release (10k IPs) records its first EVENTS_PER_BATCH.
-    await Promise.all(ours.slice(0, EVENTS_PER_BATCH).map(({ ip, why }) => this.deps.events?.({ kind: 'owner-released', ip, why, cause: releaseCause(why) })));
+    for (const { ip, why } of ours.slice(0, EVENTS_PER_BATCH)) void Promise.resolve(this.deps.events?.({ kind: 'owner-released', ip, why, cause: releaseCause(why) })).catch(() => {});
     const unfinished = new Set<string>();
     for (let i = 0; i < ours.length; i += CONTEND_CHUNK) {
       let pending = ours.slice(i, i + CONTEND_CHUNK);
