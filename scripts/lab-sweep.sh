@@ -4,7 +4,7 @@
 # labs whose owner is gone are removed, so a running lab is never touched.
 set -uo pipefail
 alive() { [ -f "/run/herald-lab/$1.owner" ] && kill -0 "$(cat "/run/herald-lab/$1.owner")" 2>/dev/null; }
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^hl[a-z0-9]*-(sw|client|store|n[0-9]+)$'); do
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^hl[a-z0-9]*-(sw|client|store|n[0-9]+|b[0-9]+)$'); do
   lab="${ns%-*}"
   alive "$lab" && continue
   ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
