@@ -33,7 +33,8 @@ after(async () => {
   await kube?.stop();
 });
 
-async function waitFor(what: string, fn: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+// Generous: spreading follows lease renewals and hand-over holds, and one CI run needed more than 15 s.
+async function waitFor(what: string, fn: () => boolean | Promise<boolean>, timeoutMs = 45_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await fn())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
