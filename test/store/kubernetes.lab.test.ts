@@ -163,9 +163,13 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
     }
     const renewals = leaseWrites(m1) - leaseWrites(m0);
     console.log(`k8s steady state: ${total} API writes in ${windowS} s (${(total / windowS).toFixed(2)}/s) with 3 nodes and ${SERVICES.length} services; by kind ${JSON.stringify(Object.fromEntries(byKind))}; Cilium's one Lease per service per 2 s would be ${(SERVICES.length / 2) * windowS}`);
-    // ≤ one renewal per node per interval (+1 each for the window's edges), plus the API server's own
-    // Lease and a stray hand-over: bounded by the nodes, not the services.
-    assert.ok(total <= 3 * (windowS / RENEW_S + 1) + 3, `${total} writes in ${windowS} s`);
+    // ≤ one renewal per node per interval (+2 each: the window's edges and a renewal retried after a
+    // slow reply on a loaded CI machine), plus the API server's own Lease and a stray hand-over.
+    // Bounded by the nodes, not the services: renewing each IP Lease as well would add
+    // SERVICES.length per interval (60 more in this window), far above the bound.
+    const bound = 3 * (windowS / RENEW_S + 2) + 4;
+    assert.ok(bound < 3 * (windowS / RENEW_S) + SERVICES.length * (windowS / RENEW_S), 'the bound tells O(nodes) from O(services)');
+    assert.ok(total <= bound, `${total} writes in ${windowS} s (bound ${bound})`);
     assert.ok(renewals >= 3 * (windowS / RENEW_S) * 0.5, `the nodes renew (${renewals})`);
   });
 
