@@ -240,7 +240,7 @@ function firstIncompatibility(holding: Holding, view: ServiceView): string | und
 }
 
 function ownerKeys(holding: Holding): string {
-  return holding.owners.map((o) => o.key).join(', ');
+  return holding.owners.map((o) => o.key).sort().join(', ');
 }
 
 /** Why pools that would otherwise serve are closed: ` ('b' is disabled; 'c': Pool conflicts since …)`. */

@@ -224,6 +224,21 @@ describe('LB-IPAM: sharing (isCompatible)', () => {
     assert.deepEqual([...r.ipOwners], [['192.0.2.0', ['default/a', 'default/b']]]);
     assert.deepEqual(countsOf(r, 'p'), ['256', '1', '255']);
   });
+
+  it('a refused service names the holders in one order, whichever way they were restored (a restart changes no message)', () => {
+    // Found by the property test (seed 507048157): the holders were listed in
+    // allocation order at first and in restored-state order after a restart.
+    const objects = [
+      pool('p0', { blocks: ['192.0.2.0/29'] }),
+      service('s0', { ports: [{ port: 53, protocol: 'TCP' }], sharingKey: 'k1', ips: '192.0.2.1', created: T1, ingress: ['192.0.2.1'] }),
+      service('s4', { ports: [{ port: 53, protocol: 'TCP' }], ips: '192.0.2.1' }),
+      service('s2', { ports: [{ port: 53, protocol: 'UDP' }], sharingKey: 'k1', ips: '192.0.2.1', created: T0 }),
+    ];
+    const first = allocate(snapshot(...objects));
+    const restarted = allocate(snapshot(...objects), JSON.parse(JSON.stringify(first.state)));
+    assert.deepEqual(restarted, first);
+    assert.match(first.services.get('default/s4')?.condition.message ?? '', /\(default\/s0, default\/s2\)/);
+  });
 });
 
 describe('LB-IPAM: which services, and IP families', () => {
