@@ -27,6 +27,9 @@ import {
   toAddr,
   toBigInt,
   compareIps,
+  formatIpv4At,
+  readCanonicalIpv4,
+  specialRange,
 } from '../../src/core/addr.js';
 import { isHeraldError } from '../../src/core/errors.js';
 
@@ -198,5 +201,75 @@ describe('ordering and CIDR refusals', () => {
     assert.deepEqual(parseCidrMasking('192.0.2.0/33'), { ok: false, reason: 'prefix length must be 0-32' });
     assert.deepEqual(parseCidrMasking('2001:db8::/129'), { ok: false, reason: 'prefix length must be 0-128' });
     assert.deepEqual(parseCidrMasking('192.0.2.0/024'), { ok: false, reason: 'prefix length must be 0-32' });
+  });
+});
+
+// Aimed at the mutants the first mutation run left (README "Mutation testing").
+describe('the fast IPv4 path and the small predicates', () => {
+  it('readCanonicalIpv4 takes exactly the canonical dotted quads, at the shortest and longest length', () => {
+    const out = new Uint8Array(8).fill(7);
+    assert.equal(readCanonicalIpv4('0.0.0.0', out, 2), true);
+    assert.deepEqual([...out], [7, 7, 0, 0, 0, 0, 7, 7]);
+    assert.equal(readCanonicalIpv4('255.255.255.255', out, 4), true);
+    assert.deepEqual([...out], [7, 7, 0, 0, 255, 255, 255, 255]);
+    assert.equal(readCanonicalIpv4('192.0.2.1', undefined, 0), true);
+    for (const bad of ['1.2.3', '1.2.3.', '.1.2.3', '1..2.3', '1.2.3.4.5', '01.2.3.4', '1.2.3.00', '1.2.3.256', '1.2.3.4 ', 'a.b.c.d', '1.2.3.4/32', '255.255.255.2555', '1.2.3.-4']) {
+      const buf = new Uint8Array(4);
+      assert.equal(readCanonicalIpv4(bad, buf, 0), false, bad);
+    }
+    assert.equal(formatIpv4At(Uint8Array.from([9, 192, 0, 2, 1]), 1), '192.0.2.1');
+  });
+
+  it('property: the fast path agrees with the strict parser on dotted quads and near-misses', () => {
+    const octet = fc.oneof(fc.integer({ min: 0, max: 300 }).map(String), fc.constantFrom('00', '01', '', '-1', 'x', '0255', '1e2'));
+    const text = fc.oneof(fc.ipV4(), fc.array(octet, { minLength: 1, maxLength: 6 }).map((o) => o.join('.')), fc.string({ maxLength: 16 }));
+    fc.assert(
+      fc.property(text, (t) => {
+        assert.equal(readCanonicalIpv4(t, undefined, 0), parseIp(t)?.family === 'IPv4', t);
+        assert.equal(isIpv4(t), parseIp(t)?.family === 'IPv4', t);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('isIp / isIpv4 / normalizeIp / familyOf on good and bad text', () => {
+    assert.equal(isIp('192.0.2.1'), true);
+    assert.equal(isIp('2001:db8::1'), true);
+    assert.equal(isIp('192.0.2.x'), false);
+    assert.equal(isIpv4('192.0.2.1'), true);
+    assert.equal(isIpv4('255.255.255.255'), true);
+    assert.equal(isIpv4('01.2.3.4'), false);
+    assert.equal(isIpv4('::ffff:192.0.2.1'), false);
+    assert.equal(isIpv4('1.2.3'), false);
+    assert.equal(normalizeIp('not an ip'), undefined);
+    assert.equal(familyOf('not an ip'), undefined);
+    assert.equal(familyOf('::ffff:192.0.2.1'), 'IPv6');
+  });
+
+  it('an all-digit text with an empty octet is not "over 255", and 256 is', () => {
+    assert.equal(ipProblem('255.1.2.'), '"255.1.2." is not an IPv4 or IPv6 address');
+    assert.equal(ipProblem('1.2.3.256'), '"1.2.3.256" has an octet over 255 (256)');
+  });
+
+  it('compareAddrs: family first even when the IPv6 value is smaller; each direction', () => {
+    assert.equal(compareAddrs(addrOf('192.0.2.1')!, addrOf('::1')!), -1);
+    assert.equal(compareAddrs(addrOf('::1')!, addrOf('192.0.2.1')!), 1);
+    assert.equal(compareAddrs(addrOf('192.0.2.2')!, addrOf('192.0.2.1')!), 1);
+    assert.equal(compareAddrs(addrOf('192.0.2.1')!, addrOf('192.0.2.2')!), -1);
+  });
+
+  it('rangesOverlap: a range wholly after the other does not overlap; touching ends do', () => {
+    assert.ok(!rangesOverlap({ family: 'IPv4', first: 10n, last: 20n }, { family: 'IPv4', first: 0n, last: 5n }));
+    assert.ok(rangesOverlap({ family: 'IPv4', first: 5n, last: 20n }, { family: 'IPv4', first: 0n, last: 5n }));
+    assert.ok(rangesOverlap({ family: 'IPv4', first: 0n, last: 5n }, { family: 'IPv4', first: 5n, last: 5n }));
+  });
+
+  it('a CIDR that is only "/24" has no address (not a missing prefix)', () => {
+    assert.deepEqual(parseCidrMasking('/24'), { ok: false, reason: '"" is not an IP address' });
+  });
+
+  it('specialRange names the documentation and private ranges', () => {
+    assert.equal(specialRange(mustParseIp('192.0.2.1')), 'reserved');
+    assert.equal(specialRange(mustParseIp('10.0.0.1')), 'private');
   });
 });
