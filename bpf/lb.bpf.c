@@ -581,6 +581,37 @@ static __always_inline __be16 snat_alloc4(__be32 baddr, __be16 bport, __be32 sna
 	return 0;
 }
 
+/*
+ * Refreshes the CT_SERVICE entry of a flow (client → VIP: which backend), or
+ * creates it: one place for the DSR path and the DNAT path, which differ only
+ * in the TCP flags they record and the lifetime they give it.
+ */
+static __always_inline void ct_touch_service4(struct ct_entry *sent, struct ct_key4 *skey, __u32 backend_id, __u32 service_id,
+					      __be32 baddr, __be16 bport, __u16 flags, __u32 len, __u64 now, __u64 life)
+{
+	if (sent) {
+		sent->expires_ns = now + life;
+		__sync_fetch_and_add(&sent->packets_fwd, 1);
+		__sync_fetch_and_add(&sent->bytes_fwd, len);
+		return;
+	}
+	struct ct_entry s = {
+		.backend_id = backend_id,
+		.service_id = service_id,
+		.nat_port = bport,
+		.flags = flags,
+		.packets_fwd = 1,
+		.bytes_fwd = len,
+		.created_s = (__u32)(now / 1000000000ULL),
+		.expires_ns = now + life,
+	};
+	*(__be32 *)s.nat_addr = baddr;
+	if (bpf_map_update_elem(&ct4, skey, &s, BPF_ANY) < 0)
+		count(ST_CT_FULL);
+	else
+		count(ST_CT_CREATED);
+}
+
 SEC("tc")
 int herald_lb_ingress(struct __sk_buff *skb)
 {
@@ -682,26 +713,7 @@ int herald_lb_ingress(struct __sk_buff *skb)
 	 * bypasses us. The CT_SERVICE entry keeps the connection on its backend. */
 	if (svc->flags & LB_SVC_F_DSR) {
 		__u64 dlife = lifetime(l4.proto, l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) | CT_F_ESTABLISHED : 0);
-		if (sent) {
-			sent->expires_ns = now + dlife;
-			__sync_fetch_and_add(&sent->packets_fwd, 1);
-			__sync_fetch_and_add(&sent->bytes_fwd, skb->len);
-		} else {
-			struct ct_entry s = {
-				.backend_id = backend_id,
-				.service_id = service_id,
-				.nat_port = bport,
-				.packets_fwd = 1,
-				.bytes_fwd = skb->len,
-				.created_s = (__u32)(now / 1000000000ULL),
-				.expires_ns = now + dlife,
-			};
-			*(__be32 *)s.nat_addr = baddr;
-			if (bpf_map_update_elem(&ct4, &skey, &s, BPF_ANY) < 0)
-				count(ST_CT_FULL);
-			else
-				count(ST_CT_CREATED);
-		}
+		ct_touch_service4(sent, &skey, backend_id, service_id, baddr, bport, 0, skb->len, now, dlife);
 		struct bpf_fib_lookup fib = {};
 		fib.family = AF_INET_;
 		fib.l4_protocol = l4.proto;
@@ -782,25 +794,7 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		else
 			count(ST_CT_CREATED);
 	}
-	if (sent) {
-		sent->expires_ns = now + life;
-		__sync_fetch_and_add(&sent->packets_fwd, 1);
-		__sync_fetch_and_add(&sent->bytes_fwd, skb->len);
-	} else {
-		struct ct_entry s = {
-			.backend_id = backend_id,
-			.service_id = service_id,
-			.nat_port = bport,
-			.flags = tf,
-			.packets_fwd = 1,
-			.bytes_fwd = skb->len,
-			.created_s = (__u32)(now / 1000000000ULL),
-			.expires_ns = now + life,
-		};
-		*(__be32 *)s.nat_addr = baddr;
-		if (bpf_map_update_elem(&ct4, &skey, &s, BPF_ANY) < 0)
-			count(ST_CT_FULL);
-	}
+	ct_touch_service4(sent, &skey, backend_id, service_id, baddr, bport, tf, skb->len, now, life);
 
 	/* 3. DNAT (and SNAT). */
 	if (rewrite4(skb, &l4, 1, vip, baddr, l4.dport, bport) < 0)
