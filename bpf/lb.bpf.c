@@ -148,7 +148,12 @@ enum lb_stat {
 	ST_CT_FULL = 7,
 	ST_TTL = 8,
 	ST_ICMP_XLATE = 9, /* ICMP errors of tracked flows translated */
-	ST_SLOTS = 10,
+	/* Entries this program deleted (a flow whose backend is gone). With ct_created,
+	 * the GC's deletions (ST_CT_USER_DELETED, written by the agent) and the live
+	 * count, the LRU's evictions follow: created - deleted - user_deleted - live. */
+	ST_CT_DELETED = 10,
+	ST_CT_USER_DELETED = 11, /* written by user space only (slot of CPU 0) */
+	ST_SLOTS = 12,
 };
 
 struct {
@@ -246,6 +251,31 @@ static __always_inline __u64 cfg(__u32 slot, __u64 def)
 {
 	__u64 *v = bpf_map_lookup_elem(&lb_config, &slot);
 	return (v && *v) ? *v : def;
+}
+
+/*
+ * Creates a connection entry (BPF_NOEXIST): counted in ct_created when it is
+ * new, so that every entry the LRU holds or evicted was counted once. Another
+ * CPU creating the same flow first (EEXIST) is no failure; anything else is
+ * counted in ct_full. Returns 0 when the entry exists afterwards.
+ */
+static __always_inline int ct_create(void *map, void *key, struct ct_entry *e)
+{
+	long rc = bpf_map_update_elem(map, key, e, BPF_NOEXIST);
+	if (rc == 0) {
+		count(ST_CT_CREATED);
+		return 0;
+	}
+	if (rc == -17 /* EEXIST */)
+		return 0;
+	count(ST_CT_FULL);
+	return -1;
+}
+
+static __always_inline void ct_delete(void *map, void *key)
+{
+	if (bpf_map_delete_elem(map, key) == 0)
+		count(ST_CT_DELETED);
 }
 
 static __always_inline __u32 rotl(__u32 x, int r)
@@ -575,8 +605,10 @@ static __always_inline __be16 snat_alloc4(__be32 baddr, __be16 bport, __be32 sna
 	for (int i = 0; i < 8; i++) {
 		__u16 p = 32768 + (__u16)((hash + (__u32)i * 7919) % 28232);
 		struct ct_key4 rkey = { .saddr = baddr, .daddr = snat, .sport = bport, .dport = bpf_htons(p), .proto = proto, .dir = CT_SNAT };
-		if (bpf_map_update_elem(&ct4, &rkey, &r, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(&ct4, &rkey, &r, BPF_NOEXIST) == 0) {
+			count(ST_CT_CREATED);
 			return bpf_htons(p);
+		}
 	}
 	return 0;
 }
@@ -606,10 +638,7 @@ static __always_inline void ct_touch_service4(struct ct_entry *sent, struct ct_k
 		.expires_ns = now + life,
 	};
 	*(__be32 *)s.nat_addr = baddr;
-	if (bpf_map_update_elem(&ct4, skey, &s, BPF_ANY) < 0)
-		count(ST_CT_FULL);
-	else
-		count(ST_CT_CREATED);
+	ct_create(&ct4, skey, &s);
 }
 
 SEC("tc")
@@ -670,7 +699,7 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		be = bpf_map_lookup_elem(&lb_backends, &backend_id);
 		if (!be) {
 			/* Its backend is gone: a new choice for this flow. */
-			bpf_map_delete_elem(&ct4, &skey);
+			ct_delete(&ct4, &skey);
 			sent = 0;
 		}
 	}
@@ -789,10 +818,7 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		*(__be32 *)e.nat_addr = vip;
 		life = lifetime(l4.proto, tf);
 		e.expires_ns = now + life;
-		if (bpf_map_update_elem(&ct4, &ekey, &e, BPF_ANY) < 0)
-			count(ST_CT_FULL);
-		else
-			count(ST_CT_CREATED);
+		ct_create(&ct4, &ekey, &e);
 	}
 	ct_touch_service4(sent, &skey, backend_id, service_id, baddr, bport, tf, skb->len, now, life);
 

@@ -20,7 +20,7 @@ export interface MetricsSource {
     | undefined;
   pools(): Array<{ pool: string; total: number; used: number; available: number }>;
   /** The load balancer's connection tracking (only with --lb). */
-  lb?(): { ctEntries: number; ctMax: number; gcDeleted: number; gcPasses: number; gcIntervalMs: number } | undefined;
+  lb?(): { ctEntries: number; ctMax: number; gcDeleted: number; ctEvicted?: number; gcPasses: number; gcIntervalMs: number } | undefined;
   /** Service traffic policy: subscribe to each change's implementation delay (enqueue → enforced in the datapath). */
   onPolicyDelay?(listener: (seconds: number, source: string) => void): void;
   /** Store session and fencing (etcd store only). */
@@ -177,6 +177,16 @@ export function buildRegistry(src: MetricsSource): Registry {
       collect() {
         const v = lb();
         if (v) this.set(v.gcDeleted);
+      },
+    });
+    new Gauge({
+      name: 'herald_ct_lru_evicted',
+      help: 'Connection-tracking entries the LRU evicted because the ct4 map was full (created - deleted - live, from the datapath counters, as of the last GC pass); rising = the table is too small',
+      labelNames: ['map'],
+      registers: [registry],
+      collect() {
+        const v = lb();
+        if (v) this.set({ map: 'ct4' }, v.ctEvicted ?? 0);
       },
     });
     new Gauge({

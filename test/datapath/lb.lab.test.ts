@@ -16,7 +16,7 @@ import { labSkipReason } from '../helpers/lab-tools.js';
 import { LbProgram } from '../../src/datapath/lb/program.js';
 import { LbServiceWriter } from '../../src/datapath/lb/services.js';
 import { ConntrackGc } from '../../src/datapath/lb/ct-gc.js';
-import { CT_EGRESS, CT_SERVICE, CT_SNAT } from '../../src/datapath/lb/layout.js';
+import { CT_EGRESS, CT_SERVICE, CT_SNAT, ctEvictions } from '../../src/datapath/lb/layout.js';
 import type { LbServiceRow } from '../../src/datapath/tables/lb-services.js';
 
 const VIP = '198.51.100.10';
@@ -69,7 +69,7 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       p.attach(ifindex);
       return p;
     });
-    gc = new ConntrackGc(prog.maps.ct4, { batchSize: 64 });
+    gc = new ConntrackGc(prog.maps.ct4, { batchSize: 64, recordDeleted: (n) => prog.recordDeleted(n) });
     writer = new LbServiceWriter({
       maps: prog.maps,
       maglevSize: M,
@@ -236,7 +236,7 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       assert.ok(prog.maps.ct4.entries().some(([k, e]) => k.dir === CT_EGRESS && e.snatPort === nk.dport), 'no NAT entry without its connection');
     }
     // Deleting a connection deletes its NAT entry in the same batch (the GC feeds the NAT purge).
-    const withNat = new ConntrackGc(prog.maps.ct4, { snatAddress: () => node.ip });
+    const withNat = new ConntrackGc(prog.maps.ct4, { snatAddress: () => node.ip, recordDeleted: (n) => prog.recordDeleted(n) });
     const tcpNat = nat().filter(([k]) => k.proto === 6).length;
     assert.ok(tcpNat > 0);
     const purged = await withNat.flushWhere((k) => k.dir === CT_EGRESS && k.proto === 6 && k.daddr === n2.ip);
@@ -307,6 +307,14 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     assert.equal(ok.code, 0, ok.stderr);
   });
 
+  test('a table with room evicts nothing: every entry created is live or was deleted (datapath, GC, flushes) — none counted as evicted', async () => {
+    await gc.collect();
+    const st = prog.stats();
+    const live = prog.maps.ct4.keys().length;
+    assert.ok(st.ct_created! > 100n && st.ct_user_deleted! > 0n, JSON.stringify(st, (_, v) => (typeof v === 'bigint' ? String(v) : v)));
+    assert.equal(ctEvictions(st, live), 0, `created ${st.ct_created}, deleted ${st.ct_deleted} + ${st.ct_user_deleted}, live ${live}`);
+  });
+
   test('a full connection table degrades predictably: LRU eviction, every flow answered, the same backend again', async () => {
     // Last: replaces the program on eth0 with one whose ct4 holds 64 entries.
     const node = lab.nodes[0]!;
@@ -324,7 +332,17 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       const first = udpProbe(sports);
       assert.ok(first.every((r) => r.backend !== null && r.from === `${VIP}:53`), 'every flow answered through a full table');
       assert.ok(small.maps.ct4.keys().length <= 64);
-      assert.ok(small.stats().ct_created! > 64n, 'more connections than entries: the LRU evicted');
+      // 100 flows, two entries each (client → VIP, client → backend), in a table of 64: the rest was evicted, and counted.
+      const live = small.maps.ct4.keys().length;
+      const st = small.stats();
+      assert.equal(st.ct_created, 200n, 'every entry created once');
+      assert.equal(ctEvictions(st, live), 200 - live, 'whatever is not live was evicted (nothing was deleted)');
+      assert.ok(200 - live >= 136);
+      // A GC flush of everything: its deletions are not evictions.
+      const sgc = new ConntrackGc(small.maps.ct4, { recordDeleted: (n) => small.recordDeleted(n) });
+      const f = await sgc.flushWhere(() => true);
+      assert.equal(f.deleted, live);
+      assert.equal(ctEvictions(small.stats(), small.maps.ct4.keys().length), 200 - live, 'the eviction count is unchanged by a flush');
       // An evicted flow is re-balanced by Maglev: the same hash, the same backend.
       const again = udpProbe(sports);
       assert.deepEqual(again.map((r) => r.backend), first.map((r) => r.backend));

@@ -33,6 +33,8 @@ export interface CtGcOptions {
   monotonicNs?: () => bigint;
   /** The node's SNAT address: a deleted SNAT connection takes its NAT entry with it. */
   snatAddress?: () => string | undefined;
+  /** Told how many entries each pass deleted (the datapath's eviction count needs every deletion). */
+  recordDeleted?: (n: number) => void;
 }
 
 const SERVICE_OFF = CT_ENTRY_BACKEND_OFF + 4;
@@ -41,6 +43,7 @@ export class ConntrackGc {
   private readonly batchSize: number;
   private readonly now: () => bigint;
   private readonly snatAddress: () => string | undefined;
+  private readonly recordDeleted: (n: number) => void;
   private readonly subscribers = new Set<(r: GcPassResult) => void>();
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -51,6 +54,7 @@ export class ConntrackGc {
     this.batchSize = opts.batchSize ?? 1024;
     this.now = opts.monotonicNs ?? (() => process.hrtime.bigint());
     this.snatAddress = opts.snatAddress ?? (() => undefined);
+    this.recordDeleted = opts.recordDeleted ?? (() => {});
   }
 
   /** GC events: one per pass. Returns the unsubscribe function. */
@@ -137,7 +141,11 @@ export class ConntrackGc {
         }
       }
       scanned += count;
-      if (n > 0) deleted += this.map.deleteBatch(doomed, n);
+      if (n > 0) {
+        const d = this.map.deleteBatch(doomed, n);
+        deleted += d;
+        this.recordDeleted(d);
+      }
       maxBlockMs = Math.max(maxBlockMs, performance.now() - t0);
       const c1 = process.cpuUsage(c0);
       maxBlockCpuMs = Math.max(maxBlockCpuMs, (c1.user + c1.system) / 1000);

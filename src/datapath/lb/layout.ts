@@ -257,7 +257,22 @@ export const CFG_SNAT_ADDR4 = 5;
 /** lb_config and (per CPU) lb_stats: `__u32` slot → `__u64`. */
 export const configCodec: MapCodec<number, bigint> = u64Codec;
 
-export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate'] as const;
+export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate', 'ct_deleted', 'ct_user_deleted'] as const;
+/** The lb_stats slot user space adds its conntrack deletions to (GC, flushes). */
+export const ST_CT_USER_DELETED = 11;
+
+/**
+ * Entries the LRU evicted (table pressure), from the kernel's counters and the
+ * live count: every entry was created once (ct_created) and left by exactly one
+ * way — deleted by the datapath (ct_deleted), by the GC or a flush
+ * (ct_user_deleted), evicted, or it is still there. Exact when the table is
+ * quiet; while flows come and go during the count it is off by at most the
+ * entries created or removed meanwhile (never below 0).
+ */
+export function ctEvictions(stats: Readonly<Record<string, bigint>>, live: number): number {
+  const n = (stats.ct_created ?? 0n) - (stats.ct_deleted ?? 0n) - (stats.ct_user_deleted ?? 0n) - BigInt(live);
+  return n > 0n ? Number(n) : 0;
+}
 
 /** A u32 → u32 array (one Maglev table). */
 export const maglevTableCodec: MapCodec<number, number> = u32Codec;

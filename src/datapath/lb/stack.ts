@@ -13,6 +13,7 @@ import type { StateDB } from '../../core/statedb/index.js';
 import type { Links } from '../../os/links.js';
 import { lbServicesTable, type LbServiceRow } from '../tables/lb-services.js';
 import { ConntrackGc, gcIntervalDefaults, nextGcInterval, type GcIntervalBounds, type GcPassResult } from './ct-gc.js';
+import { ctEvictions } from './layout.js';
 import { LbServiceOps } from './ops.js';
 import { LbProgram, defaultLifetimes, detachLb, type CtLifetimes } from './program.js';
 import { LbServiceWriter } from './services.js';
@@ -35,6 +36,8 @@ export interface LbStats {
   ctEntries: number;
   ctMax: number;
   gcDeleted: number;
+  /** Entries the LRU evicted (created − deleted − live, as of the last GC pass): table pressure. */
+  ctEvicted: number;
   gcPasses: number;
   gcIntervalMs: number;
   lastPass?: GcPassResult;
@@ -55,10 +58,15 @@ export class LbStack implements Disposable {
     this.program = LbProgram.load({ pinDir: opts.pinDir, ctMapSize: opts.ctMapSize, maglevSize: opts.maglevSize });
     this.program.setLifetimes(opts.lifetimes);
     this.program.setSnatAddress(opts.snatAddress);
-    this.gc = new ConntrackGc(this.program.maps.ct4, { monotonicNs: () => deps.clock.monotonicNs(), snatAddress: () => opts.snatAddress });
-    this.stats = { ctEntries: 0, ctMax: opts.ctMapSize, gcDeleted: 0, gcPasses: 0, gcIntervalMs: opts.gc.minMs };
+    this.gc = new ConntrackGc(this.program.maps.ct4, {
+      monotonicNs: () => deps.clock.monotonicNs(),
+      snatAddress: () => opts.snatAddress,
+      recordDeleted: (n) => this.program.recordDeleted(n),
+    });
+    this.stats = { ctEntries: 0, ctMax: opts.ctMapSize, gcDeleted: 0, ctEvicted: 0, gcPasses: 0, gcIntervalMs: opts.gc.minMs };
     this.gc.observe((r) => {
       this.stats.ctEntries = r.remaining;
+      this.stats.ctEvicted = ctEvictions(this.program.stats(), r.remaining);
       this.stats.gcDeleted += r.deleted;
       this.stats.gcPasses++;
       this.stats.lastPass = r;
