@@ -74,7 +74,7 @@ export const defaultLifetimes: CtLifetimes = { tcpSynS: 60, tcpEstablishedS: 216
 
 export interface LbLoadOptions {
   pinDir: string;
-  /** ct4 entries (LRU). */
+  /** ct4 and ct6 entries (LRU, each). */
   ctMapSize: number;
   /** Maglev table size (a prime). */
   maglevSize: number;
@@ -124,7 +124,7 @@ export class LbProgram implements Disposable {
       { name: MAP_LB6_SERVICES, codec: service6Codec as MapCodec<unknown, unknown> },
       { name: MAP_LB_BACKENDS, codec: backendCodec as MapCodec<unknown, unknown> },
       { name: MAP_CT4, codec: ct4Codec as MapCodec<unknown, unknown>, maxEntries: opts.ctMapSize },
-      { name: MAP_CT6, codec: ct6Codec as MapCodec<unknown, unknown> },
+      { name: MAP_CT6, codec: ct6Codec as MapCodec<unknown, unknown>, maxEntries: opts.ctMapSize },
       { name: MAP_LB_CONFIG, codec: configCodec as MapCodec<unknown, unknown> },
       { name: MAP_LB_MAGLEV, codec: maglevTableCodec as MapCodec<unknown, unknown> },
       { name: MAP_LB_STATS, codec: configCodec as MapCodec<unknown, unknown>, maxEntries: LB_STAT_NAMES.length },
@@ -135,7 +135,7 @@ export class LbProgram implements Disposable {
     removeIfMaglevSizeChanged(dir, opts.maglevSize);
     for (const spec of specs) {
       // A recreated ct4 starts empty: its counters (created, deleted: the eviction count) start again with it.
-      if (removeIfUpgradeNeeded(join(dir, spec.name), spec) && spec.name === MAP_CT4) rmSync(join(dir, MAP_LB_STATS), { force: true });
+      if (removeIfUpgradeNeeded(join(dir, spec.name), spec) && (spec.name === MAP_CT4 || spec.name === MAP_CT6)) rmSync(join(dir, MAP_LB_STATS), { force: true });
     }
     const obj = checkPtr('HERALD_BPF_LOAD', `open ${objectPath}`, lib.objectOpenFile(objectPath));
     try {
@@ -346,6 +346,7 @@ export function detachLb(ifindex: number, ifname?: string): void {
 /** Opens the pinned maps of a running (or stopped) agent, for `herald ct`. */
 export function openPinnedLbMaps(pinDir: string): {
   ct4: BpfMap<CtKey, CtEntry>;
+  ct6: BpfMap<CtKey, CtEntry>;
   backends: BpfMap<number, BackendValue>;
   stats: () => Record<string, bigint>;
   recordDeleted: (n: number) => void;
@@ -354,8 +355,15 @@ export function openPinnedLbMaps(pinDir: string): {
   const dir = lbPinDir(pinDir);
   const ct4 = BpfMap.openPinned(join(dir, MAP_CT4), ct4Codec);
   let backends: BpfMap<number, BackendValue>;
+  let ct6: BpfMap<CtKey, CtEntry>;
   try {
-    backends = BpfMap.openPinned(join(dir, MAP_LB_BACKENDS), backendCodec);
+    ct6 = BpfMap.openPinned(join(dir, MAP_CT6), ct6Codec);
+    try {
+      backends = BpfMap.openPinned(join(dir, MAP_LB_BACKENDS), backendCodec);
+    } catch (e) {
+      ct6.dispose();
+      throw e;
+    }
   } catch (e) {
     ct4.dispose();
     throw e;
@@ -364,6 +372,7 @@ export function openPinnedLbMaps(pinDir: string): {
   const statsFd = lib.objGet(join(dir, MAP_LB_STATS));
   return {
     ct4,
+    ct6,
     backends,
     stats: () => (statsFd >= 0 ? readStats(statsFd) : {}),
     recordDeleted: (n) => {
@@ -371,6 +380,7 @@ export function openPinnedLbMaps(pinDir: string): {
     },
     dispose: () => {
       ct4.dispose();
+      ct6.dispose();
       backends.dispose();
       if (statsFd >= 0) lib.close(statsFd);
     },
