@@ -863,12 +863,90 @@ static __always_inline int lb6_ingress(struct __sk_buff *skb)
 	return forward6(skb, saddr, baddr, l4.proto, hlim);
 }
 
+/*
+ * ICMPv6 errors (destination unreachable, packet too big, time exceeded) a
+ * backend — or a router between it and the client — sends about a tracked
+ * connection, at egress: the quoted client → backend:bport becomes
+ * client → VIP:vport, and when the backend itself reports, the outer source
+ * becomes the VIP. The ICMPv6 checksum covers the pseudo header and the
+ * quoted bytes: both changes are folded in. (The other direction — errors
+ * sent to the VIP about a reply — passes untranslated in this slice.)
+ * Returns 1 when translated, 0 when not ours, -1 on a failed rewrite.
+ */
+#define ICMPV6_DEST_UNREACH_ 1
+#define ICMPV6_PKT_TOOBIG_ 2
+#define ICMPV6_TIME_EXCEED_ 3
+#define IPPROTO_ICMPV6_ 58
+static __always_inline int icmp6_xlate_egress(struct __sk_buff *skb)
+{
+	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
+	struct ipv6hdr outer;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &outer, sizeof(outer)) < 0 || outer.nexthdr != IPPROTO_ICMPV6_)
+		return 0;
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, off, &ih, sizeof(ih)) < 0)
+		return 0;
+	if (ih.type != ICMPV6_DEST_UNREACH_ && ih.type != ICMPV6_PKT_TOOBIG_ && ih.type != ICMPV6_TIME_EXCEED_)
+		return 0;
+	__u32 in_ip = off + sizeof(struct icmphdr);
+	struct ipv6hdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0)
+		return 0;
+	if (inner.nexthdr != IPPROTO_TCP && inner.nexthdr != IPPROTO_UDP)
+		return 0;
+	__u32 in_l4 = in_ip + sizeof(struct ipv6hdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return 0;
+	__u32 qsrc[4], qdst[4], osrc[4], odst[4];
+	__builtin_memcpy(qsrc, &inner.saddr, 16);
+	__builtin_memcpy(qdst, &inner.daddr, 16);
+	__builtin_memcpy(osrc, &outer.saddr, 16);
+	__builtin_memcpy(odst, &outer.daddr, 16);
+	/* Quoted: client → backend. Must be about the client we send it to. */
+	if (qsrc[0] != odst[0] || qsrc[1] != odst[1] || qsrc[2] != odst[2] || qsrc[3] != odst[3])
+		return 0;
+	struct ct_key6 k = { .sport = ports[0], .dport = ports[1], .proto = inner.nexthdr, .dir = CT_EGRESS };
+	__builtin_memcpy(k.saddr, qsrc, 16);
+	__builtin_memcpy(k.daddr, qdst, 16);
+	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &k);
+	if (!e)
+		return 0;
+	__u32 vip[4];
+	__builtin_memcpy(vip, e->nat_addr, 16);
+	__be16 vport = e->nat_port;
+	__u32 csum = off + offsetof(struct icmphdr, checksum);
+	__s64 diff = bpf_csum_diff(qdst, 16, vip, 16, 0);
+	if (diff < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, csum, 0, (__u64)diff, 0) < 0 || bpf_l4_csum_replace(skb, csum, ports[1], vport, 2) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, daddr), vip, 16, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_l4 + 2, &vport, 2, 0) < 0)
+		return -1;
+	/* The backend itself reports: its address becomes the VIP (a router on the way keeps its own). */
+	if (osrc[0] == qdst[0] && osrc[1] == qdst[1] && osrc[2] == qdst[2] && osrc[3] == qdst[3]) {
+		if (bpf_l4_csum_replace(skb, csum, 0, (__u64)diff, BPF_F_PSEUDO_HDR) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, IP6_SRC_OFF, vip, 16, 0) < 0)
+			return -1;
+	}
+	count(ST_ICMP_XLATE);
+	return 1;
+}
+
 static __always_inline int lb6_egress(struct __sk_buff *skb)
 {
 	__u32 baddr[4], client[4];
 	__u8 hlim = 0;
 	struct l4_info l4 = {};
-	if (parse6(skb, baddr, client, &hlim, &l4) != 0)
+	int rc = parse6(skb, baddr, client, &hlim, &l4);
+	if (rc == 1) {
+		if (icmp6_xlate_egress(skb) < 0)
+			return TC_ACT_SHOT;
+		return PASS;
+	}
+	if (rc != 0)
 		return PASS;
 	struct ct_key6 ekey = { .sport = l4.dport, .dport = l4.sport, .proto = l4.proto, .dir = CT_EGRESS };
 	__builtin_memcpy(ekey.saddr, client, 16);

@@ -366,6 +366,14 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       if (udp[i]!.backend !== 'b3') assert.equal(r.backend, udp[i]!.backend, `flow ${r.sport} kept its backend`);
       else assert.notEqual(r.backend, 'b3');
     });
+
+    // ICMPv6 errors of tracked flows: a backend's port unreachable names [VIP]:54 to the client, so its connected socket is refused.
+    await writer.update(row6('UDP', 54, 5999, backends));
+    const icmpBefore = prog.stats().icmp_xlate!;
+    const refused = JSON.parse(client.must('/usr/bin/python3', [PROBE, 'refused', VIP6, '54']));
+    assert.deepEqual(refused, { result: 'refused' });
+    assert.ok(prog.stats().icmp_xlate! > icmpBefore, 'the ICMPv6 error was translated');
+    await writer.delete(row6('UDP', 54, 5999, []));
     await writer.delete(row6('TCP', 80, 8086, []));
     await writer.delete(row6('UDP', 53, 5356, []));
     assert.equal(prog.maps.services6.keys().length, 0, 'frontends and the VIP marker gone');

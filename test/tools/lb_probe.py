@@ -36,7 +36,7 @@ def udp(vip, port, sports):
 
 def refused(vip, port):
     """A connected UDP socket: an ICMP port unreachable that names our flow exactly raises ECONNREFUSED."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(socket.AF_INET6 if ":" in vip else socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(1.0)
     s.connect((vip, port))
     result = "timeout"
