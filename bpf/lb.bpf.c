@@ -13,8 +13,8 @@
  *   egress (prio 3) of the announcing interface:
  *     reply tuple reversed → CT_EGRESS entry → SNAT source back to VIP:port
  *
- * The key layouts carry IPv6 already (lb6_key, ct_key6, 16-byte addresses in
- * backends and entries); the IPv6 path is a later slice and passes today.
+ * IPv6 DNAT services take the same path with 16-byte addresses (lb6_services,
+ * ct6; see lb6_ingress below).
  * Anything that is not ours passes untouched (TC_ACT_UNSPEC). IPv4 fragments
  * sent to a service are dropped and counted (a later fragment carries no ports).
  */
@@ -22,6 +22,7 @@
 #include <linux/pkt_cls.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/in.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
@@ -39,6 +40,8 @@ struct icmphdr {
 	__u32 rest;
 };
 #define AF_INET_ 2
+#define AF_INET6_ 10
+#define NEXTHDR_FRAGMENT_ 44
 #define IP_MF_ 0x2000
 #define IP_OFFSET_ 0x1fff
 
@@ -148,7 +151,12 @@ enum lb_stat {
 	ST_CT_FULL = 7,
 	ST_TTL = 8,
 	ST_ICMP_XLATE = 9, /* ICMP errors of tracked flows translated */
-	ST_SLOTS = 10,
+	/* Entries this program deleted (a flow whose backend is gone). With ct_created,
+	 * the GC's deletions (ST_CT_USER_DELETED, written by the agent) and the live
+	 * count, the LRU's evictions follow: created - deleted - user_deleted - live. */
+	ST_CT_DELETED = 10,
+	ST_CT_USER_DELETED = 11, /* written by user space only (slot of CPU 0) */
+	ST_SLOTS = 12,
 };
 
 struct {
@@ -218,7 +226,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct ct_key6);
 	__type(value, struct ct_entry);
-	__uint(max_entries, 1024); /* IPv6 path: later slice */
+	__uint(max_entries, 262144); /* overridden at load time */
 } ct6 SEC(".maps");
 
 struct {
@@ -246,6 +254,31 @@ static __always_inline __u64 cfg(__u32 slot, __u64 def)
 {
 	__u64 *v = bpf_map_lookup_elem(&lb_config, &slot);
 	return (v && *v) ? *v : def;
+}
+
+/*
+ * Creates a connection entry (BPF_NOEXIST): counted in ct_created when it is
+ * new, so that every entry the LRU holds or evicted was counted once. Another
+ * CPU creating the same flow first (EEXIST) is no failure; anything else is
+ * counted in ct_full. Returns 0 when the entry exists afterwards.
+ */
+static __always_inline int ct_create(void *map, void *key, struct ct_entry *e)
+{
+	long rc = bpf_map_update_elem(map, key, e, BPF_NOEXIST);
+	if (rc == 0) {
+		count(ST_CT_CREATED);
+		return 0;
+	}
+	if (rc == -17 /* EEXIST */)
+		return 0;
+	count(ST_CT_FULL);
+	return -1;
+}
+
+static __always_inline void ct_delete(void *map, void *key)
+{
+	if (bpf_map_delete_elem(map, key) == 0)
+		count(ST_CT_DELETED);
 }
 
 static __always_inline __u32 rotl(__u32 x, int r)
@@ -575,15 +608,382 @@ static __always_inline __be16 snat_alloc4(__be32 baddr, __be16 bport, __be32 sna
 	for (int i = 0; i < 8; i++) {
 		__u16 p = 32768 + (__u16)((hash + (__u32)i * 7919) % 28232);
 		struct ct_key4 rkey = { .saddr = baddr, .daddr = snat, .sport = bport, .dport = bpf_htons(p), .proto = proto, .dir = CT_SNAT };
-		if (bpf_map_update_elem(&ct4, &rkey, &r, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(&ct4, &rkey, &r, BPF_NOEXIST) == 0) {
+			count(ST_CT_CREATED);
 			return bpf_htons(p);
+		}
 	}
 	return 0;
+}
+
+/*
+ * Refreshes the CT_SERVICE entry of a flow (client → VIP: which backend), or
+ * creates it: one place for the DSR path and the DNAT path, which differ only
+ * in the TCP flags they record and the lifetime they give it.
+ */
+static __always_inline void ct_touch_service(void *map, struct ct_entry *sent, void *skey, __u32 backend_id, __u32 service_id,
+					     const __u8 *baddr16, __be16 bport, __u16 flags, __u32 len, __u64 now, __u64 life)
+{
+	if (sent) {
+		sent->expires_ns = now + life;
+		__sync_fetch_and_add(&sent->packets_fwd, 1);
+		__sync_fetch_and_add(&sent->bytes_fwd, len);
+		return;
+	}
+	struct ct_entry s = {
+		.backend_id = backend_id,
+		.service_id = service_id,
+		.nat_port = bport,
+		.flags = flags,
+		.packets_fwd = 1,
+		.bytes_fwd = len,
+		.created_s = (__u32)(now / 1000000000ULL),
+		.expires_ns = now + life,
+	};
+	__builtin_memcpy(s.nat_addr, baddr16, 16); /* the backend as lb_backends holds it (IPv4: 4 bytes, then zeros) */
+	ct_create(map, skey, &s);
+}
+
+/* ---------------------------------------------------------------------------
+ * IPv6: DNAT services (TCP, UDP) balanced the same way — Maglev, CT_SERVICE and
+ * CT_EGRESS entries in ct6, reverse NAT at egress. No IP header checksum; the
+ * TCP/UDP checksum covers the 16-byte addresses through the pseudo header.
+ * SNAT and DSR services, and session affinity, are IPv4-only in this slice
+ * (the control plane never writes them for an IPv6 VIP; the datapath drops
+ * such a frontend rather than guess). Extension headers other than a fragment
+ * header are not parsed (the packet passes); fragments to a VIP are dropped
+ * and counted, as for IPv4.
+ * ------------------------------------------------------------------------- */
+
+#define IP6_SRC_OFF (ETH_HLEN + offsetof(struct ipv6hdr, saddr))
+#define IP6_DST_OFF (ETH_HLEN + offsetof(struct ipv6hdr, daddr))
+#define IP6_HLIM_OFF (ETH_HLEN + offsetof(struct ipv6hdr, hop_limit))
+
+static __always_inline __u32 flow_hash6(const __u32 *saddr, const __u32 *daddr, __be16 sport, __be16 dport, __u8 proto)
+{
+	__u32 h = 0x48524c36; /* "HRL6" */
+	for (int i = 0; i < 4; i++)
+		h = mix(h, saddr[i]);
+	for (int i = 0; i < 4; i++)
+		h = mix(h, daddr[i]);
+	h = mix(h, ((__u32)sport << 16) | dport);
+	h = mix(h, proto);
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+/* Ethernet + IPv6 + TCP/UDP ports; addresses copied out. 0: ok, 1: not ours, 2: fragment, 3: truncated. */
+static __always_inline int parse6(struct __sk_buff *skb, __u32 *saddr, __u32 *daddr, __u8 *hlim, struct l4_info *l4)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IPV6))
+		return 1;
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	if ((void *)(ip6 + 1) > data_end)
+		return 3;
+	if (ip6->version != 6)
+		return 3;
+	__builtin_memcpy(saddr, &ip6->saddr, 16);
+	__builtin_memcpy(daddr, &ip6->daddr, 16);
+	*hlim = ip6->hop_limit;
+	if (ip6->nexthdr == NEXTHDR_FRAGMENT_)
+		return 2;
+	if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)
+		return 1;
+	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
+	l4->l4off = off;
+	l4->proto = ip6->nexthdr;
+	if (ip6->nexthdr == IPPROTO_TCP) {
+		struct tcphdr *th = data + off;
+		if ((void *)(th + 1) > data_end)
+			return 3;
+		l4->sport = th->source;
+		l4->dport = th->dest;
+		l4->tcpflags = ((__u8 *)th)[13];
+		l4->csumoff = off + offsetof(struct tcphdr, check);
+	} else {
+		struct udphdr *uh = data + off;
+		if ((void *)(uh + 1) > data_end)
+			return 3;
+		l4->sport = uh->source;
+		l4->dport = uh->dest;
+		l4->tcpflags = 0;
+		l4->csumoff = off + offsetof(struct udphdr, check);
+	}
+	return 0;
+}
+
+/* Rewrites one IPv6 address (16 bytes) and one port, fixing the TCP/UDP checksum (pseudo header). */
+static __always_inline int rewrite6(struct __sk_buff *skb, struct l4_info *l4, int dst, __u32 *old_ip, __u32 *new_ip,
+				    __be16 old_port, __be16 new_port)
+{
+	__u64 l4flags = l4->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	__u32 port_off = l4->l4off + (dst ? 2 : 0);
+	__s64 diff = bpf_csum_diff(old_ip, 16, new_ip, 16, 0);
+	if (diff < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, l4->csumoff, 0, (__u64)diff, l4flags | BPF_F_PSEUDO_HDR) < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, l4->csumoff, old_port, new_port, l4flags | 2) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, dst ? IP6_DST_OFF : IP6_SRC_OFF, new_ip, 16, 0) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
+		return -1;
+	return 0;
+}
+
+/* forward4 for IPv6: FIB lookup, hop limit, MACs, redirect; else the kernel routes it. */
+static __always_inline int forward6(struct __sk_buff *skb, __u32 *src, __u32 *dst, __u8 proto, __u8 hlim)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET6_;
+	fib.l4_protocol = proto;
+	fib.tot_len = skb->len - ETH_HLEN;
+	__builtin_memcpy(fib.ipv6_src, src, 16);
+	__builtin_memcpy(fib.ipv6_dst, dst, 16);
+	fib.ifindex = skb->ingress_ifindex;
+	long frc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (frc != BPF_FIB_LKUP_RET_SUCCESS && frc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+		count(ST_FIB_PASS);
+		return TC_ACT_OK;
+	}
+	if (hlim <= 1) {
+		count(ST_TTL);
+		return TC_ACT_OK; /* the kernel sends Time Exceeded */
+	}
+	__u8 nh = hlim - 1;
+	bpf_skb_store_bytes(skb, IP6_HLIM_OFF, &nh, 1, 0);
+	if (frc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
+	if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) < 0 || bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(fib.ifindex, 0);
+}
+
+static __always_inline int lb6_ingress(struct __sk_buff *skb)
+{
+	__u32 saddr[4], vip[4];
+	__u8 hlim = 0;
+	struct l4_info l4 = {};
+	int rc = parse6(skb, saddr, vip, &hlim, &l4);
+	if (rc == 1 || rc == 3)
+		return PASS; /* not ours / truncated: never touched */
+	if (rc == 2) {
+		struct lb6_key marker = {};
+		__builtin_memcpy(marker.vip, vip, 16);
+		if (!bpf_map_lookup_elem(&lb6_services, &marker))
+			return PASS;
+		count(ST_FRAGMENT);
+		return TC_ACT_SHOT;
+	}
+	struct lb6_key sk = { .port = l4.dport, .proto = l4.proto };
+	__builtin_memcpy(sk.vip, vip, 16);
+	struct lb_service *svc = bpf_map_lookup_elem(&lb6_services, &sk);
+	if (!svc)
+		return PASS;
+	__u32 service_id = svc->id;
+	if (svc->flags & (LB_SVC_F_SNAT | LB_SVC_F_DSR)) {
+		count(ST_NO_BACKEND); /* IPv4-only modes: never written for an IPv6 VIP */
+		return TC_ACT_SHOT;
+	}
+	__u64 now = bpf_ktime_get_ns();
+
+	struct ct_key6 skey = { .sport = l4.sport, .dport = l4.dport, .proto = l4.proto, .dir = CT_SERVICE };
+	__builtin_memcpy(skey.saddr, saddr, 16);
+	__builtin_memcpy(skey.daddr, vip, 16);
+	struct ct_entry *sent = bpf_map_lookup_elem(&ct6, &skey);
+	struct lb_backend *be = 0;
+	__u32 backend_id = 0;
+	if (sent) {
+		backend_id = sent->backend_id;
+		be = bpf_map_lookup_elem(&lb_backends, &backend_id);
+		if (!be) {
+			ct_delete(&ct6, &skey);
+			sent = 0;
+		}
+	}
+	if (!sent) {
+		if (svc->backends == 0) {
+			count(ST_NO_BACKEND);
+			return TC_ACT_SHOT;
+		}
+		backend_id = maglev_pick(service_id, flow_hash6(saddr, vip, l4.sport, l4.dport, l4.proto));
+		be = backend_id ? bpf_map_lookup_elem(&lb_backends, &backend_id) : 0;
+	}
+	if (!be || be->family != 6) {
+		count(ST_NO_BACKEND);
+		return TC_ACT_SHOT;
+	}
+	__u32 baddr[4];
+	__builtin_memcpy(baddr, be->addr, 16);
+	__be16 bport = be->port;
+
+	struct ct_key6 ekey = { .sport = l4.sport, .dport = bport, .proto = l4.proto, .dir = CT_EGRESS };
+	__builtin_memcpy(ekey.saddr, saddr, 16);
+	__builtin_memcpy(ekey.daddr, baddr, 16);
+	struct ct_entry *eent = bpf_map_lookup_elem(&ct6, &ekey);
+	__u16 tf = l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) : 0;
+	__u64 life;
+	if (eent) {
+		__u16 f = eent->flags | tf;
+		if (l4.proto == IPPROTO_TCP && (l4.tcpflags & 0x12) == 0x02 && (eent->flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING)))
+			f = CT_F_SYN_SEEN;
+		eent->flags = f;
+		life = lifetime(l4.proto, f);
+		eent->expires_ns = now + life;
+		__sync_fetch_and_add(&eent->packets_fwd, 1);
+		__sync_fetch_and_add(&eent->bytes_fwd, skb->len);
+	} else {
+		struct ct_entry e = {
+			.backend_id = backend_id,
+			.service_id = service_id,
+			.nat_port = l4.dport,
+			.flags = tf,
+			.packets_fwd = 1,
+			.bytes_fwd = skb->len,
+			.created_s = (__u32)(now / 1000000000ULL),
+		};
+		__builtin_memcpy(e.nat_addr, vip, 16);
+		life = lifetime(l4.proto, tf);
+		e.expires_ns = now + life;
+		ct_create(&ct6, &ekey, &e);
+	}
+	ct_touch_service(&ct6, sent, &skey, backend_id, service_id, (const __u8 *)baddr, bport, tf, skb->len, now, life);
+
+	if (rewrite6(skb, &l4, 1, vip, baddr, l4.dport, bport) < 0)
+		return TC_ACT_SHOT;
+	count(ST_FORWARDED);
+	return forward6(skb, saddr, baddr, l4.proto, hlim);
+}
+
+/*
+ * ICMPv6 errors (destination unreachable, packet too big, time exceeded) a
+ * backend — or a router between it and the client — sends about a tracked
+ * connection, at egress: the quoted client → backend:bport becomes
+ * client → VIP:vport, and when the backend itself reports, the outer source
+ * becomes the VIP. The ICMPv6 checksum covers the pseudo header and the
+ * quoted bytes: both changes are folded in. (The other direction — errors
+ * sent to the VIP about a reply — passes untranslated in this slice.)
+ * Returns 1 when translated, 0 when not ours, -1 on a failed rewrite.
+ */
+#define ICMPV6_DEST_UNREACH_ 1
+#define ICMPV6_PKT_TOOBIG_ 2
+#define ICMPV6_TIME_EXCEED_ 3
+#define IPPROTO_ICMPV6_ 58
+static __always_inline int icmp6_xlate_egress(struct __sk_buff *skb)
+{
+	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
+	struct ipv6hdr outer;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &outer, sizeof(outer)) < 0 || outer.nexthdr != IPPROTO_ICMPV6_)
+		return 0;
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, off, &ih, sizeof(ih)) < 0)
+		return 0;
+	if (ih.type != ICMPV6_DEST_UNREACH_ && ih.type != ICMPV6_PKT_TOOBIG_ && ih.type != ICMPV6_TIME_EXCEED_)
+		return 0;
+	__u32 in_ip = off + sizeof(struct icmphdr);
+	struct ipv6hdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0)
+		return 0;
+	if (inner.nexthdr != IPPROTO_TCP && inner.nexthdr != IPPROTO_UDP)
+		return 0;
+	__u32 in_l4 = in_ip + sizeof(struct ipv6hdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return 0;
+	__u32 qsrc[4], qdst[4], osrc[4], odst[4];
+	__builtin_memcpy(qsrc, &inner.saddr, 16);
+	__builtin_memcpy(qdst, &inner.daddr, 16);
+	__builtin_memcpy(osrc, &outer.saddr, 16);
+	__builtin_memcpy(odst, &outer.daddr, 16);
+	/* Quoted: client → backend. Must be about the client we send it to. */
+	if (qsrc[0] != odst[0] || qsrc[1] != odst[1] || qsrc[2] != odst[2] || qsrc[3] != odst[3])
+		return 0;
+	struct ct_key6 k = { .sport = ports[0], .dport = ports[1], .proto = inner.nexthdr, .dir = CT_EGRESS };
+	__builtin_memcpy(k.saddr, qsrc, 16);
+	__builtin_memcpy(k.daddr, qdst, 16);
+	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &k);
+	if (!e)
+		return 0;
+	__u32 vip[4];
+	__builtin_memcpy(vip, e->nat_addr, 16);
+	__be16 vport = e->nat_port;
+	__u32 csum = off + offsetof(struct icmphdr, checksum);
+	__s64 diff = bpf_csum_diff(qdst, 16, vip, 16, 0);
+	if (diff < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, csum, 0, (__u64)diff, 0) < 0 || bpf_l4_csum_replace(skb, csum, ports[1], vport, 2) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, daddr), vip, 16, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_l4 + 2, &vport, 2, 0) < 0)
+		return -1;
+	/* The backend itself reports: its address becomes the VIP (a router on the way keeps its own). */
+	if (osrc[0] == qdst[0] && osrc[1] == qdst[1] && osrc[2] == qdst[2] && osrc[3] == qdst[3]) {
+		if (bpf_l4_csum_replace(skb, csum, 0, (__u64)diff, BPF_F_PSEUDO_HDR) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, IP6_SRC_OFF, vip, 16, 0) < 0)
+			return -1;
+	}
+	count(ST_ICMP_XLATE);
+	return 1;
+}
+
+static __always_inline int lb6_egress(struct __sk_buff *skb)
+{
+	__u32 baddr[4], client[4];
+	__u8 hlim = 0;
+	struct l4_info l4 = {};
+	int rc = parse6(skb, baddr, client, &hlim, &l4);
+	if (rc == 1) {
+		if (icmp6_xlate_egress(skb) < 0)
+			return TC_ACT_SHOT;
+		return PASS;
+	}
+	if (rc != 0)
+		return PASS;
+	struct ct_key6 ekey = { .sport = l4.dport, .dport = l4.sport, .proto = l4.proto, .dir = CT_EGRESS };
+	__builtin_memcpy(ekey.saddr, client, 16);
+	__builtin_memcpy(ekey.daddr, baddr, 16);
+	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &ekey);
+	if (!e)
+		return PASS;
+	__u64 now = bpf_ktime_get_ns();
+	__u16 f = e->flags;
+	if (l4.proto == IPPROTO_TCP)
+		f |= tcp_flags_to_ct(l4.tcpflags, 1);
+	e->flags = f;
+	e->expires_ns = now + lifetime(l4.proto, f);
+	__sync_fetch_and_add(&e->packets_rev, 1);
+	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	__u32 vip[4];
+	__builtin_memcpy(vip, e->nat_addr, 16);
+	__be16 vport = e->nat_port;
+	if (rewrite6(skb, &l4, 0, baddr, vip, l4.sport, vport) < 0)
+		return TC_ACT_SHOT;
+	count(ST_REVNAT);
+	return PASS;
+}
+
+static __always_inline int is_ipv6(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	return (void *)(eth + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IPV6);
 }
 
 SEC("tc")
 int herald_lb_ingress(struct __sk_buff *skb)
 {
+	if (is_ipv6(skb))
+		return lb6_ingress(skb);
 	struct iphdr *ip = 0;
 	struct l4_info l4 = {};
 	int rc = parse4(skb, &ip, &l4);
@@ -639,7 +1039,7 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		be = bpf_map_lookup_elem(&lb_backends, &backend_id);
 		if (!be) {
 			/* Its backend is gone: a new choice for this flow. */
-			bpf_map_delete_elem(&ct4, &skey);
+			ct_delete(&ct4, &skey);
 			sent = 0;
 		}
 	}
@@ -682,26 +1082,7 @@ int herald_lb_ingress(struct __sk_buff *skb)
 	 * bypasses us. The CT_SERVICE entry keeps the connection on its backend. */
 	if (svc->flags & LB_SVC_F_DSR) {
 		__u64 dlife = lifetime(l4.proto, l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) | CT_F_ESTABLISHED : 0);
-		if (sent) {
-			sent->expires_ns = now + dlife;
-			__sync_fetch_and_add(&sent->packets_fwd, 1);
-			__sync_fetch_and_add(&sent->bytes_fwd, skb->len);
-		} else {
-			struct ct_entry s = {
-				.backend_id = backend_id,
-				.service_id = service_id,
-				.nat_port = bport,
-				.packets_fwd = 1,
-				.bytes_fwd = skb->len,
-				.created_s = (__u32)(now / 1000000000ULL),
-				.expires_ns = now + dlife,
-			};
-			*(__be32 *)s.nat_addr = baddr;
-			if (bpf_map_update_elem(&ct4, &skey, &s, BPF_ANY) < 0)
-				count(ST_CT_FULL);
-			else
-				count(ST_CT_CREATED);
-		}
+		ct_touch_service(&ct4, sent, &skey, backend_id, service_id, be->addr, bport, 0, skb->len, now, dlife);
 		struct bpf_fib_lookup fib = {};
 		fib.family = AF_INET_;
 		fib.l4_protocol = l4.proto;
@@ -777,30 +1158,9 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		*(__be32 *)e.nat_addr = vip;
 		life = lifetime(l4.proto, tf);
 		e.expires_ns = now + life;
-		if (bpf_map_update_elem(&ct4, &ekey, &e, BPF_ANY) < 0)
-			count(ST_CT_FULL);
-		else
-			count(ST_CT_CREATED);
+		ct_create(&ct4, &ekey, &e);
 	}
-	if (sent) {
-		sent->expires_ns = now + life;
-		__sync_fetch_and_add(&sent->packets_fwd, 1);
-		__sync_fetch_and_add(&sent->bytes_fwd, skb->len);
-	} else {
-		struct ct_entry s = {
-			.backend_id = backend_id,
-			.service_id = service_id,
-			.nat_port = bport,
-			.flags = tf,
-			.packets_fwd = 1,
-			.bytes_fwd = skb->len,
-			.created_s = (__u32)(now / 1000000000ULL),
-			.expires_ns = now + life,
-		};
-		*(__be32 *)s.nat_addr = baddr;
-		if (bpf_map_update_elem(&ct4, &skey, &s, BPF_ANY) < 0)
-			count(ST_CT_FULL);
-	}
+	ct_touch_service(&ct4, sent, &skey, backend_id, service_id, be->addr, bport, tf, skb->len, now, life);
 
 	/* 3. DNAT (and SNAT). */
 	if (rewrite4(skb, &l4, 1, vip, baddr, l4.dport, bport) < 0)
@@ -820,6 +1180,8 @@ int herald_lb_ingress(struct __sk_buff *skb)
 SEC("tc")
 int herald_lb_egress(struct __sk_buff *skb)
 {
+	if (is_ipv6(skb))
+		return lb6_egress(skb);
 	struct iphdr *ip = 0;
 	struct l4_info l4 = {};
 	if (parse4(skb, &ip, &l4) != 0 || !ip) {

@@ -16,7 +16,8 @@ const arg = (name: string, def: string): string => {
 };
 const port = Number(arg('port', '5353'));
 const name = arg('name', 'udp');
-const sock = createSocket('udp4');
+const host = arg('host', '0.0.0.0');
+const sock = createSocket(host.includes(':') ? 'udp6' : 'udp4');
 sock.on('message', (_msg, rinfo) => sock.send(`${name} ${rinfo.address}:${rinfo.port}\n`, rinfo.port, rinfo.address));
-sock.bind(port, arg('host', '0.0.0.0'), () => process.stdout.write(`listening udp ${port} as ${name}\n`));
+sock.bind(port, host, () => process.stdout.write(`listening udp ${port} as ${name}\n`));
 for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => sock.close(() => process.exit(0)));

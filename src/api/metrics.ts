@@ -20,7 +20,7 @@ export interface MetricsSource {
     | undefined;
   pools(): Array<{ pool: string; total: number; used: number; available: number }>;
   /** The load balancer's connection tracking (only with --lb). */
-  lb?(): { ctEntries: number; ctMax: number; gcDeleted: number; gcPasses: number; gcIntervalMs: number } | undefined;
+  lb?(): { ctEntries: number; ct6Entries?: number; ctMax: number; gcDeleted: number; ctEvicted?: number; gcPasses: number; gcIntervalMs: number } | undefined;
   /** Service traffic policy: subscribe to each change's implementation delay (enqueue → enforced in the datapath). */
   onPolicyDelay?(listener: (seconds: number, source: string) => void): void;
   /** Store session and fencing (etcd store only). */
@@ -152,12 +152,13 @@ export function buildRegistry(src: MetricsSource): Registry {
     const lb = src.lb;
     new Gauge({
       name: 'herald_ct_map_pressure',
-      help: 'Connection-tracking entries / capacity of the ct4 map (as of the last GC pass)',
+      help: 'Connection-tracking entries / capacity of the ct4 and ct6 maps (as of the last GC pass)',
       labelNames: ['map'],
       registers: [registry],
       collect() {
         const v = lb();
         if (v) this.set({ map: 'ct4' }, v.ctMax > 0 ? v.ctEntries / v.ctMax : 0);
+        if (v) this.set({ map: 'ct6' }, v.ctMax > 0 ? (v.ct6Entries ?? 0) / v.ctMax : 0);
       },
     });
     new Gauge({
@@ -168,6 +169,7 @@ export function buildRegistry(src: MetricsSource): Registry {
       collect() {
         const v = lb();
         if (v) this.set({ map: 'ct4' }, v.ctEntries);
+        if (v) this.set({ map: 'ct6' }, v.ct6Entries ?? 0);
       },
     });
     new Gauge({
@@ -177,6 +179,15 @@ export function buildRegistry(src: MetricsSource): Registry {
       collect() {
         const v = lb();
         if (v) this.set(v.gcDeleted);
+      },
+    });
+    new Gauge({
+      name: 'herald_ct_lru_evicted',
+      help: 'Connection-tracking entries the LRU evicted because a table (ct4 or ct6) was full (created - deleted - live, from the datapath counters, as of the last GC pass); rising = the tables are too small (--lb-ct-size)',
+      registers: [registry],
+      collect() {
+        const v = lb();
+        if (v) this.set(v.ctEvicted ?? 0);
       },
     });
     new Gauge({

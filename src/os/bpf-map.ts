@@ -179,6 +179,20 @@ export class BpfMap<K, V> implements Disposable {
    * as everywhere in this class.
    */
   forEachBatch(fn: (batch: RawBatch) => void, batchSize = defaultBatchSize): void {
+    for (const batch of this.batches(batchSize)) fn(batch);
+  }
+
+  /**
+   * The same walk, awaiting `fn` after each batch: a long walk (the conntrack
+   * GC over a million entries) can yield to the event loop between batches
+   * (`await new Promise((r) => setImmediate(r))` inside `fn`).
+   */
+  async forEachBatchAsync(fn: (batch: RawBatch) => void | Promise<void>, batchSize = defaultBatchSize): Promise<void> {
+    for (const batch of this.batches(batchSize)) await fn(batch);
+  }
+
+  /** The walk itself: one RawBatch per bpf_map_lookup_batch call (see forEachBatch). */
+  private *batches(batchSize: number): Generator<RawBatch> {
     this.assertOpen();
     if (!(Number.isInteger(batchSize) && batchSize > 0)) throw new HeraldError('HERALD_BAD_ARGUMENT', `batch size must be a positive integer, got ${batchSize}`);
     const lib = libbpf();
@@ -192,6 +206,7 @@ export class BpfMap<K, V> implements Disposable {
     const count = [0];
     const opts = batchOpts(0n);
     for (;;) {
+      this.assertOpen();
       count[0] = size;
       const rc = lib.mapLookupBatch(this.fd, inBatch, outBatch, keys, values, count, opts);
       const errno = rc < 0 ? -rc : 0;
@@ -204,12 +219,12 @@ export class BpfMap<K, V> implements Disposable {
       }
       if (errno !== 0 && errno !== ERRNO.ENOENT) {
         if (inBatch === null && (errno === ERRNO.EINVAL || errno === ERRNO.ENOTSUPP || errno === ERRNO.EOPNOTSUPP)) {
-          this.forEachByKey(fn);
+          yield* this.byKey();
           return;
         }
         throw new SyscallError('HERALD_BPF_MAP', `batch lookup in ${this.name}`, errno);
       }
-      if (count[0]! > 0) fn({ count: count[0]!, keys, values, keySize, valueSize });
+      if (count[0]! > 0) yield { count: count[0]!, keys, values, keySize, valueSize };
       if (errno === ERRNO.ENOENT) return; // the end of the map (the last batch may still have held entries)
       const token: Buffer = inBatch ?? Buffer.alloc(outBatch.length);
       inBatch = outBatch;
@@ -218,7 +233,7 @@ export class BpfMap<K, V> implements Disposable {
   }
 
   /** The key-by-key walk, for map types without batch lookup. */
-  private forEachByKey(fn: (batch: RawBatch) => void): void {
+  private *byKey(): Generator<RawBatch> {
     const lib = libbpf();
     const { keySize, valueSize } = this.codec;
     let prev: Buffer | null = null;
@@ -232,7 +247,7 @@ export class BpfMap<K, V> implements Disposable {
       const lrc = lib.mapLookupElem(this.fd, next, value);
       if (lrc === -ERRNO.ENOENT) continue; // deleted between the two calls
       if (lrc < 0) throw new SyscallError('HERALD_BPF_MAP', `lookup in ${this.name}`, -lrc);
-      fn({ count: 1, keys: next, values: value, keySize, valueSize });
+      yield { count: 1, keys: next, values: value, keySize, valueSize };
     }
   }
 
@@ -381,25 +396,6 @@ export class BpfMap<K, V> implements Disposable {
       }
     });
     return out;
-  }
-
-  /**
-   * One chunk of a batched walk (BPF_MAP_LOOKUP_BATCH): up to `max` entries
-   * after `cursor` (null: from the start). `next` is null when the walk is done.
-   * Raw buffers, so a caller can filter without decoding every entry.
-   */
-  lookupBatch(cursor: Buffer | null, max: number): { keys: Buffer; values: Buffer; count: number; next: Buffer | null } {
-    this.assertOpen();
-    const { keySize, valueSize } = this.codec;
-    const keys = Buffer.alloc(keySize * max);
-    const values = Buffer.alloc(valueSize * max);
-    const out = Buffer.alloc(Math.max(8, keySize));
-    const count = [max];
-    const rc = libbpf().mapLookupBatch(this.fd, cursor, out, keys, values, count);
-    const n = count[0] ?? 0;
-    if (rc === -ERRNO.ENOENT) return { keys, values, count: n, next: null };
-    if (rc < 0) throw new SyscallError('HERALD_BPF_MAP', `lookup batch in ${this.name}`, -rc);
-    return { keys, values, count: n, next: out };
   }
 
   /**

@@ -25,3 +25,21 @@ test('per-IP counters: replies, conflicts and defences per ip and interface', as
   assert.deepEqual(series('herald_ndp_conflicts_total'), ['herald_ndp_conflicts_total{ip="2001:db8::10",interface="eth1"} 0']);
   assert.deepEqual(series('herald_arp_defences_total'), ['herald_arp_defences_total{ip="192.0.2.10",interface="eth0"} 3']);
 });
+
+test('load balancer: entries and pressure per table (ct4, ct6), LRU evictions', async () => {
+  const src: MetricsSource = {
+    responderEntries: () => [],
+    defences: () => [],
+    garp: () => ({ sent: 0, failed: 0 }),
+    ownershipChanges: () => 0,
+    ownedIps: () => 0,
+    reconciler: () => undefined,
+    pools: () => [],
+    lb: () => ({ ctEntries: 50, ct6Entries: 25, ctMax: 100, gcDeleted: 7, ctEvicted: 12, gcPasses: 3, gcIntervalMs: 10_000 }),
+  };
+  const text = await buildRegistry(src).metrics();
+  const lines = text.split('\n');
+  assert.ok(lines.includes('herald_ct_entries{map="ct4"} 50') && lines.includes('herald_ct_entries{map="ct6"} 25'));
+  assert.ok(lines.includes('herald_ct_map_pressure{map="ct4"} 0.5') && lines.includes('herald_ct_map_pressure{map="ct6"} 0.25'));
+  assert.ok(lines.includes('herald_ct_lru_evicted 12'), text.split('\n').filter((l) => l.includes('herald_ct')).join('\n'));
+});

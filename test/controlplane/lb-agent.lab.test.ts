@@ -129,8 +129,12 @@ describe('herald agent --lb-interfaces: manifests to balanced traffic', { skip: 
   test('ct stats and ct flush by filter', () => {
     const stats = ct('stats');
     assert.ok(stats.entries > 0 && stats.capacity === 262144 && stats.counters.forwarded > 0, JSON.stringify(stats));
+    assert.equal(stats.evicted, 0, 'a table with room evicts nothing');
     const r = ct('flush', '--proto', 'udp');
     assert.ok(r.deleted > 0);
+    const after = ct('stats');
+    assert.ok(after.counters.ct_user_deleted >= r.deleted, 'the flush is recorded in the datapath counters');
+    assert.equal(after.evicted, 0, 'a flush is not an eviction');
     assert.equal((ct('list', '--proto', 'udp').entries as CtRow[]).length, 0);
     assert.ok((ct('list', '--proto', 'tcp').entries as CtRow[]).length > 0, 'TCP entries untouched');
     const bad = node.exec(HERALD, ['ct', 'flush', '--bpf-pin-dir', node.pinDir]);

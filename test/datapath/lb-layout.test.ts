@@ -3,7 +3,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { backendCodec, ct4Codec, ct6Codec, service4Codec, service6Codec, CT_EGRESS } from '../../src/datapath/lb/layout.js';
+import { backendCodec, configCodec, ct4Codec, ct6Codec, maglevTableCodec, service4Codec, service6Codec, CT_EGRESS } from '../../src/datapath/lb/layout.js';
 
 test('lb4_key: VIP and port in network order, then the protocol', () => {
   const k = service4Codec.encodeKey({ vip: '198.51.100.10', port: 80, proto: 6 });
@@ -34,4 +34,27 @@ test('backend: 16-byte address, port in network order, family, flags', () => {
   assert.equal(b.length, 24);
   assert.deepEqual([...b.subarray(16, 20)], [0x1f, 0x90, 4, 1]);
   assert.deepEqual(backendCodec.decodeValue(b), { ip: '203.0.113.130', port: 8080, family: 4, flags: 1 });
+});
+
+test('ct_key6: ports at 32, proto and dir at 36; writeKey (the batch path) writes what encodeKey does, pad zeroed', () => {
+  const key6 = { saddr: '2001:db8::1', daddr: '2001:db8::2', sport: 40000, dport: 8080, proto: 17, dir: CT_EGRESS };
+  const kb = ct6Codec.encodeKey(key6);
+  assert.equal(kb.length, 40);
+  assert.deepEqual([...kb.subarray(0, 2)], [0x20, 0x01]);
+  assert.equal(kb[31], 2);
+  assert.deepEqual([...kb.subarray(32, 40)], [0x9c, 0x40, 0x1f, 0x90, 17, 2, 0, 0]);
+  for (const [codec, key] of [
+    [ct6Codec, key6],
+    [ct4Codec, { ...key6, saddr: '192.0.2.1', daddr: '192.0.2.2' }],
+  ] as const) {
+    const buf = Buffer.alloc(codec.keySize * 2, 0xff);
+    codec.writeKey!(key, buf, codec.keySize);
+    assert.deepEqual(buf.subarray(codec.keySize), codec.encodeKey(key));
+  }
+});
+
+test('the u32 tables share one codec: slot and value in host order', () => {
+  assert.deepEqual([...maglevTableCodec.encodeKey(16380)], [0xfc, 0x3f, 0, 0]);
+  assert.equal(maglevTableCodec.decodeValue(maglevTableCodec.encodeValue(0xdeadbeef)), 0xdeadbeef);
+  assert.equal(configCodec.decodeValue(configCodec.encodeValue(21600n * 1_000_000_000n)), 21600n * 1_000_000_000n);
 });

@@ -16,7 +16,7 @@ import { labSkipReason } from '../helpers/lab-tools.js';
 import { LbProgram } from '../../src/datapath/lb/program.js';
 import { LbServiceWriter } from '../../src/datapath/lb/services.js';
 import { ConntrackGc } from '../../src/datapath/lb/ct-gc.js';
-import { CT_EGRESS, CT_SERVICE, CT_SNAT } from '../../src/datapath/lb/layout.js';
+import { CT_EGRESS, CT_SERVICE, CT_SNAT, ctEvictions } from '../../src/datapath/lb/layout.js';
 import type { LbServiceRow } from '../../src/datapath/tables/lb-services.js';
 
 const VIP = '198.51.100.10';
@@ -31,6 +31,7 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
   let backends: Host[];
   let prog: LbProgram;
   let gc: ConntrackGc;
+  let gc6: ConntrackGc;
   let writer: LbServiceWriter;
   const row = (proto: 'TCP' | 'UDP', port: number, targetPort: number, bes: Host[], terminating: string[] = [], affinityTimeoutS = 0): LbServiceRow => ({
     key: `${VIP}:${port}/${proto}`,
@@ -43,6 +44,8 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     affinityTimeoutS,
     backends: bes.map((b) => ({ ip: b.ip, port: targetPort, terminating: terminating.includes(b.name) })),
   });
+  const udpProbe6 = (sports: number[], vip: string, port = 53): Array<{ sport: number; backend: string | null; seen: string | null; from: string | null }> =>
+    JSON.parse(client.must('/usr/bin/python3', [PROBE, 'udp', vip, String(port), ...sports.map(String)]));
   const udpProbe = (sports: number[], port = 53): Array<{ sport: number; backend: string | null; seen: string | null; from: string | null }> =>
     JSON.parse(client.must('/usr/bin/python3', [PROBE, 'udp', VIP, String(port), ...sports.map(String)]));
 
@@ -69,12 +72,13 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       p.attach(ifindex);
       return p;
     });
-    gc = new ConntrackGc(prog.maps.ct4, { batchSize: 64 });
+    gc = new ConntrackGc(prog.maps.ct4, { batchSize: 64, recordDeleted: (n) => prog.recordDeleted(n) });
+    gc6 = new ConntrackGc(prog.maps.ct6, { batchSize: 64, recordDeleted: (n) => prog.recordDeleted(n) });
     writer = new LbServiceWriter({
       maps: prog.maps,
       maglevSize: M,
       setMaglevTable: (id, t) => prog.setMaglevTable(id, t),
-      flush: async (r) => void (await gc.flush(r)),
+      flush: async (r) => void (await Promise.all([gc.flush(r), gc6.flush(r)])),
     });
     await writer.update(row('TCP', 80, 8080, backends));
     await writer.update(row('UDP', 53, 5353, backends));
@@ -236,7 +240,7 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       assert.ok(prog.maps.ct4.entries().some(([k, e]) => k.dir === CT_EGRESS && e.snatPort === nk.dport), 'no NAT entry without its connection');
     }
     // Deleting a connection deletes its NAT entry in the same batch (the GC feeds the NAT purge).
-    const withNat = new ConntrackGc(prog.maps.ct4, { snatAddress: () => node.ip });
+    const withNat = new ConntrackGc(prog.maps.ct4, { snatAddress: () => node.ip, recordDeleted: (n) => prog.recordDeleted(n) });
     const tcpNat = nat().filter(([k]) => k.proto === 6).length;
     assert.ok(tcpNat > 0);
     const purged = await withNat.flushWhere((k) => k.dir === CT_EGRESS && k.proto === 6 && k.daddr === n2.ip);
@@ -307,6 +311,85 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
     assert.equal(ok.code, 0, ok.stderr);
   });
 
+  test('IPv6: TCP and UDP to an IPv6 VIP reach every backend; the client sees only [VIP]:port, the backends the client; ct6 holds the flows and a removed backend\'s are flushed', async () => {
+    const node = lab.nodes[0]!;
+    const VIP6 = '2001:db8:100::10';
+    client.must('ip', ['-6', 'addr', 'add', '2001:db8::1/64', 'dev', 'eth0', 'nodad']);
+    node.must('ip', ['-6', 'addr', 'add', '2001:db8::11/64', 'dev', 'eth0', 'nodad']);
+    node.must('ip', ['-6', 'addr', 'add', '2001:db8:1::1/64', 'dev', 'lbbr', 'nodad']);
+    node.must('sysctl', ['-q', '-w', 'net.ipv6.conf.all.forwarding=1']);
+    const ip6 = (i: number) => `2001:db8:1::${10 + i}`;
+    backends.forEach((b, i) => {
+      b.must('ip', ['-6', 'addr', 'add', `${ip6(i)}/64`, 'dev', 'eth0', 'nodad']);
+      b.must('ip', ['-6', 'route', 'add', 'default', 'via', '2001:db8:1::1']);
+    });
+    client.must('ip', ['-6', 'route', 'replace', '2001:db8:100::/64', 'via', '2001:db8::11', 'dev', 'eth0']);
+    const procs = backends.flatMap((b) => [
+      b.spawn('http6', process.execPath, ['--import', 'tsx', HTTP, '--port', '8086', '--name', b.name, '--host', '::']),
+      b.spawn('udp6', process.execPath, ['--import', 'tsx', UDP, '--port', '5356', '--name', b.name, '--host', '::']),
+    ]);
+    for (const p of procs) await p.waitForOutput('listening', 30_000);
+    const row6 = (proto: 'TCP' | 'UDP', port: number, targetPort: number, bes: Host[]): LbServiceRow => ({
+      ...row(proto, port, targetPort, []),
+      key: `[${VIP6}]:${port}/${proto}`,
+      vip: VIP6,
+      backends: bes.map((b) => ({ ip: ip6(backends.indexOf(b)), port: targetPort, terminating: false })),
+    });
+    await writer.update(row6('TCP', 80, 8086, backends));
+    await writer.update(row6('UDP', 53, 5356, backends));
+    assert.ok(prog.maps.services6.lookup({ vip: VIP6, port: 80, proto: 6 }), 'the IPv6 frontend is in lb6_services');
+
+    const seen = new Map<string, number>();
+    for (let i = 0; i < 24; i++) {
+      // curl completes the handshake only if the SYN-ACK comes from [VIP]:80 (reverse NAT over IPv6, checksums right).
+      const r = client.exec('curl', ['-g', '-sS', '--max-time', '3', `http://[${VIP6}]/`]);
+      assert.equal(r.code, 0, r.stderr);
+      seen.set(r.stdout.trim(), (seen.get(r.stdout.trim()) ?? 0) + 1);
+    }
+    assert.deepEqual([...seen.keys()].sort(), ['b1', 'b2', 'b3'], JSON.stringify([...seen]));
+    const sports = Array.from({ length: 30 }, (_, i) => 36000 + i);
+    const udp = udpProbe6(sports, VIP6);
+    assert.ok(udp.every((r) => r.from === `[${VIP6}]:53`), `the client only ever hears [VIP]:53: ${JSON.stringify(udp.slice(0, 3))}`);
+    assert.ok(udp.every((r) => r.seen === `2001:db8::1:${r.sport}`), 'the backend sees the client itself (DNAT, no SNAT)');
+    assert.equal(new Set(udp.map((r) => r.backend)).size, 3);
+    const ct6 = prog.maps.ct6.entries();
+    assert.ok(ct6.some(([k]) => k.dir === CT_SERVICE && k.daddr === VIP6 && k.proto === 17));
+    assert.ok(ct6.some(([k, e]) => k.dir === CT_EGRESS && k.saddr === '2001:db8::1' && e.natAddr === VIP6 && e.natPort === 80));
+    assert.equal(prog.maps.ct4.entries().filter(([k]) => k.daddr === VIP6).length, 0);
+
+    // One backend removed: only its UDP flows move, its ct6 entries are flushed.
+    const b3 = ip6(2);
+    await writer.update(row6('UDP', 53, 5356, backends.slice(0, 2)));
+    assert.equal(prog.maps.ct6.entries().filter(([k, e]) => k.proto === 17 && (k.daddr === b3 || e.natAddr === b3)).length, 0, 'b3\'s flows flushed from ct6');
+    const again = udpProbe6(sports, VIP6);
+    again.forEach((r, i) => {
+      if (udp[i]!.backend !== 'b3') assert.equal(r.backend, udp[i]!.backend, `flow ${r.sport} kept its backend`);
+      else assert.notEqual(r.backend, 'b3');
+    });
+
+    // ICMPv6 errors of tracked flows: a backend's port unreachable names [VIP]:54 to the client, so its connected socket is refused.
+    await writer.update(row6('UDP', 54, 5999, backends));
+    const icmpBefore = prog.stats().icmp_xlate!;
+    const refused = JSON.parse(client.must('/usr/bin/python3', [PROBE, 'refused', VIP6, '54']));
+    assert.deepEqual(refused, { result: 'refused' });
+    assert.ok(prog.stats().icmp_xlate! > icmpBefore, 'the ICMPv6 error was translated');
+    await writer.delete(row6('UDP', 54, 5999, []));
+    await writer.delete(row6('TCP', 80, 8086, []));
+    await writer.delete(row6('UDP', 53, 5356, []));
+    assert.equal(prog.maps.services6.keys().length, 0, 'frontends and the VIP marker gone');
+    assert.equal(prog.maps.ct6.keys().length, 0, 'every IPv6 connection flushed with its service');
+    for (const p of procs) await p.stop('SIGTERM', 3000);
+  });
+
+  test('a table with room evicts nothing: every entry created is live or was deleted (datapath, GC, flushes) — none counted as evicted', async () => {
+    await gc.collect();
+    await gc6.collect();
+    const st = prog.stats();
+    const live = prog.maps.ct4.keys().length + prog.maps.ct6.keys().length;
+    assert.ok(st.ct_created! > 100n && st.ct_user_deleted! > 0n, JSON.stringify(st, (_, v) => (typeof v === 'bigint' ? String(v) : v)));
+    assert.equal(ctEvictions(st, live), 0, `created ${st.ct_created}, deleted ${st.ct_deleted} + ${st.ct_user_deleted}, live ${live}`);
+  });
+
   test('a full connection table degrades predictably: LRU eviction, every flow answered, the same backend again', async () => {
     // Last: replaces the program on eth0 with one whose ct4 holds 64 entries.
     const node = lab.nodes[0]!;
@@ -324,7 +407,17 @@ describe('eBPF L4 load balancer in a lab', { skip: labSkipReason() }, () => {
       const first = udpProbe(sports);
       assert.ok(first.every((r) => r.backend !== null && r.from === `${VIP}:53`), 'every flow answered through a full table');
       assert.ok(small.maps.ct4.keys().length <= 64);
-      assert.ok(small.stats().ct_created! > 64n, 'more connections than entries: the LRU evicted');
+      // 100 flows, two entries each (client → VIP, client → backend), in a table of 64: the rest was evicted, and counted.
+      const live = small.maps.ct4.keys().length;
+      const st = small.stats();
+      assert.equal(st.ct_created, 200n, 'every entry created once');
+      assert.equal(ctEvictions(st, live), 200 - live, 'whatever is not live was evicted (nothing was deleted)');
+      assert.ok(200 - live >= 136);
+      // A GC flush of everything: its deletions are not evictions.
+      const sgc = new ConntrackGc(small.maps.ct4, { recordDeleted: (n) => small.recordDeleted(n) });
+      const f = await sgc.flushWhere(() => true);
+      assert.equal(f.deleted, live);
+      assert.equal(ctEvictions(small.stats(), small.maps.ct4.keys().length), 200 - live, 'the eviction count is unchanged by a flush');
       // An evicted flow is re-balanced by Maglev: the same hash, the same backend.
       const again = udpProbe(sports);
       assert.deepEqual(again.map((r) => r.backend), first.map((r) => r.backend));

@@ -208,6 +208,40 @@ describe('BpfMap batch calls (the general capability under the responder map)', 
     });
   });
 
+  test('forEachBatchAsync: the same walk, awaiting each batch (the event loop runs between batches); deleting a batch inside it misses nothing', async () => {
+    const pinDir = `/sys/fs/bpf/herald/hlbt${randomBytes(3).toString('hex')}`;
+    try {
+      const program = L2ResponderProgram.load({ pinDir, responderMapSize: 1024 });
+      try {
+        const m = program.maps.responders.v4;
+        m.updateMany(Array.from({ length: 250 }, (_, i) => [key(i), { replies: BigInt(i), conflicts: 0n }] as const));
+        let ticks = 0;
+        const timer = setInterval(() => ticks++, 0);
+        let batches = 0;
+        let seen = 0;
+        try {
+          await m.forEachBatchAsync(async (b) => {
+            batches++;
+            seen += b.count;
+            m.deleteBatchRaw(Buffer.from(b.keys.subarray(0, b.count * b.keySize)), b.count);
+            await new Promise((r) => setTimeout(r, 2));
+          }, 16);
+        } finally {
+          clearInterval(timer);
+        }
+        assert.equal(seen, 250, 'every entry once, although each batch was deleted before the next was read');
+        assert.ok(batches >= 250 / 16 / 2, `${batches} batches of at most 16 (a bucket may add some)`);
+        assert.ok(ticks >= batches - 1, `timers ran between batches (${ticks} ticks, ${batches} batches)`);
+        assert.deepEqual(m.keys(), []);
+        await assert.rejects(m.forEachBatchAsync(() => {}, 0), (e) => isHeraldError(e, 'HERALD_BAD_ARGUMENT'));
+      } finally {
+        program.dispose();
+      }
+    } finally {
+      rmSync(pinDir, { recursive: true, force: true });
+    }
+  });
+
   test('an empty map is walked without a batch', () => {
     withMap((program) => {
       let batches = 0;

@@ -13,9 +13,10 @@ import sys
 def udp(vip, port, sports):
     out = []
     for sp in sports:
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        v6 = ":" in vip
+        s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("0.0.0.0", sp))
+        s.bind(("::" if v6 else "0.0.0.0", sp))
         s.settimeout(2.0)
         row = {"sport": sp, "backend": None, "seen": None, "from": None}
         for _ in range(3):
@@ -23,7 +24,8 @@ def udp(vip, port, sports):
                 s.sendto(b"hello", (vip, port))
                 data, addr = s.recvfrom(2048)
                 name, seen = data.decode().split()
-                row = {"sport": sp, "backend": name, "seen": seen, "from": f"{addr[0]}:{addr[1]}"}
+                src = f"[{addr[0]}]:{addr[1]}" if v6 else f"{addr[0]}:{addr[1]}"
+                row = {"sport": sp, "backend": name, "seen": seen, "from": src}
                 break
             except socket.timeout:
                 continue
@@ -34,7 +36,7 @@ def udp(vip, port, sports):
 
 def refused(vip, port):
     """A connected UDP socket: an ICMP port unreachable that names our flow exactly raises ECONNREFUSED."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(socket.AF_INET6 if ":" in vip else socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(1.0)
     s.connect((vip, port))
     result = "timeout"

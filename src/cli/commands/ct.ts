@@ -7,7 +7,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { HeraldError } from '../../core/errors.js';
 import { parseIp } from '../../core/addr.js';
 import { ConntrackGc } from '../../datapath/lb/ct-gc.js';
-import { CT_EGRESS, CT_F_ESTABLISHED, CT_F_RX_CLOSING, CT_F_SYN_SEEN, CT_F_TX_CLOSING, protoName, type CtEntry, type CtKey } from '../../datapath/lb/layout.js';
+import { CT_EGRESS, CT_F_ESTABLISHED, CT_F_RX_CLOSING, CT_F_SYN_SEEN, CT_F_TX_CLOSING, ctEvictions, protoName, type CtEntry, type CtKey } from '../../datapath/lb/layout.js';
 import { openPinnedLbMaps } from '../../datapath/lb/program.js';
 import { discoverPinDir } from '../discover.js';
 import { DEFAULT_PIN_ROOT, defaultNodeName, parseNodeName } from '../options.js';
@@ -75,15 +75,15 @@ export function ctCommand(): Command {
     const maps = openPinnedLbMaps(discoverPinDir(opts, DEFAULT_PIN_ROOT, defaultNodeName()).path);
     try {
       const now = process.hrtime.bigint(); // CLOCK_MONOTONIC, as bpf_ktime_get_ns()
-      const rows = maps.ct4
-        .entries()
+      const ep = (ip: string, port: number) => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
+      const rows = [...maps.ct4.entries(), ...maps.ct6.entries()]
         .filter(([k, e]) => matches(opts, k, e))
         .map(([k, e]) => ({
           dir: k.dir === CT_EGRESS ? 'egress' : 'service',
           proto: protoName(k.proto),
-          src: `${k.saddr}:${k.sport}`,
-          dst: `${k.daddr}:${k.dport}`,
-          nat: `${e.natAddr}:${e.natPort}`,
+          src: ep(k.saddr, k.sport),
+          dst: ep(k.daddr, k.dport),
+          nat: ep(e.natAddr, e.natPort),
           backendId: e.backendId,
           serviceId: e.serviceId,
           remainingS: Number(e.expiresNs - now) / 1e9,
@@ -112,7 +112,9 @@ export function ctCommand(): Command {
       }
       const maps = openPinnedLbMaps(discoverPinDir(opts, DEFAULT_PIN_ROOT, defaultNodeName()).path);
       try {
-        const r = await new ConntrackGc(maps.ct4).flushWhere((k, e) => matches(opts, k, e));
+        const r4 = await new ConntrackGc(maps.ct4, { recordDeleted: maps.recordDeleted }).flushWhere((k, e) => matches(opts, k, e));
+        const r6 = await new ConntrackGc(maps.ct6, { recordDeleted: maps.recordDeleted }).flushWhere((k, e) => matches(opts, k, e));
+        const r = { scanned: r4.scanned + r6.scanned, deleted: r4.deleted + r6.deleted };
         if (opts.json) process.stdout.write(JSON.stringify({ scanned: r.scanned, deleted: r.deleted }) + '\n');
         else process.stdout.write(`flushed ${r.deleted} of ${r.scanned} entries\n`);
       } finally {
@@ -127,20 +129,29 @@ export function ctCommand(): Command {
       const byProto: Record<string, number> = {};
       let total = 0;
       let expired = 0;
-      for (const [k, e] of maps.ct4.entries()) {
+      let live = 0;
+      const live6 = maps.ct6.keys().length;
+      for (const [k, e] of [...maps.ct4.entries(), ...maps.ct6.entries()]) {
+        live++;
         if (!matches(opts, k, e)) continue;
         total++;
         if (e.expiresNs < now) expired++;
         const p = protoName(k.proto);
         byProto[p] = (byProto[p] ?? 0) + 1;
       }
-      const counters = Object.fromEntries(Object.entries(maps.stats()).map(([k, v]) => [k, Number(v)]));
-      const out = { entries: total, capacity: max, pressure: max > 0 ? total / max : 0, expiredNotYetCollected: expired, byProto, counters };
+      const raw = maps.stats();
+      const counters = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
+      // Evictions concern the whole table (the filters select entries, not the LRU's choices).
+      const evicted = ctEvictions(raw, live);
+      const live4 = live - live6;
+      const pressure = max > 0 ? Math.max(live4, live6) / max : 0;
+      const out = { entries: total, entries4: live4, entries6: live6, capacity: max, pressure, evicted, expiredNotYetCollected: expired, byProto, counters };
       if (opts.json) {
         process.stdout.write(JSON.stringify(out, null, 2) + '\n');
         return;
       }
-      process.stdout.write(`ct4: ${total} entries of ${max} (${(out.pressure * 100).toFixed(2)}%), ${expired} expired awaiting GC\n`);
+      process.stdout.write(`ct4: ${live4} entries, ct6: ${live6}, of ${max} each (fullest ${(pressure * 100).toFixed(2)}%); ${total} match, ${expired} expired awaiting GC\n`);
+      process.stdout.write(`evicted by the LRU (table full): ${evicted}${evicted > 0 ? ' — the table is too small for the flows (--lb-ct-size)' : ''}\n`);
       printTable(['PROTO', 'ENTRIES'], Object.entries(byProto).map(([p, n]) => [p, String(n)]));
       printTable(['COUNTER', 'VALUE'], Object.entries(counters).map(([k, v]) => [k, String(v)]));
     } finally {

@@ -4,10 +4,12 @@
  * one lb-services row per (VIP, port, protocol) with its backends.
  *
  *   frontends  every ingress IP LB-IPAM allocated to the Service × every port
- *              of protocol TCP or UDP (SCTP: a warning, not balanced); IPv4
- *              only in this slice (IPv6 VIPs: a warning).
+ *              of protocol TCP or UDP (SCTP: a warning, not balanced). IPv6
+ *              VIPs are balanced in dnat mode (snat/dsr on an IPv6 VIP: a
+ *              warning, not balanced; sessionAffinity: a warning, balanced
+ *              without it).
  *   backends   the Service's EndpointSlices (label kubernetes.io/service-name),
- *              addressType IPv4, the slice port whose name equals the Service
+ *              of the VIP's family (addressType IPv4 or IPv6), the slice port whose name equals the Service
  *              port's name (both unnamed: ''), same protocol; else a numeric
  *              targetPort; else the Service port. Kubernetes' conditions:
  *              serving (nil: ready, nil ready: true) and not terminating →
@@ -83,7 +85,7 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
       continue;
     }
     if (mode === 'none') continue;
-    const slices = (slicesBy.get(key) ?? []).filter((s) => s.addressType === 'IPv4');
+    const slicesOf = { IPv4: (slicesBy.get(key) ?? []).filter((s) => s.addressType === 'IPv4'), IPv6: (slicesBy.get(key) ?? []).filter((s) => s.addressType === 'IPv6') };
     const affinity = svc.spec.sessionAffinity;
     const timeout = affinity === 'ClientIP' ? (svc.spec.sessionAffinityConfig?.clientIP.timeoutSeconds ?? 10800) : 0;
     for (const sp of svc.spec.ports) {
@@ -91,33 +93,41 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
         warnings.push({ service: key, message: `port ${sp.port}/SCTP: SCTP is not balanced` });
         continue;
       }
-      const backends = new Map<string, LbBackendRow>();
-      for (const slice of slices) {
-        const port = backendPort(sp, slice);
-        if (port === undefined) continue;
-        for (const ep of slice.endpoints) {
-          const ready = ep.conditions.ready ?? true;
-          const serving = ep.conditions.serving ?? ready;
-          const terminating = ep.conditions.terminating ?? false;
-          if (!serving) continue;
-          for (const ip of ep.addresses) {
-            const id = `${ip}:${port}`;
-            const prev = backends.get(id);
-            // Listed twice (two slices): active wins over terminating.
-            if (prev && !prev.terminating) continue;
-            backends.set(id, { ip, port, terminating });
+      const backendsOf = (family: 'IPv4' | 'IPv6'): LbBackendRow[] => {
+        const backends = new Map<string, LbBackendRow>();
+        for (const slice of slicesOf[family]) {
+          const port = backendPort(sp, slice);
+          if (port === undefined) continue;
+          for (const ep of slice.endpoints) {
+            const ready = ep.conditions.ready ?? true;
+            const serving = ep.conditions.serving ?? ready;
+            const terminating = ep.conditions.terminating ?? false;
+            if (!serving) continue;
+            for (const ip of ep.addresses) {
+              const id = `${ip}:${port}`;
+              const prev = backends.get(id);
+              // Listed twice (two slices): active wins over terminating.
+              if (prev && !prev.terminating) continue;
+              backends.set(id, { ip, port, terminating });
+            }
           }
         }
-      }
-      if (mode === 'dsr' && [...backends.values()].some((b) => b.port !== sp.port)) {
+        return [...backends.values()].sort((a, b) => (a.ip === b.ip ? a.port - b.port : a.ip < b.ip ? -1 : 1));
+      };
+      const sortedOf = { IPv4: backendsOf('IPv4'), IPv6: backendsOf('IPv6') };
+      if (mode === 'dsr' && sortedOf.IPv4.some((b) => b.port !== sp.port)) {
         warnings.push({ service: key, message: `port ${sp.port}: dsr keeps the service port; backends must listen on ${sp.port} (the slice says otherwise)` });
       }
-      const sorted = [...backends.values()].sort((a, b) => (a.ip === b.ip ? a.port - b.port : a.ip < b.ip ? -1 : 1));
       for (const vip of ips) {
-        if (!isIpv4(vip)) {
-          warnings.push({ service: key, message: `${vip}: IPv6 service IPs are not balanced yet` });
+        const v4 = isIpv4(vip);
+        if (!v4 && mode !== 'dnat') {
+          warnings.push({ service: key, message: `${vip}: ${mode} mode is IPv4-only; this IPv6 service IP is not balanced (use dnat)` });
           continue;
         }
+        if (!v4 && affinity === 'ClientIP') {
+          warnings.push({ service: key, message: `${vip}: sessionAffinity ClientIP is IPv4-only; this IPv6 service IP is balanced without it` });
+        }
+        const sorted = v4 ? sortedOf.IPv4 : sortedOf.IPv6;
         const rowKey = lbFrontendKey(vip, sp.port, sp.protocol);
         if (rows.has(rowKey)) {
           warnings.push({ service: key, message: `${rowKey} is also ${rows.get(rowKey)!.service}'s; the first (by name) is balanced` });
@@ -130,8 +140,8 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
           port: sp.port,
           proto: sp.protocol,
           mode,
-          affinity,
-          affinityTimeoutS: timeout,
+          affinity: v4 ? affinity : 'None',
+          affinityTimeoutS: v4 ? timeout : 0,
           backends: sorted,
         });
       }

@@ -3,6 +3,7 @@
  * Keep both in sync: BpfMap checks the sizes against the kernel at open time.
  */
 import type { MapCodec } from '../../os/bpf-map.js';
+import { u32Key, u64Codec } from '../../os/map-codecs.js';
 import { formatMac, ipv4ToBytes, bytesToIpv4, bytesToIpv6, ipv6ToBytes, parseMac } from '../../net/addr.js';
 import { formatIpv4At, readCanonicalIpv4 } from '../../core/addr.js';
 
@@ -76,19 +77,6 @@ export interface InterfaceInfo {
   mac: string;
 }
 
-/** A `__u32` key in host order (an ifindex, a config slot), as both array-like maps use. */
-const u32Key: Pick<MapCodec<number, unknown>, 'keySize' | 'encodeKey' | 'decodeKey'> = {
-  keySize: 4,
-  encodeKey(n) {
-    const b = Buffer.alloc(4);
-    b.writeUInt32LE(n);
-    return b;
-  },
-  decodeKey(b) {
-    return b.readUInt32LE(0);
-  },
-};
-
 export const interfacesCodec: MapCodec<number, InterfaceInfo> = {
   ...u32Key,
   valueSize: 8,
@@ -105,18 +93,8 @@ export const interfacesCodec: MapCodec<number, InterfaceInfo> = {
 export const CONFIG_LIVENESS_NS = 0;
 export const CONFIG_MAX_AGE_NS = 1;
 
-export const runtimeConfigCodec: MapCodec<number, bigint> = {
-  ...u32Key,
-  valueSize: 8,
-  encodeValue(v) {
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64LE(v);
-    return b;
-  },
-  decodeValue(b) {
-    return b.readBigUInt64LE(0);
-  },
-};
+/** Runtime config slots (`__u64`, host order). */
+export const runtimeConfigCodec: MapCodec<number, bigint> = u64Codec;
 
 /** A foreign claim of an IP the node answers for, as the program reports it. */
 export interface ConflictEvent {

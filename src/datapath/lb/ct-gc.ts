@@ -33,6 +33,8 @@ export interface CtGcOptions {
   monotonicNs?: () => bigint;
   /** The node's SNAT address: a deleted SNAT connection takes its NAT entry with it. */
   snatAddress?: () => string | undefined;
+  /** Told how many entries each pass deleted (the datapath's eviction count needs every deletion). */
+  recordDeleted?: (n: number) => void;
 }
 
 const SERVICE_OFF = CT_ENTRY_BACKEND_OFF + 4;
@@ -41,6 +43,7 @@ export class ConntrackGc {
   private readonly batchSize: number;
   private readonly now: () => bigint;
   private readonly snatAddress: () => string | undefined;
+  private readonly recordDeleted: (n: number) => void;
   private readonly subscribers = new Set<(r: GcPassResult) => void>();
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -51,6 +54,7 @@ export class ConntrackGc {
     this.batchSize = opts.batchSize ?? 1024;
     this.now = opts.monotonicNs ?? (() => process.hrtime.bigint());
     this.snatAddress = opts.snatAddress ?? (() => undefined);
+    this.recordDeleted = opts.recordDeleted ?? (() => {});
   }
 
   /** GC events: one per pass. Returns the unsubscribe function. */
@@ -95,22 +99,22 @@ export class ConntrackGc {
     const cpuStart = process.cpuUsage();
     let maxBlockCpuMs = 0;
     const { keySize, valueSize } = this.map.rawCodec;
-    let cursor: Buffer | null = null;
     let scanned = 0;
     let deleted = 0;
     let maxBlockMs = 0;
     // Room for each doomed entry and, for an SNAT connection, its NAT entry (GC feeds the NAT purge).
-    const doomed = Buffer.alloc(keySize * this.batchSize * 2);
+    let doomed = Buffer.alloc(keySize * this.batchSize * 2);
     const snat = keySize === CT_KEY4_SIZE ? this.snatAddress() : undefined;
     const snatBytes = snat ? ipv4ToBytes(snat) : undefined;
-    for (;;) {
-      const t0 = performance.now();
-      const c0 = process.cpuUsage();
+    let t0 = performance.now();
+    let c0 = process.cpuUsage();
+    await this.map.forEachBatchAsync(async ({ keys, values, count }) => {
       const now = this.now();
       // Compare as two 32-bit halves: no BigInt per entry.
       const nowHi = Number(now >> 32n);
       const nowLo = Number(now & 0xffffffffn);
-      const { keys, values, count, next } = this.map.lookupBatch(cursor, this.batchSize);
+      // A bucket larger than the batch comes as one larger batch.
+      if (doomed.length < keySize * count * 2) doomed = Buffer.alloc(keySize * count * 2);
       let n = 0;
       for (let i = 0; i < count; i++) {
         const v = i * valueSize;
@@ -137,14 +141,19 @@ export class ConntrackGc {
         }
       }
       scanned += count;
-      if (n > 0) deleted += this.map.deleteBatch(doomed, n);
+      if (n > 0) {
+        const d = this.map.deleteBatch(doomed, n);
+        deleted += d;
+        this.recordDeleted(d);
+      }
       maxBlockMs = Math.max(maxBlockMs, performance.now() - t0);
       const c1 = process.cpuUsage(c0);
       maxBlockCpuMs = Math.max(maxBlockCpuMs, (c1.user + c1.system) / 1000);
-      if (next === null) break;
-      cursor = next;
+      // Yield between batches: the agent's event loop is never blocked for more than one.
       await new Promise<void>((r) => setImmediate(r));
-    }
+      t0 = performance.now();
+      c0 = process.cpuUsage();
+    }, this.batchSize);
     const result: GcPassResult = {
       scanned,
       deleted,

@@ -7,6 +7,7 @@
  */
 import type { MapCodec } from '../../os/bpf-map.js';
 import { bytesToIpv4, bytesToIpv6, ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
+import { u32Codec, u32Key, u64Codec } from '../../os/map-codecs.js';
 
 export const LB_INGRESS_PROGRAM = 'herald_lb_ingress';
 export const LB_EGRESS_PROGRAM = 'herald_lb_egress';
@@ -89,18 +90,6 @@ export interface BackendValue {
   family: 4 | 6;
   flags: number;
 }
-
-const u32Key = {
-  keySize: 4,
-  encodeKey(n: number) {
-    const b = Buffer.alloc(4);
-    b.writeUInt32LE(n);
-    return b;
-  },
-  decodeKey(b: Buffer) {
-    return b.readUInt32LE(0);
-  },
-};
 
 function addrBytes(ip: string, family: 4 | 6): Buffer {
   const b = Buffer.alloc(16);
@@ -211,59 +200,51 @@ function decodeEntry(b: Buffer, family: 4 | 6): CtEntry {
   };
 }
 
-export const ct4Codec: MapCodec<CtKey, CtEntry> = {
-  keySize: CT_KEY4_SIZE,
-  valueSize: CT_ENTRY_SIZE,
-  encodeKey(k) {
-    const b = Buffer.alloc(CT_KEY4_SIZE);
-    ipv4ToBytes(k.saddr).copy(b, 0);
-    ipv4ToBytes(k.daddr).copy(b, 4);
-    b.writeUInt16BE(k.sport, 8);
-    b.writeUInt16BE(k.dport, 10);
-    b[12] = k.proto;
-    b[13] = k.dir;
-    return b;
-  },
-  decodeKey(b) {
-    return {
-      saddr: bytesToIpv4(b.subarray(0, 4)),
-      daddr: bytesToIpv4(b.subarray(4, 8)),
-      sport: b.readUInt16BE(8),
-      dport: b.readUInt16BE(10),
-      proto: b[12] ?? 0,
-      dir: b[13] ?? 0,
-    };
-  },
-  encodeValue: (v) => encodeEntry(v, 4),
-  decodeValue: (b) => decodeEntry(b, 4),
-};
+/**
+ * struct ct_key4 / ct_key6: source and destination addresses (4 or 16 bytes,
+ * network order), ports (network order), proto, dir, pad — one field walk for
+ * both families, the address width the only difference.
+ */
+function ctCodec(family: 4 | 6): MapCodec<CtKey, CtEntry> {
+  const w = family === 4 ? 4 : 16;
+  const keySize = family === 4 ? CT_KEY4_SIZE : CT_KEY6_SIZE;
+  const toBytes = family === 4 ? ipv4ToBytes : ipv6ToBytes;
+  const toText = family === 4 ? bytesToIpv4 : bytesToIpv6;
+  const writeKey = (k: CtKey, b: Buffer, o: number): void => {
+    b.fill(0, o, o + keySize);
+    toBytes(k.saddr).copy(b, o);
+    toBytes(k.daddr).copy(b, o + w);
+    b.writeUInt16BE(k.sport, o + 2 * w);
+    b.writeUInt16BE(k.dport, o + 2 * w + 2);
+    b[o + 2 * w + 4] = k.proto;
+    b[o + 2 * w + 5] = k.dir;
+  };
+  return {
+    keySize,
+    valueSize: CT_ENTRY_SIZE,
+    encodeKey(k) {
+      const b = Buffer.alloc(keySize);
+      writeKey(k, b, 0);
+      return b;
+    },
+    writeKey,
+    decodeKey(b) {
+      return {
+        saddr: toText(b.subarray(0, w)),
+        daddr: toText(b.subarray(w, 2 * w)),
+        sport: b.readUInt16BE(2 * w),
+        dport: b.readUInt16BE(2 * w + 2),
+        proto: b[2 * w + 4] ?? 0,
+        dir: b[2 * w + 5] ?? 0,
+      };
+    },
+    encodeValue: (v) => encodeEntry(v, family),
+    decodeValue: (b) => decodeEntry(b, family),
+  };
+}
 
-export const ct6Codec: MapCodec<CtKey, CtEntry> = {
-  keySize: CT_KEY6_SIZE,
-  valueSize: CT_ENTRY_SIZE,
-  encodeKey(k) {
-    const b = Buffer.alloc(CT_KEY6_SIZE);
-    ipv6ToBytes(k.saddr).copy(b, 0);
-    ipv6ToBytes(k.daddr).copy(b, 16);
-    b.writeUInt16BE(k.sport, 32);
-    b.writeUInt16BE(k.dport, 34);
-    b[36] = k.proto;
-    b[37] = k.dir;
-    return b;
-  },
-  decodeKey(b) {
-    return {
-      saddr: bytesToIpv6(b.subarray(0, 16)),
-      daddr: bytesToIpv6(b.subarray(16, 32)),
-      sport: b.readUInt16BE(32),
-      dport: b.readUInt16BE(34),
-      proto: b[36] ?? 0,
-      dir: b[37] ?? 0,
-    };
-  },
-  encodeValue: (v) => encodeEntry(v, 6),
-  decodeValue: (b) => decodeEntry(b, 6),
-};
+export const ct4Codec: MapCodec<CtKey, CtEntry> = ctCodec(4);
+export const ct6Codec: MapCodec<CtKey, CtEntry> = ctCodec(6);
 
 /** lb_config slots (nanoseconds, and the Maglev table size). */
 export const CFG_TCP_SYN_NS = 0;
@@ -273,34 +254,28 @@ export const CFG_NON_TCP_NS = 3;
 export const CFG_MAGLEV_M = 4;
 export const CFG_SNAT_ADDR4 = 5;
 
-export const configCodec: MapCodec<number, bigint> = {
-  ...u32Key,
-  valueSize: 8,
-  encodeValue(v) {
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64LE(v);
-    return b;
-  },
-  decodeValue(b) {
-    return b.readBigUInt64LE(0);
-  },
-};
+/** lb_config and (per CPU) lb_stats: `__u32` slot → `__u64`. */
+export const configCodec: MapCodec<number, bigint> = u64Codec;
 
-export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate'] as const;
+export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate', 'ct_deleted', 'ct_user_deleted'] as const;
+/** The lb_stats slot user space adds its conntrack deletions to (GC, flushes). */
+export const ST_CT_USER_DELETED = 11;
+
+/**
+ * Entries the LRU evicted (table pressure), from the kernel's counters and the
+ * live count: every entry was created once (ct_created) and left by exactly one
+ * way — deleted by the datapath (ct_deleted), by the GC or a flush
+ * (ct_user_deleted), evicted, or it is still there. Exact when the table is
+ * quiet; while flows come and go during the count it is off by at most the
+ * entries created or removed meanwhile (never below 0).
+ */
+export function ctEvictions(stats: Readonly<Record<string, bigint>>, live: number): number {
+  const n = (stats.ct_created ?? 0n) - (stats.ct_deleted ?? 0n) - (stats.ct_user_deleted ?? 0n) - BigInt(live);
+  return n > 0n ? Number(n) : 0;
+}
 
 /** A u32 → u32 array (one Maglev table). */
-export const maglevTableCodec: MapCodec<number, number> = {
-  ...u32Key,
-  valueSize: 4,
-  encodeValue(v) {
-    const b = Buffer.alloc(4);
-    b.writeUInt32LE(v);
-    return b;
-  },
-  decodeValue(b) {
-    return b.readUInt32LE(0);
-  },
-};
+export const maglevTableCodec: MapCodec<number, number> = u32Codec;
 
 export interface AffinityKey {
   client: string;

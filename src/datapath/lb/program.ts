@@ -39,6 +39,7 @@ import {
   MAP_LB_MAGLEV,
   MAP_LB_STATS,
   MAP_LB4_AFFINITY,
+  ST_CT_USER_DELETED,
   affinity4Codec,
   backendCodec,
   configCodec,
@@ -73,7 +74,7 @@ export const defaultLifetimes: CtLifetimes = { tcpSynS: 60, tcpEstablishedS: 216
 
 export interface LbLoadOptions {
   pinDir: string;
-  /** ct4 entries (LRU). */
+  /** ct4 and ct6 entries (LRU, each). */
   ctMapSize: number;
   /** Maglev table size (a prime). */
   maglevSize: number;
@@ -123,17 +124,18 @@ export class LbProgram implements Disposable {
       { name: MAP_LB6_SERVICES, codec: service6Codec as MapCodec<unknown, unknown> },
       { name: MAP_LB_BACKENDS, codec: backendCodec as MapCodec<unknown, unknown> },
       { name: MAP_CT4, codec: ct4Codec as MapCodec<unknown, unknown>, maxEntries: opts.ctMapSize },
-      { name: MAP_CT6, codec: ct6Codec as MapCodec<unknown, unknown> },
+      { name: MAP_CT6, codec: ct6Codec as MapCodec<unknown, unknown>, maxEntries: opts.ctMapSize },
       { name: MAP_LB_CONFIG, codec: configCodec as MapCodec<unknown, unknown> },
       { name: MAP_LB_MAGLEV, codec: maglevTableCodec as MapCodec<unknown, unknown> },
-      { name: MAP_LB_STATS, codec: configCodec as MapCodec<unknown, unknown> },
+      { name: MAP_LB_STATS, codec: configCodec as MapCodec<unknown, unknown>, maxEntries: LB_STAT_NAMES.length },
       { name: MAP_LB4_AFFINITY, codec: affinity4Codec as MapCodec<unknown, unknown> },
     ];
     const lib = libbpf();
     // The Maglev tables' size is part of the outer map's contract: a change recreates it.
     removeIfMaglevSizeChanged(dir, opts.maglevSize);
     for (const spec of specs) {
-      removeIfUpgradeNeeded(join(dir, spec.name), spec);
+      // A recreated ct4 starts empty: its counters (created, deleted: the eviction count) start again with it.
+      if (removeIfUpgradeNeeded(join(dir, spec.name), spec) && (spec.name === MAP_CT4 || spec.name === MAP_CT6)) rmSync(join(dir, MAP_LB_STATS), { force: true });
     }
     const obj = checkPtr('HERALD_BPF_LOAD', `open ${objectPath}`, lib.objectOpenFile(objectPath));
     try {
@@ -208,6 +210,11 @@ export class LbProgram implements Disposable {
     return readStats(this.statsFd);
   }
 
+  /** Records conntrack entries user space deleted (GC, flush): the eviction count needs them. */
+  recordDeleted(n: number): void {
+    addUserDeleted(this.statsFd, n);
+  }
+
   attach(ifindex: number): void {
     this.assertOpen();
     attachIngress(ifindex, this.ingressFd, LB_TC_SLOT);
@@ -272,6 +279,24 @@ export function readStats(fd: number): Record<string, bigint> {
   return out;
 }
 
+/**
+ * Adds `n` to the ct_user_deleted slot (CPU 0's copy; the datapath never
+ * writes this slot, so the read-modify-write races only with another user
+ * space writer: the agent's GC and a concurrent `herald ct flush`).
+ */
+export function addUserDeleted(fd: number, n: number): void {
+  if (n <= 0) return;
+  const lib = libbpf();
+  const key = Buffer.alloc(4);
+  key.writeUInt32LE(ST_CT_USER_DELETED);
+  const val = Buffer.alloc(8 * possibleCpus());
+  const rc = lib.mapLookupElem(fd, key, val);
+  if (rc < 0) throw new SyscallError('HERALD_BPF_MAP', 'lookup lb_stats', -rc);
+  val.writeBigUInt64LE(val.readBigUInt64LE(0) + BigInt(n), 0);
+  const wrc = lib.mapUpdateElem(fd, key, val, 0n);
+  if (wrc < 0) throw new SyscallError('HERALD_BPF_MAP', 'update lb_stats', -wrc);
+}
+
 function removeIfMaglevSizeChanged(dir: string, m: number): void {
   const path = join(dir, MAP_LB_CONFIG);
   if (!existsSync(path)) return;
@@ -319,12 +344,26 @@ export function detachLb(ifindex: number, ifname?: string): void {
 }
 
 /** Opens the pinned maps of a running (or stopped) agent, for `herald ct`. */
-export function openPinnedLbMaps(pinDir: string): { ct4: BpfMap<CtKey, CtEntry>; backends: BpfMap<number, BackendValue>; stats: () => Record<string, bigint>; dispose: () => void } {
+export function openPinnedLbMaps(pinDir: string): {
+  ct4: BpfMap<CtKey, CtEntry>;
+  ct6: BpfMap<CtKey, CtEntry>;
+  backends: BpfMap<number, BackendValue>;
+  stats: () => Record<string, bigint>;
+  recordDeleted: (n: number) => void;
+  dispose: () => void;
+} {
   const dir = lbPinDir(pinDir);
   const ct4 = BpfMap.openPinned(join(dir, MAP_CT4), ct4Codec);
   let backends: BpfMap<number, BackendValue>;
+  let ct6: BpfMap<CtKey, CtEntry>;
   try {
-    backends = BpfMap.openPinned(join(dir, MAP_LB_BACKENDS), backendCodec);
+    ct6 = BpfMap.openPinned(join(dir, MAP_CT6), ct6Codec);
+    try {
+      backends = BpfMap.openPinned(join(dir, MAP_LB_BACKENDS), backendCodec);
+    } catch (e) {
+      ct6.dispose();
+      throw e;
+    }
   } catch (e) {
     ct4.dispose();
     throw e;
@@ -333,10 +372,15 @@ export function openPinnedLbMaps(pinDir: string): { ct4: BpfMap<CtKey, CtEntry>;
   const statsFd = lib.objGet(join(dir, MAP_LB_STATS));
   return {
     ct4,
+    ct6,
     backends,
     stats: () => (statsFd >= 0 ? readStats(statsFd) : {}),
+    recordDeleted: (n) => {
+      if (statsFd >= 0) addUserDeleted(statsFd, n);
+    },
     dispose: () => {
       ct4.dispose();
+      ct6.dispose();
       backends.dispose();
       if (statsFd >= 0) lib.close(statsFd);
     },

@@ -9,6 +9,7 @@
  * flushed. A terminating backend leaves the table but keeps its entry, so its
  * connections live on.
  */
+import { HeraldError } from '../../core/errors.js';
 import { maglevTable } from './maglev.js';
 import type { BpfMap } from '../../os/bpf-map.js';
 import type { LbServiceRow } from '../tables/lb-services.js';
@@ -16,6 +17,7 @@ import { BACKEND_F_TERMINATING, PROTO_NUMBER, SVC_F_DSR, SVC_F_SNAT, type Backen
 
 export interface LbWriterMaps {
   services4: BpfMap<ServiceKey, ServiceValue>;
+  services6: BpfMap<ServiceKey, ServiceValue>;
   backends: BpfMap<number, BackendValue>;
   maglev: BpfMap<number, number>;
 }
@@ -37,6 +39,7 @@ export interface LbServiceWriterDeps {
 const backendKey = (ip: string, port: number): string => `${ip}:${port}`;
 const frontendOf = (row: Pick<LbServiceRow, 'vip' | 'port' | 'proto'>): ServiceKey => ({ vip: row.vip, port: row.port, proto: PROTO_NUMBER[row.proto] });
 const sKey = (k: ServiceKey): string => `${k.vip}|${k.port}|${k.proto}`;
+const isV6 = (ip: string): boolean => ip.includes(':');
 
 export class LbServiceWriter {
   private readonly backendIds = new Map<string, number>();
@@ -51,11 +54,16 @@ export class LbServiceWriter {
       this.backendIds.set(backendKey(b.ip, b.port), id);
       this.nextBackendId = Math.max(this.nextBackendId, id + 1);
     }
-    for (const [k, v] of deps.maps.services4.entries()) {
+    for (const [k, v] of [...deps.maps.services4.entries(), ...deps.maps.services6.entries()]) {
       if (k.proto === 0) continue; // VIP marker
       this.serviceIds.set(sKey(k), v.id);
       this.nextServiceId = Math.max(this.nextServiceId, v.id + 1);
     }
+  }
+
+  /** The frontend map of the VIP's family. */
+  private services(vip: string): BpfMap<ServiceKey, ServiceValue> {
+    return isV6(vip) ? this.deps.maps.services6 : this.deps.maps.services4;
   }
 
   serviceId(row: Pick<LbServiceRow, 'vip' | 'port' | 'proto'>): number | undefined {
@@ -63,8 +71,14 @@ export class LbServiceWriter {
   }
 
   async update(row: LbServiceRow): Promise<void> {
-    if (row.vip.includes(':')) throw new Error(`IPv6 frontends are not balanced yet (${row.key})`);
+    const v6 = isV6(row.vip);
+    if (v6 && (row.mode === 'snat' || row.mode === 'dsr' || row.affinity === 'ClientIP')) {
+      throw new HeraldError('HERALD_BAD_ARGUMENT', `${row.key}: ${row.affinity === 'ClientIP' ? 'session affinity' : row.mode} is IPv4-only; an IPv6 frontend is balanced in dnat mode without affinity`);
+    }
+    const wrongFamily = row.backends.find((b) => isV6(b.ip) !== v6);
+    if (wrongFamily) throw new HeraldError('HERALD_BAD_ARGUMENT', `${row.key}: backend ${wrongFamily.ip} is not of the frontend's address family`);
     const { maps } = this.deps;
+    const services = this.services(row.vip);
     const fk = frontendOf(row);
     const k = sKey(fk);
     let id = this.serviceIds.get(k);
@@ -81,13 +95,13 @@ export class LbServiceWriter {
         bid = this.nextBackendId++;
         this.backendIds.set(bk, bid);
       }
-      maps.backends.update(bid, { ip: b.ip, port: b.port, family: 4, flags: b.terminating ? BACKEND_F_TERMINATING : 0 });
+      maps.backends.update(bid, { ip: b.ip, port: b.port, family: v6 ? 6 : 4, flags: b.terminating ? BACKEND_F_TERMINATING : 0 });
       wanted.add(bid);
       if (!b.terminating) active.push({ key: `${bk}/${row.proto}`, id: bid });
     }
     this.deps.setMaglevTable(id, maglevTable(active, this.deps.maglevSize));
-    maps.services4.update(fk, { id, backends: active.length, flags: row.mode === 'snat' ? SVC_F_SNAT : row.mode === 'dsr' ? SVC_F_DSR : 0, affinityTimeoutS: row.affinity === 'ClientIP' ? row.affinityTimeoutS : 0 });
-    maps.services4.update({ vip: row.vip, port: 0, proto: 0 }, { id: 0, backends: 0, flags: 0, affinityTimeoutS: 0 });
+    services.update(fk, { id, backends: active.length, flags: row.mode === 'snat' ? SVC_F_SNAT : row.mode === 'dsr' ? SVC_F_DSR : 0, affinityTimeoutS: row.affinity === 'ClientIP' ? row.affinityTimeoutS : 0 });
+    services.update({ vip: row.vip, port: 0, proto: 0 }, { id: 0, backends: 0, flags: 0, affinityTimeoutS: 0 });
     const before = this.uses.get(k) ?? new Set<number>();
     this.uses.set(k, wanted);
     const gone = [...before].filter((b) => !wanted.has(b));
@@ -101,10 +115,11 @@ export class LbServiceWriter {
     const { maps } = this.deps;
     const fk = frontendOf(row);
     const k = sKey(fk);
-    const id = this.serviceIds.get(k) ?? maps.services4.lookup(fk)?.id;
-    maps.services4.delete(fk);
+    const services = this.services(row.vip);
+    const id = this.serviceIds.get(k) ?? services.lookup(fk)?.id;
+    services.delete(fk);
     if (![...this.serviceIds.keys()].some((other) => other !== k && other.startsWith(`${row.vip}|`))) {
-      maps.services4.delete({ vip: row.vip, port: 0, proto: 0 });
+      services.delete({ vip: row.vip, port: 0, proto: 0 });
     }
     const used = this.uses.get(k);
     this.uses.delete(k);
@@ -122,9 +137,9 @@ export class LbServiceWriter {
     const wantVip = new Set(desired.map((r) => r.vip));
     const wantBackends = new Set(desired.flatMap((r) => r.backends.map((b) => backendKey(b.ip, b.port))));
     const flushes: number[] = [];
-    for (const [key, v] of maps.services4.entries()) {
+    for (const [key, v] of [...maps.services4.entries(), ...maps.services6.entries()]) {
       if (key.proto === 0 ? wantVip.has(key.vip) : wantFront.has(sKey(key))) continue;
-      maps.services4.delete(key);
+      this.services(key.vip).delete(key);
       if (key.proto !== 0) {
         maps.maglev.delete(v.id);
         this.serviceIds.delete(sKey(key));

@@ -13,6 +13,7 @@ import type { StateDB } from '../../core/statedb/index.js';
 import type { Links } from '../../os/links.js';
 import { lbServicesTable, type LbServiceRow } from '../tables/lb-services.js';
 import { ConntrackGc, gcIntervalDefaults, nextGcInterval, type GcIntervalBounds, type GcPassResult } from './ct-gc.js';
+import { ctEvictions } from './layout.js';
 import { LbServiceOps } from './ops.js';
 import { LbProgram, defaultLifetimes, detachLb, type CtLifetimes } from './program.js';
 import { LbServiceWriter } from './services.js';
@@ -32,9 +33,14 @@ export interface LbOptions {
 export const lbDefaults = { ctMapSize: 262_144, maglevSize: 16381, lifetimes: defaultLifetimes, gc: gcIntervalDefaults };
 
 export interface LbStats {
+  /** ct4 entries (as of the last GC pass). */
   ctEntries: number;
+  ct6Entries: number;
+  /** Capacity of each table. */
   ctMax: number;
   gcDeleted: number;
+  /** Entries the LRU evicted (created − deleted − live, as of the last GC pass): table pressure. */
+  ctEvicted: number;
   gcPasses: number;
   gcIntervalMs: number;
   lastPass?: GcPassResult;
@@ -43,6 +49,9 @@ export interface LbStats {
 export class LbStack implements Disposable {
   readonly program: LbProgram;
   readonly gc: ConntrackGc;
+  /** The IPv6 table's collector (ct6: same passes, no NAT entries). */
+  readonly gc6: ConntrackGc;
+  private live = { 4: 0, 6: 0 };
   readonly reconciler: Reconciler<LbServiceRow>;
   private readonly ifindexes: Array<{ name: string; ifindex: number }> = [];
   readonly stats: LbStats;
@@ -55,20 +64,35 @@ export class LbStack implements Disposable {
     this.program = LbProgram.load({ pinDir: opts.pinDir, ctMapSize: opts.ctMapSize, maglevSize: opts.maglevSize });
     this.program.setLifetimes(opts.lifetimes);
     this.program.setSnatAddress(opts.snatAddress);
-    this.gc = new ConntrackGc(this.program.maps.ct4, { monotonicNs: () => deps.clock.monotonicNs(), snatAddress: () => opts.snatAddress });
-    this.stats = { ctEntries: 0, ctMax: opts.ctMapSize, gcDeleted: 0, gcPasses: 0, gcIntervalMs: opts.gc.minMs };
-    this.gc.observe((r) => {
-      this.stats.ctEntries = r.remaining;
-      this.stats.gcDeleted += r.deleted;
-      this.stats.gcPasses++;
-      this.stats.lastPass = r;
+    this.gc = new ConntrackGc(this.program.maps.ct4, {
+      monotonicNs: () => deps.clock.monotonicNs(),
+      snatAddress: () => opts.snatAddress,
+      recordDeleted: (n) => this.program.recordDeleted(n),
     });
+    this.gc6 = new ConntrackGc(this.program.maps.ct6, {
+      monotonicNs: () => deps.clock.monotonicNs(),
+      recordDeleted: (n) => this.program.recordDeleted(n),
+    });
+    this.stats = { ctEntries: 0, ct6Entries: 0, ctMax: opts.ctMapSize, gcDeleted: 0, ctEvicted: 0, gcPasses: 0, gcIntervalMs: opts.gc.minMs };
+    const observe = (family: 4 | 6) => (r: GcPassResult) => {
+      this.live[family] = r.remaining;
+      this.stats.ctEntries = this.live[4];
+      this.stats.ct6Entries = this.live[6];
+      // One set of datapath counters for both tables: the eviction count needs both live counts.
+      this.stats.ctEvicted = ctEvictions(this.program.stats(), this.live[4] + this.live[6]);
+      this.stats.gcDeleted += r.deleted;
+      if (family === 4) this.stats.gcPasses++;
+      this.stats.lastPass = r;
+    };
+    this.gc.observe(observe(4));
+    this.gc6.observe(observe(6));
     const writer = new LbServiceWriter({
       maps: this.program.maps,
       maglevSize: opts.maglevSize,
       setMaglevTable: (id, t) => this.program.setMaglevTable(id, t),
       flush: async (req) => {
-        const r = await this.gc.flush(req);
+        const [r4, r6] = await Promise.all([this.gc.flush(req), this.gc6.flush(req)]);
+        const r = { deleted: r4.deleted + r6.deleted };
         if (r.deleted > 0) deps.log.info({ serviceId: req.serviceId, backends: req.backendIds, deleted: r.deleted }, 'connections flushed');
       },
     });
@@ -96,7 +120,9 @@ export class LbStack implements Disposable {
         try {
           const actual = Date.now() - last;
           last = Date.now();
-          const r = await this.gc.collect();
+          const r4 = await this.gc.collect();
+          const r6 = await this.gc6.collect();
+          const r = { scanned: r4.scanned + r6.scanned, deleted: r4.deleted + r6.deleted };
           const ratio = r.scanned > 0 ? r.deleted / r.scanned : 0;
           expected = nextGcInterval(expected, actual, ratio, this.opts.gc);
           this.stats.gcIntervalMs = expected;

@@ -81,8 +81,29 @@ test('sessionAffinity ClientIP carries its timeout (default 10800 s)', () => {
   assert.equal([...def.rows.values()][0]!.affinityTimeoutS, 10800);
 });
 
-test('IPv6 VIPs and SCTP ports are reported, not balanced', () => {
-  const d = computeLbDesired({ snapshot: snap(service('web')), ingress: new Map([['default/web', ['2001:db8::10']]]) });
-  assert.equal(d.rows.size, 0);
-  assert.ok(d.warnings.some((w) => /IPv6/.test(w.message)));
+test('IPv6 VIPs are balanced in dnat mode over the IPv6 slices only; snat/dsr and affinity on them are reported', () => {
+  const slice6 = slice('web', [['2001:db8:1::11'], ['2001:db8:1::10']]).replace('addressType: IPv4', 'addressType: IPv6').replace('web-x', 'web-6');
+  const both = new Map([['default/web', ['198.51.100.10', '2001:db8::10']]]);
+  const d = computeLbDesired({ snapshot: snap(service('web'), slice('web', [['203.0.113.130']]), slice6), ingress: both });
+  const v6 = d.rows.get('[2001:db8::10]:80/TCP')!;
+  assert.deepEqual(v6.backends, [
+    { ip: '2001:db8:1::10', port: 8080, terminating: false },
+    { ip: '2001:db8:1::11', port: 8080, terminating: false },
+  ]);
+  assert.equal(d.rows.get('[2001:db8::10]:53/UDP')!.backends.length, 2);
+  assert.deepEqual(d.rows.get('198.51.100.10:80/TCP')!.backends.map((b) => b.ip), ['203.0.113.130'], 'each family its own slices');
+  assert.deepEqual(d.warnings, []);
+  const dsr = computeLbDesired({ snapshot: snap(service('web', '', 'herald.io/lb-mode: dsr'), slice6), ingress: both });
+  assert.ok(![...dsr.rows.keys()].some((k) => k.startsWith('[')), 'dsr is IPv4-only: the IPv6 VIP is not balanced');
+  assert.ok(dsr.warnings.some((w) => /2001:db8::10: dsr mode is IPv4-only/.test(w.message)));
+  const aff = computeLbDesired({ snapshot: snap(service('web', '  sessionAffinity: ClientIP\n'), slice6), ingress: both });
+  assert.equal(aff.rows.get('[2001:db8::10]:80/TCP')!.affinity, 'None');
+  assert.equal(aff.rows.get('198.51.100.10:80/TCP')!.affinity, 'ClientIP');
+  assert.ok(aff.warnings.some((w) => /sessionAffinity ClientIP is IPv4-only/.test(w.message)));
+});
+
+test('SCTP ports are reported, not balanced', () => {
+  const d = computeLbDesired({ snapshot: snap(service('web').replace('protocol: UDP, targetPort: 5353', 'protocol: SCTP, targetPort: 5353')), ingress });
+  assert.ok(![...d.rows.keys()].some((k) => k.endsWith('/SCTP')));
+  assert.ok(d.warnings.some((w) => /SCTP/.test(w.message)));
 });
