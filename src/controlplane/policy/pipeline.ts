@@ -58,6 +58,15 @@ interface Pending {
   reject: (e: unknown) => void;
 }
 
+/** A stored rule never changes (a new version is a new object): its text is computed once. */
+const ruleText = new WeakMap<PolicyRule, string>();
+
+function describeRuleCached(r: PolicyRule): string {
+  let text = ruleText.get(r);
+  if (text === undefined) ruleText.set(r, (text = describeRule(r)));
+  return text;
+}
+
 export function describeRule(r: PolicyRule): string {
   if (r.peers.length === 0) return 'selects the service (allows nothing itself)';
   const peers = r.peers.map((b) => formatPrefix(b.cidr) + (b.except.length > 0 ? ` except ${b.except.map(formatPrefix).join(',')}` : '')).join(' ');
@@ -165,7 +174,7 @@ export class PolicyPipeline implements Disposable {
           ips: [...info.ips],
           revision,
           prefixes,
-          rules: rules.map((r) => ({ id: r.id, verdict: r.verdict, origin: r.origin, text: describeRule(r) })),
+          rules: rules.map((r) => ({ id: r.id, verdict: r.verdict, origin: r.origin, text: describeRuleCached(r) })),
         });
         this.effective.set(service, fingerprint);
         regenerated.push(service);
