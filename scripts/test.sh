@@ -14,6 +14,7 @@ unit_tests=(
   test/controlplane/policy/pipeline.test.ts
   test/controlplane/policy/trace.test.ts
   test/api/policy-metrics.test.ts
+  test/datapath/policy/policy-layout.test.ts
   test/core/statedb/txn.test.ts
   test/supervisor/supervisor.test.ts
   test/core/statedb/indexes.test.ts
