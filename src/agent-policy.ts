@@ -33,11 +33,14 @@ import { PolicyPipeline } from './controlplane/policy/pipeline.js';
 import type { ServiceInfo } from './controlplane/policy/selection.js';
 import { pinnedMapPath } from './datapath/policy/program.js';
 import { PolicyStack } from './datapath/policy/stack.js';
+import { bgpRoutesTable } from './datapath/tables/bgp-routes.js';
+import { birdConfigTable } from './datapath/tables/bird-config.js';
 import { l2AnnounceTable } from './datapath/tables/l2-announce.js';
 import { servicePolicyTable, type ServicePolicyRow } from './datapath/tables/service-policy.js';
 import type { IntentSnapshot } from './intent/snapshot.js';
 import { serviceSelectorLabels } from './intent/service.js';
 import { libbpf } from './os/libbpf.js';
+import { IprouteRouteLookup, type RouteLookup } from './os/route-lookup.js';
 
 export interface AgentPolicyDeps {
   db: StateDB;
@@ -45,6 +48,8 @@ export interface AgentPolicyDeps {
   log: Logger;
   /** Pin the policy maps here (a restart keeps enforcing); absent: private maps. */
   pinDir?: string;
+  /** Interfaces toward BGP peers (default: `ip route get`). */
+  routes?: RouteLookup;
 }
 
 export interface PolicyStatus {
@@ -93,7 +98,7 @@ export class AgentPolicy implements Disposable {
   }
 
   start(): void {
-    void this.watchAnnouncements();
+    for (const table of [l2AnnounceTable, bgpRoutesTable, birdConfigTable]) void this.watchTable(table);
   }
 
   /** policy_implementation_delay_seconds (the metrics module subscribes). */
@@ -121,12 +126,12 @@ export class AgentPolicy implements Disposable {
     this.sync.trigger();
   }
 
-  private async watchAnnouncements(): Promise<void> {
+  private async watchTable(table: typeof l2AnnounceTable | typeof bgpRoutesTable | typeof birdConfigTable): Promise<void> {
     const signal = this.abort.signal;
     while (!signal.aborted) {
       this.sync.trigger();
       try {
-        await this.deps.db.watch(l2AnnounceTable, signal);
+        await this.deps.db.watch(table, signal);
       } catch {
         return; // aborted
       }
@@ -142,25 +147,30 @@ export class AgentPolicy implements Disposable {
     const snapshot = this.snapshot;
     if (!snapshot) return;
     const sets = ruleSetsFromSnapshot(snapshot);
-    const announced = this.deps.db.isInitialized(l2AnnounceTable);
+    const db = this.deps.db;
+    const announced = db.isInitialized(l2AnnounceTable) && db.isInitialized(bgpRoutesTable) && db.isInitialized(birdConfigTable);
     if (sets.length === 0 && this.ruleKeys.size === 0 && !this.stackInstance && !this.pinnedByEarlierRun()) {
       // No policy, ever (and none left pinned by an earlier run): no work, nothing to load.
       if (announced) this.init.done();
       return;
     }
-    // Which service IPs this node announces, and where.
+    // Which service IPs this node announces (L2) or advertises (BGP), and where traffic to them comes in.
     const ips = new Map<string, Set<string>>();
+    const add = (service: string, ip: string) => {
+      let set = ips.get(service);
+      if (!set) ips.set(service, (set = new Set()));
+      set.add(ip);
+    };
     const ifaces = new Set<string>();
-    for (const row of this.deps.db.readTxn().list(l2AnnounceTable)) {
+    const txn = db.readTxn();
+    for (const row of txn.list(l2AnnounceTable)) {
       ifaces.add(row.iface);
-      for (const o of row.origins) {
-        if (!o.startsWith('service:')) continue;
-        const key = o.slice('service:'.length);
-        let set = ips.get(key);
-        if (!set) ips.set(key, (set = new Set()));
-        set.add(row.ip);
-      }
+      for (const o of row.origins) if (o.startsWith('service:')) add(o.slice('service:'.length), row.ip);
     }
+    // BGP: an advertised IP draws traffic in on the interfaces facing the peers, whether or not L2 owns it here.
+    const bgpRows = txn.list(bgpRoutesTable);
+    for (const row of bgpRows) for (const service of row.services) add(service, row.ip);
+    if (bgpRows.length > 0) for (const name of await this.peerInterfaces()) ifaces.add(name);
     const services: ServiceInfo[] = [...snapshot.services].map(([key, s]) => ({
       service: key,
       namespace: s.metadata.namespace,
@@ -181,6 +191,14 @@ export class AgentPolicy implements Disposable {
     // Attach only once the maps hold the revision (see the header).
     this.syncAttachments(ifaces);
     this.lastError = undefined;
+  }
+
+  /** The interfaces the node reaches its BGP peers through (their sessions, and the routes they send, use them). */
+  private async peerInterfaces(): Promise<string[]> {
+    const bird = this.deps.db.readTxn().get(birdConfigTable, 'bird');
+    const routes = (this.deps.routes ??= new IprouteRouteLookup());
+    const out = await Promise.all((bird?.peers ?? []).map((p) => routes.outputInterface(p.address)));
+    return [...new Set(out.filter((x): x is string => x !== undefined && x !== 'lo'))];
   }
 
   /** Whether pinned maps of an earlier run exist (their entries must be pruned even if this run has no policy). */
