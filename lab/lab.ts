@@ -311,6 +311,16 @@ export class Lab {
     must('ip', ['-n', host.netns, 'link', 'set', iface, 'up']);
   }
 
+  /**
+   * Deletes a host's interface (both veth ends) and plugs a new one under the
+   * same name and address: the host sees the link go and come back with a new ifindex.
+   */
+  replug(host: Host, iface: 'eth0' | 'eth1' = 'eth0'): void {
+    host.must('ip', ['link', 'del', iface]);
+    if (iface === 'eth0') this.plug(host, 'eth0', 'br0', host.ip, '24');
+    else this.plug(host, 'eth1', 'br1', host.ip2!, '25');
+  }
+
   /** Bring a host's switch port down/up (the host's link loses carrier). */
   setPort(host: Host, iface: string, up: boolean): void {
     const port = `${host.name}-${iface}`.slice(0, 15);

@@ -14,6 +14,7 @@ unit_tests=(
   test/controlplane/policy/pipeline.test.ts
   test/controlplane/policy/trace.test.ts
   test/api/policy-metrics.test.ts
+  test/datapath/policy/policy-layout.test.ts
   test/core/statedb/txn.test.ts
   test/supervisor/supervisor.test.ts
   test/core/statedb/indexes.test.ts
@@ -99,6 +100,8 @@ lab_tests=(
   test/datapath/policy/policy-prog.lab.test.ts
   test/datapath/policy/policy-traffic.lab.test.ts
   test/datapath/policy/policy-agent.lab.test.ts
+  test/datapath/policy/policy-lifecycle.lab.test.ts
+  test/datapath/policy/policy-bgp.lab.test.ts
   test/api/view.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts

@@ -239,7 +239,7 @@ export class Agent implements Disposable {
       }),
     );
     // service traffic policy: CNP/CCNP/sourceRanges → pipeline → service-policy table → policy program (tc prio 2)
-    this.policy = this.store.add(new AgentPolicy({ db: this.db, clock, log: log.child({ module: 'policy' }) }));
+    this.policy = this.store.add(new AgentPolicy({ db: this.db, clock, log: log.child({ module: 'policy' }), pinDir: join(config.datapath.pinDir, 'policy') }));
     // BGP anycast: desired routes and bird.conf from intent; host routes and BIRD reconciled
     this.bgp = config.bgp ? this.makeBgp(config.bgp) : undefined;
     // L4 load balancing: lb-services from intent; program, maps, reconciler, conntrack GC
@@ -327,6 +327,7 @@ export class Agent implements Disposable {
         // The datapath first: a link regaining carrier is held silent before
         // the control plane re-adds its IPs.
         void this.l2.linksChanged().then(() => this.controlPlane.linksChanged());
+        this.policy.linksChanged(); // a re-created interface (same name, maybe the same ifindex) has lost its filter
       }),
     );
     intent.controlPlaneReady();

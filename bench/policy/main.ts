@@ -18,7 +18,7 @@
  *     rate measures the receive path's cost. Legs: no filter, herald policy,
  *     nftables; each run 3 times, median.
  *
- *   node --import tsx bench/policy/main.ts [--services 10000] [--changes 200] [--frames 1000000] [--json]
+ *   node --import tsx bench/policy/main.ts [--services 10000] [--changes 200] [--frames 1000000] [--gap-ms 20] [--only pipeline|nft|testrun|wire] [--json]
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -48,7 +48,33 @@ const opt = (name: string, def: number) => {
 const SERVICES = opt('services', 10_000);
 const CHANGES = opt('changes', 200);
 const FRAMES = opt('frames', 1_000_000);
+/** Milliseconds between two single-rule changes in the spaced series. */
+const GAP_MS = opt('gap-ms', 20);
 const JSON_OUT = args.includes('--json');
+/** --only pipeline|testrun|wire: run one part (development; the README numbers come from a full run). */
+const ONLY = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
+/**
+ * --profile FILE: a CPU profile of the pipeline part (import and changes), started after
+ * the program is loaded (node --cpu-prof's SIGPROF makes the verifier give up with EAGAIN).
+ */
+const PROFILE = args.includes('--profile') ? args[args.indexOf('--profile') + 1] : undefined;
+
+async function profiled<T>(fn: () => Promise<T>): Promise<T> {
+  if (PROFILE === undefined) return fn();
+  const { Session } = await import('node:inspector/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  try {
+    return await fn();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(PROFILE, JSON.stringify(profile));
+    session.disconnect();
+  }
+}
 const log = (s: string) => {
   if (!JSON_OUT) process.stderr.write(s + '\n');
 };
@@ -90,6 +116,7 @@ async function pipelineBench() {
     ips: [svcIp(i)],
   }));
   await (await p.submit({ kind: 'services', upsert: services })).realized;
+  return profiled(async () => {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const imp = await p.submit({ kind: 'rules', sets: services.map((_, i) => cnp(i, p48(i))) });
@@ -100,20 +127,86 @@ async function pipelineBench() {
   const importCpuMs = (cpu.user + cpu.system) / 1000;
   log(`full import: ${SERVICES} rules for ${SERVICES} services → revision ${imp.revision}, ${imp.regenerated.length} services regenerated; pipeline ${(tDecided - t0).toFixed(0)} ms, enforced in the maps after ${importMs.toFixed(0)} ms wall, ${importCpuMs.toFixed(0)} ms CPU (user ${(cpu.user / 1000).toFixed(0)}, system ${(cpu.system / 1000).toFixed(0)})`);
   const lpmEntries = stack.program.maps.lpm6.keys().length;
-  const samples: number[] = [];
   let regenerated = 0;
-  for (let c = 0; c < CHANGES; c++) {
-    const i = (c * 7919) % SERVICES;
-    const t = performance.now();
-    const r = await p.submit({ kind: 'rules', sets: [cnp(i, p48(20_000 + c))] });
-    await r.realized;
-    samples.push(performance.now() - t);
-    regenerated += r.regenerated.length;
-  }
-  log(`one rule change among ${SERVICES}: enforced p50 ${median(samples).toFixed(2)} ms, p99 ${pct(samples, 99).toFixed(2)} ms, max ${Math.max(...samples).toFixed(2)} ms (${regenerated / CHANGES} service regenerated per change; ${lpmEntries} LPM entries)`);
+  const changes = async (gapMs: number, offset: number) => {
+    const samples: number[] = [];
+    for (let c = 0; c < CHANGES; c++) {
+      if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs));
+      const i = ((c + offset) * 7919) % SERVICES;
+      const t = performance.now();
+      const r = await p.submit({ kind: 'rules', sets: [cnp(i, p48(20_000 + c + offset))] });
+      await r.realized;
+      samples.push(performance.now() - t);
+      regenerated += r.regenerated.length;
+    }
+    if (process.env.POL_DEBUG) log(`slowest: ${[...samples].sort((a, b) => b - a).slice(0, 8).map((x) => x.toFixed(1)).join(' ')}`);
+    return samples;
+  };
+  // Changes as they come (one every GAP ms: the latency of one change), then back to back (a burst).
+  const spaced = await changes(GAP_MS, 0);
+  const burst = await changes(0, CHANGES);
+  const line = (xs: number[]) => `p50 ${median(xs).toFixed(2)} ms, p99 ${pct(xs, 99).toFixed(2)} ms, max ${Math.max(...xs).toFixed(2)} ms`;
+  log(`one rule change among ${SERVICES}, submit → enforced: one every ${GAP_MS} ms ${line(spaced)}; back to back ${line(burst)} (${regenerated / (2 * CHANGES)} service regenerated per change; ${lpmEntries} LPM entries)`);
   p.dispose();
   stack.dispose();
-  return { importMs, importCpuMs, importPipelineMs: tDecided - t0, changeP50Ms: median(samples), changeP99Ms: pct(samples, 99), regeneratedPerChange: regenerated / CHANGES };
+  return { importMs, importCpuMs, importPipelineMs: tDecided - t0, changeP50Ms: median(spaced), changeP99Ms: pct(spaced, 99), burstP50Ms: median(burst), burstP99Ms: pct(burst, 99), regeneratedPerChange: regenerated / (2 * CHANGES) };
+  });
+}
+
+/**
+ * The peer's control plane: what replacing one rule among 10,000 costs with
+ * nftables (the tool users would reach for). One table in the node's
+ * namespace: a concatenated interval set (service IP . source prefix . port)
+ * of the same 10,000 (service, prefix) pairs, matched by a netdev-ingress
+ * rule. Full import: `nft -f` of the whole table. One change: one `nft -f`
+ * transaction deleting the service's old element and adding the new one
+ * (replace-by-labels), exec'd as a controller shelling out to nft would;
+ * `ip netns exec … true` is measured alone so its share can be taken out.
+ */
+async function nftControlBench() {
+  const lab = Lab.create({ nodes: 1, tag: 'bpoc' });
+  const dir = mkdtempSync(join(tmpdir(), 'bench-policy-nft-'));
+  try {
+    const node = lab.nodes[0]!;
+    const elem = (i: number, prefix: Prefix) => `${svcIp(i)} . ${formatPrefix(prefix)} . 443`;
+    const table = join(dir, 'import.nft');
+    writeFileSync(
+      table,
+      `table netdev herald_bench_ctl {
+  set allowed { type ipv6_addr . ipv6_addr . inet_service; flags interval; elements = { ${Array.from({ length: SERVICES }, (_, i) => elem(i, p48(i))).join(', ')} } }
+  chain ingress { type filter hook ingress device eth0 priority 0; policy accept;
+    ip6 daddr . ip6 saddr . tcp dport @allowed accept
+  }
+}
+`,
+    );
+    const t0 = performance.now();
+    node.must('nft', ['-f', table]);
+    const importMs = performance.now() - t0;
+    const current = new Map<number, Prefix>();
+    const samples: number[] = [];
+    const execOnly: number[] = [];
+    const change = join(dir, 'change.nft');
+    for (let c = 0; c < CHANGES; c++) {
+      await new Promise((r) => setTimeout(r, GAP_MS));
+      const i = (c * 7919) % SERVICES;
+      const next = p48(20_000 + c);
+      writeFileSync(change, `delete element netdev herald_bench_ctl allowed { ${elem(i, current.get(i) ?? p48(i))} }\nadd element netdev herald_bench_ctl allowed { ${elem(i, next)} }\n`);
+      current.set(i, next);
+      const t = performance.now();
+      node.must('nft', ['-f', change]);
+      samples.push(performance.now() - t);
+      const e = performance.now();
+      node.must('true');
+      execOnly.push(performance.now() - e);
+    }
+    const netP50 = median(samples) - median(execOnly);
+    log(`nftables peer: full import of the same ${SERVICES} (service, prefix, port) elements: ${importMs.toFixed(0)} ms; one change (delete + add element, one nft -f): p50 ${median(samples).toFixed(2)} ms, p99 ${pct(samples, 99).toFixed(2)} ms, of which 'ip netns exec' alone p50 ${median(execOnly).toFixed(2)} ms (net p50 ≈ ${netP50.toFixed(2)} ms)`);
+    return { importMs, changeP50Ms: median(samples), changeP99Ms: pct(samples, 99), execOnlyP50Ms: median(execOnly) };
+  } finally {
+    await lab.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 function testRunBench() {
@@ -236,8 +329,9 @@ setInterval(() => {}, 1 << 30);
   }
 }
 
-const pipeline = await pipelineBench();
-const testRun = testRunBench();
-const wire = await wireBench();
-if (JSON_OUT) process.stdout.write(JSON.stringify({ pipeline, testRun, wire }, null, 2) + '\n');
+const pipeline = ONLY === undefined || ONLY === 'pipeline' ? await pipelineBench() : undefined;
+const nftControl = ONLY === undefined || ONLY === 'pipeline' || ONLY === 'nft' ? await nftControlBench() : undefined;
+const testRun = ONLY === undefined || ONLY === 'testrun' ? testRunBench() : undefined;
+const wire = ONLY === undefined || ONLY === 'wire' ? await wireBench() : undefined;
+if (JSON_OUT) process.stdout.write(JSON.stringify({ pipeline, nftControl, testRun, wire }, null, 2) + '\n');
 process.exit(0);

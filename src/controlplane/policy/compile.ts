@@ -51,6 +51,7 @@ function entriesOf(rules: readonly PolicyRule[]): L4Entry[] {
 
 /** Throws HERALD_POLICY_TOO_COMPLEX when a prefix needs more than MAX_L4_ENTRIES entries. */
 export function compilePolicy(rules: readonly PolicyRule[], service = 'service'): CompiledPolicy {
+  if (rules.length === 1 && rules[0]!.peers.every((b) => b.except.length === 0)) return compileOne(rules[0]!, service);
   const ordered = [...rules].sort(decisionOrder);
   // Peer blocks by their cidr and by each of their excepts, to find a prefix's ancestors quickly.
   const byCidr = new Map<string, { rule: PolicyRule; block: PeerBlock }[]>();
@@ -95,15 +96,30 @@ export function compilePolicy(rules: readonly PolicyRule[], service = 'service')
     const matching = new Set<PolicyRule>();
     for (const c of candidates) if (inside.has(c.block) && !excluded.has(c.block)) matching.add(c.rule);
     const entries = entriesOf([...matching].sort(decisionOrder));
-    if (entries.length > MAX_L4_ENTRIES) {
-      throw new HeraldError(
-        'HERALD_POLICY_TOO_COMPLEX',
-        `${service}: source ${formatPrefix(prefix)} is matched by ${entries.length} port entries, the datapath holds ${MAX_L4_ENTRIES} per prefix (merge port ranges or rules)`,
-      );
-    }
+    if (entries.length > MAX_L4_ENTRIES) tooComplex(service, prefix, entries.length);
     out.set(key, { prefix, entries });
   }
   return out;
+}
+
+/**
+ * The common shape (one rule, its peers without excepts: a CNP with one
+ * fromCIDR list) without the general walk: every prefix it mentions is one
+ * of its own cidrs, so each gets the rule's entries.
+ */
+function compileOne(rule: PolicyRule, service: string): CompiledPolicy {
+  const entries = entriesOf([rule]);
+  const out = new Map<string, CompiledPrefix>();
+  if (entries.length > MAX_L4_ENTRIES && rule.peers.length > 0) tooComplex(service, rule.peers[0]!.cidr, entries.length);
+  for (const b of rule.peers) out.set(prefixKey(b.cidr), { prefix: b.cidr, entries });
+  return out;
+}
+
+function tooComplex(service: string, prefix: Prefix, entries: number): never {
+  throw new HeraldError(
+    'HERALD_POLICY_TOO_COMPLEX',
+    `${service}: source ${formatPrefix(prefix)} is matched by ${entries} port entries, the datapath holds ${MAX_L4_ENTRIES} per prefix (merge port ranges or rules)`,
+  );
 }
 
 /** Equal compiled policies need no datapath write. */

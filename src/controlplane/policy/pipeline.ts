@@ -58,6 +58,27 @@ interface Pending {
   reject: (e: unknown) => void;
 }
 
+/** A stored rule never changes (a new version is a new object): its text is computed once. */
+const ruleText = new WeakMap<PolicyRule, string>();
+
+function describeRuleCached(r: PolicyRule): string {
+  let text = ruleText.get(r);
+  if (text === undefined) ruleText.set(r, (text = describeRule(r)));
+  return text;
+}
+
+/** A rule as the row shows it; the text is made on first read (`herald policy`), not for every row written. */
+function ruleView(r: PolicyRule): ServicePolicyRow['rules'][number] {
+  return {
+    id: r.id,
+    verdict: r.verdict,
+    origin: r.origin,
+    get text() {
+      return describeRuleCached(r);
+    },
+  };
+}
+
 export function describeRule(r: PolicyRule): string {
   if (r.peers.length === 0) return 'selects the service (allows nothing itself)';
   const peers = r.peers.map((b) => formatPrefix(b.cidr) + (b.except.length > 0 ? ` except ${b.except.map(formatPrefix).join(',')}` : '')).join(' ');
@@ -165,7 +186,7 @@ export class PolicyPipeline implements Disposable {
           ips: [...info.ips],
           revision,
           prefixes,
-          rules: rules.map((r) => ({ id: r.id, verdict: r.verdict, origin: r.origin, text: describeRule(r) })),
+          rules: rules.map((r) => ruleView(r)),
         });
         this.effective.set(service, fingerprint);
         regenerated.push(service);

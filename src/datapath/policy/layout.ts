@@ -3,7 +3,7 @@
  * Multi-byte integers are host order (little-endian on every platform herald
  * runs on) except addresses, which are network order.
  */
-import { isIpv4, mustParseIp } from '../../core/addr.js';
+import { mustParseIp, readCanonicalIpv4 } from '../../core/addr.js';
 import type { MapCodec } from '../../os/bpf-map.js';
 import type { PolicyL4Entry } from '../tables/service-policy.js';
 
@@ -33,20 +33,9 @@ export interface LpmKey {
   readonly len: number;
 }
 
-function addrBytes(addr: bigint, bytes: number): Buffer {
-  const b = Buffer.alloc(bytes);
-  let v = addr;
-  for (let i = bytes - 1; i >= 0; i--) {
-    b[i] = Number(v & 255n);
-    v >>= 8n;
-  }
-  return b;
-}
-
 function bytesAddr(b: Buffer): bigint {
-  let v = 0n;
-  for (const x of b) v = (v << 8n) | BigInt(x);
-  return v;
+  if (b.length === 4) return BigInt(b.readUInt32BE(0));
+  return (b.readBigUInt64BE(0) << 64n) | b.readBigUInt64BE(8);
 }
 
 const svcValue = {
@@ -62,20 +51,47 @@ const svcValue = {
   },
 };
 
-/** Keys are service IPs as text. */
-export const svc4Codec: MapCodec<string, SvcValue> = {
-  keySize: 4,
-  encodeKey: (ip) => Buffer.from(mustParseIp(ip).bytes),
-  decodeKey: (b) => [...b].join('.'),
-  ...svcValue,
-};
+const HEX_GROUP = /^[0-9a-f]{1,4}$/;
 
-export const svc6Codec: MapCodec<string, SvcValue> = {
-  keySize: 16,
-  encodeKey: (ip) => Buffer.from(mustParseIp(ip).bytes),
-  decodeKey: (b) => mustParseIp(formatV6(b)).text,
-  ...svcValue,
-};
+/** Fast path for canonical IPv6 text (lower-case hex groups, at most one `::`, no dotted tail). */
+function readCanonicalIpv6(ip: string, buf: Buffer, offset: number): boolean {
+  const dbl = ip.indexOf('::');
+  const head = dbl < 0 ? ip : ip.slice(0, dbl);
+  const tail = dbl < 0 ? '' : ip.slice(dbl + 2);
+  const h = head === '' ? [] : head.split(':');
+  const t = tail === '' ? [] : tail.split(':');
+  if (dbl < 0 ? h.length !== 8 : h.length + t.length > 7) return false;
+  for (const g of h) if (!HEX_GROUP.test(g)) return false;
+  for (const g of t) if (!HEX_GROUP.test(g)) return false;
+  buf.fill(0, offset, offset + 16);
+  h.forEach((g, i) => buf.writeUInt16BE(parseInt(g, 16), offset + i * 2));
+  t.forEach((g, i) => buf.writeUInt16BE(parseInt(g, 16), offset + 16 - (t.length - i) * 2));
+  return true;
+}
+
+/** A service IP's bytes at `offset` (canonical text parsed in place; anything else through the full parser). */
+export function writeIp(ip: string, buf: Buffer, offset: number): void {
+  if (ip.includes(':') ? readCanonicalIpv6(ip, buf, offset) : readCanonicalIpv4(ip, buf, offset)) return;
+  buf.set(mustParseIp(ip).bytes, offset);
+}
+
+function svcCodec(keySize: 4 | 16, decodeKey: (b: Buffer) => string): MapCodec<string, SvcValue> {
+  return {
+    keySize,
+    encodeKey(ip) {
+      const b = Buffer.alloc(keySize);
+      writeIp(ip, b, 0);
+      return b;
+    },
+    writeKey: writeIp,
+    decodeKey,
+    ...svcValue,
+  };
+}
+
+/** Keys are service IPs as text. */
+export const svc4Codec = svcCodec(4, (b) => [...b].join('.'));
+export const svc6Codec = svcCodec(16, (b) => mustParseIp(formatV6(b)).text);
 
 function formatV6(b: Buffer): string {
   const groups: string[] = [];
@@ -83,8 +99,37 @@ function formatV6(b: Buffer): string {
   return groups.join(':');
 }
 
+/** Service IPs are canonical text: only IPv6 has a colon. */
 export function familyOfIp(ip: string): 4 | 6 {
-  return isIpv4(ip) ? 4 : 6;
+  return ip.includes(':') ? 6 : 4;
+}
+
+const MASK64 = (1n << 64n) - 1n;
+
+/** Encodes an LPM key at `offset` (no Buffer per key). */
+export function writeLpmKey(k: LpmKey, b: Buffer, offset: number): void {
+  b.writeUInt32LE(32 + k.len, offset);
+  b.writeUInt32LE(k.slot, offset + 4);
+  if (k.family === 4) b.writeUInt32BE(Number(k.addr), offset + 8);
+  else {
+    b.writeBigUInt64BE(k.addr >> 64n, offset + 8);
+    b.writeBigUInt64BE(k.addr & MASK64, offset + 16);
+  }
+}
+
+/** Encodes a prefix's L4 entry list at `offset` (POL_VAL_SIZE bytes, zero padded: `b` must be zeroed there). */
+export function writeLpmValue(entries: readonly PolicyL4Entry[], b: Buffer, offset: number): void {
+  if (entries.length > MAX_L4) throw new RangeError(`at most ${MAX_L4} L4 entries per prefix, got ${entries.length}`);
+  b.writeUInt32LE(entries.length, offset);
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    const o = offset + 8 + i * ENTRY_SIZE;
+    b[o] = e.proto;
+    b[o + 1] = (e.deny ? F_DENY : 0) | (e.any ? F_ANY : 0);
+    b.writeUInt16LE(e.lo, o + 2);
+    b.writeUInt16LE(e.hi, o + 4);
+    b.writeUInt32LE(e.rule, o + 8);
+  }
 }
 
 function lpmCodec(family: 4 | 6): MapCodec<LpmKey, readonly PolicyL4Entry[]> {
@@ -94,26 +139,16 @@ function lpmCodec(family: 4 | 6): MapCodec<LpmKey, readonly PolicyL4Entry[]> {
     valueSize: POL_VAL_SIZE,
     encodeKey(k) {
       const b = Buffer.alloc(8 + bytes);
-      b.writeUInt32LE(32 + k.len, 0);
-      b.writeUInt32LE(k.slot, 4);
-      addrBytes(k.addr, bytes).copy(b, 8);
+      writeLpmKey(k, b, 0);
       return b;
     },
+    writeKey: writeLpmKey,
     decodeKey(b) {
       return { len: b.readUInt32LE(0) - 32, slot: b.readUInt32LE(4), family, addr: bytesAddr(b.subarray(8)) };
     },
     encodeValue(entries) {
-      if (entries.length > MAX_L4) throw new RangeError(`at most ${MAX_L4} L4 entries per prefix, got ${entries.length}`);
       const b = Buffer.alloc(POL_VAL_SIZE);
-      b.writeUInt32LE(entries.length, 0);
-      entries.forEach((e, i) => {
-        const o = 8 + i * ENTRY_SIZE;
-        b.writeUInt8(e.proto, o);
-        b.writeUInt8((e.deny ? F_DENY : 0) | (e.any ? F_ANY : 0), o + 1);
-        b.writeUInt16LE(e.lo, o + 2);
-        b.writeUInt16LE(e.hi, o + 4);
-        b.writeUInt32LE(e.rule, o + 8);
-      });
+      writeLpmValue(entries, b, 0);
       return b;
     },
     decodeValue(b) {

@@ -12,7 +12,7 @@ import { BpfMap } from '../../os/bpf-map.js';
 import { ensurePinDir } from '../../os/bpffs.js';
 import { ERRNO, SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
 import { progTestRun, type TestRunResult } from '../../os/prog-test-run.js';
-import { attachIngress, detachIngress, type TcSlot } from '../../os/tc.js';
+import { attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
 import {
   MAP_DROPS,
   MAP_LPM_V4,
@@ -35,6 +35,13 @@ import type { PolicyL4Entry } from '../tables/service-policy.js';
 export const POLICY_TC_SLOT: TcSlot = { handle: 0x4852, priority: 2 };
 
 export const DEFAULT_POLICY_OBJECT = fileURLToPath(new URL('../../../build/bpf/policy.bpf.o', import.meta.url));
+
+/** The maps a restarted agent reuses (file names `policy_<map>` in the pin directory). */
+export const PINNED_MAPS = [MAP_SVC_V4, MAP_SVC_V6, MAP_LPM_V4, MAP_LPM_V6] as const;
+
+export function pinnedMapPath(pinDir: string, map: (typeof PINNED_MAPS)[number]): string {
+  return join(pinDir, `policy_${map}`);
+}
 
 export const TC_ACT_UNSPEC = -1;
 export const TC_ACT_SHOT = 2;
@@ -65,6 +72,7 @@ function possibleCpus(): number {
 export class PolicyProgram implements Disposable {
   private closed = false;
   private readonly ncpu = possibleCpus();
+  private progId: number | undefined;
 
   private constructor(
     private readonly obj: unknown,
@@ -95,9 +103,10 @@ export class PolicyProgram implements Disposable {
     try {
       if (opts.pinDir !== undefined) {
         ensurePinDir(opts.pinDir);
-        for (const name of [MAP_SVC_V4, MAP_SVC_V6, MAP_LPM_V4, MAP_LPM_V6, MAP_DROPS]) {
+        // Not the drop counters: they are keyed by service and rule ids, which a new run assigns afresh.
+        for (const name of PINNED_MAPS) {
           const map = checkPtr('HERALD_BPF_LOAD', `find map ${name}`, lib.objectFindMapByName(obj, name));
-          check('HERALD_BPF_LOAD', `pin path for ${name}`, lib.mapSetPinPath(map, join(opts.pinDir, `policy_${name}`)));
+          check('HERALD_BPF_LOAD', `pin path for ${name}`, lib.mapSetPinPath(map, pinnedMapPath(opts.pinDir, name)));
         }
       }
       takeLibbpfLog();
@@ -123,10 +132,16 @@ export class PolicyProgram implements Disposable {
     }
   }
 
-  /** Attach (or atomically replace) on tc ingress at priority 2. */
+  /** Attach (or atomically replace) on tc ingress at priority 2; returns the program id. */
   attach(ifindex: number): number {
     this.assertOpen();
-    return attachIngress(ifindex, this.progFd, POLICY_TC_SLOT);
+    this.progId = attachIngress(ifindex, this.progFd, POLICY_TC_SLOT);
+    return this.progId;
+  }
+
+  /** Whether this program (not another, not none) sits at tc ingress priority 2 on `ifindex`. */
+  attachedHere(ifindex: number): boolean {
+    return this.progId !== undefined && queryIngress(ifindex, POLICY_TC_SLOT) === this.progId;
   }
 
   detach(ifindex: number): boolean {

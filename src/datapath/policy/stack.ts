@@ -31,6 +31,11 @@ export class PolicyStack implements Disposable {
   constructor(deps: PolicyStackDeps, config: ReconcilerConfig = reconcilerDefaults) {
     this.program = PolicyProgram.load(deps.pinDir !== undefined ? { pinDir: deps.pinDir } : {});
     this.ops = new PolicyMapOps(this.program.maps, deps.events);
+    // Pinned maps may hold a previous run's entries, still enforced: write around them, prune them later.
+    if (deps.pinDir !== undefined) {
+      const held = this.ops.adopt();
+      if (held.ips > 0) deps.log.info(held, 'policy maps adopted from the previous run');
+    }
     this.reconciler = new Reconciler<ServicePolicyRow>({ name: 'service-policy', db: deps.db, table: deps.table, ops: this.ops, clock: deps.clock, log: deps.log }, config);
   }
 
@@ -42,6 +47,17 @@ export class PolicyStack implements Disposable {
   attach(ifindex: number): void {
     this.program.attach(ifindex);
     this.attached.add(ifindex);
+  }
+
+  /** Whether this program is the one at tc ingress priority 2 on `ifindex` now. */
+  isAttached(ifindex: number): boolean {
+    return this.program.attachedHere(ifindex);
+  }
+
+  /** Removes the filter from one interface (false: it was not there, or the interface is gone). */
+  detach(ifindex: number): boolean {
+    this.attached.delete(ifindex);
+    return this.program.detach(ifindex);
   }
 
   /** Resolves when the maps hold the table up to `tableRevision`. */

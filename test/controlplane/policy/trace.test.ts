@@ -29,6 +29,24 @@ describe('policy trace', () => {
     }
   });
 
+  it('agrees with the evaluator for one rule without excepts (the compiler\'s fast path), allow and deny', () => {
+    const r = rng(2727);
+    for (let set = 0; set < 200; set++) {
+      const pool: Prefix[] = [];
+      const [first] = randomRules(r, pool);
+      const rule = { ...first!, peers: first!.peers.map((b) => ({ cidr: b.cidr, except: [] })) };
+      const rules = [rule];
+      const row = { service: 'shop/web', ips: ['198.51.100.10', '2001:db8::10'], prefixes: toPrefixEntries(compilePolicy(rules)), rules: [] };
+      for (let i = 0; i < 50; i++) {
+        const p = randomPacket(r, pool, rules);
+        const pkt = p.fragment ? { family: p.family, src: p.src, proto: p.proto } : p;
+        const want = evaluate(rules, pkt);
+        const got = trace([row], p.family === 4 ? '198.51.100.10' : '2001:db8::10', pkt);
+        assert.deepEqual([got.verdict, got.rule], [want.verdict, want.rule], `set ${set} packet ${i}`);
+      }
+    }
+  });
+
   it('a destination no policy selects is open', () => {
     assert.equal(trace([], '198.51.100.99', { family: 4, src: 1n, proto: 6, dport: 80 }).verdict, 'open');
   });

@@ -81,6 +81,7 @@ test('the BPF program agrees with the reference evaluator (random rules × rando
 
 test('Neighbor Discovery to a policed IPv6 service is never filtered; ICMPv6 echo is policed', () => {
   const ops = new PolicyMapOps(prog.maps);
+  ops.adopt(); // the test above left its last revision in the maps
   ops.update(row([], 1)); // selected, nothing allowed
   for (const type of [133, 134, 135, 136, 137]) {
     assert.equal(prog.testRun(buildFrame({ family: 6, src: 1n, dst: SVC6, proto: 58, icmpType: type })).retval, TC_ACT_UNSPEC, `type ${type}`);
@@ -93,4 +94,70 @@ test('Neighbor Discovery to a policed IPv6 service is never filtered; ICMPv6 ech
   ops.delete(row([], 1));
   // No policy selects the service any more: open.
   assert.equal(prog.testRun(buildFrame({ family: 6, src: 1n, dst: SVC6, proto: 58, icmpType: 128 })).retval, TC_ACT_UNSPEC);
+});
+
+const ALL: PolicyRule = { id: 1, verdict: 'allow', peers: [{ cidr: { family: 6, addr: 0n, len: 0 }, except: [] }, { cidr: { family: 4, addr: 0n, len: 0 }, except: [] }], origin: 'test' };
+const echo6 = () => prog.testRun(buildFrame({ family: 6, src: 1n, dst: SVC6, proto: 58, icmpType: 128 })).retval;
+const tcp4 = (dst: bigint) => prog.testRun(buildFrame({ family: 4, src: 1n, dst, proto: 6, dport: 80 })).retval;
+
+test('a restarted writer adopts the pinned maps: never writes into the slot in force, clears what it left', () => {
+  const before = new PolicyMapOps(prog.maps);
+  before.adopt();
+  before.update(row([ALL], 1)); // the previous run: everything allowed, in force in one slot
+  assert.equal(echo6(), TC_ACT_UNSPEC);
+  const lpmBefore = prog.maps.lpm6.keys().length + prog.maps.lpm4.keys().length;
+  // A new run over the same maps (pins) knows nothing in memory. Its first
+  // revision (nothing allowed) must land in the other slot and be complete:
+  // writing into the slot in force would leave the old allow entries there.
+  const after = new PolicyMapOps(prog.maps);
+  assert.deepEqual(after.adopt(), { ips: 2, prefixes: lpmBefore });
+  after.update(row([], 2));
+  assert.equal(echo6(), TC_ACT_SHOT, 'the new revision is enforced, not a mix with the old one');
+  // Another service took the old run's ids: its slots are the pair of id 7 on the old run's side.
+  after.update({ ...row([ALL], 1), service: 'default/other', svcId: 8, ips: ['198.51.100.20'] });
+  assert.equal(tcp4(OTHER4), TC_ACT_UNSPEC);
+  // prune: what the old run left and no row wants goes (its slot's prefixes).
+  after.prune([row([], 2), { ...row([ALL], 1), service: 'default/other', svcId: 8, ips: ['198.51.100.20'] }]);
+  const slots = new Set([...prog.maps.lpm4.keys(), ...prog.maps.lpm6.keys()].map((k) => k.slot));
+  assert.deepEqual([...slots].sort(), [16].sort(), 'only the live slot of default/other holds prefixes (default/web allows nothing)');
+  after.prune([]);
+  assert.equal(prog.maps.svc4.keys().length + prog.maps.svc6.keys().length + prog.maps.lpm4.keys().length + prog.maps.lpm6.keys().length, 0);
+  assert.equal(echo6(), TC_ACT_UNSPEC, 'no row: open');
+});
+
+test('a batch of rows decides exactly as the same rows written one by one; a row that cannot be written keeps its previous revision', () => {
+  const ops = new PolicyMapOps(prog.maps);
+  ops.adopt();
+  const r = rng(7);
+  const rows: ServicePolicyRow[] = [];
+  const rulesOf: PolicyRule[][] = [];
+  for (let i = 0; i < 40; i++) {
+    const pool: Prefix[] = [];
+    const rules = randomRules(r, pool);
+    rulesOf.push(rules);
+    rows.push({ ...row(rules, 1), service: `default/s${i}`, svcId: 100 + i, ips: [`198.51.100.${100 + i}`, `2001:db8::${(0x100 + i).toString(16)}`] });
+  }
+  assert.deepEqual(ops.updateBatch(rows), rows.map(() => undefined));
+  for (let i = 0; i < rows.length; i++) {
+    for (let k = 0; k < 20; k++) {
+      const pkt = randomPacket(r, [], rulesOf[i]!);
+      if (pkt.fragment) continue;
+      const dst = pkt.family === 4 ? 0xc6336400n + BigInt(100 + i) : (0x20010db8n << 96n) | BigInt(0x100 + i);
+      const expected = evaluate(rulesOf[i]!, pkt).verdict;
+      const got = prog.testRun(buildFrame({ family: pkt.family, src: pkt.src, dst, proto: pkt.proto, ...(pkt.dport !== undefined ? { dport: pkt.dport } : {}) })).retval;
+      assert.equal(got === TC_ACT_SHOT ? 'deny' : 'allow', expected, `row ${i}`);
+    }
+  }
+  // Second revision for all; one row carries a prefix with too many entries for the datapath: that row alone fails.
+  const tooMany = Array.from({ length: 17 }, (_, j) => ({ proto: 6, deny: false, any: false, lo: j, hi: j, rule: 1 }));
+  const next: ServicePolicyRow[] = rows.map((x) => ({ ...x, revision: 2, prefixes: [{ family: 4 as const, addr: 0n, len: 0, entries: [] }] })); // selected, nothing allowed
+  next[3] = { ...next[3]!, prefixes: [{ family: 4, addr: 0n, len: 0, entries: tooMany }] };
+  const out = ops.updateBatch(next);
+  assert.equal(out.filter((x) => x !== undefined).length, 1);
+  assert.ok(out[3] instanceof Error);
+  assert.equal(ops.realized().get('default/s3'), 1, 'the failed row keeps revision 1');
+  assert.equal(ops.realized().get('default/s4'), 2);
+  assert.equal(tcp4(0xc6336400n + 104n), TC_ACT_SHOT, 'revision 2 enforced');
+  assert.deepEqual(ops.deleteBatch(next), next.map(() => undefined));
+  assert.equal(prog.maps.svc4.keys().length + prog.maps.lpm4.keys().length + prog.maps.lpm6.keys().length, 0);
 });
