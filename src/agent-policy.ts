@@ -97,6 +97,11 @@ export class AgentPolicy implements Disposable {
     return this.stackInstance;
   }
 
+  /** The service-policy reconciler's rows not done (none before a policy exists). */
+  notDone() {
+    return this.stackInstance?.reconciler.notDone() ?? [];
+  }
+
   setSnapshot(snapshot: IntentSnapshot): void {
     this.snapshot = snapshot;
     this.sync.trigger();

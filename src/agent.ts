@@ -44,8 +44,12 @@ import type { IntentSnapshot } from './intent/snapshot.js';
 import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
 import { MemoryJournal, type EventBody, type EventJournal } from './core/events.js';
-import { buildView } from './api/view/model.js';
-import { ViewHandler, ViewServer, type ViewSource } from './api/view/server.js';
+import { buildCounters, buildView, type NodeReport, type ViewInput } from './api/view/model.js';
+import { PeerPoller } from './api/view/peers.js';
+import { addrOf } from './core/addr.js';
+import { blockOf, compilePools, type PoolView } from './controlplane/ipam/pools.js';
+import { servicePolicyTable } from './datapath/tables/service-policy.js';
+import { isLoopback, ViewHandler, ViewServer, type ViewSource } from './api/view/server.js';
 import type { EtcdViewStore } from './store/etcd/view-store.js';
 import { readFileSync } from 'node:fs';
 import type { EtcdModules } from './agent-etcd.js';
@@ -154,6 +158,12 @@ export class Agent implements Disposable {
   private ownersDiffQueued = false;
   private lastIngress: ReadonlyMap<string, readonly string[]> | undefined;
   private viewHandler: ViewHandler | undefined;
+  private tcpViewHandler: ViewHandler | undefined;
+  /** Other nodes' reports (their per-IP counters, rows not done, health) while a page is open. */
+  private peerPoller: PeerPoller | undefined;
+  /** The current intent's pools, compiled on first need (the view's pool column). */
+  private viewPoolsOf: { pools: IntentSnapshot['pools']; compiled: PoolView[] } | undefined;
+  private intentPools: IntentSnapshot['pools'] | undefined;
 
   /** Builds an agent, loading the etcd store's modules first when the configuration uses etcd. */
   static async create(config: AgentConfig, log: Logger, clock: Clock = systemClock): Promise<Agent> {
@@ -338,11 +348,20 @@ export class Agent implements Disposable {
     if (this.viewStore) {
       const vs = this.viewStore;
       this.jobs.timer('view-card', () => vs.publishCard(this.nodeCard()), 2000);
+      // Other nodes' counters and health for open pages: fetched from the view servers their cards name.
+      const poller = new PeerPoller({
+        peers: () => [...vs.nodes()].flatMap(([node, card]) => (node !== this.config.node && card.viewUrl ? [{ node, url: card.viewUrl }] : [])),
+        wanted: () => (this.viewHandler?.clientCount ?? 0) + (this.tcpViewHandler?.clientCount ?? 0) > 0,
+        ...(this.config.viewToken ? { token: this.config.viewToken } : {}),
+      });
+      this.peerPoller = poller;
+      this.jobs.hook('view-peers', { start: () => poller.start(), stop: () => poller.dispose() });
     }
     this.jobs.timer('view-owners', () => this.ownersMayHaveChanged(), 1000);
     const viewListen = this.config.viewListen;
     if (viewListen) {
-      const server = new ViewServer(viewListen, new ViewHandler(this.viewSource(), undefined, this.config.viewToken));
+      this.tcpViewHandler = new ViewHandler(this.viewSource(), undefined, this.config.viewToken);
+      const server = new ViewServer(viewListen, this.tcpViewHandler);
       this.jobs.hook('view-server', { start: () => server.start(), stop: () => server.dispose() });
     }
     const statusSocket = this.config.statusSocket;
@@ -398,6 +417,7 @@ export class Agent implements Disposable {
           const nodeWarning = this.intentReport.loaded(snapshot);
           if (nodeWarning) this.log.warn({ node: this.config.node }, nodeWarning);
           this.policy.setSnapshot(snapshot);
+          this.intentPools = snapshot.pools;
           if (ready) void this.controlPlane.setSnapshot(snapshot);
           else held = snapshot;
         },
@@ -432,6 +452,11 @@ export class Agent implements Disposable {
     const routes = new Reconciler({ name: 'local-routes', db: this.db, table: l2AnnounceTable, ops, clock: this.clock, log: this.log }, this.config.reconciler);
     this.routes = routes;
     this.jobs.hook('local-routes', { start: () => routes.start(), stop: () => routes.dispose() });
+  }
+
+  /** Where this node's timeline events go in etcd (reported to the supervisor, which records a crash there). */
+  get journalPrefix(): string | undefined {
+    return this.viewStore?.journalPrefix;
   }
 
   /** The etcd session (etcd store only): its leases are reported to the supervisor. */
@@ -645,7 +670,68 @@ export class Agent implements Disposable {
       interfaces: [...new Set([...this.db.readTxn().list(l2AnnounceTable).map((r) => r.iface), ...st.candidates.flatMap((c) => c.interfaces)])].sort(),
       owned: this.ownership.view().owned.size,
       ...(st.lastError ? { lastError: st.lastError } : {}),
+      ...(this.viewUrl() ? { viewUrl: this.viewUrl() } : {}),
     };
+  }
+
+  /** Where other nodes reach this node's view server: only when it listens beyond loopback on a definite address. */
+  private viewUrl(): string | undefined {
+    const l = this.config.viewListen;
+    if (!l || isLoopback(l.host) || l.host === '0.0.0.0' || l.host === '::') return undefined;
+    return `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
+  }
+
+  /** This node's rows not done, for every reconciler (as `herald status` lists them). */
+  private notDoneRows() {
+    return [
+      ...(this.l2.reconciler?.notDone() ?? []),
+      ...(this.routes?.notDone() ?? []),
+      ...(this.bgp?.routes.notDone() ?? []),
+      ...(this.lb?.stack.reconciler.notDone() ?? []),
+      ...this.policy.notDone(),
+    ].map((r) => ({ reconciler: r.reconciler, key: r.key, kind: r.kind, ...(r.error ? { error: r.error } : {}) }));
+  }
+
+  /** What this node tells the other nodes' views (GET /v1/node): counters, rows not done, health. */
+  private nodeReport(): NodeReport {
+    const notDone = this.notDoneRows();
+    const problems: string[] = [];
+    for (const [name, h] of this.jobs.health()) if (h.level !== 'ok') problems.push(`${name}: ${h.level}${h.message ? ` (${h.message})` : ''}`);
+    const errors = notDone.filter((r) => r.kind === 'error').length;
+    if (errors > 0) problems.push(`${errors} row${errors === 1 ? '' : 's'} in error`);
+    const lastError = this.controlPlane.status().lastError;
+    if (lastError) problems.push(`last error: ${lastError}`);
+    return { node: this.config.node, at: Date.now(), replies: Object.fromEntries(this.replies()), notDone, health: problems.length ? problems.join('; ').slice(0, 500) : 'ok' };
+  }
+
+  /** The per-IP columns the snapshot and the counters push share. */
+  private viewExtras(): Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies' | 'self' | 'peerReports'> {
+    const txn = this.db.readTxn();
+    const { replies: _r, ...self } = this.nodeReport();
+    return {
+      poolOf: this.poolOfIps(),
+      lbFrontends: txn.list(lbServicesTable),
+      policies: txn.list(servicePolicyTable),
+      self,
+      peerReports: this.peerPoller?.current() ?? new Map(),
+    };
+  }
+
+  /** IP → pool, for the allocated IPs (pools compiled once per intent). */
+  private poolOfIps(): Map<string, string> {
+    const pools = this.intentPools;
+    const out = new Map<string, string>();
+    if (!pools) return out;
+    if (this.viewPoolsOf?.pools !== pools) this.viewPoolsOf = { pools, compiled: compilePools(pools.values()) };
+    const compiled = this.viewPoolsOf.compiled;
+    for (const a of this.controlPlane.status().ipam?.services.values() ?? []) {
+      for (const ip of a.ingress) {
+        const addr = addrOf(ip);
+        const pool = addr ? compiled.find((p) => blockOf(p, addr)) : undefined;
+        if (pool) out.set(ip, pool.name);
+      }
+    }
+    return out;
   }
 
   private viewSource(): ViewSource {
@@ -657,7 +743,12 @@ export class Agent implements Disposable {
         return () => this.ownersListeners.delete(l);
       },
       onNodes: (l) => this.viewStore?.onNodes(l) ?? (() => {}),
-      counters: () => Object.fromEntries(this.replies()),
+      counters: () => {
+        const cp = this.controlPlane.status();
+        const extras = this.viewExtras();
+        return buildCounters({ node: this.config.node, replies: this.replies(), services: new Map([...(cp.ipam?.services ?? new Map())].map(([k, a]) => [k, a.ingress])), ...extras });
+      },
+      nodeReport: () => this.nodeReport(),
       pools: () => this.viewPools(),
       onPools: (l) => {
         this.poolsListeners.add(l);
@@ -695,6 +786,7 @@ export class Agent implements Disposable {
       owners: this.ownership.view().owners,
       bgpAdvertised: new Set(routes.map((r) => r.ip)),
       replies: this.replies(),
+      ...this.viewExtras(),
       peers: this.viewStore?.nodes() ?? new Map(),
       pools: [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({ pool, total: p.total.toString(), used: p.used.toString(), available: p.available.toString(), conflicting: p.conflicting, disabled: p.disabled })),
       rejected: this.intentReport.status().rejected,

@@ -43,6 +43,9 @@ th { background: #eef1f5; font-weight: 600; }
 tr.dead td { color: #9aa3b0; }
 td.owner.none { color: #d9534f; font-weight: 600; }
 td.error, .rejected { color: #b52b27; }
+td.reconcile.pending { color: #a66a00; }
+td.reconcile.error { color: #b52b27; font-weight: 600; }
+td.lb { white-space: normal; max-width: 22rem; }
 tr.moved td.owner { animation: flash 1.2s ease-out; }
 @keyframes flash { from { background: #ffe08a; } to { background: transparent; } }
 .quiet { color: #8a93a0; }
