@@ -681,15 +681,21 @@ export class Agent implements Disposable {
     return `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
   }
 
-  /** This node's rows not done, for every reconciler (as `herald status` lists them). */
-  private notDoneRows() {
-    return [
+  private notDoneMemo: { revision: number; rows: NodeReport['notDone'] } | undefined;
+
+  /** This node's rows not done, for every reconciler (as `herald status` lists them); recomputed only after a commit (a scan of every table). */
+  private notDoneRows(): NodeReport['notDone'] {
+    const revision = this.db.readTxn().globalRevision;
+    if (this.notDoneMemo?.revision === revision) return this.notDoneMemo.rows;
+    const rows = [
       ...(this.l2.reconciler?.notDone() ?? []),
       ...(this.routes?.notDone() ?? []),
       ...(this.bgp?.routes.notDone() ?? []),
       ...(this.lb?.stack.reconciler.notDone() ?? []),
       ...this.policy.notDone(),
     ].map((r) => ({ reconciler: r.reconciler, key: r.key, kind: r.kind, ...(r.error ? { error: r.error } : {}) }));
+    this.notDoneMemo = { revision, rows };
+    return rows;
   }
 
   /** What this node tells the other nodes' views (GET /v1/node): counters, rows not done, health. */
@@ -717,14 +723,19 @@ export class Agent implements Disposable {
     };
   }
 
-  /** IP → pool, for the allocated IPs (pools compiled once per intent). */
+  private poolOfMemo: { pools: unknown; services: unknown; out: Map<string, string> } | undefined;
+
+  /** IP → pool, for the allocated IPs (pools compiled once per intent; recomputed only when pools or allocations change). */
   private poolOfIps(): Map<string, string> {
     const pools = this.intentPools;
     const out = new Map<string, string>();
     if (!pools) return out;
+    const services = this.controlPlane.status().ipam?.services;
+    if (this.poolOfMemo?.pools === pools && this.poolOfMemo.services === services) return this.poolOfMemo.out;
     if (this.viewPoolsOf?.pools !== pools) this.viewPoolsOf = { pools, compiled: compilePools(pools.values()) };
     const compiled = this.viewPoolsOf.compiled;
-    for (const a of this.controlPlane.status().ipam?.services.values() ?? []) {
+    this.poolOfMemo = { pools, services, out };
+    for (const a of services?.values() ?? []) {
       for (const ip of a.ingress) {
         const addr = addrOf(ip);
         const pool = addr ? compiled.find((p) => blockOf(p, addr)) : undefined;

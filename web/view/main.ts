@@ -98,7 +98,18 @@ class Page {
       if (current && current.owner === owner) continue;
       this.setOwner(ip, owner, owner ? new Date().toISOString() : null);
     }
-    this.renderNodes();
+    this.updateOwnedCounts();
+  }
+
+  /** Only the nodes' "IPs owned" cells (an ownership change rebuilt the whole node table before). */
+  private updateOwnedCounts(): void {
+    const owned = new Map<string, number>();
+    for (const x of this.view.ips) if (x.owner) owned.set(x.owner, (owned.get(x.owner) ?? 0) + 1);
+    for (const row of this.parts.nodes.querySelectorAll<HTMLTableRowElement>('tr[data-node]')) {
+      const cell = row.querySelector('td.owned');
+      const text = String(owned.get(row.dataset['node'] ?? '') ?? 0);
+      if (cell && cell.textContent !== text) cell.textContent = text;
+    }
   }
 
   private setOwner(ip: string, owner: string | null, since: string | null): void {
@@ -252,10 +263,8 @@ class Page {
     cells[C.owner]!.textContent = x.owner ?? 'nobody';
     cells[C.owner]!.className = x.owner ? 'owner' : 'owner none';
     cells[C.since]!.textContent = x.since ? new Date(x.since).toLocaleTimeString() : '-';
-    if (!flash) return;
-    row.classList.remove('moved');
-    void row.offsetWidth;
-    row.classList.add('moved');
+    // A flash through the Web Animations API: restarting a CSS animation needed a forced layout of the whole table per moved row.
+    if (flash) cells[C.owner]!.animate?.([{ background: '#ffe08a' }, { background: 'transparent' }], { duration: 1200, easing: 'ease-out' });
   }
 
   private fillCounters(row: HTMLTableRowElement, x: ViewIp): void {

@@ -201,7 +201,8 @@ export function buildCounters(i: Pick<ViewInput, 'node' | 'replies' | 'self' | '
   for (const [node, peer] of i.peerReports ?? []) {
     if (node === i.node) continue;
     health[node] = nodeHealth(peer);
-    if (!peer.report) continue;
+    // A peer that did not answer this time: its last counters would be stale, so none are shown (its health says why).
+    if (!peer.report || peer.error) continue;
     answers[node] = peer.report.replies;
     for (const row of peer.report.notDone) rows.push({ node, row });
   }
