@@ -43,7 +43,8 @@ import type { IntentSource } from './intent/sources/source.js';
 import type { IntentSnapshot } from './intent/snapshot.js';
 import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
-import { MemoryJournal, type EventBody, type EventJournal } from './core/events.js';
+import type { EventBody, EventJournal } from './core/events.js';
+import { FileJournal } from './store/local-journal.js';
 import { buildCounters, buildView, type NodeReport, type ViewInput } from './api/view/model.js';
 import { PeerPoller } from './api/view/peers.js';
 import { addrOf } from './core/addr.js';
@@ -152,6 +153,8 @@ export class Agent implements Disposable {
   /** The cluster view's timeline: in etcd (shared, survives restarts) or in memory. */
   readonly journal: EventJournal;
   private readonly viewStore: EtcdViewStore | undefined;
+  /** The timeline kept in the state directory (local store): the view survives a restart there too. */
+  private readonly fileJournal: FileJournal | undefined;
   private readonly poolsListeners = new Set<() => void>();
   private readonly ownersListeners = new Set<(changes: ReadonlyMap<string, string | null>) => void>();
   private lastOwners: ReadonlyMap<string, string> = new Map();
@@ -195,7 +198,8 @@ export class Agent implements Disposable {
     // control plane
     this.source = this.makeSource(); // manifests from files, etcd or Kubernetes informers
     this.viewStore = etcd && this.session ? this.store.add(new etcd.EtcdViewStore(this.session, config.node, log.child({ module: 'view' }))) : undefined;
-    this.journal = this.viewStore ?? new MemoryJournal(config.node);
+    this.fileJournal = this.viewStore ? undefined : new FileJournal(config.node, join(config.stateDir, 'view-events.json'), log.child({ module: 'view' }));
+    this.journal = this.viewStore ?? this.fileJournal!;
     this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
@@ -328,6 +332,12 @@ export class Agent implements Disposable {
       await this.store.add(new NodeClaim(this.session, this.config.node, { clock: this.clock, log: this.log }, nodeClaimWait(etcdSessionDefaults.ttlSeconds))).claim();
     }
     await this.viewStore?.start();
+    const fileJournal = this.fileJournal;
+    if (fileJournal) {
+      await fileJournal.start();
+      // Stopped last of the jobs (hooked first): the clean stop's own events are kept too.
+      this.jobs.hook('view-journal', { start: () => {}, stop: () => fileJournal.flush() });
+    }
     this.record({ kind: 'node-started', version: heraldVersion() });
     await this.controlPlane.start();
     // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
