@@ -45,7 +45,7 @@ import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
 import type { EventBody, EventJournal } from './core/events.js';
 import { FileJournal } from './store/local-journal.js';
-import { buildCounters, buildView, type NodeReport, type ViewInput } from './api/view/model.js';
+import { buildCounters, buildDetails, buildView, type IpDetails, type NodeReport, type ViewInput } from './api/view/model.js';
 import { PeerPoller } from './api/view/peers.js';
 import { addrOf } from './core/addr.js';
 import { blockOf, compilePools, type PoolView } from './controlplane/ipam/pools.js';
@@ -721,16 +721,31 @@ export class Agent implements Disposable {
   }
 
   /** The per-IP columns the snapshot and the counters push share. */
-  private viewExtras(): Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies' | 'self' | 'peerReports'> {
+  private viewExtras(): Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies' | 'self' | 'peerReports' | 'details'> {
     const txn = this.db.readTxn();
     const { replies: _r, ...self } = this.nodeReport();
+    const poolOf = this.poolOfIps();
     return {
-      poolOf: this.poolOfIps(),
+      poolOf,
       lbFrontends: txn.list(lbServicesTable),
       policies: txn.list(servicePolicyTable),
       self,
       peerReports: this.peerPoller?.current() ?? new Map(),
+      details: this.viewDetails(),
     };
+  }
+
+  private detailsMemo: { key: string; poolOf: unknown; details: ReadonlyMap<string, IpDetails> } | undefined;
+
+  /** Pool, LB backends, policy revision per IP: rebuilt only when the lb-services or service-policy table or the allocations changed (the same object otherwise). */
+  private viewDetails(): ReadonlyMap<string, IpDetails> {
+    const txn = this.db.readTxn();
+    const poolOf = this.poolOfIps();
+    const key = `${txn.revision(lbServicesTable)}/${txn.revision(servicePolicyTable)}`;
+    if (this.detailsMemo?.key === key && this.detailsMemo.poolOf === poolOf) return this.detailsMemo.details;
+    const details = buildDetails({ poolOf, lbFrontends: txn.list(lbServicesTable), policies: txn.list(servicePolicyTable) });
+    this.detailsMemo = { key, poolOf, details };
+    return details;
   }
 
   private poolOfMemo: { pools: unknown; services: unknown; out: Map<string, string> } | undefined;
@@ -770,6 +785,7 @@ export class Agent implements Disposable {
         return buildCounters({ node: this.config.node, replies: this.replies(), services: new Map([...(cp.ipam?.services ?? new Map())].map(([k, a]) => [k, a.ingress])), ...extras });
       },
       nodeReport: () => this.nodeReport(),
+      details: () => this.viewDetails(),
       pools: () => this.viewPools(),
       onPools: (l) => {
         this.poolsListeners.add(l);

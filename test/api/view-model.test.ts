@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { after, describe, test } from 'node:test';
-import { buildCounters, buildView, ipsOfRowKey, reconcileByIp, type ViewInput } from '../../src/api/view/model.js';
+import { NO_DETAILS, buildCounters, buildDetails, buildView, diffDetails, ipsOfRowKey, reconcileByIp, type ViewInput } from '../../src/api/view/model.js';
 import { PeerPoller } from '../../src/api/view/peers.js';
 
 const base: ViewInput = {
@@ -94,6 +94,15 @@ describe('view model: per-IP columns', () => {
     assert.equal(c.health['n2'], 'unreachable: no answer within 800 ms');
     assert.equal(c.answers['n2'], undefined);
   });
+});
+
+test('details pushed live: only the IPs whose pool, backends or policy revision changed; a vanished one is reset', () => {
+  const sent = new Map<string, string>();
+  const a = buildDetails({ poolOf: new Map([['198.51.100.10', 'blue'], ['198.51.100.11', 'blue']]), policies: [{ service: 'default/db', ips: ['198.51.100.11'], revision: 1 }] });
+  assert.deepEqual(Object.keys(diffDetails(sent, a)).sort(), ['198.51.100.10', '198.51.100.11']);
+  assert.deepEqual(diffDetails(sent, a), {}, 'nothing changed: nothing sent');
+  const b = buildDetails({ poolOf: new Map([['198.51.100.11', 'blue']]), policies: [{ service: 'default/db', ips: ['198.51.100.11'], revision: 2 }] });
+  assert.deepEqual(diffDetails(sent, b), { '198.51.100.11': { pool: 'blue', lb: [], policyRevision: 2 }, '198.51.100.10': NO_DETAILS });
 });
 
 describe('peer poller: other nodes reports over HTTP', () => {

@@ -47,6 +47,7 @@ function source(ring: EventRing): ViewSource & { owners: (c: Map<string, string 
     onNodes: () => () => {},
     counters: () => ({ answers: {}, health: {}, reconcile: {} }),
     nodeReport: () => ({ node: 'n1', at: 0, replies: {}, notDone: [], health: 'ok' }),
+    details: () => new Map(),
     pools: () => [],
     onPools: () => () => {},
     owners: (c) => ownersListener(c),

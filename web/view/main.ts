@@ -179,7 +179,14 @@ class Page {
         if (reconcileChanged) this.fillReconcile(row, item);
       }
     }
-    void index;
+    // Pool, LB backends, policy revision where they changed (the tables moved on since the snapshot).
+    for (const [ip, d] of Object.entries(c.details ?? {})) {
+      const item = index.get(ip);
+      if (!item) continue;
+      Object.assign(item, d);
+      const row = this.rows.get(ip);
+      if (row) this.fillDetails(row, item);
+    }
     // Node health, as each node reports it (or why it could not be asked).
     for (const n of this.view.nodes) {
       const h = c.health[n.name];
@@ -272,6 +279,12 @@ class Page {
     row.children[C.replies]!.textContent = answers.length ? answers.map(([node, n]) => `${node} ${n}`).join(', ') : '-';
     const h = this.rates.get(x.ip);
     if (h && h.length > 1) row.children[C.rate]!.replaceChildren(sparkline(h));
+  }
+
+  private fillDetails(row: HTMLTableRowElement, x: ViewIp): void {
+    row.children[C.pool]!.textContent = x.pool ?? '-';
+    row.children[C.lb]!.textContent = lbText(x);
+    row.children[C.policy]!.textContent = x.policyRevision === null ? '-' : `rev ${x.policyRevision}`;
   }
 
   private fillReconcile(row: HTMLTableRowElement, x: ViewIp): void {

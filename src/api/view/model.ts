@@ -133,6 +133,8 @@ export interface ViewInput {
   self?: Omit<NodeReport, 'replies'>;
   /** Peers' reports, fetched from their status endpoints (by node name). */
   peerReports?: ReadonlyMap<string, PeerReport>;
+  /** buildDetails() of the three above, when the caller keeps it. */
+  details?: ReadonlyMap<string, IpDetails>;
   /** Other nodes from the store (etcd): their cards. */
   peers: ReadonlyMap<string, { version: string; startedAt: string; interfaces: string[]; owned: number; lastError?: string }>;
   pools: readonly { pool: string; total: string; used: string; available: string; conflicting: boolean; disabled: boolean }[];
@@ -179,6 +181,46 @@ export interface CountersPush {
   answers: Record<string, Record<string, number>>;
   health: Record<string, string>;
   reconcile: Record<string, ViewReconcile>;
+  /** Pool, LB backends and policy revision of the IPs where they changed since the last push. */
+  details?: Record<string, IpDetails>;
+}
+
+/** The per-IP columns that follow the tables (lb-services, service-policy) and the pools. */
+export type IpDetails = Pick<ViewIp, 'pool' | 'lb' | 'policyRevision'>;
+
+export const NO_DETAILS: IpDetails = { pool: null, lb: [], policyRevision: null };
+
+/** Per IP: its pool, its LB frontends with their backends, the revision of the policy guarding it. */
+export function buildDetails(i: Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies'>): Map<string, IpDetails> {
+  const out = new Map<string, IpDetails>();
+  const get = (ip: string) => {
+    let d = out.get(ip);
+    if (!d) out.set(ip, (d = { pool: null, lb: [], policyRevision: null }));
+    return d;
+  };
+  for (const [ip, pool] of i.poolOf ?? []) get(ip).pool = pool;
+  for (const f of i.lbFrontends ?? [])
+    get(f.vip).lb.push({ frontend: f.key, mode: f.mode, backends: f.backends.map((b) => `${b.ip.includes(':') ? `[${b.ip}]` : b.ip}:${b.port}${b.terminating ? ' (terminating)' : ''}`) });
+  for (const p of i.policies ?? []) for (const ip of p.ips) get(ip).policyRevision = Math.max(get(ip).policyRevision ?? 0, p.revision);
+  return out;
+}
+
+/** The entries of `now` that differ from `before` (IPs gone from `now` get NO_DETAILS); `before` is updated. */
+export function diffDetails(before: Map<string, string>, now: ReadonlyMap<string, IpDetails>): Record<string, IpDetails> {
+  const out: Record<string, IpDetails> = {};
+  for (const [ip, d] of now) {
+    const text = JSON.stringify(d);
+    if (before.get(ip) !== text) {
+      out[ip] = d;
+      before.set(ip, text);
+    }
+  }
+  for (const ip of [...before.keys()]) {
+    if (now.has(ip)) continue;
+    out[ip] = NO_DETAILS;
+    before.delete(ip);
+  }
+  return out;
 }
 
 export function nodeHealth(peer: PeerReport | undefined): string {
@@ -224,11 +266,7 @@ export function buildView(i: ViewInput): ViewSnapshot {
   const answersOf = new Map<string, Record<string, number>>();
   for (const [node, replies] of Object.entries(counters.answers))
     for (const [ip, n] of Object.entries(replies)) answersOf.set(ip, { ...(answersOf.get(ip) ?? {}), [node]: n });
-  const lbOf = new Map<string, ViewLbFrontend[]>();
-  for (const f of i.lbFrontends ?? [])
-    lbOf.set(f.vip, [...(lbOf.get(f.vip) ?? []), { frontend: f.key, mode: f.mode, backends: f.backends.map((b) => `${b.ip.includes(':') ? `[${b.ip}]` : b.ip}:${b.port}${b.terminating ? ' (terminating)' : ''}`) }]);
-  const policyOf = new Map<string, number>();
-  for (const p of i.policies ?? []) for (const ip of p.ips) policyOf.set(ip, Math.max(policyOf.get(ip) ?? 0, p.revision));
+  const details = i.details ?? buildDetails(i);
   const ips: ViewIp[] = [...allIps]
     .sort((a, b) => {
       const x = parsed.get(a);
@@ -249,9 +287,7 @@ export function buildView(i: ViewInput): ViewSnapshot {
         since: s && s.node === owner ? s.at : null,
         replies: i.replies.get(ip) ?? null,
         answers: answersOf.get(ip) ?? {},
-        pool: i.poolOf?.get(ip) ?? null,
-        lb: lbOf.get(ip) ?? [],
-        policyRevision: policyOf.get(ip) ?? null,
+        ...(details.get(ip) ?? NO_DETAILS),
         reconcile: counters.reconcile[ip] ?? { state: 'done', detail: '' },
       };
     });

@@ -22,7 +22,7 @@ import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { HeraldError } from '../../core/errors.js';
 import type { ClusterEvent, EventRing, Follower } from '../../core/events.js';
-import type { CountersPush, NodeReport, ViewSnapshot } from './model.js';
+import { diffDetails, type CountersPush, type IpDetails, type NodeReport, type ViewSnapshot } from './model.js';
 
 export interface ViewSource {
   snapshot(): ViewSnapshot;
@@ -38,6 +38,8 @@ export interface ViewSource {
   counters(): CountersPush;
   /** This node's own report (GET /v1/node): what other nodes' views fetch. */
   nodeReport(): NodeReport;
+  /** Pool, LB backends and policy revision per IP (the same object while nothing changed); what changed is pushed with the counters. */
+  details(): ReadonlyMap<string, IpDetails>;
 }
 
 export interface ViewServerOptions {
@@ -97,6 +99,8 @@ export class ViewHandler {
   private readonly unsubscribe: Array<() => void> = [];
   /** Clients cut off for not reading. */
   cutOff = 0;
+  private lastDetails: ReadonlyMap<string, IpDetails> | undefined;
+  private readonly sentDetails = new Map<string, string>();
 
   constructor(
     private readonly source: ViewSource,
@@ -238,8 +242,23 @@ export class ViewHandler {
 
   private ensureCounters(): void {
     if (this.countersTimer) return;
-    this.countersTimer = setInterval(() => this.broadcast('counters', { at: Date.now(), ...this.source.counters() }), this.opts.countersMs);
+    this.countersTimer = setInterval(() => this.broadcast('counters', { at: Date.now(), ...this.source.counters(), ...this.changedDetails() }), this.opts.countersMs);
     this.countersTimer.unref();
+  }
+
+  /** The per-IP details that changed since the last push (pages hold the snapshot's and apply these on top). */
+  private changedDetails(): { details?: Record<string, IpDetails> } {
+    const now = this.source.details();
+    if (this.lastDetails === undefined) {
+      // The baseline: what a page's snapshot already has.
+      this.lastDetails = now;
+      diffDetails(this.sentDetails, now);
+      return {};
+    }
+    if (now === this.lastDetails) return {};
+    this.lastDetails = now;
+    const details = diffDetails(this.sentDetails, now);
+    return Object.keys(details).length > 0 ? { details } : {};
   }
 
   dispose(): void {
