@@ -743,7 +743,8 @@ export class Agent implements Disposable {
     const poolOf = this.poolOfIps();
     const key = `${txn.revision(lbServicesTable)}/${txn.revision(servicePolicyTable)}`;
     if (this.detailsMemo?.key === key && this.detailsMemo.poolOf === poolOf) return this.detailsMemo.details;
-    const details = buildDetails({ poolOf, lbFrontends: txn.list(lbServicesTable), policies: txn.list(servicePolicyTable) });
+    const services = this.controlPlane.status().ipam?.services;
+    const details = buildDetails({ poolOf, lbFrontends: txn.list(lbServicesTable), policies: txn.list(servicePolicyTable), services: new Map([...(services ?? new Map())].map(([k, a]) => [k, a.ingress])) });
     this.detailsMemo = { key, poolOf, details };
     return details;
   }

@@ -72,7 +72,8 @@ describe('view model: per-IP columns', () => {
         ['198.51.100.11', 'blue'],
       ]),
       lbFrontends: [{ key: '198.51.100.10:80/TCP', vip: '198.51.100.10', mode: 'dnat', backends: [{ ip: '203.0.113.2', port: 8080, terminating: false }, { ip: '203.0.113.3', port: 8080, terminating: true }] }],
-      policies: [{ service: 'default/db', ips: ['198.51.100.11', '2001:db8::b'], revision: 4 }],
+      // This node announces none of db's IPs: its row lists none; the service's IPs carry the revision all the same.
+      policies: [{ service: 'default/db', ips: [], revision: 4 }],
       self: { node: 'n1', at: 0, notDone: [], health: 'ok' },
       peerReports: new Map([['n2', { report: { node: 'n2', at: 0, replies: { '198.51.100.11': 3 }, notDone: [{ reconciler: 'service-policy', key: 'default/db', kind: 'error', error: 'tc failed' }], health: '1 row in error' }, error: '' }]]),
     });

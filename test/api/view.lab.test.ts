@@ -161,10 +161,14 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     const lb = (await cell('default/web', 'lb').textContent()) ?? '';
     assert.match(lb, /^198\.51\.100\.\d+:80\/TCP → 203\.0\.113\.2:8080, 203\.0\.113\.3:8080$/, lb);
     assert.match((await cell('default/db', 'lb').textContent()) ?? '', /^198\.51\.100\.\d+:80\/TCP → no backends$/, 'a frontend without endpoints');
-    // The policy's revision, as `herald policy` reports it on the node.
-    const revision = (JSON.parse(lab.nodes[0]!.must(HERALD, ['policy', '--json', '--status-socket', lab.nodes[0]!.statusSocket])) as { services: Array<{ service: string; revision: number }> }).services.find((x) => x.service === 'default/db')?.revision;
-    assert.ok(revision !== undefined, 'default/db has a policy row');
-    assert.equal(await cell('default/db', 'policy').textContent(), `rev ${revision}`);
+    // The policy's revision, as `herald policy` reports it on the node (followed live: the policy may be computed after the page loaded).
+    const revision = () => (JSON.parse(lab.nodes[0]!.must(HERALD, ['policy', '--json', '--status-socket', lab.nodes[0]!.statusSocket])) as { services: Array<{ service: string; revision: number }> }).services.find((x) => x.service === 'default/db')?.revision;
+    let shown: string | null = null;
+    await waitFor(async () => revision() !== undefined && (shown = await cell('default/db', 'policy').textContent()) === `rev ${revision()}`, {
+      what: "the page to show default/db's policy revision",
+      timeoutMs: 10_000,
+      onTimeout: () => `page ${shown}, node rev ${revision()}`,
+    });
     assert.equal(await cell('default/web', 'policy').textContent(), '-');
     for (const svc of ['default/web', 'default/db', 'default/api', 'default/cache']) {
       assert.equal(await cell(svc, 'pool').textContent(), 'view-pool');

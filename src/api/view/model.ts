@@ -191,7 +191,7 @@ export type IpDetails = Pick<ViewIp, 'pool' | 'lb' | 'policyRevision'>;
 export const NO_DETAILS: IpDetails = { pool: null, lb: [], policyRevision: null };
 
 /** Per IP: its pool, its LB frontends with their backends, the revision of the policy guarding it. */
-export function buildDetails(i: Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies'>): Map<string, IpDetails> {
+export function buildDetails(i: Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies'> & { services?: ViewInput['services'] }): Map<string, IpDetails> {
   const out = new Map<string, IpDetails>();
   const get = (ip: string) => {
     let d = out.get(ip);
@@ -201,7 +201,8 @@ export function buildDetails(i: Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'poli
   for (const [ip, pool] of i.poolOf ?? []) get(ip).pool = pool;
   for (const f of i.lbFrontends ?? [])
     get(f.vip).lb.push({ frontend: f.key, mode: f.mode, backends: f.backends.map((b) => `${b.ip.includes(':') ? `[${b.ip}]` : b.ip}:${b.port}${b.terminating ? ' (terminating)' : ''}`) });
-  for (const p of i.policies ?? []) for (const ip of p.ips) get(ip).policyRevision = Math.max(get(ip).policyRevision ?? 0, p.revision);
+  // A policy row lists only the IPs this node announces: the service's other IPs (owned elsewhere) are guarded by the same policy.
+  for (const p of i.policies ?? []) for (const ip of new Set([...p.ips, ...(i.services?.get(p.service) ?? [])])) get(ip).policyRevision = Math.max(get(ip).policyRevision ?? 0, p.revision);
   return out;
 }
 
