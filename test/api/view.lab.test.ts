@@ -17,8 +17,7 @@
  * artifacts/view/ (gitignored).
  */
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -26,7 +25,8 @@ import { LabEtcd } from '../../lab/etcd.js';
 import { Lab, supervisedAgentPid, type Host, type LabProcess } from '../../lab/lab.js';
 import { objectKey } from '../../src/intent/kinds.js';
 import { storageKey } from '../../src/intent/sources/stored-manifest.js';
-import { HERALD, ROOT, arping, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { EtcdLab } from '../helpers/etcd-lab.js';
+import { HERALD, ROOT, arping, labSkipReason, waitFor } from '../helpers/lab-tools.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
@@ -79,18 +79,14 @@ interface Status {
 const status = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])) as Status;
 
 describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkipReason() }, () => {
+  let env: EtcdLab;
   let lab: Lab;
   let etcd: LabEtcd;
   let dir: string;
   let browser: Browser | undefined;
   let page: Page;
-  const agents = new Map<Host, LabProcess>();
-  const start = async (n: Host) => {
-    agents.set(
-      n,
-      await startAgentReady(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--garp-interval', '200ms', '--lb-interfaces', 'eth0', '--view-listen', `${n.ip}:9470`, '--view-token-file', join(dir, 'token')], `agent-${Date.now()}`),
-    );
-  };
+  let agents: Map<Host, LabProcess>;
+  const start = (n: Host) => env.start(n);
   const owners = () => {
     const out = new Map<string, string[]>();
     for (const n of lab.nodes) {
@@ -103,18 +99,19 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
 
   before(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    lab = Lab.create({ nodes: 3, storeHost: true, tag: 'vw' });
-    etcd = new LabEtcd(lab.store!);
-    await etcd.start();
-    dir = mkdtempSync(join(tmpdir(), 'herald-view-'));
-    writeFileSync(join(dir, 'view.yaml'), MANIFESTS);
-    writeFileSync(join(dir, 'token'), TOKEN + '\n', { mode: 0o600 });
+    env = await EtcdLab.create({
+      nodes: 3,
+      tag: 'vw',
+      agentArgs: (n) => ['--garp-interval', '200ms', '--lb-interfaces', 'eth0', '--view-listen', `${n.ip}:9470`, '--view-token-file', join(env.dir, 'token')],
+    });
+    ({ lab, etcd, dir, agents } = env);
+    env.write('view.yaml', MANIFESTS);
+    env.write('token', TOKEN + '\n', 0o600);
     // The browser in the client's namespace, on the lab segment.
     const wrapper = join(dir, 'chromium-in-client');
     writeFileSync(wrapper, `#!/bin/sh\nexec ip netns exec ${lab.client.netns} /usr/bin/chromium "$@"\n`);
     chmodSync(wrapper, 0o755);
-    const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'view.yaml'), '--etcd', etcd.endpoint]);
-    assert.equal(applied.code, 0, applied.stdout + applied.stderr);
+    env.apply('view.yaml');
     for (const n of lab.nodes) await start(n);
     await waitFor(() => ['198.51.100.10', '198.51.100.11', '198.51.100.12', '198.51.100.13'].every((ip) => owners().get(ip)?.length === 1), {
       timeoutMs: 20_000,
@@ -128,9 +125,7 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
 
   after(async () => {
     await browser?.close().catch(() => {});
-    await lab?.destroy();
-    await etcd?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await env?.destroy();
   });
 
   test('the page needs the token beyond loopback, then shows every IP with its owner and every node', async () => {
@@ -259,9 +254,8 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
   });
 
   test('a new service appears as an allocation on the timeline and as a row', async () => {
-    writeFileSync(join(dir, 'extra.yaml'), `apiVersion: v1\nkind: Service\nmetadata: { name: extra, namespace: default }\nspec:\n  type: LoadBalancer\n  ports: [{ port: 80 }]\n`);
-    const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'extra.yaml'), '--etcd', etcd.endpoint]);
-    assert.equal(applied.code, 0, applied.stdout + applied.stderr);
+    env.write('extra.yaml', `apiVersion: v1\nkind: Service\nmetadata: { name: extra, namespace: default }\nspec:\n  type: LoadBalancer\n  ports: [{ port: 80 }]\n`);
+    env.apply('extra.yaml');
     const item = page.locator('li[data-kind="allocated"]', { hasText: 'default/extra' }).first();
     await item.waitFor({ timeout: 10_000 });
     const ip = /allocated (\S+) to/.exec((await item.textContent()) ?? '')?.[1];

@@ -242,41 +242,45 @@ class Page {
 
   private renderIps(): void {
     this.rows.clear();
-    // One HTML string for the rows (10,000 rows built element by element took seconds), then each row filled.
+    // One HTML string with every cell filled (10,000 rows built element by element, or filled cell by cell afterwards, took seconds).
     const body = el('tbody');
-    body.innerHTML = this.view.ips
-      .map(
-        (x) =>
-          `<tr data-ip="${esc(x.ip)}"><td class="ip">${esc(x.ip)}</td><td class="services">${esc(x.services.join(', ') || '-')}</td><td class="pool">${esc(x.pool ?? '-')}</td><td>IPv${x.family}</td><td class="mode"></td><td class="owner"></td><td class="since"></td><td class="replies"></td><td class="rate"></td><td class="lb">${esc(lbText(x))}</td><td class="policy">${x.policyRevision === null ? '-' : `rev ${x.policyRevision}`}</td><td class="reconcile"></td></tr>`,
-      )
-      .join('');
+    body.innerHTML = this.view.ips.map((x) => this.rowHtml(x)).join('');
     const rows = body.children;
     for (let k = 0; k < rows.length; k++) {
       const row = rows[k] as HTMLTableRowElement;
       const x = this.view.ips[k]!;
-      this.fillRow(row, x, false);
-      this.fillCounters(row, x);
-      this.fillReconcile(row, x);
       this.rows.set(x.ip, row);
+      const h = this.rates.get(x.ip);
+      if (h && h.length > 1) row.children[C.rate]!.replaceChildren(sparkline(h));
     }
     const t = table(['IP', 'services', 'pool', 'family', 'mode', 'owner', 'since', 'answers (by node)', 'answers/s', 'LB backends', 'policy', 'reconcile'], []);
     t.querySelector('tbody')!.replaceWith(body);
     this.parts.ips.replaceChildren(el('h2', {}, `Service IPs (${this.view.ips.length})`), t);
   }
 
+  /** A row as HTML, with the same texts fillRow(), fillCounters(), fillDetails() and fillReconcile() write. */
+  private rowHtml(x: ViewIp): string {
+    const r = x.reconcile;
+    return (
+      `<tr data-ip="${esc(x.ip)}"><td class="ip">${esc(x.ip)}</td><td class="services">${esc(x.services.join(', ') || '-')}</td><td class="pool">${esc(x.pool ?? '-')}</td><td>IPv${x.family}</td>` +
+      `<td class="mode">${esc(modeText(x))}</td><td class="${x.owner ? 'owner' : 'owner none'}">${esc(x.owner ?? 'nobody')}</td><td class="since">${esc(sinceText(x))}</td>` +
+      `<td class="replies">${esc(answersText(x))}</td><td class="rate"></td><td class="lb">${esc(lbText(x))}</td><td class="policy">${policyText(x)}</td>` +
+      `<td class="reconcile ${r.state}" data-state="${r.state}">${esc(reconcileText(x))}</td></tr>`
+    );
+  }
+
   private fillRow(row: HTMLTableRowElement, x: ViewIp, flash = true): void {
     const cells = row.children;
-    cells[C.mode]!.textContent = x.mode + (x.advertisedBy.length ? ` (${x.advertisedBy.join(', ')})` : '');
+    cells[C.mode]!.textContent = modeText(x);
     cells[C.owner]!.textContent = x.owner ?? 'nobody';
     cells[C.owner]!.className = x.owner ? 'owner' : 'owner none';
-    cells[C.since]!.textContent = x.since ? new Date(x.since).toLocaleTimeString() : '-';
+    cells[C.since]!.textContent = sinceText(x);
     // A flash through the Web Animations API: restarting a CSS animation needed a forced layout of the whole table per moved row.
     if (flash) cells[C.owner]!.animate?.([{ background: '#ffe08a' }, { background: 'transparent' }], { duration: 1200, easing: 'ease-out' });
   }
 
   private fillCounters(row: HTMLTableRowElement, x: ViewIp): void {
-    const answers = Object.entries(x.answers).sort(([a], [b]) => a.localeCompare(b));
-    row.children[C.replies]!.textContent = answers.length ? answers.map(([node, n]) => `${node} ${n}`).join(', ') : '-';
+    row.children[C.replies]!.textContent = answersText(x);
     const h = this.rates.get(x.ip);
     if (h && h.length > 1) row.children[C.rate]!.replaceChildren(sparkline(h));
   }
@@ -284,12 +288,12 @@ class Page {
   private fillDetails(row: HTMLTableRowElement, x: ViewIp): void {
     row.children[C.pool]!.textContent = x.pool ?? '-';
     row.children[C.lb]!.textContent = lbText(x);
-    row.children[C.policy]!.textContent = x.policyRevision === null ? '-' : `rev ${x.policyRevision}`;
+    row.children[C.policy]!.textContent = policyText(x);
   }
 
   private fillReconcile(row: HTMLTableRowElement, x: ViewIp): void {
     const cell = row.children[C.reconcile]!;
-    cell.textContent = x.reconcile.state === 'done' ? 'done' : `${x.reconcile.state}: ${x.reconcile.detail}`;
+    cell.textContent = reconcileText(x);
     cell.className = `reconcile ${x.reconcile.state}`;
     cell.setAttribute('data-state', x.reconcile.state);
   }
@@ -319,7 +323,7 @@ class Page {
     return el(
       'li',
       { 'data-id': String(e.id), 'data-kind': e.kind, ...(cause ? { 'data-cause': cause } : {}), class: e.kind },
-      el('time', {}, new Date(e.at).toLocaleTimeString()),
+      el('time', {}, TIME.format(new Date(e.at))),
       el('b', {}, e.node),
       el('span', { class: 'what' }, describeEvent(e)),
     );
@@ -334,6 +338,16 @@ function blankIp(ip: string): ViewIp {
   return { ip, family: ip.includes(':') ? 6 : 4, services: [], mode: 'L2', owner: null, advertisedBy: [], since: null, replies: null, answers: {}, pool: null, lb: [], policyRevision: null, reconcile: DONE };
 }
 
+const modeText = (x: ViewIp) => x.mode + (x.advertisedBy.length ? ` (${x.advertisedBy.join(', ')})` : '');
+/** One formatter for every time shown (toLocaleTimeString builds a new one per call: 10,000 rows paid for it). */
+const TIME = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+const sinceText = (x: ViewIp) => (x.since ? TIME.format(new Date(x.since)) : '-');
+const policyText = (x: ViewIp) => (x.policyRevision === null ? '-' : `rev ${x.policyRevision}`);
+const reconcileText = (x: ViewIp) => (x.reconcile.state === 'done' ? 'done' : `${x.reconcile.state}: ${x.reconcile.detail}`);
+function answersText(x: ViewIp): string {
+  const answers = Object.entries(x.answers).sort(([a], [b]) => a.localeCompare(b));
+  return answers.length ? answers.map(([node, n]) => `${node} ${n}`).join(', ') : '-';
+}
 const lbText = (x: ViewIp) => x.lb.map((f) => `${f.frontend} → ${f.backends.join(', ') || 'no backends'}`).join('; ') || '-';
 const healthClass = (h: string) => `health${h && h !== 'ok' ? ' error' : ''}`;
 
