@@ -240,6 +240,8 @@ async function tenThousand(dir: string): Promise<Big> {
       await page.goto('http://127.0.0.1:9470/');
       await page.locator(`tr[data-ip]`).nth(BIG - 1).waitFor({ state: 'attached', timeout: 60_000 });
       interactive.push(Number(await page.evaluate(`performance.getEntriesByName('herald-view-rendered')[0].startTime`)));
+      if (process.env['HERALD_BENCH_DEBUG'])
+        console.log(`page ${k}: ${await page.evaluate(`['herald-view-answered', 'herald-view-parsed', 'herald-view-rendered'].map((n) => n + ' ' + Math.round(performance.getEntriesByName(n)[0].startTime)).join(', ')`)}`);
       pages.push(page);
       if (k === 0) {
         await sleep(3000);

@@ -48,7 +48,9 @@ class Page {
   private async load(): Promise<void> {
     const res = await fetch(withToken('/v1/view'), { cache: 'no-store' });
     if (!res.ok) throw new Error(`GET /v1/view: ${res.status}`);
+    performance.mark('herald-view-answered');
     this.view = (await res.json()) as ViewSnapshot;
+    performance.mark('herald-view-parsed');
     this.events = [...this.view.events];
     this.renderAll();
   }
