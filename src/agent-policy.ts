@@ -97,11 +97,6 @@ export class AgentPolicy implements Disposable {
     return this.stackInstance;
   }
 
-  /** The service-policy reconciler's rows not done (none before a policy exists). */
-  notDone() {
-    return this.stackInstance?.reconciler.notDone() ?? [];
-  }
-
   setSnapshot(snapshot: IntentSnapshot): void {
     this.snapshot = snapshot;
     this.sync.trigger();
@@ -182,6 +177,11 @@ export class AgentPolicy implements Disposable {
         .map((r) => ({ service: r.service, svcId: r.svcId, ips: r.ips, revision: r.revision, realized: realized.get(r.service), rules: r.rules })),
       ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
     };
+  }
+
+  /** The service-policy reconciler's rows not done (none before a policy exists). */
+  notDone() {
+    return this.stackInstance?.reconciler.notDone() ?? [];
   }
 
   /** Everything `herald policy` shows: status, each service's compiled prefixes, live drop counters. */
