@@ -66,6 +66,8 @@ unit_tests=(
   test/api/status-rows.test.ts
   test/api/metrics.test.ts
   test/api/view-server.test.ts
+  test/api/view-model.test.ts
+  test/store/local-journal.test.ts
   test/api/grafana-dashboard.test.ts
   test/api/view-web.test.ts
   test/core/events.test.ts

@@ -246,6 +246,11 @@ export class AgentPolicy implements Disposable {
     };
   }
 
+  /** The service-policy reconciler's rows not done (none before a policy exists). */
+  notDone() {
+    return this.stackInstance?.reconciler.notDone() ?? [];
+  }
+
   /** Everything `herald policy` shows: status, each service's compiled prefixes, live drop counters. */
   detail(): PolicyDetail {
     const byId = new Map(this.deps.db.readTxn().list(servicePolicyTable).map((r) => [r.svcId, r.service]));

@@ -43,9 +43,14 @@ import type { IntentSource } from './intent/sources/source.js';
 import type { IntentSnapshot } from './intent/snapshot.js';
 import type { ManifestLimits } from './intent/limits.js';
 import { NetlinkLinks } from './os/links.js';
-import { MemoryJournal, type EventBody, type EventJournal } from './core/events.js';
-import { buildView } from './api/view/model.js';
-import { ViewHandler, ViewServer, type ViewSource } from './api/view/server.js';
+import type { EventBody, EventJournal } from './core/events.js';
+import { FileJournal } from './store/local-journal.js';
+import { buildCounters, buildDetails, buildView, type IpDetails, type NodeReport, type ViewInput } from './api/view/model.js';
+import { PeerPoller } from './api/view/peers.js';
+import { addrOf } from './core/addr.js';
+import { blockOf, compilePools, type PoolView } from './controlplane/ipam/pools.js';
+import { servicePolicyTable } from './datapath/tables/service-policy.js';
+import { isLoopback, ViewHandler, ViewServer, type ViewSource } from './api/view/server.js';
 import type { EtcdViewStore } from './store/etcd/view-store.js';
 import { readFileSync } from 'node:fs';
 import type { EtcdModules } from './agent-etcd.js';
@@ -148,12 +153,20 @@ export class Agent implements Disposable {
   /** The cluster view's timeline: in etcd (shared, survives restarts) or in memory. */
   readonly journal: EventJournal;
   private readonly viewStore: EtcdViewStore | undefined;
+  /** The timeline kept in the state directory (local store): the view survives a restart there too. */
+  private readonly fileJournal: FileJournal | undefined;
   private readonly poolsListeners = new Set<() => void>();
   private readonly ownersListeners = new Set<(changes: ReadonlyMap<string, string | null>) => void>();
   private lastOwners: ReadonlyMap<string, string> = new Map();
   private ownersDiffQueued = false;
   private lastIngress: ReadonlyMap<string, readonly string[]> | undefined;
   private viewHandler: ViewHandler | undefined;
+  private tcpViewHandler: ViewHandler | undefined;
+  /** Other nodes' reports (their per-IP counters, rows not done, health) while a page is open. */
+  private peerPoller: PeerPoller | undefined;
+  /** The current intent's pools, compiled on first need (the view's pool column). */
+  private viewPoolsOf: { pools: IntentSnapshot['pools']; compiled: PoolView[] } | undefined;
+  private intentPools: IntentSnapshot['pools'] | undefined;
 
   /** Builds an agent, loading the etcd store's modules first when the configuration uses etcd. */
   static async create(config: AgentConfig, log: Logger, clock: Clock = systemClock): Promise<Agent> {
@@ -185,7 +198,8 @@ export class Agent implements Disposable {
     // control plane
     this.source = this.makeSource(); // manifests from files, etcd or Kubernetes informers
     this.viewStore = etcd && this.session ? this.store.add(new etcd.EtcdViewStore(this.session, config.node, log.child({ module: 'view' }))) : undefined;
-    this.journal = this.viewStore ?? new MemoryJournal(config.node);
+    this.fileJournal = this.viewStore ? undefined : new FileJournal(config.node, join(config.stateDir, 'view-events.json'), log.child({ module: 'view' }));
+    this.journal = this.viewStore ?? this.fileJournal!;
     this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
@@ -318,6 +332,12 @@ export class Agent implements Disposable {
       await this.store.add(new NodeClaim(this.session, this.config.node, { clock: this.clock, log: this.log }, nodeClaimWait(etcdSessionDefaults.ttlSeconds))).claim();
     }
     await this.viewStore?.start();
+    const fileJournal = this.fileJournal;
+    if (fileJournal) {
+      await fileJournal.start();
+      // Stopped last of the jobs (hooked first): the clean stop's own events are kept too.
+      this.jobs.hook('view-journal', { start: () => {}, stop: () => fileJournal.flush() });
+    }
     this.record({ kind: 'node-started', version: heraldVersion() });
     await this.controlPlane.start();
     // Links change: re-resolve ifindexes (recreated interfaces) and re-run the
@@ -339,11 +359,20 @@ export class Agent implements Disposable {
     if (this.viewStore) {
       const vs = this.viewStore;
       this.jobs.timer('view-card', () => vs.publishCard(this.nodeCard()), 2000);
+      // Other nodes' counters and health for open pages: fetched from the view servers their cards name.
+      const poller = new PeerPoller({
+        peers: () => [...vs.nodes()].flatMap(([node, card]) => (node !== this.config.node && card.viewUrl ? [{ node, url: card.viewUrl }] : [])),
+        wanted: () => (this.viewHandler?.clientCount ?? 0) + (this.tcpViewHandler?.clientCount ?? 0) > 0,
+        ...(this.config.viewToken ? { token: this.config.viewToken } : {}),
+      });
+      this.peerPoller = poller;
+      this.jobs.hook('view-peers', { start: () => poller.start(), stop: () => poller.dispose() });
     }
     this.jobs.timer('view-owners', () => this.ownersMayHaveChanged(), 1000);
     const viewListen = this.config.viewListen;
     if (viewListen) {
-      const server = new ViewServer(viewListen, new ViewHandler(this.viewSource(), undefined, this.config.viewToken));
+      this.tcpViewHandler = new ViewHandler(this.viewSource(), undefined, this.config.viewToken);
+      const server = new ViewServer(viewListen, this.tcpViewHandler);
       this.jobs.hook('view-server', { start: () => server.start(), stop: () => server.dispose() });
     }
     const statusSocket = this.config.statusSocket;
@@ -399,6 +428,7 @@ export class Agent implements Disposable {
           const nodeWarning = this.intentReport.loaded(snapshot);
           if (nodeWarning) this.log.warn({ node: this.config.node }, nodeWarning);
           this.policy.setSnapshot(snapshot);
+          this.intentPools = snapshot.pools;
           if (ready) void this.controlPlane.setSnapshot(snapshot);
           else held = snapshot;
         },
@@ -433,6 +463,11 @@ export class Agent implements Disposable {
     const routes = new Reconciler({ name: 'local-routes', db: this.db, table: l2AnnounceTable, ops, clock: this.clock, log: this.log }, this.config.reconciler);
     this.routes = routes;
     this.jobs.hook('local-routes', { start: () => routes.start(), stop: () => routes.dispose() });
+  }
+
+  /** Where this node's timeline events go in etcd (reported to the supervisor, which records a crash there). */
+  get journalPrefix(): string | undefined {
+    return this.viewStore?.journalPrefix;
   }
 
   /** The etcd session (etcd store only): its leases are reported to the supervisor. */
@@ -646,7 +681,95 @@ export class Agent implements Disposable {
       interfaces: [...new Set([...this.db.readTxn().list(l2AnnounceTable).map((r) => r.iface), ...st.candidates.flatMap((c) => c.interfaces)])].sort(),
       owned: this.ownership.view().owned.size,
       ...(st.lastError ? { lastError: st.lastError } : {}),
+      ...(this.viewUrl() ? { viewUrl: this.viewUrl() } : {}),
     };
+  }
+
+  /** Where other nodes reach this node's view server: only when it listens beyond loopback on a definite address. */
+  private viewUrl(): string | undefined {
+    const l = this.config.viewListen;
+    if (!l || isLoopback(l.host) || l.host === '0.0.0.0' || l.host === '::') return undefined;
+    return `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
+  }
+
+  private notDoneMemo: { revision: number; rows: NodeReport['notDone'] } | undefined;
+
+  /** This node's rows not done, for every reconciler (as `herald status` lists them); recomputed only after a commit (a scan of every table). */
+  private notDoneRows(): NodeReport['notDone'] {
+    const revision = this.db.readTxn().globalRevision;
+    if (this.notDoneMemo?.revision === revision) return this.notDoneMemo.rows;
+    const rows = [
+      ...(this.l2.reconciler?.notDone() ?? []),
+      ...(this.routes?.notDone() ?? []),
+      ...(this.bgp?.routes.notDone() ?? []),
+      ...(this.lb?.stack.reconciler.notDone() ?? []),
+      ...this.policy.notDone(),
+    ].map((r) => ({ reconciler: r.reconciler, key: r.key, kind: r.kind, ...(r.error ? { error: r.error } : {}) }));
+    this.notDoneMemo = { revision, rows };
+    return rows;
+  }
+
+  /** What this node tells the other nodes' views (GET /v1/node): counters, rows not done, health. */
+  private nodeReport(): NodeReport {
+    const notDone = this.notDoneRows();
+    const problems: string[] = [];
+    for (const [name, h] of this.jobs.health()) if (h.level !== 'ok') problems.push(`${name}: ${h.level}${h.message ? ` (${h.message})` : ''}`);
+    const errors = notDone.filter((r) => r.kind === 'error').length;
+    if (errors > 0) problems.push(`${errors} row${errors === 1 ? '' : 's'} in error`);
+    const lastError = this.controlPlane.status().lastError;
+    if (lastError) problems.push(`last error: ${lastError}`);
+    return { node: this.config.node, at: Date.now(), replies: Object.fromEntries(this.replies()), notDone, health: problems.length ? problems.join('; ').slice(0, 500) : 'ok' };
+  }
+
+  /** The per-IP columns the snapshot and the counters push share. */
+  private viewExtras(): Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies' | 'self' | 'peerReports' | 'details'> {
+    const txn = this.db.readTxn();
+    const { replies: _r, ...self } = this.nodeReport();
+    const poolOf = this.poolOfIps();
+    return {
+      poolOf,
+      lbFrontends: txn.list(lbServicesTable),
+      policies: txn.list(servicePolicyTable),
+      self,
+      peerReports: this.peerPoller?.current() ?? new Map(),
+      details: this.viewDetails(),
+    };
+  }
+
+  private detailsMemo: { key: string; poolOf: unknown; details: ReadonlyMap<string, IpDetails> } | undefined;
+
+  /** Pool, LB backends, policy revision per IP: rebuilt only when the lb-services or service-policy table or the allocations changed (the same object otherwise). */
+  private viewDetails(): ReadonlyMap<string, IpDetails> {
+    const txn = this.db.readTxn();
+    const poolOf = this.poolOfIps();
+    const key = `${txn.revision(lbServicesTable)}/${txn.revision(servicePolicyTable)}`;
+    if (this.detailsMemo?.key === key && this.detailsMemo.poolOf === poolOf) return this.detailsMemo.details;
+    const services = this.controlPlane.status().ipam?.services;
+    const details = buildDetails({ poolOf, lbFrontends: txn.list(lbServicesTable), policies: txn.list(servicePolicyTable), services: new Map([...(services ?? new Map())].map(([k, a]) => [k, a.ingress])) });
+    this.detailsMemo = { key, poolOf, details };
+    return details;
+  }
+
+  private poolOfMemo: { pools: unknown; services: unknown; out: Map<string, string> } | undefined;
+
+  /** IP → pool, for the allocated IPs (pools compiled once per intent; recomputed only when pools or allocations change). */
+  private poolOfIps(): Map<string, string> {
+    const pools = this.intentPools;
+    const out = new Map<string, string>();
+    if (!pools) return out;
+    const services = this.controlPlane.status().ipam?.services;
+    if (this.poolOfMemo?.pools === pools && this.poolOfMemo.services === services) return this.poolOfMemo.out;
+    if (this.viewPoolsOf?.pools !== pools) this.viewPoolsOf = { pools, compiled: compilePools(pools.values()) };
+    const compiled = this.viewPoolsOf.compiled;
+    this.poolOfMemo = { pools, services, out };
+    for (const a of services?.values() ?? []) {
+      for (const ip of a.ingress) {
+        const addr = addrOf(ip);
+        const pool = addr ? compiled.find((p) => blockOf(p, addr)) : undefined;
+        if (pool) out.set(ip, pool.name);
+      }
+    }
+    return out;
   }
 
   private viewSource(): ViewSource {
@@ -658,7 +781,13 @@ export class Agent implements Disposable {
         return () => this.ownersListeners.delete(l);
       },
       onNodes: (l) => this.viewStore?.onNodes(l) ?? (() => {}),
-      counters: () => Object.fromEntries(this.replies()),
+      counters: () => {
+        const cp = this.controlPlane.status();
+        const extras = this.viewExtras();
+        return buildCounters({ node: this.config.node, replies: this.replies(), services: new Map([...(cp.ipam?.services ?? new Map())].map(([k, a]) => [k, a.ingress])), ...extras });
+      },
+      nodeReport: () => this.nodeReport(),
+      details: () => this.viewDetails(),
       pools: () => this.viewPools(),
       onPools: (l) => {
         this.poolsListeners.add(l);
@@ -696,6 +825,7 @@ export class Agent implements Disposable {
       owners: this.ownership.view().owners,
       bgpAdvertised: new Set(routes.map((r) => r.ip)),
       replies: this.replies(),
+      ...this.viewExtras(),
       peers: this.viewStore?.nodes() ?? new Map(),
       pools: [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({ pool, total: p.total.toString(), used: p.used.toString(), available: p.available.toString(), conflicting: p.conflicting, disabled: p.disabled })),
       rejected: this.intentReport.status().rejected,

@@ -60,8 +60,8 @@ function getJson(socketPath: string, path: string): Promise<unknown> {
   });
 }
 
-/** Follows the SSE stream of an agent's status socket, collecting owner-took events. */
-function followTakes(socketPath: string, into: Array<{ ip: string; node: string; at: number }>): () => void {
+/** Follows the SSE stream of an agent's status socket, collecting owner-took events (and when owner changes were pushed). */
+function followTakes(socketPath: string, into: Array<{ ip: string; node: string; at: number }>, pushed: Array<{ ip: string; owner: string; t: number }> = []): () => void {
   const req = request({ socketPath, path: '/v1/events', headers: { 'last-event-id': '0' } }, (res) => {
     let buf = '';
     res.setEncoding('utf8').on('data', (c: string) => {
@@ -71,6 +71,11 @@ function followTakes(socketPath: string, into: Array<{ ip: string; node: string;
         const block = buf.slice(0, i);
         buf = buf.slice(i + 2);
         const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (/^event: owners$/m.test(block) && data) {
+          const t = Date.now();
+          for (const [ip, owner] of Object.entries(JSON.parse(data) as Record<string, string | null>)) if (owner) pushed.push({ ip, owner, t });
+          continue;
+        }
         if (!/^event: event$/m.test(block) || !data) continue;
         const e = JSON.parse(data) as { kind: string; ip: string; node: string; at: string };
         if (e.kind === 'owner-took') into.push({ ip: e.ip, node: e.node, at: Date.parse(e.at) });
@@ -84,7 +89,7 @@ function followTakes(socketPath: string, into: Array<{ ip: string; node: string;
 
 const rss = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
 
-interface Latency { moves: number; pushSeen: number; pushP50: number; pushP99: number; pushMax: number; pollSeen: number; pollP50: number; pollP99: number }
+interface Latency { moves: number; pushSeen: number; pushP50: number; pushP99: number; pushMax: number; pollSeen: number; pollP50: number; pollP99: number; agentP50: number; agentP99: number; pageP50: number; pageP99: number }
 interface Big { ips: number; interactiveFirstMs: number; interactiveMedianMs: number; snapshotBytes: number; snapshotMs: number; statusJsonBytes: number; statusMs: number; rssNoPageMB: number; rssOnePageMB: number; rssFivePagesMB: number }
 
 async function ownershipLatency(dir: string): Promise<Latency> {
@@ -115,7 +120,8 @@ async function ownershipLatency(dir: string): Promise<Latency> {
     await page.locator('.live[data-live="true"]').waitFor();
     await page.evaluate(`new MutationObserver((ms) => { for (const m of ms) { const td = m.target.nodeType === 1 ? m.target : m.target.parentElement; const cell = td && td.closest && td.closest('td.owner'); if (cell) window.heraldBenchOwner(cell.parentElement.dataset.ip, cell.textContent, Date.now()); } }).observe(document.getElementById('ips'), { subtree: true, childList: true, characterData: true })`);
     const takes: Array<{ ip: string; node: string; at: number }> = [];
-    stopFollow.push(followTakes(n1.statusSocket, takes));
+    const pushed: Array<{ ip: string; owner: string; t: number }> = [];
+    stopFollow.push(followTakes(n1.statusSocket, takes, pushed));
     // The peer: `herald status` every second (what `watch -n1 herald status` shows).
     const polled: Array<{ ip: string; owner: string; t: number }> = [];
     let last = new Map<string, string>();
@@ -150,7 +156,22 @@ async function ownershipLatency(dir: string): Promise<Latency> {
         });
     const push = match(seen);
     const poll = match(polled);
+    // Where it goes: claim → the agent pushes the change (watch, diff, SSE write), then push → the page's cell (network, parse, render).
+    const agentSide = match(pushed);
+    const pageSide = takes
+      .filter((k) => k.at >= t0)
+      .flatMap((k) => {
+        const p = pushed.find((x) => x.ip === k.ip && x.owner === k.node && x.t >= k.at - 50);
+        const o = seen.find((x) => x.ip === k.ip && x.owner === k.node && x.t >= k.at - 50);
+        return p && o ? [o.t - p.t] : [];
+      });
     const moves = takes.filter((k) => k.at >= t0).length;
+    if (process.env['HERALD_BENCH_DEBUG'])
+      for (const k of takes.filter((x) => x.at >= t0)) {
+        const p = pushed.find((x) => x.ip === k.ip && x.owner === k.node && x.t >= k.at - 50);
+        const o = seen.find((x) => x.ip === k.ip && x.owner === k.node && x.t >= k.at - 50);
+        console.log(`${new Date(k.at).toISOString()} ${k.ip} → ${k.node}: push +${p ? p.t - k.at : '-'} page +${o ? o.t - k.at : '-'}`);
+      }
     void supervisedAgentPid;
     return {
       moves,
@@ -161,6 +182,10 @@ async function ownershipLatency(dir: string): Promise<Latency> {
       pollSeen: poll.length,
       pollP50: pct(poll, 50),
       pollP99: pct(poll, 99),
+      agentP50: pct(agentSide, 50),
+      agentP99: pct(agentSide, 99),
+      pageP50: pct(pageSide, 50),
+      pageP99: pct(pageSide, 99),
     };
   } finally {
     for (const s of stopFollow) s();
@@ -215,6 +240,8 @@ async function tenThousand(dir: string): Promise<Big> {
       await page.goto('http://127.0.0.1:9470/');
       await page.locator(`tr[data-ip]`).nth(BIG - 1).waitFor({ state: 'attached', timeout: 60_000 });
       interactive.push(Number(await page.evaluate(`performance.getEntriesByName('herald-view-rendered')[0].startTime`)));
+      if (process.env['HERALD_BENCH_DEBUG'])
+        console.log(`page ${k}: ${await page.evaluate(`['herald-view-answered', 'herald-view-parsed', 'herald-view-rendered'].map((n) => n + ' ' + Math.round(performance.getEntriesByName(n)[0].startTime)).join(', ')`)}`);
       pages.push(page);
       if (k === 0) {
         await sleep(3000);
@@ -252,13 +279,16 @@ try {
   console.log(`  herald view (SSE push, open page)   p50 ${f(lat.pushP50)} ms   p99 ${f(lat.pushP99)} ms   max ${f(lat.pushMax)} ms   (${lat.pushSeen}/${lat.moves} moves seen)`);
   console.log(`  herald status polled every 1 s      p50 ${f(lat.pollP50)} ms   p99 ${f(lat.pollP99)} ms   (${lat.pollSeen}/${lat.moves} moves seen)`);
   console.log(`  ratio p99 poll / push: ${(lat.pollP99 / lat.pushP99).toFixed(1)}×`);
+  console.log(`  where the push's time goes: claim → agent's SSE push p50 ${f(lat.agentP50)} / p99 ${f(lat.agentP99)} ms; push → page cell p50 ${f(lat.pageP50)} / p99 ${f(lat.pageP99)} ms`);
   }
+  if (!args.includes('--only-latency')) {
   const big = await tenThousand(dir);
   if (args.includes('--json')) console.log(JSON.stringify({ big }, null, 2));
   console.log(`\nbench/view — ${big.ips} service IPs on one node`);
   console.log(`  page interactive (navigation → 10k-row table rendered): first ${f(big.interactiveFirstMs)} ms, median of 5 ${f(big.interactiveMedianMs)} ms`);
   console.log(`  snapshot GET /v1/view: ${(big.snapshotBytes / 1e6).toFixed(2)} MB in ${f(big.snapshotMs)} ms (curl); herald status --json: ${big.statusJsonBytes ? `${(big.statusJsonBytes / 1e6).toFixed(2)} MB in ${f(big.statusMs)} ms (CLI start included)` : `no answer within its 5 s timeout (${f(big.statusMs)} ms)`}`);
   console.log(`  agent RSS: no page ${big.rssNoPageMB.toFixed(1)} MB, one page ${big.rssOnePageMB.toFixed(1)} MB (+${(big.rssOnePageMB - big.rssNoPageMB).toFixed(1)}), five pages ${big.rssFivePagesMB.toFixed(1)} MB (+${(big.rssFivePagesMB - big.rssNoPageMB).toFixed(1)})`);
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

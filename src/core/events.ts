@@ -15,7 +15,7 @@
  * reconnect with its last id.
  */
 
-export type OwnershipCause = 'clean-stop' | 'lease-ended' | 'wire-silence' | 'link-or-policy' | 'spread-rebalance' | 'store-outage' | 'unknown';
+export type OwnershipCause = 'clean-stop' | 'crash' | 'lease-ended' | 'wire-silence' | 'link-or-policy' | 'spread-rebalance' | 'store-outage' | 'unknown';
 
 export type EventBody =
   /** This node claimed an IP. `from` the previous owner (if one was seen), `gapMs` from the previous owner's key vanishing to our claim. */
@@ -26,6 +26,8 @@ export type EventBody =
   | { kind: 'owner-fenced'; fenced: string; ips: string[] }
   /** This node stops cleanly (written before its lease is revoked). */
   | { kind: 'node-stopping' }
+  /** This node's agent died (written by its supervisor, before revoking its lease). */
+  | { kind: 'node-crashed'; signal?: string; code?: number }
   | { kind: 'node-started'; version: string }
   | { kind: 'allocated'; service: string; ip: string; pool?: string }
   | { kind: 'freed'; service: string; ip: string }
@@ -156,7 +158,8 @@ export class EventRing {
 
 const CAUSE_TEXT: Record<OwnershipCause, string> = {
   'clean-stop': 'clean stop of the previous owner',
-  'lease-ended': "the previous owner's lease ended (agent crash or lease expiry)",
+  crash: 'the previous owner crashed (its supervisor revoked its lease)',
+  'lease-ended': "the previous owner's lease expired (frozen, cut off, or crashed without a supervisor)",
   'wire-silence': 'the previous owner went silent on the wire (fenced)',
   'link-or-policy': 'the previous owner no longer qualified (link down or policy change)',
   'spread-rebalance': 'spread rebalance: handed over to the preferred node',
@@ -190,6 +193,10 @@ function enrich(e: ClusterEvent, before: readonly ClusterEvent[]): ClusterEvent 
       }
       if (b.node === from && b.kind === 'node-stopping') {
         cause = 'clean-stop';
+        break;
+      }
+      if (b.node === from && b.kind === 'node-crashed') {
+        cause = 'crash';
         break;
       }
       if (b.kind === 'owner-fenced' && b.fenced === from && b.ips.includes(e.ip)) {

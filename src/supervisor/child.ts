@@ -5,7 +5,7 @@
  */
 import { Socket } from 'node:net';
 import type { EtcdSession } from '../store/etcd/session.js';
-import { SUPERVISED_ENV, leaseReport } from './protocol.js';
+import { SUPERVISED_ENV, journalReport, leaseReport } from './protocol.js';
 
 export class SupervisorLink {
   private readonly channel: Socket;
@@ -40,6 +40,11 @@ export class SupervisorLink {
     };
     session.onState((s) => s === 'live' && report());
     report();
+  }
+
+  /** Tells where this agent's timeline events go in the store (the supervisor records a crash there). */
+  reportJournal(prefix: string | undefined): void {
+    if (prefix && !this.closed) this.channel.write(journalReport(prefix));
   }
 
   /** What to do when the supervisor dies (default: exit). */

@@ -6,7 +6,10 @@
  *   1. silence: the liveness stamp in the pinned runtime_config map is zeroed,
  *      so the in-kernel responder stops answering at once (instead of after
  *      the liveness limit, 0.8 s);
- *   2. then free: the child's etcd lease (reported over fd 3) is revoked, so
+ *   2. then tell: a `node-crashed` event goes on the cluster view's timeline
+ *      (under the key prefix the child reported), before the lease goes, so
+ *      the takeovers that follow name a crash rather than a lease expiry;
+ *   3. then free: the child's etcd lease (reported over fd 3) is revoked, so
  *      every key on it vanishes and candidates take over within milliseconds
  *      (instead of after wire fencing or the lease TTL).
  *
@@ -55,10 +58,12 @@ export async function runSupervisor(opts: SupervisorOptions): Promise<number> {
   });
   log(`agent pid ${child.pid}`);
   const leases = new Set<string>();
+  let journal: string | undefined;
   const channel = child.stdio[3] as Readable;
   createInterface({ input: channel }).on('line', (line) => {
     const report = parseReport(line);
-    if (report) leases.add(report.lease);
+    if (report && 'lease' in report) leases.add(report.lease);
+    else if (report) journal = report.journal;
   });
   channel.on('error', () => {}); // the child's end closes when it dies
 
@@ -72,17 +77,23 @@ export async function runSupervisor(opts: SupervisorOptions): Promise<number> {
     child.once('exit', (c, s) => resolve({ code: c, signal: s })),
   );
   log(`agent exited (${signal ?? `code ${code}`})`);
-  await afterDeath(opts, leases);
+  await afterDeath(opts, leases, journal ? { prefix: journal, signal, code } : undefined);
   for (const [sig, h] of handlers) process.off(sig, h);
   return code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0);
 }
 
 /** The child is gone: silence its datapath, then free its leases. Exported for tests. */
-export async function afterDeath(opts: Pick<SupervisorOptions, 'pinDir' | 'endpoints'>, leases: ReadonlySet<string>): Promise<void> {
+export async function afterDeath(
+  opts: Pick<SupervisorOptions, 'pinDir' | 'endpoints'>,
+  leases: ReadonlySet<string>,
+  crash?: { prefix: string; signal: NodeJS.Signals | null; code: number | null },
+): Promise<void> {
   if (!silence(opts.pinDir)) {
     if (leases.size > 0) log(`leases ${[...leases].join(', ')} left to expire: the datapath could not be silenced`);
     return;
   }
+  // Only when a lease is to be revoked (a child that had released everything needs no crash on record).
+  if (crash && leases.size > 0) await recordCrash(opts.endpoints, crash);
   for (const id of leases) {
     const outcome = await revokeLease(opts.endpoints, id);
     log(outcome === 'revoked' ? `revoked lease ${id}` : outcome === 'gone' ? `lease ${id} already gone` : `revoking lease ${id} failed: it expires by itself`);
@@ -111,6 +122,30 @@ function silence(pinDir: string): boolean {
   } finally {
     map.dispose();
   }
+}
+
+/**
+ * Puts the `node-crashed` timeline event through etcd's JSON gateway (one
+ * try per endpoint, 1 s each; a failure only costs the cause its precision).
+ * Its key sorts after every key the child wrote (sequence = µs of the clock).
+ */
+export async function recordCrash(endpoints: readonly string[], crash: { prefix: string; signal: NodeJS.Signals | null; code: number | null }): Promise<boolean> {
+  const key = `${crash.prefix}${String(Date.now() * 1000 + 999).padStart(20, '0')}`;
+  const value = JSON.stringify({ kind: 'node-crashed', ...(crash.signal ? { signal: crash.signal } : { code: crash.code ?? -1 }), at: new Date().toISOString() });
+  const b64 = (t: string) => Buffer.from(t).toString('base64');
+  for (const endpoint of endpoints) {
+    try {
+      const { status, body } = await postJson(endpoint, '/v3/kv/put', JSON.stringify({ key: b64(key), value: b64(value) }));
+      if (status === 200) {
+        log('crash recorded on the timeline');
+        return true;
+      }
+      log(`${endpoint}: recording the crash answered ${status}: ${body.trim().slice(0, 200)}`);
+    } catch (e) {
+      log(`${endpoint}: recording the crash failed: ${(e as Error).message}`);
+    }
+  }
+  return false;
 }
 
 /** Revokes one lease through etcd's JSON gateway, trying each endpoint once. */

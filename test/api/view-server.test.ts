@@ -45,7 +45,9 @@ function source(ring: EventRing): ViewSource & { owners: (c: Map<string, string 
       return () => {};
     },
     onNodes: () => () => {},
-    counters: () => ({}),
+    counters: () => ({ answers: {}, health: {}, reconcile: {} }),
+    nodeReport: () => ({ node: 'n1', at: 0, replies: {}, notDone: [], health: 'ok' }),
+    details: () => new Map(),
     pools: () => [],
     onPools: () => () => {},
     owners: (c) => ownersListener(c),

@@ -1,10 +1,15 @@
 /**
  * The cluster view in a real browser (Debian's chromium driven by
  * playwright-core) against three agents on a real etcd: the page shows the
- * right owner; kill -9 of the owner's agent moves the IP on the open page
- * without a reload, and the timeline names the move with its cause and gap;
- * a rejected manifest appears with its reason; the timeline survives an
- * agent restart (same ids, nothing lost or doubled).
+ * right owner, and per IP its pool, load-balancer backends (lb-services
+ * table), policy revision (service-policy table) and reconcile state; every
+ * node's ARP answer counters and health reach the page of one node (fetched
+ * from the others' view servers); kill -9 of the owner's agent moves the IP on
+ * the open page without a reload, and the timeline names the move a crash,
+ * with its gap; SIGTERM names a clean stop, SIGSTOP (frozen) names wire
+ * silence or lease expiry — never a crash; a rejected manifest appears with
+ * its reason; the timeline survives an agent restart (same ids, nothing lost
+ * or doubled).
  *
  * The browser runs in the lab client's namespace (a wrapper execs
  * /usr/bin/chromium there) and loads the page from n1's --view-listen on the
@@ -12,8 +17,7 @@
  * artifacts/view/ (gitignored).
  */
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -21,7 +25,8 @@ import { LabEtcd } from '../../lab/etcd.js';
 import { Lab, supervisedAgentPid, type Host, type LabProcess } from '../../lab/lab.js';
 import { objectKey } from '../../src/intent/kinds.js';
 import { storageKey } from '../../src/intent/sources/stored-manifest.js';
-import { HERALD, ROOT, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { EtcdLab } from '../helpers/etcd-lab.js';
+import { HERALD, ROOT, arping, labSkipReason, waitFor } from '../helpers/lab-tools.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
@@ -40,12 +45,30 @@ ${['web', 'db', 'api', 'cache']
     (n) => `---
 apiVersion: v1
 kind: Service
-metadata: { name: ${n}, namespace: default }
+metadata: { name: ${n}, namespace: default, labels: { app: ${n} } }
 spec:
   type: LoadBalancer
-  ports: [{ port: 80 }]`,
+  ports: [{ port: 80, targetPort: 8080 }]`,
   )
   .join('\n')}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+ports: [{ port: 8080 }]
+endpoints:
+- { addresses: ["203.0.113.2"], conditions: { ready: true } }
+- { addresses: ["203.0.113.3"], conditions: { ready: true } }
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: { name: db-in, namespace: default }
+spec:
+  endpointSelector: { matchLabels: { app: db } }
+  ingress:
+  - fromCIDR: [192.0.2.0/24]
+    toPorts: [{ ports: [{ port: "80", protocol: TCP }] }]
 `;
 const TOKEN = 'lab-view-token-0123456789';
 const ARTIFACTS = join(ROOT, 'artifacts', 'view');
@@ -56,18 +79,14 @@ interface Status {
 const status = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])) as Status;
 
 describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkipReason() }, () => {
+  let env: EtcdLab;
   let lab: Lab;
   let etcd: LabEtcd;
   let dir: string;
   let browser: Browser | undefined;
   let page: Page;
-  const agents = new Map<Host, LabProcess>();
-  const start = async (n: Host) => {
-    agents.set(
-      n,
-      await startAgentReady(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--garp-interval', '200ms', '--view-listen', `${n.ip}:9470`, '--view-token-file', join(dir, 'token')], `agent-${Date.now()}`),
-    );
-  };
+  let agents: Map<Host, LabProcess>;
+  const start = (n: Host) => env.start(n);
   const owners = () => {
     const out = new Map<string, string[]>();
     for (const n of lab.nodes) {
@@ -80,18 +99,19 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
 
   before(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    lab = Lab.create({ nodes: 3, storeHost: true, tag: 'vw' });
-    etcd = new LabEtcd(lab.store!);
-    await etcd.start();
-    dir = mkdtempSync(join(tmpdir(), 'herald-view-'));
-    writeFileSync(join(dir, 'view.yaml'), MANIFESTS);
-    writeFileSync(join(dir, 'token'), TOKEN + '\n', { mode: 0o600 });
+    env = await EtcdLab.create({
+      nodes: 3,
+      tag: 'vw',
+      agentArgs: (n) => ['--garp-interval', '200ms', '--lb-interfaces', 'eth0', '--view-listen', `${n.ip}:9470`, '--view-token-file', join(env.dir, 'token')],
+    });
+    ({ lab, etcd, dir, agents } = env);
+    env.write('view.yaml', MANIFESTS);
+    env.write('token', TOKEN + '\n', 0o600);
     // The browser in the client's namespace, on the lab segment.
     const wrapper = join(dir, 'chromium-in-client');
     writeFileSync(wrapper, `#!/bin/sh\nexec ip netns exec ${lab.client.netns} /usr/bin/chromium "$@"\n`);
     chmodSync(wrapper, 0o755);
-    const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'view.yaml'), '--etcd', etcd.endpoint]);
-    assert.equal(applied.code, 0, applied.stdout + applied.stderr);
+    env.apply('view.yaml');
     for (const n of lab.nodes) await start(n);
     await waitFor(() => ['198.51.100.10', '198.51.100.11', '198.51.100.12', '198.51.100.13'].every((ip) => owners().get(ip)?.length === 1), {
       timeoutMs: 20_000,
@@ -105,9 +125,7 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
 
   after(async () => {
     await browser?.close().catch(() => {});
-    await lab?.destroy();
-    await etcd?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await env?.destroy();
   });
 
   test('the page needs the token beyond loopback, then shows every IP with its owner and every node', async () => {
@@ -130,6 +148,40 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     for (const n of lab.nodes) assert.equal(await page.locator(`tr[data-node="${n.netns}"] td.state`).textContent(), 'alive');
     assert.equal(await page.locator('tr[data-pool="view-pool"] td').nth(1).textContent(), '20', 'the pool with its size');
     await page.screenshot({ path: join(ARTIFACTS, '1-owners.png'), fullPage: true });
+  });
+
+  test('per IP: pool, LB backends (lb-services), policy revision (service-policy), reconcile state', async () => {
+    const cell = (service: string, cls: string) => page.locator(`tr[data-ip]:has(td.services:text-is("${service}")) td.${cls}`);
+    await cell('default/web', 'lb').filter({ hasText: '203.0.113.3:8080' }).waitFor({ timeout: 10_000 });
+    const lb = (await cell('default/web', 'lb').textContent()) ?? '';
+    assert.match(lb, /^198\.51\.100\.\d+:80\/TCP → 203\.0\.113\.2:8080, 203\.0\.113\.3:8080$/, lb);
+    assert.match((await cell('default/db', 'lb').textContent()) ?? '', /^198\.51\.100\.\d+:80\/TCP → no backends$/, 'a frontend without endpoints');
+    // The policy's revision, as `herald policy` reports it on the node (followed live: the policy may be computed after the page loaded).
+    const revision = () => (JSON.parse(lab.nodes[0]!.must(HERALD, ['policy', '--json', '--status-socket', lab.nodes[0]!.statusSocket])) as { services: Array<{ service: string; revision: number }> }).services.find((x) => x.service === 'default/db')?.revision;
+    let shown: string | null = null;
+    await waitFor(async () => revision() !== undefined && (shown = await cell('default/db', 'policy').textContent()) === `rev ${revision()}`, {
+      what: "the page to show default/db's policy revision",
+      timeoutMs: 10_000,
+      onTimeout: () => `page ${shown}, node rev ${revision()}`,
+    });
+    assert.equal(await cell('default/web', 'policy').textContent(), '-');
+    for (const svc of ['default/web', 'default/db', 'default/api', 'default/cache']) {
+      assert.equal(await cell(svc, 'pool').textContent(), 'view-pool');
+      await cell(svc, 'reconcile').filter({ hasText: /^done$/ }).waitFor({ timeout: 10_000 });
+    }
+  });
+
+  test("every node's answer counters and health reach one node's page", async () => {
+    // An IP owned away from n1 (whose page it is): its counter comes from the owner's view server.
+    const n1 = lab.nodes[0]!.netns;
+    await waitFor(() => [...owners()].some(([, [n]]) => n !== n1), { what: 'an IP owned away from n1', timeoutMs: 20_000 });
+    const [ip, [ownerName]] = [...owners()].find(([, [n]]) => n !== n1)! as [string, string[]];
+    assert.equal(arping(lab.client, ip, { count: 3 }).received, 3, `the client gets answers for ${ip}`);
+    const cell = page.locator(`tr[data-ip="${ip}"] td.replies`);
+    await cell.filter({ hasText: new RegExp(`^${ownerName} [1-9]\\d*$`) }).waitFor({ timeout: 10_000 });
+    console.log(`view: ${ip} answers on n1's page: ${await cell.textContent()}`);
+    for (const n of lab.nodes) await page.locator(`tr[data-node="${n.netns}"] td.health`, { hasText: /^ok$/ }).waitFor({ timeout: 10_000 });
+    await page.screenshot({ path: join(ARTIFACTS, '1-columns.png'), fullPage: true });
   });
 
   test('kill -9 of the owner agent: the IP moves on the open page without a reload; the timeline names cause and gap', async () => {
@@ -156,7 +208,9 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     const text = (await move.textContent()) ?? '';
     console.log(`view: timeline: ${text}`);
     assert.match(text, /after \d+ ms/);
-    assert.match((await move.getAttribute('data-cause')) ?? '', /^(lease-ended|wire-silence)$/);
+    // The supervisor recorded the crash before it revoked the lease: a crash, not a lease expiry.
+    assert.equal(await move.getAttribute('data-cause'), 'crash', text);
+    await page.locator('li[data-kind="node-crashed"]', { hasText: 'SIGKILL' }).first().waitFor({ timeout: 5_000 });
     await waitFor(async () => (await page.locator(`tr[data-node="${victimName}"] td.state`).textContent()) === 'gone', { what: 'the node shown gone' });
     await page.screenshot({ path: join(ARTIFACTS, '2-moved.png'), fullPage: true });
     // The supervisor exits with the child; start the node again for what follows.
@@ -164,10 +218,44 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     await start(victim);
   });
 
+  /** Moves an IP owned away from n1 by doing `act` to its agent; returns the cause the page names for the move. */
+  const moveCause = async (act: (victim: Host, pid: number) => Promise<void>) => {
+    const n1 = lab.nodes[0]!.netns;
+    await waitFor(() => [...owners()].some(([, [n]]) => n !== n1), { what: 'an IP owned away from n1', timeoutMs: 30_000 });
+    const [ip, [victimName]] = [...owners()].find(([, [n]]) => n !== n1)! as [string, string[]];
+    const victim = lab.nodes.find((n) => n.netns === victimName)!;
+    // Only a move recorded after the act counts (the timeline may hold older moves of the same IP).
+    const items = () => page.locator('li[data-kind="owner-took"]').evaluateAll((els) => els.map((e) => ({ id: Number(e.getAttribute('data-id')), cause: e.getAttribute('data-cause'), text: e.textContent ?? '' })));
+    const lastId = Math.max(0, ...(await page.locator('li[data-id]').evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-id'))))));
+    await act(victim, supervisedAgentPid(agents.get(victim)!)!);
+    let move: { id: number; cause: string | null; text: string } | undefined;
+    await waitFor(async () => (move = (await items()).find((m) => m.id > lastId && m.text.includes(`took ${ip} from ${victimName}`))) !== undefined, { what: `a new move of ${ip} from ${victimName} on the page`, timeoutMs: 15_000 });
+    console.log(`view: ${move!.text}`);
+    return { cause: move!.cause, victim };
+  };
+
+  test('SIGTERM names a clean stop', async () => {
+    const { cause, victim } = await moveCause(async (v) => void (await agents.get(v)!.stop('SIGTERM')));
+    assert.equal(cause, 'clean-stop');
+    await start(victim);
+  });
+
+  test('SIGSTOP (a frozen agent) names wire silence or lease expiry, never a crash', async () => {
+    let frozen = 0;
+    try {
+      const { cause } = await moveCause(async (_v, pid) => {
+        frozen = pid;
+        process.kill(pid, 'SIGSTOP');
+      });
+      assert.match(cause ?? '', /^(wire-silence|lease-ended)$/);
+    } finally {
+      if (frozen) process.kill(frozen, 'SIGCONT');
+    }
+  });
+
   test('a new service appears as an allocation on the timeline and as a row', async () => {
-    writeFileSync(join(dir, 'extra.yaml'), `apiVersion: v1\nkind: Service\nmetadata: { name: extra, namespace: default }\nspec:\n  type: LoadBalancer\n  ports: [{ port: 80 }]\n`);
-    const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'extra.yaml'), '--etcd', etcd.endpoint]);
-    assert.equal(applied.code, 0, applied.stdout + applied.stderr);
+    env.write('extra.yaml', `apiVersion: v1\nkind: Service\nmetadata: { name: extra, namespace: default }\nspec:\n  type: LoadBalancer\n  ports: [{ port: 80 }]\n`);
+    env.apply('extra.yaml');
     const item = page.locator('li[data-kind="allocated"]', { hasText: 'default/extra' }).first();
     await item.waitFor({ timeout: 10_000 });
     const ip = /allocated (\S+) to/.exec((await item.textContent()) ?? '')?.[1];

@@ -143,7 +143,11 @@ describe('herald agent with manifests (single node, lab)', { skip: labSkipReason
     await waitFor(() => arping(lab.client, '198.51.100.10', { count: 1 }).received === 1, { what: 'ARP replies again' });
   });
 
-  test('allocations persist: a restarted agent keeps every IP, with no reshuffle (Cilium #40358, #41147)', async () => {
+  test('allocations persist: a restarted agent keeps every IP, with no reshuffle (Cilium #40358, #41147); the view timeline is kept too', async () => {
+    // `herald events` follows forever: what it prints in a short window.
+    const events = () => node.exec('timeout', ['2', HERALD, 'events', '--all', '--json', '--status-socket', node.statusSocket]).stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: number; kind: string });
+    const timeline = events();
+    assert.ok(timeline.some((e) => e.kind === 'allocated'), 'allocations on the timeline');
     const before = status(node).services.map((s) => `${s.service}=${s.ingress.join(',')}`).sort();
     const state = JSON.parse(readFileSync(join(node.stateDir, 'ipam.json'), 'utf8')) as { allocations: Record<string, string[]> };
     assert.deepEqual(state.allocations['default/web'], ['198.51.100.10']);
@@ -155,6 +159,10 @@ describe('herald agent with manifests (single node, lab)', { skip: labSkipReason
     const after = status(node).services.map((s) => `${s.service}=${s.ingress.join(',')}`).sort();
     assert.deepEqual(after.filter((s) => !s.startsWith('default/api')), before);
     assert.equal(status(node).services.find((s) => s.service === 'default/api')?.ingress[0], '198.51.100.12');
+    // Local store: the timeline was kept in the state directory, same ids, and the clean stop is on it.
+    const again = events();
+    for (const e of timeline) assert.ok(again.some((x) => x.id === e.id && x.kind === e.kind), `event ${e.id} (${e.kind}) kept across the restart`);
+    assert.ok(again.some((e) => e.kind === 'node-stopping' && e.id > timeline[timeline.length - 1]!.id), 'the clean stop kept');
   });
 
   test('deleting the service from the manifests stops the replies', async () => {

@@ -40,9 +40,13 @@ test("a takeover's cause comes from what the previous owner or a fencer recorded
   assert.equal(stop!.kind === "owner-took" && stop!.cause, 'clean-stop');
   const [fenced] = ring.add(e('n1', { kind: 'owner-fenced', fenced: 'n3', ips: [ip] }, 40), e('n2', { kind: 'owner-took', ip, from: 'n3', gapMs: 40, hint: 'lease-ended' }, 50)).slice(1);
   assert.equal(fenced!.kind === "owner-took" && fenced!.cause, 'wire-silence');
-  const [crash] = ring.add(e('n1', { kind: 'owner-took', ip, from: 'n2', gapMs: 25, hint: 'lease-ended' }, 60));
-  assert.equal(crash!.kind === "owner-took" && crash!.cause, 'lease-ended');
-  assert.match(describeEvent(crash!), /took 198\.51\.100\.10 from n2 after 25 ms: the previous owner's lease ended/);
+  const [expiry] = ring.add(e('n1', { kind: 'owner-took', ip, from: 'n2', gapMs: 25, hint: 'lease-ended' }, 60));
+  assert.equal(expiry!.kind === "owner-took" && expiry!.cause, 'lease-ended');
+  assert.match(describeEvent(expiry!), /took 198\.51\.100\.10 from n2 after 25 ms: the previous owner's lease expired/);
+  // A crash its supervisor recorded (before revoking the lease) is a crash, not an expiry.
+  const [crash] = ring.add(e('n2', { kind: 'node-crashed', signal: 'SIGKILL' }, 70), e('n3', { kind: 'owner-took', ip, from: 'n2', gapMs: 3, hint: 'lease-ended' }, 80)).slice(1);
+  assert.equal(crash!.kind === "owner-took" && crash!.cause, 'crash');
+  assert.match(describeEvent(crash!), /the previous owner crashed/);
 });
 
 test('the memory journal gives increasing ids', async () => {

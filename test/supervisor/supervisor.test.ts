@@ -17,6 +17,8 @@ import { parseReport } from '../../src/supervisor/protocol.js';
 let server: Server;
 let endpoint: string;
 const revoked: Array<{ id: string; childAlive: boolean }> = [];
+/** Gateway calls in order: `put <key> <value>` and `revoke <id>`. */
+const calls: string[] = [];
 let childPid = 0;
 const alive = (pid: number) => {
   try {
@@ -33,7 +35,13 @@ before(async () => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
+      if (req.url === '/v3/kv/put') {
+        const put = JSON.parse(body) as { key: string; value: string };
+        calls.push(`put ${Buffer.from(put.key, 'base64').toString()} ${Buffer.from(put.value, 'base64').toString()}`);
+        return res.writeHead(200).end('{}');
+      }
       assert.equal(req.url, '/v3/lease/revoke');
+      calls.push(`revoke ${(JSON.parse(body) as { ID: string }).ID}`);
       const id = (JSON.parse(body) as { ID: string }).ID;
       revoked.push({ id, childAlive: alive(childPid) });
       if (id === '404') {
@@ -50,16 +58,32 @@ after(() => {
 });
 
 /** A stand-in agent: reports leases on fd 3, then waits to be killed or exits with `code`. */
-const childScript = (leases: string[], then: 'wait' | number) => `
+const childScript = (leases: string[], then: 'wait' | number, journal?: string) => `
   const fs = require('node:fs');
   for (const l of ${JSON.stringify(leases)}) fs.writeSync(Number(process.env.HERALD_SUPERVISOR_FD), 'lease ' + l + '\\n');
+  ${journal ? `fs.writeSync(Number(process.env.HERALD_SUPERVISOR_FD), 'journal ${journal}\\n');` : ''}
   ${then === 'wait' ? 'setInterval(() => {}, 1000);' : `process.exit(${then});`}
 `;
 
-test('reports are lease lines only', () => {
+test('reports are lease lines and one journal prefix', () => {
   assert.deepEqual(parseReport('lease 7587874431234\n'), { lease: '7587874431234' });
+  assert.deepEqual(parseReport('journal /herald/view/events/n1/\n'), { journal: '/herald/view/events/n1/' });
+  assert.equal(parseReport('journal has spaces/ x/'), undefined);
   assert.equal(parseReport('lease abc'), undefined);
   assert.equal(parseReport('hello'), undefined);
+});
+
+test('kill -9 of the child: the crash goes on the timeline first, then the lease is revoked', async () => {
+  calls.length = 0;
+  const run = runSupervisor({ command: process.execPath, args: ['-e', childScript(['21'], 'wait', '/herald/view/events/n1/')], pinDir: join(dir, 'none'), endpoints: [endpoint] });
+  await new Promise((r) => setTimeout(r, 500));
+  const pids = (await import('node:child_process')).execFileSync('pgrep', ['-P', String(process.pid), '-f', 'HERALD_SUPERVISOR_FD']).toString().trim().split('\n');
+  childPid = Number(pids[0]);
+  process.kill(childPid, 'SIGKILL');
+  assert.equal(await run, 128 + 9);
+  assert.equal(calls.length, 2, calls.join('\n'));
+  assert.match(calls[0]!, /^put \/herald\/view\/events\/n1\/\d{20} \{"kind":"node-crashed","signal":"SIGKILL","at":"[^"]+"\}$/);
+  assert.equal(calls[1], 'revoke 21');
 });
 
 test('kill -9 of the child: every reported lease is revoked after its death, and the supervisor leaves with 128+9', async () => {

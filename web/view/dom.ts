@@ -43,8 +43,9 @@ th { background: #eef1f5; font-weight: 600; }
 tr.dead td { color: #9aa3b0; }
 td.owner.none { color: #d9534f; font-weight: 600; }
 td.error, .rejected { color: #b52b27; }
-tr.moved td.owner { animation: flash 1.2s ease-out; }
-@keyframes flash { from { background: #ffe08a; } to { background: transparent; } }
+td.reconcile.pending { color: #a66a00; }
+td.reconcile.error { color: #b52b27; font-weight: 600; }
+td.lb { white-space: normal; max-width: 22rem; }
 .quiet { color: #8a93a0; }
 ol.timeline { list-style: none; padding: 0; margin: 0; max-height: 26rem; overflow-y: auto; background: white; border: 1px solid #e3e6eb; }
 ol.timeline li { padding: 3px 8px; border-bottom: 1px solid #f0f2f5; display: flex; gap: .6rem; }

@@ -5,7 +5,7 @@
  * dist/view/app.js, which the agent serves.
  */
 import type { ClusterEvent } from '../../src/core/events.js';
-import type { ViewIp, ViewNode, ViewSnapshot } from '../../src/api/view/model.js';
+import type { CountersPush, ViewIp, ViewNode, ViewReconcile, ViewSnapshot } from '../../src/api/view/model.js';
 import { describeEvent } from '../../src/api/view/describe.js';
 import { el, sparkline, STYLE } from './dom.js';
 
@@ -19,7 +19,7 @@ class Page {
   private view!: ViewSnapshot;
   private readonly rows = new Map<string, HTMLTableRowElement>();
   private readonly rates = new Map<string, number[]>();
-  private lastCounters: { at: number; replies: Record<string, number> } | undefined;
+  private lastCounters: { at: number; sums: Map<string, number> } | undefined;
   private events: ClusterEvent[] = [];
   private source: EventSource | undefined;
   private readonly root = document.getElementById('app')!;
@@ -48,7 +48,9 @@ class Page {
   private async load(): Promise<void> {
     const res = await fetch(withToken('/v1/view'), { cache: 'no-store' });
     if (!res.ok) throw new Error(`GET /v1/view: ${res.status}`);
+    performance.mark('herald-view-answered');
     this.view = (await res.json()) as ViewSnapshot;
+    performance.mark('herald-view-parsed');
     this.events = [...this.view.events];
     this.renderAll();
   }
@@ -67,7 +69,7 @@ class Page {
       this.view.pools = JSON.parse((m as MessageEvent<string>).data) as ViewSnapshot['pools'];
       this.renderPools();
     });
-    source.addEventListener('counters', (m) => this.onCounters(JSON.parse((m as MessageEvent<string>).data) as { at: number; replies: Record<string, number> }));
+    source.addEventListener('counters', (m) => this.onCounters(JSON.parse((m as MessageEvent<string>).data) as CountersPush & { at: number }));
     source.addEventListener('reload', () => void this.load().then(() => this.connect()));
     source.addEventListener('open', () => this.setLive(true));
     source.addEventListener('error', () => this.setLive(false));
@@ -98,13 +100,24 @@ class Page {
       if (current && current.owner === owner) continue;
       this.setOwner(ip, owner, owner ? new Date().toISOString() : null);
     }
-    this.renderNodes();
+    this.updateOwnedCounts();
+  }
+
+  /** Only the nodes' "IPs owned" cells (an ownership change rebuilt the whole node table before). */
+  private updateOwnedCounts(): void {
+    const owned = new Map<string, number>();
+    for (const x of this.view.ips) if (x.owner) owned.set(x.owner, (owned.get(x.owner) ?? 0) + 1);
+    for (const row of this.parts.nodes.querySelectorAll<HTMLTableRowElement>('tr[data-node]')) {
+      const cell = row.querySelector('td.owned');
+      const text = String(owned.get(row.dataset['node'] ?? '') ?? 0);
+      if (cell && cell.textContent !== text) cell.textContent = text;
+    }
   }
 
   private setOwner(ip: string, owner: string | null, since: string | null): void {
     let item = this.ipIndex().get(ip);
     if (!item) {
-      item = { ip, family: ip.includes(':') ? 6 : 4, services: [], mode: 'L2', owner, advertisedBy: [], since, replies: null };
+      item = { ...blankIp(ip), owner, since };
       this.view.ips.push(item);
       this.ipsIndex?.set(ip, item);
       this.renderIps();
@@ -120,7 +133,7 @@ class Page {
   private addService(ip: string, service: string): void {
     const item = this.ipIndex().get(ip);
     if (!item) {
-      this.view.ips.push({ ip, family: ip.includes(':') ? 6 : 4, services: [service], mode: 'L2', owner: null, advertisedBy: [], since: null, replies: null });
+      this.view.ips.push({ ...blankIp(ip), services: [service] });
       this.renderIps();
       return;
     }
@@ -136,23 +149,56 @@ class Page {
     return this.ipsIndex;
   }
 
-  private onCounters(c: { at: number; replies: Record<string, number> }): void {
+  private onCounters(c: CountersPush & { at: number }): void {
     const prev = this.lastCounters;
-    this.lastCounters = c;
     const index = this.ipIndex();
-    for (const [ip, replies] of Object.entries(c.replies)) {
+    // Answers per IP and node, from every node reached.
+    const byIp = new Map<string, Record<string, number>>();
+    for (const [node, replies] of Object.entries(c.answers)) for (const [ip, n] of Object.entries(replies)) byIp.set(ip, { ...(byIp.get(ip) ?? {}), [node]: n });
+    const sums = new Map<string, number>();
+    for (const [ip, answers] of byIp) sums.set(ip, Object.values(answers).reduce((a, b) => a + b, 0));
+    this.lastCounters = { at: c.at, sums };
+    for (const item of this.view.ips) {
+      const answers = byIp.get(item.ip) ?? {};
+      const sum = sums.get(item.ip);
+      const before = prev?.sums.get(item.ip);
+      if (sum !== undefined) {
+        const rate = before === undefined || prev === undefined ? 0 : Math.max(0, (sum - before) / ((c.at - prev.at) / 1000));
+        const h = this.rates.get(item.ip) ?? [];
+        h.push(rate);
+        if (h.length > HISTORY) h.shift();
+        this.rates.set(item.ip, h);
+      }
+      const reconcile = c.reconcile[item.ip] ?? DONE;
+      const answersChanged = JSON.stringify(answers) !== JSON.stringify(item.answers);
+      const reconcileChanged = reconcile.state !== item.reconcile.state || reconcile.detail !== item.reconcile.detail;
+      if (!answersChanged && !reconcileChanged && sum === undefined) continue;
+      item.answers = answers;
+      item.reconcile = reconcile;
+      const row = this.rows.get(item.ip);
+      if (row) {
+        this.fillCounters(row, item);
+        if (reconcileChanged) this.fillReconcile(row, item);
+      }
+    }
+    // Pool, LB backends, policy revision where they changed (the tables moved on since the snapshot).
+    for (const [ip, d] of Object.entries(c.details ?? {})) {
       const item = index.get(ip);
       if (!item) continue;
-      const before = prev?.replies[ip];
-      const rate = before === undefined || prev === undefined ? 0 : Math.max(0, (replies - before) / ((c.at - prev.at) / 1000));
-      const h = this.rates.get(ip) ?? [];
-      h.push(rate);
-      if (h.length > HISTORY) h.shift();
-      this.rates.set(ip, h);
-      if (item.replies === replies && h.length > 2 && h[h.length - 2] === rate) continue;
-      item.replies = replies;
+      Object.assign(item, d);
       const row = this.rows.get(ip);
-      if (row) this.fillCounters(row, item);
+      if (row) this.fillDetails(row, item);
+    }
+    // Node health, as each node reports it (or why it could not be asked).
+    for (const n of this.view.nodes) {
+      const h = c.health[n.name];
+      if (h === undefined || h === n.health) continue;
+      n.health = h;
+      const cell = this.parts.nodes.querySelector(`tr[data-node="${CSS.escape(n.name)}"] td.health`);
+      if (cell) {
+        cell.textContent = h || '-';
+        cell.className = healthClass(h);
+      }
     }
   }
 
@@ -177,13 +223,14 @@ class Page {
     this.parts.nodes.replaceChildren(
       el('h2', {}, `Nodes (${this.view.nodes.filter((n) => n.alive).length} alive)`),
       table(
-        ['node', 'state', 'lease', 'interfaces', 'IPs owned', 'version', 'last error'],
+        ['node', 'state', 'health', 'lease', 'interfaces', 'IPs owned', 'version', 'last error'],
         this.view.nodes.map((n) =>
           el(
             'tr',
             { 'data-node': n.name, class: n.alive ? '' : 'dead' },
             el('td', {}, n.name + (n.self ? ' (this page)' : '')),
             el('td', { class: 'state' }, n.alive ? 'alive' : 'gone'),
+            el('td', { class: healthClass(n.health) }, n.health || '-'),
             el('td', {}, n.lease),
             el('td', {}, n.interfaces.join(', ') || '-'),
             el('td', { class: 'owned' }, String(owned.get(n.name) ?? 0)),
@@ -197,40 +244,60 @@ class Page {
 
   private renderIps(): void {
     this.rows.clear();
-    // One HTML string for the rows (10,000 rows built element by element took seconds), then each row filled.
+    // One HTML string with every cell filled (10,000 rows built element by element, or filled cell by cell afterwards, took seconds).
     const body = el('tbody');
-    body.innerHTML = this.view.ips
-      .map((x) => `<tr data-ip="${esc(x.ip)}"><td class="ip">${esc(x.ip)}</td><td>${esc(x.services.join(', ') || '-')}</td><td>IPv${x.family}</td><td class="mode"></td><td class="owner"></td><td class="since"></td><td class="replies"></td><td class="rate"></td></tr>`)
-      .join('');
+    body.innerHTML = this.view.ips.map((x) => this.rowHtml(x)).join('');
     const rows = body.children;
     for (let k = 0; k < rows.length; k++) {
       const row = rows[k] as HTMLTableRowElement;
       const x = this.view.ips[k]!;
-      this.fillRow(row, x, false);
-      this.fillCounters(row, x);
       this.rows.set(x.ip, row);
+      const h = this.rates.get(x.ip);
+      if (h && h.length > 1) row.children[C.rate]!.replaceChildren(sparkline(h));
     }
-    const t = table(['IP', 'services', 'family', 'mode', 'owner', 'since', 'answers here', 'answers/s'], []);
+    const t = table(['IP', 'services', 'pool', 'family', 'mode', 'owner', 'since', 'answers (by node)', 'answers/s', 'LB backends', 'policy', 'reconcile'], []);
     t.querySelector('tbody')!.replaceWith(body);
     this.parts.ips.replaceChildren(el('h2', {}, `Service IPs (${this.view.ips.length})`), t);
   }
 
+  /** A row as HTML, with the same texts fillRow(), fillCounters(), fillDetails() and fillReconcile() write. */
+  private rowHtml(x: ViewIp): string {
+    const r = x.reconcile;
+    return (
+      `<tr data-ip="${esc(x.ip)}"><td class="ip">${esc(x.ip)}</td><td class="services">${esc(x.services.join(', ') || '-')}</td><td class="pool">${esc(x.pool ?? '-')}</td><td>IPv${x.family}</td>` +
+      `<td class="mode">${esc(modeText(x))}</td><td class="${x.owner ? 'owner' : 'owner none'}">${esc(x.owner ?? 'nobody')}</td><td class="since">${esc(sinceText(x))}</td>` +
+      `<td class="replies">${esc(answersText(x))}</td><td class="rate"></td><td class="lb">${esc(lbText(x))}</td><td class="policy">${policyText(x)}</td>` +
+      `<td class="reconcile ${r.state}" data-state="${r.state}">${esc(reconcileText(x))}</td></tr>`
+    );
+  }
+
   private fillRow(row: HTMLTableRowElement, x: ViewIp, flash = true): void {
     const cells = row.children;
-    cells[3]!.textContent = x.mode + (x.advertisedBy.length ? ` (${x.advertisedBy.join(', ')})` : '');
-    cells[4]!.textContent = x.owner ?? 'nobody';
-    cells[4]!.className = x.owner ? 'owner' : 'owner none';
-    cells[5]!.textContent = x.since ? new Date(x.since).toLocaleTimeString() : '-';
-    if (!flash) return;
-    row.classList.remove('moved');
-    void row.offsetWidth;
-    row.classList.add('moved');
+    cells[C.mode]!.textContent = modeText(x);
+    cells[C.owner]!.textContent = x.owner ?? 'nobody';
+    cells[C.owner]!.className = x.owner ? 'owner' : 'owner none';
+    cells[C.since]!.textContent = sinceText(x);
+    // A flash through the Web Animations API: restarting a CSS animation needed a forced layout of the whole table per moved row.
+    if (flash) cells[C.owner]!.animate?.([{ background: '#ffe08a' }, { background: 'transparent' }], { duration: 1200, easing: 'ease-out' });
   }
 
   private fillCounters(row: HTMLTableRowElement, x: ViewIp): void {
-    row.children[6]!.textContent = x.replies === null ? '-' : String(x.replies);
+    row.children[C.replies]!.textContent = answersText(x);
     const h = this.rates.get(x.ip);
-    if (h && h.length > 1) row.children[7]!.replaceChildren(sparkline(h));
+    if (h && h.length > 1) row.children[C.rate]!.replaceChildren(sparkline(h));
+  }
+
+  private fillDetails(row: HTMLTableRowElement, x: ViewIp): void {
+    row.children[C.pool]!.textContent = x.pool ?? '-';
+    row.children[C.lb]!.textContent = lbText(x);
+    row.children[C.policy]!.textContent = policyText(x);
+  }
+
+  private fillReconcile(row: HTMLTableRowElement, x: ViewIp): void {
+    const cell = row.children[C.reconcile]!;
+    cell.textContent = reconcileText(x);
+    cell.className = `reconcile ${x.reconcile.state}`;
+    cell.setAttribute('data-state', x.reconcile.state);
   }
 
   private renderPools(): void {
@@ -258,12 +325,33 @@ class Page {
     return el(
       'li',
       { 'data-id': String(e.id), 'data-kind': e.kind, ...(cause ? { 'data-cause': cause } : {}), class: e.kind },
-      el('time', {}, new Date(e.at).toLocaleTimeString()),
+      el('time', {}, TIME.format(new Date(e.at))),
       el('b', {}, e.node),
       el('span', { class: 'what' }, describeEvent(e)),
     );
   }
 }
+
+/** The IP table's columns. */
+const C = { ip: 0, services: 1, pool: 2, family: 3, mode: 4, owner: 5, since: 6, replies: 7, rate: 8, lb: 9, policy: 10, reconcile: 11 } as const;
+const DONE: ViewReconcile = { state: 'done', detail: '' };
+
+function blankIp(ip: string): ViewIp {
+  return { ip, family: ip.includes(':') ? 6 : 4, services: [], mode: 'L2', owner: null, advertisedBy: [], since: null, replies: null, answers: {}, pool: null, lb: [], policyRevision: null, reconcile: DONE };
+}
+
+const modeText = (x: ViewIp) => x.mode + (x.advertisedBy.length ? ` (${x.advertisedBy.join(', ')})` : '');
+/** One formatter for every time shown (toLocaleTimeString builds a new one per call: 10,000 rows paid for it). */
+const TIME = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+const sinceText = (x: ViewIp) => (x.since ? TIME.format(new Date(x.since)) : '-');
+const policyText = (x: ViewIp) => (x.policyRevision === null ? '-' : `rev ${x.policyRevision}`);
+const reconcileText = (x: ViewIp) => (x.reconcile.state === 'done' ? 'done' : `${x.reconcile.state}: ${x.reconcile.detail}`);
+function answersText(x: ViewIp): string {
+  const answers = Object.entries(x.answers).sort(([a], [b]) => a.localeCompare(b));
+  return answers.length ? answers.map(([node, n]) => `${node} ${n}`).join(', ') : '-';
+}
+const lbText = (x: ViewIp) => x.lb.map((f) => `${f.frontend} → ${f.backends.join(', ') || 'no backends'}`).join('; ') || '-';
+const healthClass = (h: string) => `health${h && h !== 'ok' ? ' error' : ''}`;
 
 const esc = (t: string) => t.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 

@@ -13,6 +13,8 @@ export function describeEvent(e: ClusterEvent): string {
       return `fenced out ${e.fenced} (silent on the wire): revoked its lease${e.ips.length ? `; it owned ${e.ips.slice(0, 5).join(', ')}${e.ips.length > 5 ? ` and ${e.ips.length - 5} more` : ''}` : ''}`;
     case 'node-stopping':
       return 'stopping cleanly: withdrawing, then revoking its lease';
+    case 'node-crashed':
+      return `agent crashed (${e.signal ?? `exit code ${e.code ?? '?'}`}): its supervisor silenced the datapath and revokes its lease`;
     case 'node-started':
       return `agent started (herald ${e.version})`;
     case 'allocated':

@@ -1,7 +1,8 @@
 /**
  * The cluster view over HTTP, read-only: the page (GET /), its script
- * (GET /app.js), the snapshot (GET /v1/view) and the live stream
- * (GET /v1/events, server-sent events). Every other method is refused (405):
+ * (GET /app.js), the snapshot (GET /v1/view), this node's report for the
+ * other nodes' views (GET /v1/node: per-IP counters, rows not done, health)
+ * and the live stream (GET /v1/events, server-sent events). Every other method is refused (405):
  * there is no write path.
  *
  * Served on the status socket (for `herald events`) and, with
@@ -21,7 +22,7 @@ import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { HeraldError } from '../../core/errors.js';
 import type { ClusterEvent, EventRing, Follower } from '../../core/events.js';
-import type { ViewSnapshot } from './model.js';
+import { diffDetails, type CountersPush, type IpDetails, type NodeReport, type ViewSnapshot } from './model.js';
 
 export interface ViewSource {
   snapshot(): ViewSnapshot;
@@ -33,8 +34,12 @@ export interface ViewSource {
   /** Pools (size, used, free, conflicts), pushed when allocations change. */
   pools(): ViewSnapshot['pools'];
   onPools(listener: () => void): () => void;
-  /** Answers per IP on this node (pushed every `countersMs`). */
-  counters(): Record<string, number>;
+  /** Answers per node and IP, node health, IPs not reconciled (pushed every `countersMs`). */
+  counters(): CountersPush;
+  /** This node's own report (GET /v1/node): what other nodes' views fetch. */
+  nodeReport(): NodeReport;
+  /** Pool, LB backends and policy revision per IP (the same object while nothing changed); what changed is pushed with the counters. */
+  details(): ReadonlyMap<string, IpDetails>;
 }
 
 export interface ViewServerOptions {
@@ -94,6 +99,8 @@ export class ViewHandler {
   private readonly unsubscribe: Array<() => void> = [];
   /** Clients cut off for not reading. */
   cutOff = 0;
+  private lastDetails: ReadonlyMap<string, IpDetails> | undefined;
+  private readonly sentDetails = new Map<string, string>();
 
   constructor(
     private readonly source: ViewSource,
@@ -115,7 +122,7 @@ export class ViewHandler {
   /** Handles a request; false when the path is not the view's (the caller answers it). */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
     const url = new URL(req.url ?? '/', 'http://view');
-    const paths = ['/', '/index.html', '/app.js', '/v1/view', '/v1/events'];
+    const paths = ['/', '/index.html', '/app.js', '/v1/view', '/v1/node', '/v1/events'];
     if (!paths.includes(url.pathname)) return false;
     if (req.method !== 'GET') {
       req.resume(); // a body is never read, only drained
@@ -139,6 +146,9 @@ export class ViewHandler {
         return true;
       case '/v1/view':
         res.writeHead(200, { ...headers, 'content-type': 'application/json' }).end(JSON.stringify(this.source.snapshot()));
+        return true;
+      case '/v1/node':
+        res.writeHead(200, { ...headers, 'content-type': 'application/json' }).end(JSON.stringify(this.source.nodeReport()));
         return true;
       default:
         this.stream(req, res, url);
@@ -232,8 +242,23 @@ export class ViewHandler {
 
   private ensureCounters(): void {
     if (this.countersTimer) return;
-    this.countersTimer = setInterval(() => this.broadcast('counters', { at: Date.now(), replies: this.source.counters() }), this.opts.countersMs);
+    this.countersTimer = setInterval(() => this.broadcast('counters', { at: Date.now(), ...this.source.counters(), ...this.changedDetails() }), this.opts.countersMs);
     this.countersTimer.unref();
+  }
+
+  /** The per-IP details that changed since the last push (pages hold the snapshot's and apply these on top). */
+  private changedDetails(): { details?: Record<string, IpDetails> } {
+    const now = this.source.details();
+    if (this.lastDetails === undefined) {
+      // The baseline: what a page's snapshot already has.
+      this.lastDetails = now;
+      diffDetails(this.sentDetails, now);
+      return {};
+    }
+    if (now === this.lastDetails) return {};
+    this.lastDetails = now;
+    const details = diffDetails(this.sentDetails, now);
+    return Object.keys(details).length > 0 ? { details } : {};
   }
 
   dispose(): void {

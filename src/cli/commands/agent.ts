@@ -248,6 +248,7 @@ export function agentCommand(): Command {
           log,
         );
         supervisor?.reportLeases(agent.etcdSession);
+        supervisor?.reportJournal(agent.journalPrefix);
         await agent.start();
         log.info({ pinDir: pinDirFor(opts), store: opts.store, manifests: opts.manifests ?? null }, 'agent running');
       } catch (e) {

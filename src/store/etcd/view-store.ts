@@ -68,6 +68,11 @@ export class EtcdViewStore implements EventJournal {
     this.nodesPrefix = `${this.viewPrefix}nodes/`;
   }
 
+  /** Where this node's events go (the supervisor records a crash there). */
+  get journalPrefix(): string {
+    return `${this.eventsPrefix}${this.node}/`;
+  }
+
   /** Reads what the store holds (our own event keys too), then follows it. */
   async start(): Promise<void> {
     await this.readAll();
