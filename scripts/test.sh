@@ -112,6 +112,7 @@ lab_tests=(
   test/controlplane/lb-agent.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/controlplane/bgp-agent.lab.test.ts
+  test/controlplane/bgp-operator-bird.lab.test.ts
   test/controlplane/lbipam-parity.lab.test.ts
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts

@@ -16,8 +16,11 @@ import type { IntentSnapshot } from '../../intent/snapshot.js';
 import { computeBgpDesired, type BgpPolicyWarning, type Withheld } from './desired.js';
 import { birdPeers } from './peers.js';
 
-/** What BIRD is told besides the peers: router ID, BFD, retry knobs. */
-export type BirdSettings = Omit<BirdConfigRow, 'name' | 'peers'>;
+/**
+ * What BIRD is told besides the peers: router ID, BFD, retry knobs; `fragment`
+ * for an operator-run BIRD (the advertised prefixes then go into the row).
+ */
+export type BirdSettings = Omit<BirdConfigRow, 'name' | 'peers' | 'fragment'> & { fragment?: boolean };
 
 export interface BgpInputs {
   snapshot: IntentSnapshot;
@@ -65,7 +68,9 @@ export class BgpControlPlane {
       if (!this.warned.has(key)) this.deps.log.warn(w, 'BGP peer not configured as written');
       this.warned.add(key);
     }
-    const bird: BirdConfigRow | undefined = peers.length > 0 ? { name: 'bird', ...this.deps.bird, peers } : undefined;
+    const { fragment, ...settings } = this.deps.bird;
+    const bird: BirdConfigRow | undefined =
+      peers.length > 0 ? { name: 'bird', ...settings, peers, ...(fragment ? { fragment: { prefixes: routes.map((r) => r.prefix).sort() } } : {}) } : undefined;
     this.deps.db.update([bgpRoutesTable, birdConfigTable], (t) => {
       for (const old of t.list(bgpRoutesTable)) if (!desired.routes.has(old.prefix)) t.delete(bgpRoutesTable, old);
       for (const r of routes) if (!sameRow(t.get(bgpRoutesTable, r.prefix), r)) t.insert(bgpRoutesTable, r);

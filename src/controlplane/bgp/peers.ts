@@ -41,10 +41,6 @@ export function birdPeers(
           skipped.push({ peer: id, message: 'no peerAddress (auto-discovery is not implemented)' });
           continue;
         }
-        if (peer.peerASN === 0) {
-          skipped.push({ peer: id, message: 'peerASN 0 (learn the ASN from the peer) is not implemented: give the peer ASN' });
-          continue;
-        }
         const pc = peer.peerConfigRef ? snapshot.bgpPeerConfigs.get(peer.peerConfigRef.name) : undefined;
         const families = [...new Set((pc?.spec.families ?? [{ afi: 'ipv4', safi: 'unicast' }, { afi: 'ipv6', safi: 'unicast' }]).filter(isUnicastIp).map((f) => f.afi))].sort();
         // Routes of its families it is owed, against all the node advertises in them.
