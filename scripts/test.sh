@@ -108,6 +108,7 @@ lab_tests=(
   test/datapath/host-routes.lab.test.ts
   test/datapath/bgp.lab.test.ts
   test/datapath/bgp-gobgp.lab.test.ts
+  test/datapath/bgp-frr.lab.test.ts
   test/datapath/lb.lab.test.ts
   test/controlplane/lb-agent.lab.test.ts
   test/controlplane/agent.lab.test.ts
