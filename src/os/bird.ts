@@ -84,7 +84,7 @@ export class BirdDaemon implements Disposable {
     try {
       await run(this.opts.birdBin, ['-p', '-c', next]);
     } catch (e) {
-      throw this.fail('HERALD_BIRD_CONFIG', `BIRD refused the new configuration (the last good one stays in force): ${stderrOf(e)}`, e);
+      throw this.fail('HERALD_BIRD_CONFIG', `BIRD refused the new configuration (the last good one stays in force): ${explainRefusal(config, stderrOf(e))}`, e);
     }
     const previous = await readFile(this.configPath, 'utf8').catch(() => undefined);
     await rename(next, this.configPath);
@@ -259,7 +259,7 @@ export class OperatorBird {
     const check = await this.birdc(['configure', 'check']).catch((e: unknown) => `error: ${outputOf(e)}`);
     if (!/Configuration OK/.test(check)) {
       await this.write(previous);
-      throw this.fail(`the operator's BIRD (${this.socketPath}) refused herald's fragment ${this.configPath} (the last good one stays in force): ${check.trim()}`);
+      throw this.fail(`the operator's BIRD (${this.socketPath}) refused herald's fragment ${this.configPath} (the last good one stays in force): ${explainRefusal(config, check.trim(), this.configPath)}`);
     }
     const out = await this.birdc(['configure']).catch((e: unknown) => `error: ${outputOf(e)}`);
     if (!/Reconfigured|Reconfiguration in progress/.test(out)) {
@@ -318,6 +318,20 @@ export class OperatorBird {
     this.health.lastError = message;
     return new HeraldError('HERALD_BIRD_CONFIG', message);
   }
+}
+
+/**
+ * BIRD's error names `file:line:column`; when that line of our configuration
+ * is a construct older BIRDs lack, say which intent asked for it.
+ */
+export function explainRefusal(config: string, error: string, file?: string): string {
+  const m = /([^\s:]+):(\d+):\d+ /.exec(error);
+  if (!m || (file !== undefined && m[1] !== file)) return error;
+  const line = config.split('\n')[Number(m[2]) - 1] ?? '';
+  if (/^\s*neighbor .* external;/.test(line)) {
+    return `${error} — peerASN 0 (accept the AS in the peer's OPEN) is rendered as BIRD's \`neighbor … external\`, which this BIRD does not accept: give the peer's ASN in CiliumBGPClusterConfig, or install a BIRD 2 that has it (Debian 12's 2.0.12 does)`;
+  }
+  return error;
 }
 
 /** birdc reports a refused configuration on stdout with a non-zero exit. */

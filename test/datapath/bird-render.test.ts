@@ -15,6 +15,7 @@ import type { BgpRouteRow } from '../../src/datapath/tables/bgp-routes.js';
 import type { BirdPeer } from '../../src/datapath/tables/bird-config.js';
 import { parseManifests } from '../../src/intent/index.js';
 import { computeBgpDesired } from '../../src/controlplane/bgp/desired.js';
+import { explainRefusal } from '../../src/os/bird.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'herald-bird-render-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -227,4 +228,11 @@ test('--bird-socket: the include fragment, inside an operator bird.conf with its
   // Without the fragment form the same peers clash with the operator's kernel protocols.
   writeFileSync(join(dir, 'herald.conf'), renderBirdConfig({ name: 'bird', peers, routerId: '192.0.2.2' }));
   assert.equal(birdParses(operator).ok, false);
+});
+
+test('a BIRD that lacks `neighbor … external` (peerASN 0) is told apart in the refusal', () => {
+  const config = 'router id 192.0.2.2;\nprotocol bgp herald_peer1 {\n  local as 65000;\n  neighbor 198.51.100.4 port 179 external;\n}\n';
+  assert.match(explainRefusal(config, '/x/bird.conf.next:4:40 syntax error, unexpected EXTERNAL'), /syntax error, unexpected EXTERNAL — peerASN 0 .* give the peer's ASN/);
+  assert.equal(explainRefusal(config, '/x/bird.conf.next:3:3 syntax error'), '/x/bird.conf.next:3:3 syntax error', 'other lines: BIRD\'s words only');
+  assert.equal(explainRefusal(config, '/etc/bird/bird.conf:4:3 syntax error', '/x/herald.conf'), '/etc/bird/bird.conf:4:3 syntax error', 'another file (the operator\'s)');
 });
