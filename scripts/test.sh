@@ -51,6 +51,7 @@ unit_tests=(
   test/controlplane/policy-status.test.ts
   test/controlplane/bgp/desired.test.ts
   test/controlplane/bgp/controller.test.ts
+  test/controlplane/bgp/desired-engine.test.ts
   test/controlplane/lb/desired.test.ts
   test/controlplane/health/health.test.ts
   test/controlplane/ipam/allocator.test.ts

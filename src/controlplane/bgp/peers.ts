@@ -4,7 +4,6 @@
  * CiliumBGPPeerConfig (timers, port, multihop, families), and the prefixes it
  * is owed when it selects fewer than the node advertises. Pure.
  */
-import { familyOf } from '../../core/addr.js';
 import type { BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
 import type { AttributeGroup, BirdPeer } from '../../datapath/tables/bird-config.js';
 import { bgpTimerDefaults, isUnicastIp } from '../../intent/bgp.js';
@@ -17,7 +16,8 @@ export interface SkippedPeer {
   readonly message: string;
 }
 
-const afiOf = (prefix: string): 'ipv4' | 'ipv6' => (familyOf(prefix.split('/')[0] ?? '') === 'IPv6' ? 'ipv6' : 'ipv4');
+/** Prefixes come from the desired state (validated addresses): a colon is IPv6. */
+const afiOf = (prefix: string): 'ipv4' | 'ipv6' => (prefix.includes(':') ? 'ipv6' : 'ipv4');
 
 export function birdPeers(
   snapshot: IntentSnapshot,

@@ -47,6 +47,8 @@ export function renderBirdConfig(row: BirdConfigRow): string {
         `protocol kernel herald_kernel_${fam.slice(-1)} {`,
         '  learn;',
         '  scan time 10;',
+        // Thousands of routes written at once overflow the default netlink buffer; BIRD then only sees them at the next scan.
+        '  netlink rx buffer 8388608;',
         `  ${fam} { import where krt_source = ${proto}; export none; };`,
         '}',
         '',
