@@ -385,6 +385,7 @@ export class BgpDesiredEngine {
     }
     this.last = input;
     if (affected.size === 0) return { ...this.result, changed: new Set() };
+    if (affected.size > 64 && affected.size * 4 > s.services.size) return this.full(input); // a bulk change: one pass is cheaper
     const unhealthy = input.unhealthy ?? NONE_UNHEALTHY;
     // The affected services' backends, from their slices.
     for (const svc of affected) {
@@ -406,11 +407,16 @@ export class BgpDesiredEngine {
     // Their IPs before and after, and each such IP's selection rebuilt from the services selecting it.
     const ips = new Set<string>();
     for (const svc of affected) for (const ip of this.svcIps.get(svc) ?? []) ips.add(ip);
+    /** ip → the affected services that select it now. */
+    const now = new Map<string, Set<string>>();
     for (const svc of affected) {
       const mine = new Set<string>();
       const obj = s.services.get(svc);
       if (obj) for (const pair of this.pairs) for (const [ip] of memoAdvertisedIps(pair.advert, obj, input.ingress.get(svc) ?? [])) if (fam(ip) === pair.ipFamily) mine.add(ip);
-      for (const ip of mine) ips.add(ip);
+      for (const ip of mine) {
+        ips.add(ip);
+        (now.get(ip) ?? now.set(ip, new Set()).get(ip)!).add(svc);
+      }
       if (mine.size > 0) this.svcIps.set(svc, mine);
       else this.svcIps.delete(svc);
     }
@@ -419,7 +425,7 @@ export class BgpDesiredEngine {
     for (const ip of ips) {
       const before = this.selected.get(ip);
       if (before && before.attributes.size > 0) attributesTouched = true;
-      const candidates = new Set([...(before?.services ?? []), ...affected]);
+      const candidates = new Set([...(before?.services ?? []), ...(now.get(ip) ?? [])]);
       const sel: Selection = { services: new Set(), peers: new Set(), attributes: new Map() };
       for (const svc of candidates) {
         const obj = s.services.get(svc);
