@@ -44,8 +44,15 @@ export function birdPeers(
         const pc = peer.peerConfigRef ? snapshot.bgpPeerConfigs.get(peer.peerConfigRef.name) : undefined;
         const families = [...new Set((pc?.spec.families ?? [{ afi: 'ipv4', safi: 'unicast' }, { afi: 'ipv6', safi: 'unicast' }]).filter(isUnicastIp).map((f) => f.afi))].sort();
         // Routes of its families it is owed, against all the node advertises in them.
-        const ofFamilies = routes.filter((r) => families.includes(afiOf(r.prefix)));
-        const own = ofFamilies.filter((r) => r.peers.includes(id)).map((r) => r.prefix).sort();
+        // Counted first: the list is built (and sorted) only for a peer owed fewer than all (10,000 routes per change otherwise).
+        let ofFamilies = 0;
+        let owed = 0;
+        for (const r of routes) {
+          if (!families.includes(afiOf(r.prefix))) continue;
+          ofFamilies++;
+          if (r.peers.includes(id)) owed++;
+        }
+        const own = owed !== ofFamilies ? routes.filter((r) => families.includes(afiOf(r.prefix)) && r.peers.includes(id)).map((r) => r.prefix).sort() : [];
         peers.push({
           id,
           protocol: `herald_peer${peers.length + 1}`,
@@ -62,7 +69,7 @@ export function birdPeers(
           families,
           ...(attributes.has(id) ? { attributes: attributes.get(id)! } : {}),
           ...(pc?.spec.gracefulRestart?.enabled ? { gracefulRestart: { restartSeconds: pc.spec.gracefulRestart.restartTimeSeconds } } : {}),
-          ...(own.length !== ofFamilies.length ? { prefixes: own } : {}),
+          ...(owed !== ofFamilies ? { prefixes: own } : {}),
         });
       }
     }
