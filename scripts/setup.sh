@@ -11,6 +11,7 @@ packages=(
   ndisc6                                  # ndisc6: IPv6 neighbour discovery from the client (NDP tests)
   nftables                                # bench/policy: the interval-set peer of the policy datapath
   etcd-server keepalived bird2 gobgpd     # coordination store, the peers we measure against, a second BGP implementation
+  frr                                     # FRR (zebra + bgpd) as the upstream router of the three-node BGP lab
   wrk nftables                            # bench/lb: load generator, the nftables DNAT peer
   chromium                                # the cluster view's browser tests (playwright-core drives it)
   ca-certificates curl gcc
@@ -31,6 +32,8 @@ fi
 if systemctl is-active --quiet etcd 2>/dev/null; then systemctl disable --now etcd >/dev/null 2>&1 || true; fi
 # Likewise gobgpd: the BGP lab runs its own in a namespace.
 if systemctl is-active --quiet gobgpd 2>/dev/null; then systemctl disable --now gobgpd >/dev/null 2>&1 || true; fi
+# And FRR: the lab runs zebra and bgpd in a namespace as the frr user.
+if systemctl is-active --quiet frr 2>/dev/null; then systemctl disable --now frr >/dev/null 2>&1 || true; fi
 
 if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
   echo "setup: Node.js 20 or newer is required" >&2

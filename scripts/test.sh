@@ -52,6 +52,7 @@ unit_tests=(
   test/controlplane/policy-status.test.ts
   test/controlplane/bgp/desired.test.ts
   test/controlplane/bgp/controller.test.ts
+  test/controlplane/bgp/desired-engine.test.ts
   test/controlplane/lb/desired.test.ts
   test/controlplane/health/health.test.ts
   test/controlplane/ipam/allocator.test.ts
@@ -113,11 +114,13 @@ lab_tests=(
   test/datapath/host-routes.lab.test.ts
   test/datapath/bgp.lab.test.ts
   test/datapath/bgp-gobgp.lab.test.ts
+  test/datapath/bgp-frr.lab.test.ts
   test/datapath/lb.lab.test.ts
   test/datapath/lb-dsr-failover.lab.test.ts
   test/controlplane/lb-agent.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/controlplane/bgp-agent.lab.test.ts
+  test/controlplane/bgp-operator-bird.lab.test.ts
   test/controlplane/lbipam-parity.lab.test.ts
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts

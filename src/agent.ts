@@ -70,7 +70,7 @@ import { BirdOps } from './datapath/bird/bird-ops.js';
 import { HostRoutesOps } from './datapath/routes/host-routes-ops.js';
 import { birdConfigTable, type BfdOptions, type BirdConfigRow } from './datapath/tables/bird-config.js';
 import { bgpRoutesTable, type BgpRouteRow } from './datapath/tables/bgp-routes.js';
-import { BirdDaemon, birdDefaults } from './os/bird.js';
+import { BirdDaemon, OperatorBird, birdDefaults } from './os/bird.js';
 import { HealthChecker } from './controlplane/health/checker.js';
 import { healthTargets } from './controlplane/health/targets.js';
 import { NetBackendProber } from './os/health-probe.js';
@@ -108,7 +108,7 @@ export interface AgentConfig {
   lbClasses?: string[];
   metricsListen?: { host: string; port: number };
   /** BGP anycast through herald's own BIRD (state under stateDir/bird); off when unset. */
-  bgp?: { routerId: string; bfd?: BfdOptions };
+  bgp?: { routerId: string; bfd?: BfdOptions; operatorBird?: { socketPath: string; includePath?: string } };
   /** L4 load balancing of service IPs in eBPF (--lb-interfaces); off when unset. */
   lb?: LbOptions;
   /** The cluster view over TCP (a browser); loopback unless a token is given. */
@@ -119,7 +119,7 @@ export interface AgentConfig {
 
 interface BgpStack {
   control: BgpControlPlane;
-  bird: BirdDaemon;
+  bird: BirdDaemon | OperatorBird;
   routes: Reconciler<BgpRouteRow>;
   birdReconciler: Reconciler<BirdConfigRow>;
   health: HealthChecker;
@@ -270,8 +270,12 @@ export class Agent implements Disposable {
 
   private makeBgp(bgp: NonNullable<AgentConfig['bgp']>): BgpStack {
     const log = this.log.child({ module: 'bgp' });
-    const control = new BgpControlPlane({ db: this.db, bird: { routerId: bgp.routerId, ...(bgp.bfd ? { bfd: bgp.bfd } : {}) }, log });
-    const bird = new BirdDaemon({ ...birdDefaults, stateDir: join(this.config.stateDir, 'bird') }, { clock: this.clock, log });
+    const op = bgp.operatorBird;
+    const control = new BgpControlPlane({ db: this.db, bird: { routerId: bgp.routerId, ...(bgp.bfd ? { bfd: bgp.bfd } : {}), ...(op ? { fragment: true } : {}) }, log });
+    // --bird-socket: the operator's BIRD, herald owns only an include file; otherwise its own, supervised.
+    const bird = op
+      ? new OperatorBird({ socketPath: op.socketPath, includePath: op.includePath ?? join(this.config.stateDir, 'bird', 'herald.conf'), birdcBin: birdDefaults.birdcBin }, { clock: this.clock, log })
+      : new BirdDaemon({ ...birdDefaults, stateDir: join(this.config.stateDir, 'bird') }, { clock: this.clock, log });
     const common = { db: this.db, clock: this.clock, log };
     const routes = new Reconciler<BgpRouteRow>({ ...common, name: 'bgp-host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(new IprouteHostRoutes()) }, this.config.reconciler);
     const birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(bird) }, this.config.reconciler);

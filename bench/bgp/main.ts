@@ -21,14 +21,30 @@
  * session at once.) The drop is lifted between trials and the session
  * re-established.
  *
- *   node --import tsx bench/bgp/main.ts [--case readiness|crash] [--trials 30] [--json]
+ * `--case scale`: 10,000 anycast IPs (IPv6, 2001:db8:100::/112 — the
+ * documentation ranges hold no 10,000 IPv4 addresses) over an IPv6 session.
+ * Side by side with flock's way, a static BIRD configuration reloaded per
+ * change (flock templates bird.conf and runs `birdc configure`): (1) from
+ * the intent with 10,000 ready services to all 10,000 in the router's FIB
+ * (counted on `ip monitor route` there); (2) per single readiness change
+ * among 10,000: the agent's CPU (this process: control plane and
+ * reconcilers; the static peer: rendering the file and birdc), BIRD's CPU
+ * (/proc/<pid>/schedstat, ns) and children's (ip, birdc), and the time to
+ * the router's FIB.
+ *
+ *   node --import tsx bench/bgp/main.ts [--case readiness|crash|scale] [--trials 30] [--ips 10000] [--json]
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { HeraldBgpNode, parse } from '../../lab/bgp-node.js';
+import { parseManifests, type IntentSnapshot } from '../../src/intent/index.js';
+import { manifestLimitDefaults } from '../../src/intent/limits.js';
+
+const execAsync = promisify(execFile);
 
 const args = process.argv.slice(2);
 const opt = (name: string, def: string) => {
@@ -223,12 +239,283 @@ async function crashCase(): Promise<void> {
   }
 }
 
-try {
-  if (CASE === 'crash') await crashCase();
-  else if (CASE === 'readiness') await readinessCase();
-  else throw new Error(`--case ${CASE}: readiness or crash`);
-} finally {
-  rmSync(dir, { recursive: true, force: true });
+
+// ---- --case scale ----------------------------------------------------------
+const IPS = Number(opt('ips', '10000'));
+const vip6 = (i: number) => `2001:db8:100::${(i + 1).toString(16)}`;
+const scaleIntent = () => {
+  const docs = [
+    `apiVersion: cilium.io/v2
+kind: CiliumBGPClusterConfig
+metadata: { name: bgp }
+spec:
+  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: router, peerAddress: "2001:db8:2::1", peerASN: 65100, peerConfigRef: { name: p } }] }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPPeerConfig
+metadata: { name: p }
+spec:
+  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }
+  families: [{ afi: ipv6, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
+---
+apiVersion: cilium.io/v2
+kind: CiliumBGPAdvertisement
+metadata: { name: lb, labels: { advertise: bgp } }
+spec:
+  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]`,
+  ];
+  for (let i = 0; i < IPS; i++) {
+    docs.push(`apiVersion: v1
+kind: Service
+metadata: { name: web-${i}, namespace: default, labels: { anycast: "yes" } }
+spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: web-${i}, namespace: default, labels: { kubernetes.io/service-name: web-${i} } }
+addressType: IPv6
+endpoints: [{ addresses: ["2001:db8:1::10"], nodeName: node-1, conditions: { ready: true } }]`);
+  }
+  return docs.join('\n---\n');
+};
+
+/** The snapshot with service `i`'s only endpoint ready or not (a copy; the rest shared). */
+function withReadiness(base: IntentSnapshot, i: number, ready: boolean): IntentSnapshot {
+  const key = [...base.endpointSlices.keys()].find((k) => k.endsWith(`/web-${i}`))!;
+  const slice = base.endpointSlices.get(key)!;
+  const endpoints = slice.endpoints.map((e) => ({ ...e, conditions: { ...e.conditions, ready } }));
+  return { ...base, endpointSlices: new Map(base.endpointSlices).set(key, { ...slice, endpoints }) };
+}
+
+const schedNs = (pid: number): number => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
+/** CPU of this process's reaped children (ip, birdc), ms (clock ticks: 10 ms resolution). */
+const childrenMs = (): number => {
+  const f = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[13]) + Number(f[14])) * 10; // cutime, cstime (fields 16, 17)
+};
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+interface ScaleResult {
+  allInFibMs: number;
+  nodeKernelMs: number;
+  perChange: { agentCpuMs: number; birdCpuMs: number; childrenCpuMs: number; routerFibMs: { p50: number; p99: number; max: number } };
+}
+
+/** Router and node namespaces over IPv6, the router's BIRD importing into its kernel. */
+async function withLab6<T>(run: (l: { routerMon: RouteMonitor; nodeMon: RouteMonitor }) => Promise<T>): Promise<T> {
+  let router: ChildProcess | undefined;
+  const monitors: RouteMonitor[] = [];
+  try {
+    for (const ns of [ROUTER, NODE]) {
+      execFileSync('ip', ['netns', 'add', ns]);
+      ip(ns, 'link', 'set', 'lo', 'up');
+    }
+    ip(NODE, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ROUTER);
+    ip(NODE, '-6', 'addr', 'add', '2001:db8:2::2/64', 'dev', 'eth0', 'nodad');
+    ip(NODE, 'link', 'set', 'eth0', 'up');
+    ip(ROUTER, '-6', 'addr', 'add', '2001:db8:2::1/64', 'dev', 'eth0', 'nodad');
+    ip(ROUTER, 'link', 'set', 'eth0', 'up');
+    ip(NODE, 'link', 'add', 'be0', 'type', 'veth', 'peer', 'name', 'be1');
+    ip(NODE, '-6', 'addr', 'add', '2001:db8:1::1/64', 'dev', 'be0', 'nodad');
+    ip(NODE, 'link', 'set', 'be0', 'up');
+    ip(NODE, 'link', 'set', 'be1', 'up');
+    writeFileSync(
+      join(dir, 'router.conf'),
+      `router id 192.0.2.1;
+protocol device {}
+protocol kernel { ipv6 { import none; export all; }; }
+protocol bgp node1 {
+  local as 65100; neighbor 2001:db8:2::2 as 65000;
+  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;
+  ipv6 { import all; export none; };
+}
+`,
+    );
+    router = spawn('ip', ['netns', 'exec', ROUTER, 'bird', '-f', '-c', join(dir, 'router.conf'), '-s', join(dir, 'router.ctl')], { stdio: 'ignore' });
+    const routerMon = new RouteMonitor(ROUTER);
+    const nodeMon = new RouteMonitor(NODE);
+    monitors.push(routerMon, nodeMon);
+    return await run({ routerMon, nodeMon });
+  } finally {
+    for (const m of monitors) m.stop();
+    router?.kill('SIGKILL');
+    for (const ns of [ROUTER, NODE]) spawnSyncQuiet('ip', ['netns', 'del', ns]);
+  }
+}
+
+
+/**
+ * Polls the number of routes of a protocol under 2001:db8:100::/112 in a
+ * namespace until it reaches `n`; the time of the first poll that saw them
+ * all. (An `ip monitor` loses events when 10,000 routes arrive at once: its
+ * netlink buffer overflows.) Each poll lists the table, tens of ms at 10,000.
+ */
+async function pollCount(ns: string, proto: string, n: number, timeoutMs = 120_000): Promise<number> {
+  // A shell loop in its own process: polling from this one would take CPU from the control plane it measures.
+  const script = `while [ "$(ip -n ${ns} -6 route show root 2001:db8:100::/112 proto ${proto} | wc -l)" -lt ${n} ]; do sleep 0.005; done`;
+  const child = spawn('sh', ['-c', script], { stdio: 'ignore' });
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((resolve, reject) =>
+    child.on('exit', (code) => {
+      const t = performance.now();
+      clearTimeout(timer);
+      if (code === 0) resolve(t);
+      else reject(new Error(`${ns}: fewer than ${n} routes (proto ${proto}) within ${timeoutMs} ms`));
+    }),
+  );
+}
+const CHANGES = Number(opt('changes', '20'));
+
+async function scaleHerald(base: IntentSnapshot, empty: IntentSnapshot): Promise<ScaleResult> {
+  return withLab6(async ({ routerMon }) => {
+    const ingress = new Map<string, string[]>();
+    for (let i = 0; i < IPS; i++) ingress.set(`default/web-${i}`, [vip6(i)]);
+    const node = new HeraldBgpNode({ netns: NODE, nodeName: 'node-1', routerId: '192.0.2.2', stateDir: join(dir, 'herald'), ingress });
+    try {
+      await node.set(empty); // BIRD up, the session comes up with nothing to advertise
+      await waitEstablished(() => node.bird.sessions());
+      const t0 = performance.now();
+      node.control.update({ snapshot: base, ingress, node: { name: 'node-1', labels: {} } });
+      if (process.env.BENCH_DEBUG) {
+        const t1 = performance.now();
+        void node.routes.settled().then(() => process.stderr.write(`initial: control plane ${(t1 - t0).toFixed(0)} ms, routes reconciled at ${(performance.now() - t0).toFixed(0)} ms\n`));
+      }
+      const [nodeT, routerT] = await Promise.all([pollCount(NODE, '250', IPS), pollCount(ROUTER, 'bird', IPS)]);
+      const nodeKernelMs = nodeT - t0;
+      const allInFibMs = routerT - t0;
+      await node.routes.settled();
+      return { allInFibMs, nodeKernelMs, perChange: await perChange(node.bird.status().pid!, routerMon, (i, ready) => {
+        const snapshot = withReadiness(base, i, ready);
+        return async () => {
+          const a = cpuMs();
+          node.control.update({ snapshot, ingress, node: { name: 'node-1', labels: {} } });
+          const b = cpuMs();
+          await node.routes.settled();
+          const c = cpuMs();
+          await node.birdReconciler.settled();
+          if (process.env.BENCH_DEBUG) process.stderr.write(`cpu: update ${(b - a).toFixed(1)} routes ${(c - b).toFixed(1)} bird ${(cpuMs() - c).toFixed(1)} ms; rss ${(process.memoryUsage().rss / 1e6).toFixed(0)} MB\n`);
+        };
+      }) };
+    } finally {
+      await node.stop().catch(() => {});
+    }
+  });
+}
+
+/** flock's way: bird.conf with every advertised IP as a static route, rewritten and `birdc configure`d per change. */
+async function scaleStatic(): Promise<ScaleResult> {
+  return withLab6(async ({ routerMon }) => {
+    const conf = join(dir, 'static.conf');
+    const ctl = join(dir, 'static.ctl');
+    const render = (ready: (i: number) => boolean) => {
+      const lines = [
+        'router id 192.0.2.2;',
+        'protocol device {}',
+        'protocol static anycast {',
+        '  ipv6;',
+      ];
+      for (let i = 0; i < IPS; i++) if (ready(i)) lines.push(`  route ${vip6(i)}/128 via 2001:db8:1::10;`);
+      lines.push(
+        '}',
+        'protocol bgp upstream {',
+        '  local as 65000; neighbor 2001:db8:2::1 as 65100;',
+        '  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;',
+        '  ipv6 { import none; export where proto = "anycast"; };',
+        '}',
+        '',
+      );
+      return lines.join('\n');
+    };
+    const configure = async (text: string) => {
+      writeFileSync(conf, text);
+      const { stdout } = await execAsync('ip', ['netns', 'exec', NODE, 'birdc', '-s', ctl, 'configure']);
+      if (!/Reconfigured|Reconfiguration in progress/.test(stdout)) throw new Error(`birdc configure: ${stdout}`);
+    };
+    writeFileSync(conf, render(() => false));
+    const bird = spawn('ip', ['netns', 'exec', NODE, 'bird', '-f', '-c', conf, '-s', ctl], { stdio: 'ignore' });
+    try {
+      const sessions = async () => {
+        const { stdout } = await execAsync('ip', ['netns', 'exec', NODE, 'birdc', '-s', ctl, 'show', 'protocols']);
+        return [...stdout.matchAll(/^upstream\s+BGP\s+\S+\s+\S+\s+\S+\s+(\S+)/gm)].map((m) => ({ info: m[1]! }));
+      };
+      await waitEstablished(sessions);
+      const t0 = performance.now();
+      await configure(render(() => true));
+      const allInFibMs = (await pollCount(ROUTER, 'bird', IPS)) - t0;
+      const notReady = new Set<number>();
+      return { allInFibMs, nodeKernelMs: NaN, perChange: await perChange(bird.pid!, routerMon, (i, ready) => async () => {
+        if (ready) notReady.delete(i);
+        else notReady.add(i);
+        await configure(render((j) => !notReady.has(j)));
+      }) };
+    } finally {
+      bird.kill('SIGKILL');
+    }
+  });
+}
+
+/** CHANGES single readiness changes (one IP withdrawn, then restored), each timed to the router's FIB. */
+async function perChange(birdPid: number, routerMon: RouteMonitor, prepare: (i: number, ready: boolean) => () => Promise<void>): Promise<ScaleResult['perChange']> {
+  let agent = 0;
+  let bird = 0;
+  let children = 0;
+  const fib: number[] = [];
+  for (let k = 0; k < CHANGES; k++) {
+    const i = (17 + Math.floor(k / 2) * 797) % IPS; // spread over the 10,000: withdrawn, then restored
+    const ready = k % 2 === 1;
+    await new Promise((r) => setTimeout(r, 50));
+    const seen = routerMon.next(new RegExp(`^${ready ? '' : 'Deleted '}${vip6(i)} `), 30_000);
+    const change = prepare(i, ready); // the new intent snapshot: the intent source's work, not timed
+    const [c0, b0, ch0, t0] = [cpuMs(), schedNs(birdPid), childrenMs(), performance.now()];
+    await change();
+    agent += cpuMs() - c0;
+    fib.push((await seen) - t0);
+    await new Promise((r) => setTimeout(r, 100)); // BIRD done exporting
+    bird += (schedNs(birdPid) - b0) / 1e6;
+    children += childrenMs() - ch0;
+  }
+  return { agentCpuMs: +(agent / CHANGES).toFixed(2), birdCpuMs: +(bird / CHANGES).toFixed(2), childrenCpuMs: +(children / CHANGES).toFixed(2), routerFibMs: summary(fib) };
+}
+
+async function waitEstablished(sessions: () => Promise<{ info: string }[]>): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if ((await sessions().catch(() => [])).some((s) => s.info === 'Established')) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error('BGP session not established within 60 s');
+}
+
+async function scaleCase(): Promise<void> {
+  const p0 = performance.now();
+  const load = parseManifests(scaleIntent(), 'scale.yaml', { ...manifestLimitDefaults, maxBytes: 64 * 1024 * 1024, maxDocuments: 100_000 });
+  if (load.errors.length > 0 || !load.snapshot) throw new Error(JSON.stringify(load.errors.slice(0, 3)));
+  const base = load.snapshot;
+  const parseMs = performance.now() - p0;
+  const empty = { ...base, services: new Map(), endpointSlices: new Map() } as IntentSnapshot;
+  const herald = await scaleHerald(base, empty);
+  process.stderr.write(`herald: ${JSON.stringify(herald)}\n`);
+  if (process.env.BENCH_ONLY === "herald") return;
+  const flock = await scaleStatic();
+  process.stderr.write(`static reload: ${JSON.stringify(flock)}\n`);
+  const result = { ips: IPS, changes: CHANGES, parseMs: +parseMs.toFixed(0), herald, staticReload: flock };
+  if (args.includes('--json')) console.log(JSON.stringify(result, null, 2));
+  else {
+    const f = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(1));
+    console.log(`${IPS} anycast IPs (manifests parsed in ${result.parseMs} ms, not timed below)`);
+    console.log(`                                   herald (kernel routes, BIRD learns)   static bird.conf + birdc configure (flock)`);
+    console.log(`  intent → all in router FIB (ms)   ${f(herald.allInFibMs).padEnd(37)} ${f(flock.allInFibMs)}`);
+    console.log(`  intent → all in node kernel (ms)  ${f(herald.nodeKernelMs)}`);
+    console.log(`  per change, agent CPU (ms)        ${f(herald.perChange.agentCpuMs).padEnd(37)} ${f(flock.perChange.agentCpuMs)}`);
+    console.log(`  per change, BIRD CPU (ms)         ${f(herald.perChange.birdCpuMs).padEnd(37)} ${f(flock.perChange.birdCpuMs)}`);
+    console.log(`  per change, children CPU (ms)     ${f(herald.perChange.childrenCpuMs).padEnd(37)} ${f(flock.perChange.childrenCpuMs)}`);
+    console.log(`  per change → router FIB p50/p99   ${`${f(herald.perChange.routerFibMs.p50)} / ${f(herald.perChange.routerFibMs.p99)}`.padEnd(37)} ${f(flock.perChange.routerFibMs.p50)} / ${f(flock.perChange.routerFibMs.p99)}`);
+    const tot = (r: ScaleResult) => r.perChange.agentCpuMs + r.perChange.birdCpuMs + r.perChange.childrenCpuMs;
+    console.log(`  ratios (static / herald): all in FIB ${(flock.allInFibMs / herald.allInFibMs).toFixed(2)}×, CPU per change (all) ${(tot(flock) / tot(herald)).toFixed(1)}×`);
+  }
 }
 
 function spawnSyncQuiet(cmd: string, a: string[]): void {
@@ -237,4 +524,13 @@ function spawnSyncQuiet(cmd: string, a: string[]): void {
   } catch {
     /* already gone */
   }
+}
+
+try {
+  if (CASE === 'scale') await scaleCase();
+  else if (CASE === 'crash') await crashCase();
+  else if (CASE === 'readiness') await readinessCase();
+  else throw new Error(`--case ${CASE}: readiness, crash or scale`);
+} finally {
+  rmSync(dir, { recursive: true, force: true });
 }

@@ -84,7 +84,7 @@ export class BirdDaemon implements Disposable {
     try {
       await run(this.opts.birdBin, ['-p', '-c', next]);
     } catch (e) {
-      throw this.fail('HERALD_BIRD_CONFIG', `BIRD refused the new configuration (the last good one stays in force): ${stderrOf(e)}`, e);
+      throw this.fail('HERALD_BIRD_CONFIG', `BIRD refused the new configuration (the last good one stays in force): ${explainRefusal(config, stderrOf(e))}`, e);
     }
     const previous = await readFile(this.configPath, 'utf8').catch(() => undefined);
     await rename(next, this.configPath);
@@ -125,13 +125,7 @@ export class BirdDaemon implements Disposable {
 
   /** BGP sessions as BIRD reports them (`show protocols`). */
   async sessions(): Promise<BgpSession[]> {
-    const out = await this.birdc(['show', 'protocols']);
-    const sessions: BgpSession[] = [];
-    for (const line of out.split('\n')) {
-      const m = /^(\S+)\s+BGP\s+\S+\s+(\S+)\s+\S+\s*(.*)$/.exec(line);
-      if (m) sessions.push({ protocol: m[1]!, state: m[2]!, info: (m[3] ?? '').trim() });
-    }
-    return sessions;
+    return parseSessions(await this.birdc(['show', 'protocols']));
   }
 
   /** Runs birdc against our control socket; its stdout. */
@@ -213,4 +207,145 @@ export class BirdDaemon implements Disposable {
 function stderrOf(e: unknown): string {
   const s = (e as { stderr?: string }).stderr;
   return (typeof s === 'string' && s.trim() !== '' ? s : describeError(e)).trim();
+}
+
+export interface OperatorBirdOptions {
+  /** The operator's BIRD control socket (`--bird-socket`). */
+  socketPath: string;
+  /** The file herald owns, which the operator's bird.conf includes (`--bird-include`). */
+  includePath: string;
+  netns?: string;
+  birdcBin: string;
+}
+
+/**
+ * A BIRD the operator runs (`--bird-socket`): herald never starts, stops or
+ * supervises it and owns only one include file. Applying a configuration
+ * writes the fragment, lets BIRD check the whole configuration with it
+ * (`birdc configure check`), then `birdc configure`; a fragment BIRD refuses
+ * is replaced by the previous one, so the running BIRD keeps the last good
+ * configuration and the error is reported.
+ *
+ * Stopping the agent empties the fragment (the sessions herald defined close:
+ * peers withdraw), unless some peer negotiates graceful restart: then the
+ * fragment stays and the operator's BIRD keeps advertising while herald
+ * restarts (the host routes stay in the kernel).
+ */
+export class OperatorBird {
+  private applied: string | undefined;
+  private gracefulRestart = false;
+  private readonly health: BirdHealth = { running: false, restarts: 0 };
+  readonly socketPath: string;
+  readonly configPath: string;
+  lastSessions: { at: number; sessions: BgpSession[]; error?: string } | undefined;
+
+  constructor(
+    private readonly opts: OperatorBirdOptions,
+    private readonly deps: { clock: Clock; log: Logger },
+  ) {
+    this.socketPath = opts.socketPath;
+    this.configPath = opts.includePath;
+  }
+
+  status(): BirdHealth & { operator: true; socket: string; include: string } {
+    return { ...this.health, operator: true, socket: this.socketPath, include: this.configPath };
+  }
+
+  async apply(config: string, opts: { gracefulRestart: boolean } = { gracefulRestart: false }): Promise<void> {
+    if (config === this.applied) return;
+    this.gracefulRestart = opts.gracefulRestart;
+    const previous = await readFile(this.configPath, 'utf8').catch(() => '');
+    await this.write(config);
+    const check = await this.birdc(['configure', 'check']).catch((e: unknown) => `error: ${outputOf(e)}`);
+    if (!/Configuration OK/.test(check)) {
+      await this.write(previous);
+      throw this.fail(`the operator's BIRD (${this.socketPath}) refused herald's fragment ${this.configPath} (the last good one stays in force): ${explainRefusal(config, check.trim(), this.configPath)}`);
+    }
+    const out = await this.birdc(['configure']).catch((e: unknown) => `error: ${outputOf(e)}`);
+    if (!/Reconfigured|Reconfiguration in progress/.test(out)) {
+      await this.write(previous);
+      throw this.fail(`birdc configure on the operator's BIRD (${this.socketPath}) failed (the last good fragment stays): ${out.trim()}`);
+    }
+    this.applied = config;
+    this.health.running = true;
+    this.health.appliedAt = this.deps.clock.now();
+    delete this.health.lastError;
+  }
+
+  async refreshSessions(): Promise<void> {
+    try {
+      this.lastSessions = { at: this.deps.clock.now(), sessions: await this.sessions() };
+      this.health.running = true;
+    } catch (e) {
+      this.health.running = false;
+      this.lastSessions = { at: this.deps.clock.now(), sessions: [], error: describeError(e) };
+    }
+  }
+
+  /** herald's BGP sessions (protocols named herald_*) as the operator's BIRD reports them. */
+  async sessions(): Promise<BgpSession[]> {
+    return parseSessions(await this.birdc(['show', 'protocols'])).filter((s) => s.protocol.startsWith('herald_'));
+  }
+
+  async birdc(args: string[]): Promise<string> {
+    const argv = ['-s', this.socketPath, ...args];
+    const { stdout } = this.opts.netns !== undefined ? await run('ip', ['netns', 'exec', this.opts.netns, this.opts.birdcBin, ...argv]) : await run(this.opts.birdcBin, argv);
+    return stdout;
+  }
+
+  async stop(opts: { withdraw?: boolean } = {}): Promise<void> {
+    if (this.applied === undefined || (this.gracefulRestart && !opts.withdraw)) return;
+    try {
+      await this.write('# herald stopped: no sessions, nothing advertised.\n');
+      await this.birdc(['configure']);
+      this.applied = undefined;
+    } catch (e) {
+      this.deps.log.warn({ err: describeError(e) }, "could not withdraw herald's sessions from the operator's BIRD");
+    }
+  }
+
+  dispose(): void {
+    this.stop().catch(() => {});
+  }
+
+  private async write(text: string): Promise<void> {
+    const tmp = `${this.configPath}.next`;
+    await writeFile(tmp, text);
+    await rename(tmp, this.configPath);
+  }
+
+  private fail(message: string): HeraldError {
+    this.health.lastError = message;
+    return new HeraldError('HERALD_BIRD_CONFIG', message);
+  }
+}
+
+/**
+ * BIRD's error names `file:line:column`; when that line of our configuration
+ * is a construct older BIRDs lack, say which intent asked for it.
+ */
+export function explainRefusal(config: string, error: string, file?: string): string {
+  const m = /([^\s:]+):(\d+):\d+ /.exec(error);
+  if (!m || (file !== undefined && m[1] !== file)) return error;
+  const line = config.split('\n')[Number(m[2]) - 1] ?? '';
+  if (/^\s*neighbor .* external;/.test(line)) {
+    return `${error} — peerASN 0 (accept the AS in the peer's OPEN) is rendered as BIRD's \`neighbor … external\`, which this BIRD does not accept: give the peer's ASN in CiliumBGPClusterConfig, or install a BIRD 2 that has it (Debian 12's 2.0.12 does)`;
+  }
+  return error;
+}
+
+/** birdc reports a refused configuration on stdout with a non-zero exit. */
+function outputOf(e: unknown): string {
+  const { stdout, stderr } = e as { stdout?: string; stderr?: string };
+  const text = `${stdout ?? ''}${stderr ?? ''}`.replace(/^BIRD [\d.]+ ready\.\n/, '').trim();
+  return text !== '' ? text : describeError(e);
+}
+
+function parseSessions(out: string): BgpSession[] {
+  const sessions: BgpSession[] = [];
+  for (const line of out.split('\n')) {
+    const m = /^(\S+)\s+BGP\s+\S+\s+(\S+)\s+\S+\s*(.*)$/.exec(line);
+    if (m) sessions.push({ protocol: m[1]!, state: m[2]!, info: (m[3] ?? '').trim() });
+  }
+  return sessions;
 }

@@ -31,6 +31,10 @@ export interface HostRoutes {
   replace(route: HostRoute): Promise<void>;
   /** Removes the route for `prefix`; a missing route is success. */
   del(prefix: string): Promise<void>;
+  /** replace() for many routes in one rtnetlink session: one outcome per route (undefined = done, else its error). */
+  replaceMany(routes: readonly HostRoute[]): Promise<(Error | undefined)[]>;
+  /** del() for many prefixes at once, with the same outcomes. */
+  delMany(prefixes: readonly string[]): Promise<(Error | undefined)[]>;
 }
 
 /** Errors from `ip route del` that mean "already gone". */
@@ -67,6 +71,55 @@ export class IprouteHostRoutes implements HostRoutes {
     } catch (e) {
       if (!GONE.some((m) => String((e as Error).message).includes(m))) throw e;
     }
+  }
+
+  async replaceMany(routes: readonly HostRoute[]): Promise<(Error | undefined)[]> {
+    const lines = routes.map((r) => {
+      if (r.nextHops.length === 0) return undefined;
+      const hops = r.nextHops.length === 1 ? `via ${r.nextHops[0]}` : r.nextHops.map((h) => `nexthop via ${h}`).join(' ');
+      return `route replace ${r.prefix} table main proto ${HERALD_ROUTE_PROTO} ${hops}`;
+    });
+    return this.batch(lines, []);
+  }
+
+  async delMany(prefixes: readonly string[]): Promise<(Error | undefined)[]> {
+    return this.batch(
+      prefixes.map((p) => `route del ${p} table main proto ${HERALD_ROUTE_PROTO}`),
+      GONE,
+    );
+  }
+
+  /**
+   * One `ip -batch - -force` for all lines (a line that fails does not stop the
+   * rest; iproute2 names it "Command failed -:N" after its error text). Lines
+   * are only ever built from parsed addresses and numbers above.
+   */
+  private async batch(lines: readonly (string | undefined)[], harmless: readonly string[]): Promise<(Error | undefined)[]> {
+    const out: (Error | undefined)[] = lines.map((l) => (l === undefined ? new HeraldError('HERALD_INTERNAL', 'host route without a next hop') : undefined));
+    const sent = lines.flatMap((l, i) => (l === undefined ? [] : [i]));
+    if (sent.length === 0) return out;
+    const stderr = await new Promise<string>((resolve, reject) => {
+      const child = execFile('ip', [...this.ns(), '-batch', '-', '-force'], { maxBuffer: 64 * 1024 * 1024 }, (err, _stdout, stderrText) => {
+        // A non-zero exit only says some line failed; which ones is in stderr.
+        if (err && (err as { code?: unknown }).code === 'ENOENT') reject(err);
+        else resolve(String(stderrText));
+      });
+      child.stdin!.end(sent.map((i) => lines[i]).join('\n') + '\n');
+    });
+    let pending: string[] = [];
+    for (const text of stderr.split('\n')) {
+      const m = /^Command failed -:(\d+)/.exec(text);
+      if (!m) {
+        if (text.trim() !== '') pending.push(text.trim());
+        continue;
+      }
+      const i = sent[Number(m[1]) - 1];
+      const message = pending.join('; ');
+      pending = [];
+      if (i === undefined || harmless.some((h) => message.includes(h))) continue;
+      out[i] = new HeraldError('HERALD_INTERNAL', `ip ${lines[i]}: ${message}`);
+    }
+    return out;
   }
 
   private ns(): string[] {

@@ -115,4 +115,27 @@ describe('BGP host routes in a real kernel (lab)', { skip: labSkipReason() }, ()
     await edge.del('203.0.113.30/32');
     assert.deepEqual(await edge.list(), []);
   });
+
+  test('many routes in one batch (one ip -batch for thousands): each route installed, a failing one reported alone, gone ones deleted', async () => {
+    ip('link', 'add', 'w0', 'type', 'veth', 'peer', 'name', 'w1');
+    ip('link', 'set', 'w0', 'up');
+    ip('-6', 'addr', 'add', '2001:db8:2::1/64', 'dev', 'w0', 'nodad');
+    const edge = new IprouteHostRoutes({ netns: NS });
+    const many = Array.from({ length: 2000 }, (_, i) => ({ prefix: `2001:db8:100::${(i + 1).toString(16)}/128`, nextHops: i % 2 ? ['2001:db8:2::10'] : ['2001:db8:2::10', '2001:db8:2::11'] }));
+    // One unreachable next hop in the middle: only that route fails.
+    const bad = { prefix: '2001:db8:100::ffff/128', nextHops: ['2001:db8:99::1'] };
+    const outcomes = await edge.replaceMany([...many.slice(0, 1000), bad, ...many.slice(1000)]);
+    assert.equal(outcomes.filter((o) => o !== undefined).length, 1);
+    assert.match(String(outcomes[1000]), /2001:db8:100::ffff\/128 .*Nexthop has invalid gateway|No route to host|Network is unreachable/);
+    const listed = await edge.list();
+    assert.equal(listed.filter((r) => r.prefix.startsWith('2001:db8:100::')).length, 2000);
+    assert.deepEqual(listed.find((r) => r.prefix === '2001:db8:100::1/128')?.nextHops, ['2001:db8:2::10', '2001:db8:2::11'], 'multipath in a batch');
+    // Deleting, with some already gone: all success.
+    assert.deepEqual(
+      (await edge.delMany([...many.map((r) => r.prefix), '2001:db8:100::fffe/128'])).filter((o) => o !== undefined),
+      [],
+    );
+    assert.equal((await edge.list()).filter((r) => r.prefix.startsWith('2001:db8:100::')).length, 0);
+    ip('link', 'del', 'w0');
+  });
 });

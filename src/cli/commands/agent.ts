@@ -60,6 +60,8 @@ interface AgentOptions {
   lbClasses?: string[];
   bgpRouterId?: string;
   bgpBfd?: number;
+  birdSocket?: string;
+  birdInclude?: string;
   lbInterfaces?: string[];
   lbCtSize: number;
   lbMaglevSize: number;
@@ -171,6 +173,8 @@ export function agentCommand(): Command {
       if (!Number.isInteger(n) || n < 10 || n > 60_000) throw new Error(`--bgp-bfd ${v}: expected milliseconds between 10 and 60000`);
       return n;
     })
+    .option('--bird-socket <path>', "BGP anycast through a BIRD the operator runs, reconfigured through this control socket: herald starts no BIRD and owns only the include file (--bird-include)")
+    .option('--bird-include <file>', "with --bird-socket: the file herald writes and the operator's bird.conf includes (default: --state-dir/bird/herald.conf)")
     .option('--lb-interfaces <names>', 'L4 load balancing of service IPs in eBPF on these (announcing) interfaces, comma-separated (off by default)', parseInterfaceList)
     .option('--lb-ct-size <n>', 'load balancing: connection-tracking entries (LRU)', parseIntRange('--lb-ct-size', 64, 16_777_216), lbDefaults.ctMapSize)
     .option('--lb-maglev-size <prime>', 'load balancing: Maglev table size per frontend (a prime, ≥ 100 × backends)', parseIntRange('--lb-maglev-size', 7, 1_000_003, true), lbDefaults.maglevSize)
@@ -200,6 +204,8 @@ export function agentCommand(): Command {
         if (opts.store === 'etcd' && opts.etcd.length === 0) throw new Error('--store etcd needs --etcd <url>');
         if (opts.store === 'local' && opts.etcd.length > 0) throw new Error('--etcd is only used with --store etcd');
         if (opts.kubeconfig && !opts.kubernetes) throw new Error('--kubeconfig is only used with --kubernetes');
+        if (opts.birdSocket && !opts.bgpRouterId) throw new Error('--bird-socket needs --bgp-router-id (BGP anycast is off without it)');
+        if (opts.birdInclude && !opts.birdSocket) throw new Error('--bird-include is only used with --bird-socket');
         agent = await Agent.create(
           {
             node: opts.node,
@@ -227,7 +233,15 @@ export function agentCommand(): Command {
             statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
             onStoreLoss: opts.onStoreLoss,
             localRoutes: Boolean(opts.localRoutes),
-            ...(opts.bgpRouterId ? { bgp: { routerId: opts.bgpRouterId, ...(opts.bgpBfd ? { bfd: { intervalMs: opts.bgpBfd, multiplier: 3 } } : {}) } } : {}),
+            ...(opts.bgpRouterId
+              ? {
+                  bgp: {
+                    routerId: opts.bgpRouterId,
+                    ...(opts.bgpBfd ? { bfd: { intervalMs: opts.bgpBfd, multiplier: 3 } } : {}),
+                    ...(opts.birdSocket ? { operatorBird: { socketPath: opts.birdSocket, ...(opts.birdInclude ? { includePath: opts.birdInclude } : {}) } } : {}),
+                  },
+                }
+              : {}),
             ...(opts.lbClasses ? { lbClasses: opts.lbClasses } : {}),
             ...(opts.lbInterfaces
               ? {

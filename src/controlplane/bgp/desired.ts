@@ -24,7 +24,7 @@
  * An IP several services share is advertised if any of them wants it, with
  * the union of their next hops.
  */
-import { familyOf } from '../../core/addr.js';
+
 import { healthKey } from '../health/targets.js';
 import type { BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
 import type { AttributeGroup } from '../../datapath/tables/bird-config.js';
@@ -70,6 +70,22 @@ export interface BgpDesiredInput {
 }
 
 const sorted = (s: Iterable<string>): string[] => [...s].sort();
+/**
+ * The family of an address intent or LB-IPAM already validated: a colon is
+ * IPv6. (Parsing each address again cost more than the rest of a pass at
+ * 10,000 IPs.)
+ */
+const fam = (ip: string): 'IPv4' | 'IPv6' => (ip.includes(':') ? 'IPv6' : 'IPv4');
+
+/**
+ * Per-object memo of the per-service work, so that one change among 10,000
+ * services recomputes one service, not all: keyed by the (immutable) intent
+ * objects, so an unchanged Service / advertisement / EndpointSlice object
+ * reuses its last result. Objects are never mutated; a new object is a miss.
+ */
+const advertMemo = new WeakMap<ServiceManifest, WeakMap<BgpAdvertisementManifest, { ingress: readonly string[]; ips: Map<string, Attributes[]> }>>();
+const sliceMemo = new WeakMap<object, { nodeName: string; unhealthy: ReadonlySet<string>; svc: string | undefined; local: string[]; all: string[] }>();
+const sameList = (a: readonly string[], b: readonly string[]): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 const byKey = <V>(m: ReadonlyMap<string, V>): [string, V][] => [...m].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 
 /** The service IPs each peer family selects on this node: ip → {services, peers}. */
@@ -81,9 +97,10 @@ interface Selection {
   attributes: Map<string, Attributes[]>;
 }
 
-function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<string, Selection> {
+/** Every (peer, family, advertisement object) the policy gives this node: what a service's IPs are matched against. */
+function policyPairs(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): { peerId: string; ipFamily: 'IPv4' | 'IPv6'; advert: BgpAdvertisementManifest }[] {
   const { snapshot, node } = input;
-  const out = new Map<string, Selection>();
+  const pairs: { peerId: string; ipFamily: 'IPv4' | 'IPv6'; advert: BgpAdvertisementManifest }[] = [];
   for (const [configName, config] of byKey(snapshot.bgpClusterConfigs)) {
     if (!matchesSelector(config.spec.nodeSelector, node.labels)) continue;
     for (const instance of config.spec.bgpInstances) {
@@ -100,23 +117,42 @@ function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<
           if (!isUnicastIp(family) || family.advertisements === undefined) continue;
           const ipFamily = family.afi === 'ipv4' ? 'IPv4' : 'IPv6';
           for (const [, advert] of byKey(snapshot.bgpAdvertisements)) {
-            if (!matchesSelector(family.advertisements, advert.metadata.labels)) continue;
-            for (const [svcKey, svc] of byKey(snapshot.services)) {
-              for (const [ip, attrs] of advertisedIps(advert, svc, input.ingress.get(svcKey) ?? [])) {
-                if (familyOf(ip) !== ipFamily) continue;
-                let e = out.get(ip);
-                if (!e) out.set(ip, (e = { services: new Set(), peers: new Set(), attributes: new Map() }));
-                e.services.add(svcKey);
-                e.peers.add(peerId);
-                if (attrs.length > 0) e.attributes.set(peerId, [...(e.attributes.get(peerId) ?? []), ...attrs]);
-              }
-            }
+            if (matchesSelector(family.advertisements, advert.metadata.labels)) pairs.push({ peerId, ipFamily, advert });
           }
         }
       }
     }
   }
+  return pairs;
+}
+
+function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<string, Selection> {
+  const out = new Map<string, Selection>();
+  const pairs = policyPairs(input, warnings);
+  for (const pair of pairs) {
+    // Services in any order: the results are sets, sorted where they leave.
+    for (const [svcKey, svc] of input.snapshot.services) {
+      for (const [ip, attrs] of memoAdvertisedIps(pair.advert, svc, input.ingress.get(svcKey) ?? [])) {
+        if (fam(ip) !== pair.ipFamily) continue;
+        let e = out.get(ip);
+        if (!e) out.set(ip, (e = { services: new Set(), peers: new Set(), attributes: new Map() }));
+        e.services.add(svcKey);
+        e.peers.add(pair.peerId);
+        if (attrs.length > 0) e.attributes.set(pair.peerId, [...(e.attributes.get(pair.peerId) ?? []), ...attrs]);
+      }
+    }
+  }
   return out;
+}
+
+function memoAdvertisedIps(advert: BgpAdvertisementManifest, svc: ServiceManifest, ingress: readonly string[]): Map<string, Attributes[]> {
+  let perAdvert = advertMemo.get(svc);
+  if (!perAdvert) advertMemo.set(svc, (perAdvert = new WeakMap()));
+  const hit = perAdvert.get(advert);
+  if (hit && sameList(hit.ingress, ingress)) return hit.ips;
+  const ips = advertisedIps(advert, svc, ingress);
+  perAdvert.set(advert, { ingress: [...ingress], ips });
+  return ips;
 }
 
 /** The IPs of `svc` that one CiliumBGPAdvertisement object selects, with the attributes of the entries that selected each. */
@@ -196,7 +232,7 @@ function attributeGroups(selected: ReadonlyMap<string, Selection>): Map<string, 
       const key = JSON.stringify(attrs);
       const groups = perPeer.get(peer) ?? perPeer.set(peer, new Map()).get(peer)!;
       const g = groups.get(key) ?? groups.set(key, { attrs, prefixes: [] }).get(key)!;
-      g.prefixes.push(`${ip}/${familyOf(ip) === 'IPv4' ? 32 : 128}`);
+      g.prefixes.push(`${ip}/${fam(ip) === 'IPv4' ? 32 : 128}`);
     }
   }
   return new Map([...perPeer].map(([peer, groups]) => [peer, [...groups.values()].map((g) => ({ prefixes: g.prefixes, ...g.attrs }))]));
@@ -205,48 +241,274 @@ function attributeGroups(selected: ReadonlyMap<string, Selection>): Map<string, 
 /** Ready backend addresses per service: local (on this node) and all. */
 function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: ReadonlySet<string>): Map<string, { local: Set<string>; all: Set<string> }> {
   const out = new Map<string, { local: Set<string>; all: Set<string> }>();
-  for (const [, slice] of byKey(snapshot.endpointSlices)) {
-    const svc = sliceService(slice);
-    if (svc === undefined || slice.addressType === 'FQDN') continue;
-    let e = out.get(svc);
-    if (!e) out.set(svc, (e = { local: new Set(), all: new Set() }));
-    for (const ep of slice.endpoints) {
-      if (!endpointReady(ep)) continue;
-      for (const a of ep.addresses) {
-        if (unhealthy.has(healthKey(svc, a))) continue;
-        e.all.add(a);
-        if (ep.nodeName === nodeName) e.local.add(a);
+  for (const slice of snapshot.endpointSlices.values()) {
+    let m = sliceMemo.get(slice);
+    if (!m || m.nodeName !== nodeName || m.unhealthy !== unhealthy) {
+      const svc = sliceService(slice);
+      const local: string[] = [];
+      const all: string[] = [];
+      if (svc !== undefined && slice.addressType !== 'FQDN') {
+        for (const ep of slice.endpoints) {
+          if (!endpointReady(ep)) continue;
+          for (const a of ep.addresses) {
+            if (unhealthy.has(healthKey(svc, a))) continue;
+            all.push(a);
+            if (ep.nodeName === nodeName) local.push(a);
+          }
+        }
       }
+      sliceMemo.set(slice, (m = { nodeName, unhealthy, svc: slice.addressType === 'FQDN' ? undefined : svc, local, all }));
     }
+    if (m.svc === undefined) continue;
+    let e = out.get(m.svc);
+    if (!e) out.set(m.svc, (e = { local: new Set(), all: new Set() }));
+    for (const a of m.all) e.all.add(a);
+    for (const a of m.local) e.local.add(a);
   }
   return out;
 }
 
+const NONE_UNHEALTHY: ReadonlySet<string> = new Set();
+
+/** One selected IP's host route, or why it is withheld. */
+function evaluateIp(ip: string, sel: Selection, services: IntentSnapshot['services'], backends: ReadonlyMap<string, { local: Set<string>; all: Set<string> }>): BgpRouteRow | Withheld {
+  const family = fam(ip);
+  const hops = new Set<string>();
+  let anyReady = false;
+  for (const svcKey of sel.services) {
+    const svc = services.get(svcKey);
+    const b = backends.get(svcKey);
+    const local = [...(b?.local ?? [])].filter((a) => fam(a) === family);
+    const all = [...(b?.all ?? [])].filter((a) => fam(a) === family);
+    if (all.length > 0) anyReady = true;
+    const useHops = svc?.spec.externalTrafficPolicy === 'Local' ? local : local.length > 0 ? local : all;
+    for (const h of useHops) hops.add(h);
+  }
+  if (hops.size === 0) return { ip, services: sorted(sel.services), reason: anyReady ? 'no-local-ready-backend' : 'no-ready-backend' };
+  const prefix = `${ip}/${family === 'IPv4' ? 32 : 128}`;
+  return { ip, prefix, nextHops: sorted(hops), services: sorted(sel.services), peers: sorted(sel.peers) };
+}
+
+const isRow = (r: BgpRouteRow | Withheld): r is BgpRouteRow => 'prefix' in r;
+const byIp = <T extends { ip: string }>(a: T, b: T) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0);
+
 export function computeBgpDesired(input: BgpDesiredInput): BgpDesired {
   const warnings: BgpPolicyWarning[] = [];
   const selected = selectedIps(input, warnings);
-  const backends = readyBackends(input.snapshot, input.node.name, input.unhealthy ?? new Set());
+  const backends = readyBackends(input.snapshot, input.node.name, input.unhealthy ?? NONE_UNHEALTHY);
   const routes = new Map<string, BgpRouteRow>();
   const withheld: Withheld[] = [];
   for (const [ip, sel] of [...selected].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const family = familyOf(ip);
-    const hops = new Set<string>();
-    let anyReady = false;
-    for (const svcKey of sel.services) {
-      const svc = input.snapshot.services.get(svcKey);
-      const b = backends.get(svcKey);
-      const local = [...(b?.local ?? [])].filter((a) => familyOf(a) === family);
-      const all = [...(b?.all ?? [])].filter((a) => familyOf(a) === family);
-      if (all.length > 0) anyReady = true;
-      const useHops = svc?.spec.externalTrafficPolicy === 'Local' ? local : local.length > 0 ? local : all;
-      for (const h of useHops) hops.add(h);
-    }
-    if (hops.size === 0) {
-      withheld.push({ ip, services: sorted(sel.services), reason: anyReady ? 'no-local-ready-backend' : 'no-ready-backend' });
-      continue;
-    }
-    const prefix = `${ip}/${family === 'IPv4' ? 32 : 128}`;
-    routes.set(prefix, { ip, prefix, nextHops: sorted(hops), services: sorted(sel.services), peers: sorted(sel.peers) });
+    const r = evaluateIp(ip, sel, input.snapshot.services, backends);
+    if (isRow(r)) routes.set(r.prefix, r);
+    else withheld.push(r);
   }
   return { routes, withheld, warnings, attributes: attributeGroups(selected) };
+}
+
+/** The desired state plus which prefixes changed since the previous result (undefined: compare them all). */
+export interface BgpDesiredDelta extends BgpDesired {
+  readonly changed?: ReadonlySet<string>;
+}
+
+const sameEntries = <V>(a: ReadonlyMap<string, V>, b: ReadonlyMap<string, V>): boolean => {
+  if (a === b) return true;
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) if (b.get(k) !== v) return false;
+  return true;
+};
+
+/**
+ * computeBgpDesired, incrementally: one readiness change among 10,000
+ * services re-evaluates that service's IPs, not all of them. The previous
+ * inputs are compared object by object (intent objects are immutable: an
+ * unchanged Service or EndpointSlice is the same object in the next
+ * snapshot, as the Kubernetes source keeps them; a source that re-parses
+ * everything makes every object new and so takes the full pass). Anything
+ * beyond services, their ingress IPs and EndpointSlices — the BGP policy
+ * kinds, the node, the health checks — takes the full pass. The result is
+ * the pure function's (a unit test drives both with random changes).
+ */
+export class BgpDesiredEngine {
+  private last: BgpDesiredInput | undefined;
+  private result: BgpDesired | undefined;
+  private selected = new Map<string, Selection>();
+  private backends = new Map<string, { local: Set<string>; all: Set<string> }>();
+  private routesByIp = new Map<string, BgpRouteRow>();
+  private withheld = new Map<string, Withheld>();
+  /** service key → the IPs it selects (any peer). */
+  private svcIps = new Map<string, Set<string>>();
+  /** slice key → its service; service → its slice keys. */
+  private sliceSvc = new Map<string, string>();
+  private svcSlices = new Map<string, Set<string>>();
+  private pairs: { peerId: string; ipFamily: 'IPv4' | 'IPv6'; advert: BgpAdvertisementManifest }[] = [];
+
+  compute(input: BgpDesiredInput): BgpDesiredDelta {
+    const last = this.last;
+    const s = input.snapshot;
+    const policySame =
+      last !== undefined &&
+      sameEntries(s.bgpClusterConfigs, last.snapshot.bgpClusterConfigs) &&
+      sameEntries(s.bgpPeerConfigs, last.snapshot.bgpPeerConfigs) &&
+      sameEntries(s.bgpAdvertisements, last.snapshot.bgpAdvertisements) &&
+      input.node.name === last.node.name &&
+      JSON.stringify(input.node.labels) === JSON.stringify(last.node.labels) &&
+      (input.unhealthy ?? NONE_UNHEALTHY) === (last.unhealthy ?? NONE_UNHEALTHY);
+    if (!policySame || !this.result) return this.full(input);
+    const affected = new Set<string>();
+    for (const [k, v] of s.services) if (last.snapshot.services.get(k) !== v) affected.add(k);
+    for (const k of last.snapshot.services.keys()) if (!s.services.has(k)) affected.add(k);
+    if (input.ingress !== last.ingress) {
+      for (const [k, v] of input.ingress) {
+        const old = last.ingress.get(k);
+        if (old === undefined || !sameList(old, v)) affected.add(k);
+      }
+      for (const k of last.ingress.keys()) if (!input.ingress.has(k)) affected.add(k);
+    }
+    if (s.endpointSlices !== last.snapshot.endpointSlices) {
+      const touch = (key: string, slice: IntentSnapshot['endpointSlices'] extends ReadonlyMap<string, infer V> ? V | undefined : never) => {
+        const old = this.sliceSvc.get(key);
+        if (old !== undefined) {
+          affected.add(old);
+          this.svcSlices.get(old)?.delete(key);
+          this.sliceSvc.delete(key);
+        }
+        const svc = slice && slice.addressType !== 'FQDN' ? sliceService(slice) : undefined;
+        if (svc !== undefined) {
+          affected.add(svc);
+          this.sliceSvc.set(key, svc);
+          (this.svcSlices.get(svc) ?? this.svcSlices.set(svc, new Set()).get(svc)!).add(key);
+        }
+      };
+      for (const [k, v] of s.endpointSlices) if (last.snapshot.endpointSlices.get(k) !== v) touch(k, v);
+      for (const k of last.snapshot.endpointSlices.keys()) if (!s.endpointSlices.has(k)) touch(k, undefined);
+    }
+    this.last = input;
+    if (affected.size === 0) return { ...this.result, changed: new Set() };
+    if (affected.size > 64 && affected.size * 4 > s.services.size) return this.full(input); // a bulk change: one pass is cheaper
+    const unhealthy = input.unhealthy ?? NONE_UNHEALTHY;
+    // The affected services' backends, from their slices.
+    for (const svc of affected) {
+      const e = { local: new Set<string>(), all: new Set<string>() };
+      for (const key of this.svcSlices.get(svc) ?? []) {
+        const slice = s.endpointSlices.get(key);
+        if (!slice) continue;
+        for (const ep of slice.endpoints) {
+          if (!endpointReady(ep)) continue;
+          for (const a of ep.addresses) {
+            if (unhealthy.has(healthKey(svc, a))) continue;
+            e.all.add(a);
+            if (ep.nodeName === input.node.name) e.local.add(a);
+          }
+        }
+      }
+      this.backends.set(svc, e);
+    }
+    // Their IPs before and after, and each such IP's selection rebuilt from the services selecting it.
+    const ips = new Set<string>();
+    for (const svc of affected) for (const ip of this.svcIps.get(svc) ?? []) ips.add(ip);
+    /** ip → the affected services that select it now. */
+    const now = new Map<string, Set<string>>();
+    for (const svc of affected) {
+      const mine = new Set<string>();
+      const obj = s.services.get(svc);
+      if (obj) for (const pair of this.pairs) for (const [ip] of memoAdvertisedIps(pair.advert, obj, input.ingress.get(svc) ?? [])) if (fam(ip) === pair.ipFamily) mine.add(ip);
+      for (const ip of mine) {
+        ips.add(ip);
+        (now.get(ip) ?? now.set(ip, new Set()).get(ip)!).add(svc);
+      }
+      if (mine.size > 0) this.svcIps.set(svc, mine);
+      else this.svcIps.delete(svc);
+    }
+    let attributesTouched = false;
+    const changed = new Set<string>();
+    for (const ip of ips) {
+      const before = this.selected.get(ip);
+      if (before && before.attributes.size > 0) attributesTouched = true;
+      const candidates = new Set([...(before?.services ?? []), ...(now.get(ip) ?? [])]);
+      const sel: Selection = { services: new Set(), peers: new Set(), attributes: new Map() };
+      for (const svc of candidates) {
+        const obj = s.services.get(svc);
+        if (!obj) continue;
+        for (const pair of this.pairs) {
+          if (fam(ip) !== pair.ipFamily) continue;
+          const attrs = memoAdvertisedIps(pair.advert, obj, input.ingress.get(svc) ?? []).get(ip);
+          if (attrs === undefined) continue;
+          sel.services.add(svc);
+          sel.peers.add(pair.peerId);
+          if (attrs.length > 0) sel.attributes.set(pair.peerId, [...(sel.attributes.get(pair.peerId) ?? []), ...attrs]);
+        }
+      }
+      const prefix = `${ip}/${fam(ip) === 'IPv4' ? 32 : 128}`;
+      const oldRow = this.routesByIp.get(ip);
+      this.routesByIp.delete(ip);
+      this.withheld.delete(ip);
+      if (sel.services.size === 0) {
+        this.selected.delete(ip);
+      } else {
+        this.selected.set(ip, sel);
+        if (sel.attributes.size > 0) attributesTouched = true;
+        const r = evaluateIp(ip, sel, s.services, this.backends);
+        if (isRow(r)) this.routesByIp.set(ip, r);
+        else this.withheld.set(ip, r);
+      }
+      if (oldRow !== undefined || this.routesByIp.has(ip)) changed.add(prefix);
+    }
+    const routes = this.result.routes as Map<string, BgpRouteRow>;
+    for (const prefix of changed) {
+      const ip = prefix.slice(0, prefix.lastIndexOf('/'));
+      const r = this.routesByIp.get(ip);
+      if (r) routes.set(prefix, r);
+      else routes.delete(prefix);
+    }
+    this.result = {
+      routes,
+      withheld: [...this.withheld.values()].sort(byIp),
+      warnings: this.result.warnings,
+      attributes: attributesTouched ? attributeGroups(this.selected) : this.result.attributes,
+    };
+    return { ...this.result, changed };
+  }
+
+  private full(input: BgpDesiredInput): BgpDesiredDelta {
+    const warnings: BgpPolicyWarning[] = [];
+    this.pairs = policyPairs(input, warnings);
+    this.selected = new Map();
+    this.svcIps = new Map();
+    for (const [svcKey, svc] of input.snapshot.services) {
+      for (const pair of this.pairs) {
+        for (const [ip, attrs] of memoAdvertisedIps(pair.advert, svc, input.ingress.get(svcKey) ?? [])) {
+          if (fam(ip) !== pair.ipFamily) continue;
+          let e = this.selected.get(ip);
+          if (!e) this.selected.set(ip, (e = { services: new Set(), peers: new Set(), attributes: new Map() }));
+          e.services.add(svcKey);
+          e.peers.add(pair.peerId);
+          if (attrs.length > 0) e.attributes.set(pair.peerId, [...(e.attributes.get(pair.peerId) ?? []), ...attrs]);
+          (this.svcIps.get(svcKey) ?? this.svcIps.set(svcKey, new Set()).get(svcKey)!).add(ip);
+        }
+      }
+    }
+    this.sliceSvc = new Map();
+    this.svcSlices = new Map();
+    for (const [key, slice] of input.snapshot.endpointSlices) {
+      const svc = slice.addressType !== 'FQDN' ? sliceService(slice) : undefined;
+      if (svc === undefined) continue;
+      this.sliceSvc.set(key, svc);
+      (this.svcSlices.get(svc) ?? this.svcSlices.set(svc, new Set()).get(svc)!).add(key);
+    }
+    this.backends = readyBackends(input.snapshot, input.node.name, input.unhealthy ?? NONE_UNHEALTHY);
+    const routes = new Map<string, BgpRouteRow>();
+    this.routesByIp = new Map();
+    this.withheld = new Map();
+    for (const [ip, sel] of [...this.selected].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const r = evaluateIp(ip, sel, input.snapshot.services, this.backends);
+      if (isRow(r)) {
+        routes.set(r.prefix, r);
+        this.routesByIp.set(ip, r);
+      } else this.withheld.set(ip, r);
+    }
+    this.last = input;
+    this.result = { routes, withheld: [...this.withheld.values()], warnings, attributes: attributeGroups(this.selected) };
+    return this.result;
+  }
 }

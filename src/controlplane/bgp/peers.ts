@@ -4,7 +4,6 @@
  * CiliumBGPPeerConfig (timers, port, multihop, families), and the prefixes it
  * is owed when it selects fewer than the node advertises. Pure.
  */
-import { familyOf } from '../../core/addr.js';
 import type { BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
 import type { AttributeGroup, BirdPeer } from '../../datapath/tables/bird-config.js';
 import { bgpTimerDefaults, isUnicastIp } from '../../intent/bgp.js';
@@ -17,7 +16,8 @@ export interface SkippedPeer {
   readonly message: string;
 }
 
-const afiOf = (prefix: string): 'ipv4' | 'ipv6' => (familyOf(prefix.split('/')[0] ?? '') === 'IPv6' ? 'ipv6' : 'ipv4');
+/** Prefixes come from the desired state (validated addresses): a colon is IPv6. */
+const afiOf = (prefix: string): 'ipv4' | 'ipv6' => (prefix.includes(':') ? 'ipv6' : 'ipv4');
 
 export function birdPeers(
   snapshot: IntentSnapshot,
@@ -41,15 +41,18 @@ export function birdPeers(
           skipped.push({ peer: id, message: 'no peerAddress (auto-discovery is not implemented)' });
           continue;
         }
-        if (peer.peerASN === 0) {
-          skipped.push({ peer: id, message: 'peerASN 0 (learn the ASN from the peer) is not implemented: give the peer ASN' });
-          continue;
-        }
         const pc = peer.peerConfigRef ? snapshot.bgpPeerConfigs.get(peer.peerConfigRef.name) : undefined;
         const families = [...new Set((pc?.spec.families ?? [{ afi: 'ipv4', safi: 'unicast' }, { afi: 'ipv6', safi: 'unicast' }]).filter(isUnicastIp).map((f) => f.afi))].sort();
         // Routes of its families it is owed, against all the node advertises in them.
-        const ofFamilies = routes.filter((r) => families.includes(afiOf(r.prefix)));
-        const own = ofFamilies.filter((r) => r.peers.includes(id)).map((r) => r.prefix).sort();
+        // Counted first: the list is built (and sorted) only for a peer owed fewer than all (10,000 routes per change otherwise).
+        let ofFamilies = 0;
+        let owed = 0;
+        for (const r of routes) {
+          if (!families.includes(afiOf(r.prefix))) continue;
+          ofFamilies++;
+          if (r.peers.includes(id)) owed++;
+        }
+        const own = owed !== ofFamilies ? routes.filter((r) => families.includes(afiOf(r.prefix)) && r.peers.includes(id)).map((r) => r.prefix).sort() : [];
         peers.push({
           id,
           protocol: `herald_peer${peers.length + 1}`,
@@ -66,7 +69,7 @@ export function birdPeers(
           families,
           ...(attributes.has(id) ? { attributes: attributes.get(id)! } : {}),
           ...(pc?.spec.gracefulRestart?.enabled ? { gracefulRestart: { restartSeconds: pc.spec.gracefulRestart.restartTimeSeconds } } : {}),
-          ...(own.length !== ofFamilies.length ? { prefixes: own } : {}),
+          ...(owed !== ofFamilies ? { prefixes: own } : {}),
         });
       }
     }

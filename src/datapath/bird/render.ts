@@ -37,23 +37,35 @@ export function renderBirdConfig(row: BirdConfigRow): string {
   const routerId = addr(options.routerId, 'router id');
   if (familyOf(routerId) !== 'IPv4') throw new HeraldError('HERALD_INTERNAL', `bird.conf: router id ${routerId} must be an IPv4 address`);
   const proto = String(HERALD_ROUTE_PROTO);
-  const lines: string[] = [
-    '# Written by herald from the BGP intent; edits are overwritten.',
-    `router id ${routerId};`,
-    '',
-    'protocol device { scan time 10; }',
-    '',
-  ];
-  for (const fam of ['ipv4', 'ipv6'] as const) {
-    lines.push(
-      `# Learn herald's host routes (protocol ${proto}); never write the kernel.`,
-      `protocol kernel herald_kernel_${fam.slice(-1)} {`,
-      '  learn;',
-      '  scan time 10;',
-      `  ${fam} { import where krt_source = ${proto}; export none; };`,
-      '}',
-      '',
-    );
+  const fragment = row.fragment;
+  const lines: string[] = [];
+  if (fragment === undefined) {
+    lines.push('# Written by herald from the BGP intent; edits are overwritten.', `router id ${routerId};`, '', 'protocol device { scan time 10; }', '');
+    for (const fam of ['ipv4', 'ipv6'] as const) {
+      lines.push(
+        `# Learn herald's host routes (protocol ${proto}); never write the kernel.`,
+        `protocol kernel herald_kernel_${fam.slice(-1)} {`,
+        '  learn;',
+        '  scan time 10;',
+        // Thousands of routes written at once overflow the default netlink buffer; BIRD then only sees them at the next scan.
+        '  netlink rx buffer 8388608;',
+        `  ${fam} { import where krt_source = ${proto}; export none; };`,
+        '}',
+        '',
+      );
+    }
+  } else {
+    // An include fragment for the operator's BIRD (--bird-socket): the kernel tables
+    // are the operator's kernel protocols' (BIRD allows one per kernel table), so the
+    // advertised prefixes are static routes in herald's own BIRD tables, exported to
+    // the peers only (nothing of herald's reaches the kernel through this BIRD).
+    lines.push('# Written by herald from the BGP intent for an operator-run BIRD (include it from bird.conf); edits are overwritten.', '');
+    for (const fam of ['ipv4', 'ipv6'] as const) {
+      const bits = fam === 'ipv4' ? 32 : 128;
+      const table = `herald${fam.slice(-1)}`;
+      const mine = fragment.prefixes.map(hostPrefix).filter((x) => x.endsWith(`/${bits}`));
+      lines.push(`${fam} table ${table};`, `protocol static herald_static_${fam.slice(-1)} {`, `  ${fam} { table ${table}; };`, ...mine.map((x) => `  route ${x} blackhole;`), '}', '');
+    }
   }
   if (options.bfd) {
     const ms = int(options.bfd.intervalMs, 1, 60_000, 'BFD interval');
@@ -61,9 +73,12 @@ export function renderBirdConfig(row: BirdConfigRow): string {
   }
   for (const p of peers) {
     lines.push(`# ${JSON.stringify(p.id).replace(/[^\x20-\x7e]/g, '?')}`, `protocol bgp ${protocolName(p.protocol)} {`);
-    if (p.routerId !== undefined) lines.push(`  router id ${addr(p.routerId, 'router id')};`);
+    // With a fragment the global router ID is the operator's: each session carries ours.
+    if (p.routerId !== undefined || fragment !== undefined) lines.push(`  router id ${addr(p.routerId ?? routerId, 'router id')};`);
     lines.push(`  local ${p.localAddress !== undefined ? `${addr(p.localAddress, 'local address')} ` : ''}as ${int(p.localAsn, 1, 4294967295, 'local ASN')};`);
-    lines.push(`  neighbor ${addr(p.address, 'peer address')} port ${int(p.port, 1, 65535, 'peer port')} as ${int(p.asn, 1, 4294967295, 'peer ASN')};`);
+    // peerASN 0 (Cilium: take the AS from the peer's OPEN): BIRD's `external` accepts any AS but our own.
+    const remote = p.asn === 0 ? 'external' : `as ${int(p.asn, 1, 4294967295, 'peer ASN')}`;
+    lines.push(`  neighbor ${addr(p.address, 'peer address')} port ${int(p.port, 1, 65535, 'peer port')} ${remote};`);
     lines.push(`  hold time ${int(p.holdSeconds, 3, 65535, 'hold time')};`, `  keepalive time ${int(p.keepaliveSeconds, 1, 65535, 'keepalive time')};`);
     lines.push(`  connect retry time ${int(p.connectRetrySeconds, 1, 2147483647, 'connect retry time')};`);
     if (options.connectDelaySeconds !== undefined) lines.push(`  connect delay time ${int(options.connectDelaySeconds, 1, 65535, 'connect delay')};`);
@@ -77,14 +92,15 @@ export function renderBirdConfig(row: BirdConfigRow): string {
       const bits = fam === 'ipv4' ? 32 : 128;
       const mine = (p.prefixes ?? []).map(hostPrefix).filter((x) => x.endsWith(`/${bits}`));
       const set = p.prefixes === undefined ? '' : mine.length > 0 ? ` && net ~ [ ${mine.join(', ')} ]` : ' && false';
-      const accept = `source = RTS_INHERIT && krt_source = ${proto}${set}`;
+      const accept = fragment === undefined ? `source = RTS_INHERIT && krt_source = ${proto}${set}` : `source = RTS_STATIC${set}`;
+      const table = fragment === undefined ? '' : ` table herald${fam.slice(-1)};`;
       const groups = (p.attributes ?? []).map((g) => ({ ...g, prefixes: g.prefixes.map(hostPrefix).filter((x) => x.endsWith(`/${bits}`)) })).filter((g) => g.prefixes.length > 0);
       if (groups.length === 0) {
-        lines.push(`  ${fam} { import none; next hop self; export where ${accept}; };`);
+        lines.push(`  ${fam} {${table} import none; next hop self; export where ${accept}; };`);
         continue;
       }
       // Path attributes per group of prefixes (the sets follow the selection, not readiness: no reload per readiness change).
-      lines.push(`  ${fam} {`, '    import none;', '    next hop self;', '    export filter {', `      if !(${accept}) then reject;`);
+      lines.push(`  ${fam} {`, ...(table ? [`   ${table}`] : []), '    import none;', '    next hop self;', '    export filter {', `      if !(${accept}) then reject;`);
       for (const g of groups) {
         const actions = [
           ...g.communities.map(([a, b]) => `bgp_community.add((${int(a, 0, 65535, 'community')}, ${int(b, 0, 65535, 'community')}));`),

@@ -20,8 +20,19 @@ export class HostRoutesOps implements ReconcilerOps<BgpRouteRow> {
     await this.routes.del(row.prefix);
   }
 
+  /** Thousands of routes (a start, a pool of 10,000 IPs) in one rtnetlink session, not one `ip` per route. */
+  updateBatch(rows: readonly BgpRouteRow[]): Promise<(Error | undefined)[]> {
+    return this.routes.replaceMany(rows.map((r) => ({ prefix: r.prefix, nextHops: r.nextHops })));
+  }
+
+  deleteBatch(rows: readonly BgpRouteRow[]): Promise<(Error | undefined)[]> {
+    return this.routes.delMany(rows.map((r) => r.prefix));
+  }
+
   async prune(desired: readonly BgpRouteRow[]): Promise<void> {
     const wanted = new Set(desired.map((r) => r.prefix));
-    for (const r of await this.routes.list()) if (!wanted.has(r.prefix)) await this.routes.del(r.prefix);
+    const stale = (await this.routes.list()).filter((r) => !wanted.has(r.prefix)).map((r) => r.prefix);
+    const failed = (await this.routes.delMany(stale)).find((e) => e !== undefined);
+    if (failed) throw failed;
   }
 }

@@ -69,6 +69,14 @@ export interface BirdConfigRow {
   readonly connectDelaySeconds?: number;
   readonly errorWaitSeconds?: readonly [number, number];
   readonly peers: readonly BirdPeer[];
+  /**
+   * Set when the BIRD is the operator's (`--bird-socket`): the configuration is
+   * an include fragment in herald's own BIRD tables (herald4/herald6), no
+   * kernel protocol (the operator's owns the kernel tables), and the advertised
+   * prefixes are static routes there — so here, unlike with herald's own BIRD,
+   * a change of the advertised set rewrites the fragment.
+   */
+  readonly fragment?: { readonly prefixes: readonly string[] };
 }
 
 export const birdConfigTable = defineTable<BirdConfigRow>({
