@@ -82,6 +82,7 @@ unit_tests=(
   test/net/socket-filter.test.ts
   test/net/ndp.test.ts
   test/datapath/garp.test.ts
+  test/datapath/liveness.test.ts
   test/datapath/layout.test.ts
   test/datapath/bird-render.test.ts
   test/datapath/conflict-defence.test.ts

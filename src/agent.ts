@@ -553,17 +553,31 @@ export class Agent implements Disposable {
    * without waiting for the lease to expire — and never while we still answer.
    */
   async drain(): Promise<void> {
-    await this.record({ kind: 'node-stopping' }); // before the lease goes: the view names the cause of the moves
-    await this.ownership.release();
-    await this.controlPlane.idle();
-    const withdrawn = await this.l2.reconciler?.settled();
-    if (withdrawn && withdrawn.failed.length > 0) {
-      // Still answering for some IP: freeing it now would make two answerers.
-      // Keep the lease; it expires after we exit, and the heartbeat stops first.
-      throw new HeraldError('HERALD_BPF_MAP', `withdrawing ${withdrawn.failed.join(', ')} failed: IPs are freed at lease expiry, not now`);
+    // Recorded, not waited for (an event carries no authority): the hand-over must not queue behind a store write.
+    const stopping = this.record({ kind: 'node-stopping' });
+    // With a shared store, fall silent first, in one map write (the liveness
+    // stamp cleared, the heartbeat stopped for good): from then on nothing is
+    // answered whatever the tables hold, so the IPs can go to their successors
+    // at once instead of after the entry-by-entry withdrawal. The local store
+    // keeps answering through a restart (nobody else takes over), so it never does this.
+    const silenced = this.etcdOwnership ? (this.l2.datapath.liveness?.silence() ?? false) : false;
+    await this.ownership.release({ silenced });
+    if (silenced) {
+      await this.session?.revoke(); // frees what was not handed over
+      await this.controlPlane.idle();
+      await this.l2.reconciler?.settled();
+    } else {
+      await this.controlPlane.idle();
+      const withdrawn = await this.l2.reconciler?.settled();
+      if (withdrawn && withdrawn.failed.length > 0) {
+        // Still answering for some IP: freeing it now would make two answerers.
+        // Keep the lease; it expires after we exit, and the heartbeat stops first.
+        throw new HeraldError('HERALD_BPF_MAP', `withdrawing ${withdrawn.failed.join(', ')} failed: IPs are freed at lease expiry, not now`);
+      }
+      await this.session?.revoke(); // the map entries are gone: free every IP now
     }
-    await this.session?.revoke(); // the map entries are gone: free every IP now
     await this.routes?.settled(); // then the local routes (ARP has already moved)
+    await stopping;
   }
 
   /**
