@@ -104,6 +104,7 @@ lab_tests=(
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
+  test/datapath/owner-watch.lab.test.ts
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/datapath/host-routes.lab.test.ts

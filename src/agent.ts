@@ -97,6 +97,10 @@ export interface AgentConfig {
   statusSocket?: string;
   /** etcd store: what to do when it is unreachable. */
   onStoreLoss: 'withdraw' | 'keep';
+  /** etcd store: watching owners on the wire (default ownerWatchDefaults: probes every 50 ms, silent after 300 ms). */
+  ownerWatch?: { probeIntervalMs?: number; silenceMs?: number };
+  /** etcd store: a more preferred candidate must be present this long before an owner hands an IP over (default 5 s). */
+  handoverHoldMs?: number;
   /** Install a local route for each owned IP so host services can serve it. */
   localRoutes: boolean;
   /** LB-IPAM serves only Services of these load balancer classes (Cilium's TestRequiredLBClass). */
@@ -186,14 +190,14 @@ export class Agent implements Disposable {
     this.source = this.makeSource(); // manifests from files, etcd or Kubernetes informers
     this.viewStore = etcd && this.session ? this.store.add(new etcd.EtcdViewStore(this.session, config.node, log.child({ module: 'view' }))) : undefined;
     this.journal = this.viewStore ?? new MemoryJournal(config.node);
-    this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
+    this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults, config.ownerWatch))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
         ? new etcd.EtcdOwnership(
             this.session,
             config.node,
             { clock, log: log.child({ module: 'ownership' }), watch: this.ownerWatch, events: (e) => this.journal.record(e), onOwners: () => this.ownersMayHaveChanged() },
-            { ...etcd.etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
+            { ...etcd.etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss, ...(config.handoverHoldMs !== undefined ? { handoverHoldMs: config.handoverHoldMs } : {}) },
           )
         : undefined;
     // Kubernetes: one Lease per node, one per owned IP (written only when ownership moves)
@@ -728,8 +732,8 @@ function heraldVersion(): string {
 }
 
 /** HERALD_WIRE_FILTER=off reads every ARP frame in JavaScript again: only to measure what the socket filter saves (bench/wire-filter). */
-function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
-  return { ...defaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
+function ownerWatchOptions(defaults: OwnerWatchOptions, given: AgentConfig['ownerWatch'] = {}): OwnerWatchOptions {
+  return { ...defaults, ...given, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
 }
 
 /** One writer of Service status at a time: the live node (by node Lease) with the lowest name; no extra API writes to decide it. */

@@ -88,7 +88,7 @@ const heraldSetup = (extraArgs: readonly string[] = []): Setup => async (bench: 
   nodes[0]!.must(HERALD, ['apply', '-f', file, '--etcd', etcd.endpoint, '--prefix', `${prefix}manifests/`]);
   const agents = new Map<Host, LabProcess>();
   for (const n of nodes) {
-    agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes', ...(process.env.HERALD_FAILOVER_TRACE ? ['--log-format', 'json', '--log-level', process.env.HERALD_FAILOVER_TRACE === 'debug' ? 'debug' : 'info'] : []), ...extraArgs], `agent-t${trial}`));
+    agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes', ...(process.env.HERALD_FAILOVER_AGENT_ARGS?.split(' ').filter(Boolean) ?? []), ...(process.env.HERALD_FAILOVER_TRACE ? ['--log-format', 'json', '--log-level', process.env.HERALD_FAILOVER_TRACE === 'debug' ? 'debug' : 'info'] : []), ...extraArgs], `agent-t${trial}`));
   }
   const owner = nodes.reduce((best, n) => (rendezvousScore(n.netns, bench.vip) > rendezvousScore(best.netns, bench.vip) ? n : best));
   const owns = (n: Host) => {
@@ -136,6 +136,14 @@ export function heraldCases(): FailoverCase[] {
     { name: 'herald/crash', setup: heraldSetup(), trigger: crashAgentProcess, options: { postMs: 4000 } },
     // The same crash without the supervisor: bounded by the liveness limit and wire fencing.
     { name: 'herald/crash-unsupervised', setup: heraldSetup(['--no-supervisor']), trigger: stopOwner('SIGKILL'), options: { postMs: 4000 } },
-    { name: 'herald/node-loss', setup: heraldSetup(), trigger: ownerLinkDown, options: { postMs: 4000 } },
+    {
+      name: 'herald/node-loss',
+      setup: heraldSetup(),
+      trigger: (bench, scenario) => {
+        (scenario as HeraldScenario).triggeredAt = Date.now();
+        return ownerLinkDown(bench, scenario);
+      },
+      options: { postMs: 4000 },
+    },
   ];
 }

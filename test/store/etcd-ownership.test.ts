@@ -149,6 +149,11 @@ describe('etcd ownership', () => {
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(b.owned.current.has(IP), true);
     assert.equal(maxOwnersOfIp(), 1, 'never two owners at once');
+    // Gone now, so they add nothing to a later test's timeline.
+    for (const m of [a, b]) {
+      m.own.dispose();
+      m.session.dispose();
+    }
   });
 
   test('without a silenced datapath a release hands nothing over: the key stays the fence until the revoke', async () => {
@@ -165,6 +170,11 @@ describe('etcd ownership', () => {
     assert.equal(b.owned.current.size, 0);
     const kv = (await b.session.client.get(`${prefix}owners/${IP}`).exec()).kvs[0]!;
     assert.equal(String(kv.lease), a.session.leaseId);
+    await a.session.revoke();
+    for (const m of [a, b]) {
+      m.own.dispose();
+      m.session.dispose();
+    }
   });
 
   test('a silent owner is fenced out: its lease is revoked and a candidate takes over long before expiry', async () => {

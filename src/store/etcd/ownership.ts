@@ -559,14 +559,27 @@ export class EtcdOwnership implements OwnershipBackend {
       // Not waited for: the fence is what lets a successor answer.
       void Promise.resolve(this.deps.events?.({ kind: 'owner-fenced', fenced: node, ips: [...this.owners].filter(([, o]) => o.node === node).map(([ip]) => ip).slice(0, 100) })).catch(() => {});
     }
+    let revoked = false;
     for (const lease of leases) {
       try {
-        await this.session.client.leaseClient.leaseRevoke({ ID: lease });
+        const res = await this.session.client.leaseClient.leaseRevoke({ ID: lease });
         this.counters.fencesIssued++;
         this.deps.log.warn({ node, lease }, 'fenced out a silent owner: revoked its lease');
+        // Every key on the lease is gone at the revoke's revision: apply that
+        // now and contend, instead of waiting for the watch or a full re-read.
+        const revision = Number(res.header.revision);
+        const gone = [...this.owners].filter(([, o]) => o.lease === lease).map(([ip]) => `${this.ownersPrefix}${ip}`);
+        for (const [k, l] of this.candidateLeases) if (l === lease) gone.push(`${this.candidatesPrefix}${k}`);
+        for (const key of gone) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision });
+        revoked = true;
       } catch (e) {
         this.deps.log.debug({ node, err: describeError(e) }, 'revoking a silent owner failed (already gone?)');
       }
+    }
+    if (revoked) {
+      this.markDirty();
+      void this.refresh(); // the full re-read follows, as a check
+      return;
     }
     await this.refresh();
   }
@@ -669,9 +682,16 @@ export class EtcdOwnership implements OwnershipBackend {
           .else(...keys.map((key) => client.get(key)))
           .commit();
         if (res.succeeded) {
-          for (const [n, { ip, late }] of pending.entries()) {
-            this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
-            this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+          for (const n of pending.keys()) this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
+          // Answer for this chunk now, before the next chunk's transaction; its
+          // log lines after the datapath has run (a thousand synchronous writes
+          // must not stand between the last IP and its answer).
+          void this.emit();
+          const took = pending.map(({ ip, late }) => ({ ip, late }));
+          setImmediate(() => {
+            for (const { ip, late } of took) this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+          });
+          for (const { ip, late } of pending) {
             if (tookRecorded++ < EVENTS_PER_BATCH) this.recordTook(ip);
             else this.gone.delete(ip);
             // We handed this IP over and had to take it back: the preferred node
