@@ -310,7 +310,8 @@ export class EtcdOwnership implements OwnershipBackend {
       const prev = this.owners.get(ip);
       if (value === this.nodeName && prev && prev.node !== this.nodeName) {
         this.gone.delete(ip);
-        this.deps.log.info({ ip, from: prev.node }, 'took ownership: handed over by the stopping owner');
+        // Logged after the datapath has run (hundreds of synchronous writes must not delay the answers).
+        setImmediate(() => this.deps.log.info({ ip, from: prev.node }, 'took ownership: handed over by the stopping owner'));
         // Answer once the watch batch is applied, not a timer later (the pass follows for the rest).
         if (!this.emitQueued) {
           this.emitQueued = true;
