@@ -873,13 +873,17 @@ export class EtcdOwnership implements OwnershipBackend {
     for (const t of this.timers.values()) t.cancel();
     const lease = this.session.leaseId;
     const mine = [...this.owners].filter(([, o]) => o.node === this.nodeName && o.lease === lease).map(([ip]) => ip);
-    // Sent before the local withdrawal is queued: the transaction is what the successor waits for.
-    const handed = opts.silenced && lease && mine.length > 0 ? this.handOver(mine, lease) : Promise.resolve(0);
+    if (opts.silenced && lease && mine.length > 0) {
+      // Silent already: the local withdrawal (a thousand map deletes and log
+      // lines) waits until the transactions are through, so it never delays
+      // them — a hand-over slower than the candidates' silence window would be
+      // overtaken by a fence (safe, but a contention round later).
+      const n = await Promise.race([this.handOver(mine, lease), new Promise<number>((r) => this.deps.clock.setTimeout(() => r(0), 1000))]);
+      if (n > 0) this.deps.log.info({ ips: n, of: mine.length }, 'handed ownership over to the successors');
+    }
     this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
     this.lastOwned = new Set();
     this.onChange(this.view());
-    const n = await Promise.race([handed, new Promise<number>((r) => this.deps.clock.setTimeout(() => r(0), 1000))]);
-    if (n > 0) this.deps.log.info({ ips: n, of: mine.length }, 'handed ownership over to the successors');
   }
 
   /** The successor for `ip` on a stop: the most preferred other live candidate, with the lease its candidacy is on. */
