@@ -86,6 +86,7 @@ unit_tests=(
   test/net/socket-filter.test.ts
   test/net/ndp.test.ts
   test/datapath/garp.test.ts
+  test/datapath/liveness.test.ts
   test/datapath/layout.test.ts
   test/datapath/bird-render.test.ts
   test/datapath/conflict-defence.test.ts
@@ -109,6 +110,7 @@ lab_tests=(
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
+  test/datapath/owner-watch.lab.test.ts
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/datapath/host-routes.lab.test.ts

@@ -102,6 +102,10 @@ export interface AgentConfig {
   statusSocket?: string;
   /** etcd store: what to do when it is unreachable. */
   onStoreLoss: 'withdraw' | 'keep';
+  /** etcd store: watching owners on the wire (default ownerWatchDefaults: probes every 50 ms, silent after 300 ms). */
+  ownerWatch?: { probeIntervalMs?: number; silenceMs?: number };
+  /** etcd store: a more preferred candidate must be present this long before an owner hands an IP over (default 5 s). */
+  handoverHoldMs?: number;
   /** Install a local route for each owned IP so host services can serve it. */
   localRoutes: boolean;
   /** LB-IPAM serves only Services of these load balancer classes (Cilium's TestRequiredLBClass). */
@@ -200,14 +204,14 @@ export class Agent implements Disposable {
     this.viewStore = etcd && this.session ? this.store.add(new etcd.EtcdViewStore(this.session, config.node, log.child({ module: 'view' }))) : undefined;
     this.fileJournal = this.viewStore ? undefined : new FileJournal(config.node, join(config.stateDir, 'view-events.json'), log.child({ module: 'view' }));
     this.journal = this.viewStore ?? this.fileJournal!;
-    this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults))) : undefined; // silent owners on the wire
+    this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults, config.ownerWatch))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
         ? new etcd.EtcdOwnership(
             this.session,
             config.node,
             { clock, log: log.child({ module: 'ownership' }), watch: this.ownerWatch, events: (e) => this.journal.record(e), onOwners: () => this.ownersMayHaveChanged() },
-            { ...etcd.etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss },
+            { ...etcd.etcdOwnershipDefaults, onStoreLoss: config.onStoreLoss, ...(config.handoverHoldMs !== undefined ? { handoverHoldMs: config.handoverHoldMs } : {}) },
           )
         : undefined;
     // Kubernetes: one Lease per node, one per owned IP (written only when ownership moves)
@@ -593,17 +597,31 @@ export class Agent implements Disposable {
    * without waiting for the lease to expire — and never while we still answer.
    */
   async drain(): Promise<void> {
-    await this.record({ kind: 'node-stopping' }); // before the lease goes: the view names the cause of the moves
-    await this.ownership.release();
-    await this.controlPlane.idle();
-    const withdrawn = await this.l2.reconciler?.settled();
-    if (withdrawn && withdrawn.failed.length > 0) {
-      // Still answering for some IP: freeing it now would make two answerers.
-      // Keep the lease; it expires after we exit, and the heartbeat stops first.
-      throw new HeraldError('HERALD_BPF_MAP', `withdrawing ${withdrawn.failed.join(', ')} failed: IPs are freed at lease expiry, not now`);
+    // Recorded, not waited for (an event carries no authority): the hand-over must not queue behind a store write.
+    const stopping = this.record({ kind: 'node-stopping' });
+    // With a shared store, fall silent first, in one map write (the liveness
+    // stamp cleared, the heartbeat stopped for good): from then on nothing is
+    // answered whatever the tables hold, so the IPs can go to their successors
+    // at once instead of after the entry-by-entry withdrawal. The local store
+    // keeps answering through a restart (nobody else takes over), so it never does this.
+    const silenced = this.etcdOwnership ? (this.l2.datapath.liveness?.silence() ?? false) : false;
+    await this.ownership.release({ silenced });
+    if (silenced) {
+      await this.session?.revoke(); // frees what was not handed over
+      await this.controlPlane.idle();
+      await this.l2.reconciler?.settled();
+    } else {
+      await this.controlPlane.idle();
+      const withdrawn = await this.l2.reconciler?.settled();
+      if (withdrawn && withdrawn.failed.length > 0) {
+        // Still answering for some IP: freeing it now would make two answerers.
+        // Keep the lease; it expires after we exit, and the heartbeat stops first.
+        throw new HeraldError('HERALD_BPF_MAP', `withdrawing ${withdrawn.failed.join(', ')} failed: IPs are freed at lease expiry, not now`);
+      }
+      await this.session?.revoke(); // the map entries are gone: free every IP now
     }
-    await this.session?.revoke(); // the map entries are gone: free every IP now
     await this.routes?.settled(); // then the local routes (ARP has already moved)
+    await stopping;
   }
 
   /**
@@ -849,8 +867,8 @@ function heraldVersion(): string {
 }
 
 /** HERALD_WIRE_FILTER=off reads every ARP frame in JavaScript again: only to measure what the socket filter saves (bench/wire-filter). */
-function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
-  return { ...defaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
+function ownerWatchOptions(defaults: OwnerWatchOptions, given: AgentConfig['ownerWatch'] = {}): OwnerWatchOptions {
+  return { ...defaults, ...given, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
 }
 
 /** One writer of Service status at a time: the live node (by node Lease) with the lowest name; no extra API writes to decide it. */

@@ -197,6 +197,8 @@ export class FailoverBench {
         }
         results.push(trial);
         this.log(`  ${caseName} #${i + 1}: ${describe(trial)}`);
+        const trace = trial.notes?.['trace'];
+        if (Array.isArray(trace)) for (const line of trace) this.log(`      ${String(line)}`);
         break;
       }
     }

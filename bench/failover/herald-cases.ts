@@ -29,6 +29,24 @@ import { ownerLinkDown } from './harness.js';
 
 interface HeraldScenario extends Scenario {
   agents: Map<Host, LabProcess>;
+  /** Date.now() at the trigger: the agents' log lines are timed against it (HERALD_FAILOVER_TRACE=1). */
+  triggeredAt?: number;
+}
+
+/** Every agent's log lines from just before the trigger on, as "+ms node message" (the hand-over path, traced). */
+function trace(s: HeraldScenario): string[] {
+  const at = s.triggeredAt;
+  if (at === undefined) return [];
+  const out: Array<[number, string]> = [];
+  for (const [host, agent] of s.agents) {
+    for (const line of agent.text().split('\n')) {
+      const m = /^\{.*"time":(\d+).*"msg":"([^"]*)"/.exec(line);
+      if (!m) continue;
+      const dt = Number(m[1]) - at;
+      if (dt >= -20) out.push([dt, `${dt >= 0 ? '+' : ''}${dt} ms ${host.name} ${m[2]}`]);
+    }
+  }
+  return out.sort((a, b) => a[0] - b[0]).map(([, l]) => l).slice(0, 40);
 }
 
 let etcd: LabEtcd | undefined;
@@ -70,7 +88,7 @@ const heraldSetup = (extraArgs: readonly string[] = []): Setup => async (bench: 
   nodes[0]!.must(HERALD, ['apply', '-f', file, '--etcd', etcd.endpoint, '--prefix', `${prefix}manifests/`]);
   const agents = new Map<Host, LabProcess>();
   for (const n of nodes) {
-    agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes', ...extraArgs], `agent-t${trial}`));
+    agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes', ...(process.env.HERALD_FAILOVER_AGENT_ARGS?.split(' ').filter(Boolean) ?? []), ...(process.env.HERALD_FAILOVER_TRACE ? ['--log-format', 'json', '--log-level', process.env.HERALD_FAILOVER_TRACE === 'debug' ? 'debug' : 'info'] : []), ...extraArgs], `agent-t${trial}`));
   }
   const owner = nodes.reduce((best, n) => (rendezvousScore(n.netns, bench.vip) > rendezvousScore(best.netns, bench.vip) ? n : best));
   const owns = (n: Host) => {
@@ -91,13 +109,16 @@ const heraldSetup = (extraArgs: readonly string[] = []): Setup => async (bench: 
     await teardown();
     throw e;
   }
-  return { owner, agents, teardown };
+  const scenario: HeraldScenario = { owner, agents, teardown };
+  if (process.env.HERALD_FAILOVER_TRACE) scenario.notes = () => ({ trace: trace(scenario) });
+  return scenario;
 };
 
 const stopOwner =
   (signal: NodeJS.Signals): Trigger =>
   (_bench, scenario) => {
     const agent = (scenario as HeraldScenario).agents.get(scenario.owner)!;
+    (scenario as HeraldScenario).triggeredAt = Date.now();
     agent.signal(signal);
   };
 
@@ -115,6 +136,14 @@ export function heraldCases(): FailoverCase[] {
     { name: 'herald/crash', setup: heraldSetup(), trigger: crashAgentProcess, options: { postMs: 4000 } },
     // The same crash without the supervisor: bounded by the liveness limit and wire fencing.
     { name: 'herald/crash-unsupervised', setup: heraldSetup(['--no-supervisor']), trigger: stopOwner('SIGKILL'), options: { postMs: 4000 } },
-    { name: 'herald/node-loss', setup: heraldSetup(), trigger: ownerLinkDown, options: { postMs: 4000 } },
+    {
+      name: 'herald/node-loss',
+      setup: heraldSetup(),
+      trigger: (bench, scenario) => {
+        (scenario as HeraldScenario).triggeredAt = Date.now();
+        return ownerLinkDown(bench, scenario);
+      },
+      options: { postMs: 4000 },
+    },
   ];
 }

@@ -38,25 +38,8 @@ function linkLocalOf(mac: string): string {
 
 const familyOf = (ip: string) => (isIpv4(ip) ? 4 : 6);
 
-export interface OwnerWatchOptions {
-  probeIntervalMs: number;
-  /** No reply for this long (while watched this long) ⇒ silent. */
-  silenceMs: number;
-  /**
-   * Two probes further apart than this mean our own timer ran late: the
-   * evidence so far is void and the window starts again. Default: half the
-   * silence window (so at least two on-time probes span any verdict).
-   */
-  maxProbeGapMs?: number;
-  /**
-   * Let the kernel drop every frame but ARP replies from a watched IPv4 and
-   * Neighbor Advertisements for a watched IPv6 (classic BPF socket filters),
-   * so a flood of other hosts' ARP or NDP costs no JavaScript. Default true; false only to measure the difference (bench/wire-filter).
-   */
-  wireFilter?: boolean;
-}
-
-export const ownerWatchDefaults: OwnerWatchOptions = { probeIntervalMs: 50, silenceMs: 300 };
+import { ownerWatchDefaults, type OwnerWatchOptions } from './owner-watch-options.js';
+export { ownerWatchDefaults, type OwnerWatchOptions } from './owner-watch-options.js';
 
 interface Tracked extends WatchTarget {
   since: number;
@@ -72,6 +55,8 @@ interface Tracked extends WatchTarget {
    */
   heard: boolean;
   reported: boolean;
+  /** Monotonic ms of our last probe to it (paced per target: overdue ones are probed faster). */
+  lastSent: number;
 }
 
 export class PacketOwnerWatch implements OwnerWatch, Disposable {
@@ -87,6 +72,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
   /** Windows restarted because our own timer fired late, for status. */
   lateTicks = 0;
   reports = 0;
+  probesSent = 0;
 
   constructor(
     private readonly deps: { links: Links; clock: Clock; log: Logger },
@@ -102,7 +88,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     const next = new Map<string, Tracked>();
     for (const t of targets) {
       const key = `${t.node}|${t.ip}|${t.iface}`;
-      next.set(key, this.tracked.get(key) ?? { ...t, since: now, lastReply: now, evidenceFrom: now, probes: 0, heard: false, reported: false });
+      next.set(key, this.tracked.get(key) ?? { ...t, since: now, lastReply: now, evidenceFrom: now, probes: 0, heard: false, reported: false, lastSent: -Infinity });
     }
     this.tracked = next;
     if (next.size > 0 && !this.timer) this.schedule();
@@ -195,7 +181,14 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
 
   private schedule(): void {
     if (this.disposed) return;
-    this.timer = this.deps.clock.setTimeout(() => this.tick(), this.opts.probeIntervalMs);
+    const fast = [...this.tracked.values()].some((t) => this.overdue(t));
+    this.timer = this.deps.clock.setTimeout(() => this.tick(), fast ? this.opts.suspectProbeIntervalMs! : this.opts.probeIntervalMs);
+  }
+
+  /** Heard before and now `suspectAfterProbes` probes in a row without an answer: probed fast until answered or reported. */
+  private overdue(t: Tracked): boolean {
+    const fastMs = this.opts.suspectProbeIntervalMs ?? 0;
+    return fastMs > 0 && fastMs < this.opts.probeIntervalMs && t.heard && !t.reported && t.probes >= (this.opts.suspectAfterProbes ?? 2);
   }
 
   private tick(): void {
@@ -217,6 +210,9 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     }
     this.lastTickAt = now;
     for (const t of this.tracked.values()) {
+      // Every probe interval, or at the fast pace once overdue (a tick a little early still counts).
+      const pace = this.overdue(t) ? this.opts.suspectProbeIntervalMs! : this.opts.probeIntervalMs;
+      if (now - t.lastSent < pace * 0.8) continue;
       const link = this.links.get(t.iface);
       const v4 = isIpv4(t.ip);
       const sock = this.sockets.get(`${t.iface}|${v4 ? 4 : 6}`);
@@ -231,6 +227,8 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
               : neighborSolicitation({ srcMac: link.mac, srcIp: linkLocalOf(link.mac), target: t.ip }),
           );
           t.probes++;
+          t.lastSent = now;
+          this.probesSent++;
         } catch {
           /* a send error is a missed probe: no evidence */
         }

@@ -126,6 +126,57 @@ describe('etcd ownership', () => {
     await waitFor(() => b.owned.current.has(IP), { timeoutMs: 15_000, what: 'b takes over after the revoke' });
   });
 
+  test('a stop with the datapath already silent hands the IP straight to its successor, on its lease, before any revoke', async () => {
+    const prefix = freshPrefix();
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(cand);
+    const candKey = `${prefix}candidates/${IP}/node-b`;
+    await waitFor(async () => (await b.session.client.get(candKey).exec()).kvs.length === 1, { what: "b's candidacy in the store" });
+    await new Promise((r) => setTimeout(r, 300)); // a's watch has delivered it
+    await a.own.release({ silenced: true });
+    assert.equal(a.owned.current.size, 0, 'a withdrew locally');
+    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 5000, what: 'b owns without a revoke' });
+    assert.equal(a.session.state, 'live', "a's lease still stands: b did not wait for it");
+    const kv = (await b.session.client.get(`${prefix}owners/${IP}`).exec()).kvs[0]!;
+    assert.equal(kv.value.toString(), 'node-b');
+    assert.equal(String(kv.lease), b.session.leaseId, "the owner key sits on the successor's lease");
+    assert.equal((await a.session.client.get(`${prefix}candidates/${IP}/node-a`).exec()).kvs.length, 0, "a's candidacy left with the IP: b will not hand it back");
+    // a's lease going does not take the key with it.
+    await a.session.revoke();
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(b.owned.current.has(IP), true);
+    assert.equal(maxOwnersOfIp(), 1, 'never two owners at once');
+    // Gone now, so they add nothing to a later test's timeline.
+    for (const m of [a, b]) {
+      m.own.dispose();
+      m.session.dispose();
+    }
+  });
+
+  test('without a silenced datapath a release hands nothing over: the key stays the fence until the revoke', async () => {
+    const prefix = freshPrefix();
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(cand);
+    await waitFor(async () => (await b.session.client.get(`${prefix}candidates/${IP}/node-b`).exec()).kvs.length === 1, { what: "b's candidacy in the store" });
+    await new Promise((r) => setTimeout(r, 300));
+    await a.own.release();
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(b.owned.current.size, 0);
+    const kv = (await b.session.client.get(`${prefix}owners/${IP}`).exec()).kvs[0]!;
+    assert.equal(String(kv.lease), a.session.leaseId);
+    await a.session.revoke();
+    for (const m of [a, b]) {
+      m.own.dispose();
+      m.session.dispose();
+    }
+  });
+
   test('a silent owner is fenced out: its lease is revoked and a candidate takes over long before expiry', async () => {
     const prefix = freshPrefix();
     const a = await member('node-a', prefix);

@@ -12,6 +12,7 @@ import { describeError } from '../../core/errors.js';
 import { reconcilerDefaults } from '../../core/reconciler/reconciler.js';
 import { RESPONDER_MAP_SIZE_DEFAULT } from '../../datapath/l2-responder/datapath.js';
 import { LOCAL_STORE_LIVENESS_MAX_AGE_MS, livenessDefaults } from '../../datapath/l2-responder/liveness.js';
+import { ownerWatchDefaults } from '../../datapath/owner-watch-options.js';
 import { garpDefaults } from '../../datapath/garp.js';
 import { conflictDefenceDefaults } from '../../datapath/conflict-defence.js';
 import { lbDefaults } from '../../datapath/lb/stack.js';
@@ -53,6 +54,9 @@ interface AgentOptions {
   viewListen?: string;
   viewTokenFile?: string;
   onStoreLoss: 'withdraw' | 'keep';
+  wireProbeInterval: number;
+  wireSilence: number;
+  handoverHold?: number;
   localRoutes?: boolean;
   logFormat: LogFormat;
   logLevel: string;
@@ -164,6 +168,9 @@ export function agentCommand(): Command {
       'LB-IPAM serves only Services with one of these loadBalancerClass values (comma-separated); default: no class, io.cilium/l2-announcer, io.cilium/bgp-control-plane',
       parseLbClasses,
     )
+    .addOption(durationOption('--wire-probe-interval <duration>', 'with --store etcd: how often another owner is probed on the wire (faster once it is overdue)', ownerWatchDefaults.probeIntervalMs))
+    .addOption(durationOption('--wire-silence <duration>', 'with --store etcd: an owner heard before and silent on the wire this long is fenced out (its lease revoked)', ownerWatchDefaults.silenceMs))
+    .addOption(durationOption('--handover-hold <duration>', 'with --store etcd: a more preferred node must be a candidate this long before an owner hands an IP over to it (default 5s)'))
     .option('--no-supervisor', 'with --store etcd: run the agent without its supervisor (which silences a crashed agent\'s datapath and revokes its lease at once)')
     .option('--nice <n>', `the agent's CPU priority (-20..19): a starved agent answers late and misses its heartbeats, so it runs ahead of ordinary work by default`, parseNice, AGENT_NICE_DEFAULT)
     .option('--local-routes', 'install a local route for each owned IP so host services can serve it (plain hosts)')
@@ -232,6 +239,8 @@ export function agentCommand(): Command {
             reconciler: { ...reconcilerDefaults, fullIntervalMs: opts.fullReconcileInterval, initGraceMs: opts.pruneGrace },
             statusSocket: opts.statusSocket ?? defaultStatusSocket(opts.node),
             onStoreLoss: opts.onStoreLoss,
+            ownerWatch: { probeIntervalMs: opts.wireProbeInterval, silenceMs: opts.wireSilence },
+            ...(opts.handoverHold !== undefined ? { handoverHoldMs: opts.handoverHold } : {}),
             localRoutes: Boolean(opts.localRoutes),
             ...(opts.bgpRouterId
               ? {

@@ -29,7 +29,12 @@ export interface OwnershipBackend extends Disposable {
    * preferred for both families and they move together.
    */
   setCandidates(candidates: ReadonlyMap<string, readonly string[]>, affinity?: ReadonlyMap<string, string>): void;
-  /** Graceful stop: give up every IP at once so another node can take over without waiting. */
-  release(): Promise<void>;
+  /**
+   * Graceful stop: give up every IP at once so another node can take over
+   * without waiting. `silenced`: the datapath already answers nothing (the
+   * liveness stamp is cleared), so a backend may hand IPs straight to their
+   * successors without waiting for the local withdrawal.
+   */
+  release(opts?: { silenced?: boolean }): Promise<void>;
   view(): OwnershipView;
 }

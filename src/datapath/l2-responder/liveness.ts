@@ -154,6 +154,25 @@ export class LivenessWriter implements Disposable {
     }
   }
 
+  /**
+   * Falls silent for good, now: no stamp is written again and the current one
+   * is cleared, so the program answers nothing from this moment on (one map
+   * write), whatever its tables still hold. True once silent; false when the
+   * stamp could not be cleared (the caller must then withdraw entry by entry
+   * and wait for it before letting anyone else answer).
+   */
+  silence(): boolean {
+    this.dispose();
+    this.answering = false;
+    try {
+      this.deps.config.update(CONFIG_LIVENESS_NS, 0n);
+      return true;
+    } catch (e) {
+      this.deps.log.warn({ err: describeError(e) }, 'clearing the liveness stamp failed');
+      return false;
+    }
+  }
+
   /** Stops stamping; the stamp goes stale by itself and the program falls silent. */
   dispose(): void {
     this.disposed = true;

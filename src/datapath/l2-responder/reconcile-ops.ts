@@ -147,17 +147,27 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
       }
     });
     const created = this.deps.map.createMany(keys);
+    // Every new entry's first gratuitous round first, then the log lines (a
+    // thousand synchronous log writes must not stand between the last IP and its announcement).
+    const announced: number[] = [];
     created.forEach((c, j) => {
       const i = at[j]!;
       if (c instanceof Error) {
         out[i] = c;
       } else if (c) {
-        const row = rows[i]!;
         const key = keys[j]!;
-        this.deps.garp.announce({ ip: key.ip, ifindex: key.ifindex, mac: (links.get(row.iface) as LinkInfo).mac });
-        this.deps.log.info({ ip: row.ip, iface: row.iface, ifindex: key.ifindex, origins: row.origins }, 'announcing');
+        this.deps.garp.announce({ ip: key.ip, ifindex: key.ifindex, mac: (links.get(rows[i]!.iface) as LinkInfo).mac });
+        announced.push(j);
       }
     });
+    if (announced.length > 0) {
+      setImmediate(() => {
+        for (const j of announced) {
+          const row = rows[at[j]!]!;
+          this.deps.log.info({ ip: row.ip, iface: row.iface, ifindex: keys[j]!.ifindex, origins: row.origins }, 'announcing');
+        }
+      });
+    }
     return out;
   }
 

@@ -58,6 +58,8 @@ const NO_LEASE = '0';
 const CONTEND_CHUNK = 100;
 /** Timeline events recorded per claim or release batch (a cold start of 10k IPs records this many, not 10k). */
 const EVENTS_PER_BATCH = 50;
+/** IPs per hand-over transaction on a stop: two compares and two operations each (etcd's default limit is 128 per branch). */
+const HANDOVER_CHUNK = 60;
 
 /** A free IP to claim; `late` when we are not its preferred node and waited the contention delay. */
 /** An owned IP to give up, and why (logged). */
@@ -116,6 +118,9 @@ export class EtcdOwnership implements OwnershipBackend {
   private owners = new Map<string, OwnerRecord>();
   /** ip → node → first seen (clock ms). */
   private others = new Map<string, Map<string, number>>();
+  /** "ip/node" → the lease another node's candidacy key sits on (a hand-over on stop writes the owner key onto it). */
+  private candidateLeases = new Map<string, string>();
+  private emitQueued = false;
   private watcher: Watcher | undefined;
   private onChange: (view: OwnershipView) => void | Promise<void> = () => {};
   private lastOwned: ReadonlySet<string> = new Set();
@@ -302,18 +307,34 @@ export class EtcdOwnership implements OwnershipBackend {
         this.staleKey(key, modRevision, lease);
         return;
       }
+      const prev = this.owners.get(ip);
+      if (value === this.nodeName && prev && prev.node !== this.nodeName) {
+        this.gone.delete(ip);
+        // Logged after the datapath has run (hundreds of synchronous writes must not delay the answers).
+        setImmediate(() => this.deps.log.info({ ip, from: prev.node }, 'took ownership: handed over by the stopping owner'));
+        // Answer once the watch batch is applied, not a timer later (the pass follows for the rest).
+        if (!this.emitQueued) {
+          this.emitQueued = true;
+          queueMicrotask(() => {
+            this.emitQueued = false;
+            void this.emit();
+          });
+        }
+      }
       this.owners.set(ip, { node: value, lease });
     } else if (key.startsWith(this.candidatesPrefix)) {
       const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
       if (!ip || !node || node === this.nodeName) return;
       if (lease === NO_LEASE) {
         this.others.get(ip)?.delete(node);
+        this.candidateLeases.delete(`${ip}/${node}`);
         this.staleKey(key, modRevision, lease);
         return;
       }
       const seen = this.others.get(ip) ?? new Map<string, number>();
       if (!seen.has(node)) seen.set(node, this.deps.clock.now());
       this.others.set(ip, seen);
+      this.candidateLeases.set(`${ip}/${node}`, lease);
     }
   }
 
@@ -328,6 +349,7 @@ export class EtcdOwnership implements OwnershipBackend {
       const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
       if (!ip || !node) return;
       this.others.get(ip)?.delete(node);
+      this.candidateLeases.delete(`${ip}/${node}`);
       if (this.others.get(ip)?.size === 0) this.others.delete(ip);
     }
   }
@@ -367,6 +389,7 @@ export class EtcdOwnership implements OwnershipBackend {
       if (!(revision >= this.snapshotRevision)) return;
       const owners = new Map<string, OwnerRecord>();
       const others = new Map<string, Map<string, number>>();
+      const candidateLeases = new Map<string, string>();
       const now = this.deps.clock.now();
       for (const kv of res.kvs) {
         const key = kv.key.toString();
@@ -387,10 +410,12 @@ export class EtcdOwnership implements OwnershipBackend {
           const seen = others.get(ip) ?? new Map<string, number>();
           seen.set(node, this.others.get(ip)?.get(node) ?? now);
           others.set(ip, seen);
+          candidateLeases.set(`${ip}/${node}`, lease);
         }
       }
       this.owners = owners;
       this.others = others;
+      this.candidateLeases = candidateLeases;
       this.snapshotRevision = revision;
       this.keyRevisions.clear();
       for (const ev of journal) this.applyEvent(ev);
@@ -535,14 +560,27 @@ export class EtcdOwnership implements OwnershipBackend {
       // Not waited for: the fence is what lets a successor answer.
       void Promise.resolve(this.deps.events?.({ kind: 'owner-fenced', fenced: node, ips: [...this.owners].filter(([, o]) => o.node === node).map(([ip]) => ip).slice(0, 100) })).catch(() => {});
     }
+    let revoked = false;
     for (const lease of leases) {
       try {
-        await this.session.client.leaseClient.leaseRevoke({ ID: lease });
+        const res = await this.session.client.leaseClient.leaseRevoke({ ID: lease });
         this.counters.fencesIssued++;
         this.deps.log.warn({ node, lease }, 'fenced out a silent owner: revoked its lease');
+        // Every key on the lease is gone at the revoke's revision: apply that
+        // now and contend, instead of waiting for the watch or a full re-read.
+        const revision = Number(res.header.revision);
+        const gone = [...this.owners].filter(([, o]) => o.lease === lease).map(([ip]) => `${this.ownersPrefix}${ip}`);
+        for (const [k, l] of this.candidateLeases) if (l === lease) gone.push(`${this.candidatesPrefix}${k}`);
+        for (const key of gone) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision });
+        revoked = true;
       } catch (e) {
         this.deps.log.debug({ node, err: describeError(e) }, 'revoking a silent owner failed (already gone?)');
       }
+    }
+    if (revoked) {
+      this.markDirty();
+      void this.refresh(); // the full re-read follows, as a check
+      return;
     }
     await this.refresh();
   }
@@ -645,9 +683,16 @@ export class EtcdOwnership implements OwnershipBackend {
           .else(...keys.map((key) => client.get(key)))
           .commit();
         if (res.succeeded) {
-          for (const [n, { ip, late }] of pending.entries()) {
-            this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
-            this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+          for (const n of pending.keys()) this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
+          // Answer for this chunk now, before the next chunk's transaction; its
+          // log lines after the datapath has run (a thousand synchronous writes
+          // must not stand between the last IP and its answer).
+          void this.emit();
+          const took = pending.map(({ ip, late }) => ({ ip, late }));
+          setImmediate(() => {
+            for (const { ip, late } of took) this.deps.log.info({ ip, ...(late ? { late: true } : {}) }, 'took ownership');
+          });
+          for (const { ip, late } of pending) {
             if (tookRecorded++ < EVENTS_PER_BATCH) this.recordTook(ip);
             else this.gone.delete(ip);
             // We handed this IP over and had to take it back: the preferred node
@@ -812,13 +857,79 @@ export class EtcdOwnership implements OwnershipBackend {
     return { ...this.counters, ...(notOwningReason ? { notOwningReason } : {}) };
   }
 
-  /** Graceful stop: withdraw locally, then revoke the lease so every IP is free at once. */
-  async release(): Promise<void> {
+  /**
+   * Graceful stop: withdraw locally; the caller then revokes the lease so
+   * every IP is free at once. With `silenced` (the caller has already made
+   * the datapath answer nothing, in one map write) each owned IP is first
+   * handed straight to its successor — the most preferred live candidate — by
+   * writing its owner key onto the successor's lease in one transaction, only
+   * while the key is still ours and the successor's candidacy still stands
+   * on that lease. The successor sees its own name on the key and answers at
+   * once: no contention round after the delete (a store write and a pass).
+   * An IP whose hand-over fails is freed by the revoke as before.
+   */
+  async release(opts: { silenced?: boolean } = {}): Promise<void> {
     this.released = true;
     for (const t of this.timers.values()) t.cancel();
+    const lease = this.session.leaseId;
+    const mine = [...this.owners].filter(([, o]) => o.node === this.nodeName && o.lease === lease).map(([ip]) => ip);
+    if (opts.silenced && lease && mine.length > 0) {
+      // Silent already: the local withdrawal (a thousand map deletes and log
+      // lines) waits until the transactions are through, so it never delays
+      // them — a hand-over slower than the candidates' silence window would be
+      // overtaken by a fence (safe, but a contention round later).
+      const n = await Promise.race([this.handOver(mine, lease), new Promise<number>((r) => this.deps.clock.setTimeout(() => r(0), 1000))]);
+      if (n > 0) this.deps.log.info({ ips: n, of: mine.length }, 'handed ownership over to the successors');
+    }
     this.owners = new Map([...this.owners].filter(([, o]) => o.node !== this.nodeName));
     this.lastOwned = new Set();
     this.onChange(this.view());
+  }
+
+  /** The successor for `ip` on a stop: the most preferred other live candidate, with the lease its candidacy is on. */
+  private successor(ip: string): { node: string; lease: string } | undefined {
+    let best: { node: string; lease: string; score: string } | undefined;
+    for (const node of this.others.get(ip)?.keys() ?? []) {
+      const lease = this.candidateLeases.get(`${ip}/${node}`);
+      if (!lease || this.isSkipped(ip, node)) continue;
+      const score = this.score(node, ip);
+      if (!best || score > best.score) best = { node, lease, score };
+    }
+    return best;
+  }
+
+  /** Owner keys moved onto successors' leases, in transactions of HANDOVER_CHUNK IPs; resolves with how many moved. */
+  private async handOver(ips: readonly string[], lease: string): Promise<number> {
+    const client = this.session.client;
+    const moves = ips.flatMap((ip) => {
+      const s = this.successor(ip);
+      return s ? [{ ip, ...s }] : [];
+    });
+    const chunks: Array<typeof moves> = [];
+    for (let i = 0; i < moves.length; i += HANDOVER_CHUNK) chunks.push(moves.slice(i, i + HANDOVER_CHUNK));
+    const done = await Promise.all(
+      chunks.map(async (chunk) => {
+        // Two compares per IP: our key still on our lease, the successor's candidacy still on its lease.
+        let txn = client.if(`${this.ownersPrefix}${chunk[0]!.ip}`, 'Lease', '==', lease);
+        for (const [n, m] of chunk.entries()) {
+          if (n > 0) txn = txn.and(`${this.ownersPrefix}${m.ip}`, 'Lease', '==', lease);
+          txn = txn.and(`${this.candidatesPrefix}${m.ip}/${m.node}`, 'Lease', '==', m.lease);
+        }
+        try {
+          // Our candidacy goes in the same revision: the successor must not see us as a more preferred node to hand back to.
+          const res = await txn
+            .then(...chunk.map((m) => client.put(`${this.ownersPrefix}${m.ip}`).value(m.node).lease(m.lease)), ...chunk.map((m) => client.delete().key(`${this.candidatesPrefix}${m.ip}/${this.nodeName}`)))
+            .commit();
+          if (!res.succeeded) return 0;
+        } catch (e) {
+          this.deps.log.debug({ err: describeError(e) }, 'handing ownership over failed; the lease revoke frees the IPs');
+          return 0;
+        }
+        for (const m of chunk.slice(0, EVENTS_PER_BATCH)) void Promise.resolve(this.deps.events?.({ kind: 'owner-released', ip: m.ip, why: `handed over to ${m.node} (stopping)`, cause: 'clean-stop' })).catch(() => {});
+        return chunk.length;
+      }),
+    );
+    return done.reduce((a, b) => a + b, 0);
   }
 
   dispose(): void {
