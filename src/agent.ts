@@ -53,7 +53,7 @@ import type { KubeModules } from './agent-kube.js';
 import type { KubeClient } from './intent/sources/kube-client.js';
 import type { KubernetesIntentSource } from './intent/sources/kubernetes.js';
 import type { ServiceStatusWriter } from './store/kubernetes/service-status.js';
-import type { LeaseOwnership } from './store/kubernetes/lease-ownership.js';
+import type { LeaderElection, LeaseOwnership } from './store/kubernetes/lease-ownership.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
 import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
 import type { EtcdSession } from './store/etcd/session.js';
@@ -136,6 +136,8 @@ export class Agent implements Disposable {
   private readonly statusWriter: ServiceStatusWriter | undefined;
   /** The same object as `ownership` in Kubernetes mode (for its liveness gate). */
   private readonly kubeOwnership: LeaseOwnership | undefined;
+  /** Kubernetes mode: the LB-IPAM allocator (and the one status writer) is the leader of Lease herald-ipam. */
+  private readonly ipamElection: LeaderElection | undefined;
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
@@ -199,9 +201,10 @@ export class Agent implements Disposable {
     // Kubernetes: one Lease per node, one per owned IP (written only when ownership moves)
     this.kubeOwnership = kube ? makeLeaseOwnership(kube, config, log.child({ module: 'ownership' })) : undefined;
     this.ownership = this.store.add(this.etcdOwnership ?? this.kubeOwnership ?? new LocalOwnership(config.node)); // per-IP ownership
+    this.ipamElection = kube ? this.kubeOwnership?.elect(kube.modules.IPAM_ELECTION) : undefined;
     this.statusWriter =
       kube && this.source instanceof kube.modules.KubernetesIntentSource
-        ? this.store.add(makeStatusWriter(kube, this.source, this.kubeOwnership, config.node, log.child({ module: 'service-status' })))
+        ? this.store.add(makeStatusWriter(kube, this.source, this.ipamElection, log.child({ module: 'service-status' })))
         : undefined;
     this.controlPlane = this.store.add(
       new ControlPlane({
@@ -291,6 +294,10 @@ export class Agent implements Disposable {
   }
 
   private makeIpamCoordinator(): IpamCoordinator {
+    if (this.kube && this.ipamElection && this.source instanceof this.kube.modules.KubernetesIntentSource) {
+      const source = this.source;
+      return this.store.add(new this.kube.modules.KubeIpamCoordinator(this.ipamElection, () => source.objects('Service')));
+    }
     if (this.session && this.etcd) return this.store.add(new this.etcd.EtcdIpamCoordinator(this.session, this.config.node, this.log.child({ module: 'ipam' }), { stateDir: this.config.stateDir }));
     return this.store.add(new LocalIpamCoordinator(join(this.config.stateDir, 'ipam.json'), this.config.node));
   }
@@ -718,13 +725,13 @@ function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
   return { ...defaults, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
 }
 
-/** One writer of Service status at a time: the live node (by node Lease) with the lowest name; no extra API writes to decide it. */
-function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, ownership: LeaseOwnership | undefined, node: string, log: Logger): ServiceStatusWriter {
+/** One writer of Service status at a time: the LB-IPAM leader (Lease herald-ipam), which is also the one allocator. */
+function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, election: LeaderElection | undefined, log: Logger): ServiceStatusWriter {
   return new kube.modules.ServiceStatusWriter({
     client: kube.client,
     cached: (name, namespace) => source.cached('Service', name, namespace),
     log,
-    ...(ownership ? { active: () => ownership.status().liveNodes[0] === node } : {}),
+    ...(election ? { active: () => election.isLeader() } : {}),
   });
 }
 

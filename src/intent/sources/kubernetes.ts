@@ -153,6 +153,11 @@ export class KubernetesIntentSource implements IntentSource {
     return this.informers.find((i) => i.resource.kind === kind)?.lw.get(name, namespace);
   }
 
+  /** Every cached object of a kind (raw), e.g. Services with their status. */
+  objects(kind: IntentKind): readonly KubeObject[] {
+    return this.informers.find((i) => i.resource.kind === kind)?.lw.list() ?? [];
+  }
+
   async start(handlers: IntentSourceHandlers): Promise<void> {
     this.publisher = new SnapshotPublisher(handlers, this.log);
     const { k8s } = this.client;

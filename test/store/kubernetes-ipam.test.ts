@@ -1,0 +1,151 @@
+/**
+ * LB-IPAM under leader election against a real kube-apiserver: three
+ * control planes (intent from informers, ownership on Leases, the
+ * KubeIpamCoordinator, the status writer; no datapath) → exactly one, the
+ * holder of Lease `herald-ipam`, allocates and writes
+ * `status.loadBalancer.ingress`; the others follow the written status.
+ * The leader stops dead (no release, no more renewals: what kill -9 leaves)
+ * → another node takes the Lease over once the leader's node Lease expired,
+ * imports the statuses, and no IP changes; a new Service is then allocated
+ * by the new leader.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+import { systemClock } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { StateDB } from '../../src/core/statedb/index.js';
+import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
+import { ControlPlane } from '../../src/controlplane/controller.js';
+import { KubeClient } from '../../src/intent/sources/kube-client.js';
+import { KubernetesIntentSource } from '../../src/intent/sources/kubernetes.js';
+import { FakeLinks } from '../../src/os/fake/links.js';
+import { IPAM_ELECTION, KubeIpamCoordinator } from '../../src/store/kubernetes/ipam.js';
+import { LeaseOwnership } from '../../src/store/kubernetes/lease-ownership.js';
+import { ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
+import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';
+
+let kube: KubeServer;
+const ROOT = new URL('../../', import.meta.url);
+const NS = 'herald-system';
+const DURATION_S = 3;
+const OPTS = { namespace: NS, durationS: DURATION_S, renewMs: 500, safetyMs: 300, contendDelayMs: 200, handoverHoldMs: 1000, skipPreferredMs: 10_000 };
+
+before(async () => {
+  kube = await startKube();
+  await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/crds.yaml', ROOT), 'utf8'));
+  await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/rbac.yaml', ROOT), 'utf8'));
+  const subjects = [{ kind: 'Group', name: 'herald:agents', apiGroup: 'rbac.authorization.k8s.io' }];
+  await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: 'herald-agent-test' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'herald-agent' }, subjects });
+  await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'herald-leases-test', namespace: NS }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'herald-leases' }, subjects });
+});
+after(async () => {
+  await kube?.stop();
+});
+
+async function waitFor(what: string, fn: () => boolean | Promise<boolean>, timeoutMs = 30_000, onTimeout?: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${onTimeout ? `: ${onTimeout()}` : ''}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** One node's control plane on Kubernetes, as the agent composes it (agent.ts), without the datapath. */
+async function controlPlane(node: string) {
+  const client = await KubeClient.create({ kubeconfig: kube.kubeconfig(`herald:${node}`, ['herald:agents']) });
+  const log = silentLogger;
+  const source = new KubernetesIntentSource({ client, log, debounceMs: 20 });
+  const ownership = new LeaseOwnership(client, node, { log }, OPTS);
+  const election = ownership.elect(IPAM_ELECTION);
+  const writer = new ServiceStatusWriter({ client, cached: (name, namespace) => source.cached('Service', name, namespace), log, active: () => election.isLeader(), resyncMs: 500 });
+  const ipam = new KubeIpamCoordinator(election, () => source.objects('Service'));
+  const cp = new ControlPlane({
+    db: new StateDB([l2AnnounceTable]),
+    nodeName: node,
+    links: new FakeLinks(),
+    ownership,
+    ipam,
+    staticAnnouncements: [],
+    onServiceIps: (inputs) => writer.update(inputs.ingress),
+    clock: systemClock,
+    log,
+  });
+  /** What kill -9 leaves: no release, no renewals, no writes. */
+  const crash = (): void => {
+    source.dispose();
+    writer.dispose();
+    cp.dispose();
+    ownership.dispose();
+  };
+  try {
+    await cp.start();
+    await source.start({ onSnapshot: (s) => void cp.setSnapshot(s), onError: () => {} });
+  } catch (e) {
+    crash();
+    throw e;
+  }
+  return { node, election, writer, cp, crash };
+}
+
+const SERVICES = ['web', 'api', 'db', 'cache'];
+const ingressOf = async (name: string): Promise<string[]> => {
+  const r = await kube.api('GET', `/api/v1/namespaces/default/services/${name}`);
+  return ((r.body?.status?.loadBalancer?.ingress ?? []) as { ip: string }[]).map((i) => i.ip);
+};
+const leaseHolder = async (): Promise<string | undefined> => (await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${IPAM_ELECTION}`)).body?.spec?.holderIdentity;
+
+test('LB-IPAM under leader election: only the herald-ipam leader allocates and writes status; a dead leader is replaced within the Lease duration and no IP changes', { timeout: 120_000 }, async () => {
+  await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'ipam-pool' }, spec: { blocks: [{ start: '198.51.100.100', stop: '198.51.100.119' }] } });
+  for (const name of SERVICES) await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
+  const alive = new Set<Awaited<ReturnType<typeof controlPlane>>>();
+  try {
+    for (const name of ['node-1', 'node-2', 'node-3']) alive.add(await controlPlane(name));
+    const nodes = [...alive];
+    let before = new Map<string, string[]>();
+    await waitFor('status.loadBalancer.ingress on every Service', async () => {
+      before = new Map(await Promise.all(SERVICES.map(async (s) => [s, await ingressOf(s)] as const)));
+      return [...before.values()].every((ips) => ips.length === 1);
+    });
+    assert.equal(new Set([...before.values()].flat()).size, SERVICES.length, 'distinct IPs');
+
+    // One leader, named by the Lease; every node agrees; only it wrote.
+    const holder = await leaseHolder();
+    assert.ok(holder, 'the herald-ipam Lease names a holder');
+    await waitFor('every node sees the same allocator', () => nodes.every((n) => n.election.leader() === holder && n.cp.status().allocator === holder));
+    const leader = nodes.find((n) => n.node === holder)!;
+    assert.equal(nodes.filter((n) => n.election.isLeader()).length, 1, 'exactly one leader');
+    assert.ok(leader.writer.stats.writes >= SERVICES.length, `the leader wrote (${leader.writer.stats.writes})`);
+    for (const n of nodes) if (n !== leader) assert.equal(n.writer.stats.writes, 0, `${n.node} wrote nothing`);
+    // Followers announce what the leader wrote: their LB-IPAM result has the same IPs, satisfied.
+    for (const n of nodes) {
+      await waitFor(`${n.node} follows the written status`, () =>
+        SERVICES.every((s) => {
+          const svc = n.cp.status().ipam?.services.get(`default/${s}`);
+          return svc?.condition.status === 'True' && JSON.stringify(svc.ingress) === JSON.stringify(before.get(s));
+        }),
+      );
+    }
+
+    // The leader dies without a word.
+    const t0 = Date.now();
+    leader.crash();
+    alive.delete(leader);
+    const rest = nodes.filter((n) => n !== leader);
+    await waitFor('another node leads', () => rest.some((n) => n.election.isLeader()), DURATION_S * 1000 + 3000);
+    const gap = Date.now() - t0;
+    const successor = rest.find((n) => n.election.isLeader())!;
+    console.log(`k8s ipam: ${successor.node} leads ${gap} ms after ${leader.node} stopped dead (Lease duration ${DURATION_S} s, renew ${OPTS.renewMs} ms)`);
+    assert.equal(await leaseHolder(), successor.node);
+    assert.equal(rest.filter((n) => n.election.isLeader()).length, 1, 'still one leader');
+
+    // A new Service is allocated by the successor; nothing that was written moved.
+    await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'late', namespace: 'default' }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
+    await waitFor('the new Service gets an IP', async () => (await ingressOf('late')).length === 1);
+    for (const s of SERVICES) assert.deepEqual(await ingressOf(s), before.get(s), `${s} kept its IP across the leader change`);
+    assert.ok(!new Set([...before.values()].flat()).has((await ingressOf('late'))[0]!), 'a free IP, not a taken one');
+    for (const n of rest) if (n !== successor) assert.equal(n.writer.stats.writes, 0, `${n.node} still wrote nothing`);
+  } finally {
+    for (const n of alive) n.crash();
+  }
+});
