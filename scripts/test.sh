@@ -78,6 +78,7 @@ unit_tests=(
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts
   test/store/kubernetes-store.test.ts
+  test/store/kubernetes-ipam.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts
   test/net/ndp.test.ts
