@@ -52,8 +52,9 @@ import type { EtcdModules } from './agent-etcd.js';
 import type { KubeModules } from './agent-kube.js';
 import type { KubeClient } from './intent/sources/kube-client.js';
 import type { KubernetesIntentSource } from './intent/sources/kubernetes.js';
-import type { ServiceStatusWriter } from './store/kubernetes/service-status.js';
+import type { PoolStatusWriter, ServiceStatusWriter } from './store/kubernetes/service-status.js';
 import type { LeaderElection, LeaseOwnership } from './store/kubernetes/lease-ownership.js';
+import type { IpamResult } from './controlplane/ipam/types.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
 import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
 import type { EtcdSession } from './store/etcd/session.js';
@@ -138,6 +139,8 @@ export class Agent implements Disposable {
   private readonly kubeOwnership: LeaseOwnership | undefined;
   /** Kubernetes mode: the LB-IPAM allocator (and the one status writer) is the leader of Lease herald-ipam. */
   private readonly ipamElection: LeaderElection | undefined;
+  /** Kubernetes mode: LB-IPAM pool conditions written to CiliumLoadBalancerIPPool status. */
+  private readonly poolStatusWriter: PoolStatusWriter | undefined;
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
@@ -204,8 +207,10 @@ export class Agent implements Disposable {
     this.ipamElection = kube ? this.kubeOwnership?.elect(kube.modules.IPAM_ELECTION) : undefined;
     this.statusWriter =
       kube && this.source instanceof kube.modules.KubernetesIntentSource
-        ? this.store.add(makeStatusWriter(kube, this.source, this.ipamElection, log.child({ module: 'service-status' })))
+        ? this.store.add(makeStatusWriter(kube, this.source, this.ipamElection, config.node, log.child({ module: 'service-status' })))
         : undefined;
+    this.poolStatusWriter =
+      kube && this.source instanceof kube.modules.KubernetesIntentSource ? this.store.add(makePoolStatusWriter(kube, this.source, this.ipamElection, log.child({ module: 'pool-status' }))) : undefined;
     this.controlPlane = this.store.add(
       new ControlPlane({
         db: this.db,
@@ -224,7 +229,7 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
-        onServiceIps: (inputs: BgpInputs) => {
+        onServiceIps: (inputs: BgpInputs & { ipam?: IpamResult }) => {
           this.allocationsChanged(inputs.ingress);
           // This node's own backends first (health checks), then BGP's desired state with their results.
           if (this.bgp) {
@@ -232,7 +237,9 @@ export class Agent implements Disposable {
             this.bgp.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
           }
           this.lb?.control.update(inputs);
-          this.statusWriter?.update(inputs.ingress); // Kubernetes: Service.status.loadBalancer.ingress
+          // Kubernetes: Service.status.loadBalancer.ingress and IPAMRequestSatisfied, pool conditions (the LB-IPAM leader only)
+          this.statusWriter?.update(inputs.ingress, new Map([...(inputs.ipam?.services ?? [])].map(([k, v]) => [k, v.condition] as const)));
+          if (inputs.ipam && !inputs.ipam.dormant) this.poolStatusWriter?.update(inputs.ipam.pools);
         },
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
@@ -726,10 +733,23 @@ function ownerWatchOptions(defaults: OwnerWatchOptions): OwnerWatchOptions {
 }
 
 /** One writer of Service status at a time: the LB-IPAM leader (Lease herald-ipam), which is also the one allocator. */
-function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, election: LeaderElection | undefined, log: Logger): ServiceStatusWriter {
+function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, election: LeaderElection | undefined, node: string, log: Logger): ServiceStatusWriter {
   return new kube.modules.ServiceStatusWriter({
     client: kube.client,
     cached: (name, namespace) => source.cached('Service', name, namespace),
+    events: new kube.modules.EventRecorder({ client: kube.client, node, log }),
+    log,
+    ...(election ? { active: () => election.isLeader() } : {}),
+  });
+}
+
+function makePoolStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, election: LeaderElection | undefined, log: Logger): PoolStatusWriter {
+  const pools = kube.modules.KUBE_RESOURCES.find((r) => r.kind === 'CiliumLoadBalancerIPPool')!;
+  return new kube.modules.PoolStatusWriter({
+    client: kube.client,
+    cached: (name) => source.cached('CiliumLoadBalancerIPPool', name),
+    collection: pools.path,
+    apiVersion: pools.apiVersion,
     log,
     ...(election ? { active: () => election.isLeader() } : {}),
   });

@@ -18,11 +18,12 @@ import { StateDB } from '../../src/core/statedb/index.js';
 import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
 import { ControlPlane } from '../../src/controlplane/controller.js';
 import { KubeClient } from '../../src/intent/sources/kube-client.js';
-import { KubernetesIntentSource } from '../../src/intent/sources/kubernetes.js';
+import { KUBE_RESOURCES, KubernetesIntentSource } from '../../src/intent/sources/kubernetes.js';
 import { FakeLinks } from '../../src/os/fake/links.js';
 import { IPAM_ELECTION, KubeIpamCoordinator } from '../../src/store/kubernetes/ipam.js';
 import { LeaseOwnership } from '../../src/store/kubernetes/lease-ownership.js';
-import { ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
+import { EventRecorder } from '../../src/store/kubernetes/events.js';
+import { PoolStatusWriter, ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
 import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';
 
 let kube: KubeServer;
@@ -58,7 +59,11 @@ async function controlPlane(node: string) {
   const source = new KubernetesIntentSource({ client, log, debounceMs: 20 });
   const ownership = new LeaseOwnership(client, node, { log }, OPTS);
   const election = ownership.elect(IPAM_ELECTION);
-  const writer = new ServiceStatusWriter({ client, cached: (name, namespace) => source.cached('Service', name, namespace), log, active: () => election.isLeader(), resyncMs: 500 });
+  const active = () => election.isLeader();
+  const events = new EventRecorder({ client, node, log });
+  const writer = new ServiceStatusWriter({ client, cached: (name, namespace) => source.cached('Service', name, namespace), events, log, active, resyncMs: 500 });
+  const poolRes = KUBE_RESOURCES.find((r) => r.kind === 'CiliumLoadBalancerIPPool')!;
+  const pools = new PoolStatusWriter({ client, cached: (name) => source.cached('CiliumLoadBalancerIPPool', name), collection: poolRes.path, apiVersion: poolRes.apiVersion, log, active, resyncMs: 500 });
   const ipam = new KubeIpamCoordinator(election, () => source.objects('Service'));
   const cp = new ControlPlane({
     db: new StateDB([l2AnnounceTable]),
@@ -67,7 +72,11 @@ async function controlPlane(node: string) {
     ownership,
     ipam,
     staticAnnouncements: [],
-    onServiceIps: (inputs) => writer.update(inputs.ingress),
+    // As agent.ts wires it.
+    onServiceIps: (inputs) => {
+      writer.update(inputs.ingress, new Map([...(inputs.ipam?.services ?? [])].map(([k, v]) => [k, v.condition] as const)));
+      if (inputs.ipam && !inputs.ipam.dormant) pools.update(inputs.ipam.pools);
+    },
     clock: systemClock,
     log,
   });
@@ -75,6 +84,7 @@ async function controlPlane(node: string) {
   const crash = (): void => {
     source.dispose();
     writer.dispose();
+    pools.dispose();
     cp.dispose();
     ownership.dispose();
   };
@@ -85,7 +95,7 @@ async function controlPlane(node: string) {
     crash();
     throw e;
   }
-  return { node, election, writer, cp, crash };
+  return { node, election, writer, pools, events, cp, crash };
 }
 
 const SERVICES = ['web', 'api', 'db', 'cache'];
@@ -96,8 +106,8 @@ const ingressOf = async (name: string): Promise<string[]> => {
 const leaseHolder = async (): Promise<string | undefined> => (await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${IPAM_ELECTION}`)).body?.spec?.holderIdentity;
 
 test('LB-IPAM under leader election: only the herald-ipam leader allocates and writes status; a dead leader is replaced within the Lease duration and no IP changes', { timeout: 120_000 }, async () => {
-  await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'ipam-pool' }, spec: { blocks: [{ start: '198.51.100.100', stop: '198.51.100.119' }] } });
-  for (const name of SERVICES) await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
+  await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'ipam-pool' }, spec: { blocks: [{ start: '198.51.100.100', stop: '198.51.100.119' }], serviceSelector: { matchLabels: { test: 'one' } } } });
+  for (const name of SERVICES) await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default', labels: { test: 'one' } }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
   const alive = new Set<Awaited<ReturnType<typeof controlPlane>>>();
   try {
     for (const name of ['node-1', 'node-2', 'node-3']) alive.add(await controlPlane(name));
@@ -140,11 +150,82 @@ test('LB-IPAM under leader election: only the herald-ipam leader allocates and w
     assert.equal(rest.filter((n) => n.election.isLeader()).length, 1, 'still one leader');
 
     // A new Service is allocated by the successor; nothing that was written moved.
-    await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'late', namespace: 'default' }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
+    await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'late', namespace: 'default', labels: { test: 'one' } }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
     await waitFor('the new Service gets an IP', async () => (await ingressOf('late')).length === 1);
     for (const s of SERVICES) assert.deepEqual(await ingressOf(s), before.get(s), `${s} kept its IP across the leader change`);
     assert.ok(!new Set([...before.values()].flat()).has((await ingressOf('late'))[0]!), 'a free IP, not a taken one');
     for (const n of rest) if (n !== successor) assert.equal(n.writer.stats.writes, 0, `${n.node} still wrote nothing`);
+  } finally {
+    for (const n of alive) n.crash();
+  }
+});
+
+const condition = async (name: string) => {
+  const r = await kube.api('GET', `/api/v1/namespaces/default/services/${name}`);
+  return ((r.body?.status?.conditions ?? []) as { type: string; status: string; reason: string; message: string; lastTransitionTime: string }[]).find((c) => c.type === 'cilium.io/IPAMRequestSatisfied');
+};
+const eventsFor = async (name: string) => {
+  const r = await kube.api('GET', `/api/v1/namespaces/default/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`);
+  return (r.body?.items ?? []) as { reason: string; type: string; message: string; source: { host: string }; involvedObject: { kind: string } }[];
+};
+
+test('conditions and Events as Cilium writes them: IPAMRequestSatisfied with its reason, pool counts, a Warning Event per failure (not repeated); only the leader writes', { timeout: 120_000 }, async () => {
+  await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'tiny' }, spec: { blocks: [{ start: '198.51.100.130' }], serviceSelector: { matchLabels: { test: 'two' } } } });
+  const svc = (name: string, labels: Record<string, string>) => applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default', labels }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
+  await svc('two-a', { test: 'two' });
+  await new Promise((r) => setTimeout(r, 1100)); // older: creationTimestamp has whole seconds, and the oldest is served first
+  await svc('two-b', { test: 'two' });
+  await svc('two-c', { test: 'three' });
+  const alive = new Set<Awaited<ReturnType<typeof controlPlane>>>();
+  try {
+    for (const name of ['node-4', 'node-5']) alive.add(await controlPlane(name));
+    const nodes = [...alive];
+    await waitFor('conditions on every Service', async () => (await condition('two-a'))?.status === 'True' && (await condition('two-b'))?.status === 'False' && (await condition('two-c'))?.status === 'False');
+    const a = (await condition('two-a'))!;
+    assert.equal(a.reason, 'satisfied');
+    assert.deepEqual(await ingressOf('two-a'), ['198.51.100.130']);
+    const b = (await condition('two-b'))!;
+    assert.equal(b.reason, 'out_of_ips', b.message);
+    assert.ok(b.lastTransitionTime, 'a metav1.Condition carries lastTransitionTime');
+    assert.deepEqual(await ingressOf('two-b'), []);
+    const c = (await condition('two-c'))!;
+    assert.ok(['no_pool', 'pool_selector_mismatch'].includes(c.reason), `${c.reason}: ${c.message}`);
+
+    // Pool conditions, as Cilium's operator writes them.
+    let poolConds: { type: string; status: string; reason: string; message: string }[] = [];
+    await waitFor('pool conditions', async () => {
+      const r = await kube.api('GET', '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools/tiny');
+      poolConds = r.body?.status?.conditions ?? [];
+      return poolConds.some((x) => x.type === 'cilium.io/IPsUsed' && x.message === '1');
+    });
+    const by = new Map(poolConds.map((x) => [x.type, x] as const));
+    assert.equal(by.get('cilium.io/IPsTotal')?.message, '1');
+    assert.equal(by.get('cilium.io/IPsAvailable')?.message, '0');
+    assert.equal(by.get('cilium.io/IPsUsed')?.status, 'Unknown');
+    assert.equal(by.get('cilium.io/IPsUsed')?.reason, 'noreason');
+    assert.equal(by.get('cilium.io/PoolConflict')?.status, 'False');
+
+    // One Warning Event per failure, from the leader, not repeated by resyncs.
+    const leader = nodes.find((n) => n.election.isLeader())!;
+    assert.ok(leader, 'a leader');
+    await waitFor('Events for two-b and two-c', async () => (await eventsFor('two-b')).length > 0 && (await eventsFor('two-c')).length > 0);
+    await new Promise((r) => setTimeout(r, 1500)); // several resyncs (500 ms)
+    const evB = await eventsFor('two-b');
+    assert.equal(evB.length, 1, JSON.stringify(evB));
+    assert.equal(evB[0]!.type, 'Warning');
+    assert.equal(evB[0]!.reason, 'IPAMRequestNotSatisfied');
+    assert.match(evB[0]!.message, /^out_of_ips: /);
+    assert.equal(evB[0]!.source.host, leader.node);
+    for (const n of nodes) if (n !== leader) assert.equal(n.writer.stats.writes + n.pools.stats.writes + n.events.stats.sent, 0, `${n.node} wrote nothing`);
+
+    // The IP is freed: two-b gets it; its condition turns True with a new transition time.
+    await kube.api('DELETE', '/api/v1/namespaces/default/services/two-a');
+    await waitFor('two-b satisfied', async () => (await condition('two-b'))?.status === 'True');
+    const b2 = (await condition('two-b'))!;
+    assert.equal(b2.reason, 'satisfied');
+    assert.notEqual(b2.lastTransitionTime, undefined);
+    assert.deepEqual(await ingressOf('two-b'), ['198.51.100.130']);
+    assert.equal((await eventsFor('two-b')).length, 1, 'no Event for a satisfied request');
   } finally {
     for (const n of alive) n.crash();
   }
