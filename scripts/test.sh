@@ -72,6 +72,7 @@ unit_tests=(
   test/intent/sources/worker-parser.test.ts
   test/intent/sources/etcd.test.ts
   test/intent/sources/kubernetes.test.ts
+  test/intent/sources/kubernetes-kinds.test.ts
   test/cli/manifests.test.ts
   test/cli/real-world-corpus.test.ts
   test/store/etcd-ownership.test.ts

@@ -265,6 +265,13 @@ const COLLECTIONS: Record<string, { base: string; plural: string; namespaced: bo
   CiliumLoadBalancerIPPool: { base: '/apis/cilium.io/v2alpha1', plural: 'ciliumloadbalancerippools', namespaced: false },
   CiliumL2AnnouncementPolicy: { base: '/apis/cilium.io/v2alpha1', plural: 'ciliuml2announcementpolicies', namespaced: false },
   Lease: { base: '/apis/coordination.k8s.io/v1', plural: 'leases', namespaced: true },
+  CiliumBGPClusterConfig: { base: '/apis/cilium.io/v2', plural: 'ciliumbgpclusterconfigs', namespaced: false },
+  CiliumBGPPeerConfig: { base: '/apis/cilium.io/v2', plural: 'ciliumbgppeerconfigs', namespaced: false },
+  CiliumBGPAdvertisement: { base: '/apis/cilium.io/v2', plural: 'ciliumbgpadvertisements', namespaced: false },
+  CiliumBGPNodeConfigOverride: { base: '/apis/cilium.io/v2', plural: 'ciliumbgpnodeconfigoverrides', namespaced: false },
+  CiliumNetworkPolicy: { base: '/apis/cilium.io/v2', plural: 'ciliumnetworkpolicies', namespaced: true },
+  CiliumClusterwideNetworkPolicy: { base: '/apis/cilium.io/v2', plural: 'ciliumclusterwidenetworkpolicies', namespaced: false },
+  NetworkPolicy: { base: '/apis/networking.k8s.io/v1', plural: 'networkpolicies', namespaced: true },
   DaemonSet: { base: '/apis/apps/v1', plural: 'daemonsets', namespaced: true },
 };
 
