@@ -12,19 +12,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { systemClock } from '../../src/core/clock.js';
-import { silentLogger } from '../../src/core/logger.js';
-import { StateDB } from '../../src/core/statedb/index.js';
-import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
-import { ControlPlane } from '../../src/controlplane/controller.js';
-import { KubeClient } from '../../src/intent/sources/kube-client.js';
-import { KUBE_RESOURCES, KubernetesIntentSource } from '../../src/intent/sources/kubernetes.js';
-import { FakeLinks } from '../../src/os/fake/links.js';
-import { IPAM_ELECTION, KubeIpamCoordinator } from '../../src/store/kubernetes/ipam.js';
-import { LeaseOwnership } from '../../src/store/kubernetes/lease-ownership.js';
-import { EventRecorder } from '../../src/store/kubernetes/events.js';
-import { PoolStatusWriter, ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
+import { IPAM_ELECTION } from '../../src/store/kubernetes/ipam.js';
 import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';
+import { kubeControlPlane, type KubeControlPlane } from '../helpers/kube-control-plane.js';
 
 let kube: KubeServer;
 const ROOT = new URL('../../', import.meta.url);
@@ -52,51 +42,7 @@ async function waitFor(what: string, fn: () => boolean | Promise<boolean>, timeo
   }
 }
 
-/** One node's control plane on Kubernetes, as the agent composes it (agent.ts), without the datapath. */
-async function controlPlane(node: string) {
-  const client = await KubeClient.create({ kubeconfig: kube.kubeconfig(`herald:${node}`, ['herald:agents']) });
-  const log = silentLogger;
-  const source = new KubernetesIntentSource({ client, log, debounceMs: 20 });
-  const ownership = new LeaseOwnership(client, node, { log }, OPTS);
-  const election = ownership.elect(IPAM_ELECTION);
-  const active = () => election.isLeader();
-  const events = new EventRecorder({ client, node, log });
-  const writer = new ServiceStatusWriter({ client, cached: (name, namespace) => source.cached('Service', name, namespace), events, log, active, resyncMs: 500 });
-  const poolRes = KUBE_RESOURCES.find((r) => r.kind === 'CiliumLoadBalancerIPPool')!;
-  const pools = new PoolStatusWriter({ client, cached: (name) => source.cached('CiliumLoadBalancerIPPool', name), collection: poolRes.path, apiVersion: poolRes.apiVersion, log, active, resyncMs: 500 });
-  const ipam = new KubeIpamCoordinator(election, () => source.objects('Service'));
-  const cp = new ControlPlane({
-    db: new StateDB([l2AnnounceTable]),
-    nodeName: node,
-    links: new FakeLinks(),
-    ownership,
-    ipam,
-    staticAnnouncements: [],
-    // As agent.ts wires it.
-    onServiceIps: (inputs) => {
-      writer.update(inputs.ingress, new Map([...(inputs.ipam?.services ?? [])].map(([k, v]) => [k, v.condition] as const)));
-      if (inputs.ipam && !inputs.ipam.dormant) pools.update(inputs.ipam.pools);
-    },
-    clock: systemClock,
-    log,
-  });
-  /** What kill -9 leaves: no release, no renewals, no writes. */
-  const crash = (): void => {
-    source.dispose();
-    writer.dispose();
-    pools.dispose();
-    cp.dispose();
-    ownership.dispose();
-  };
-  try {
-    await cp.start();
-    await source.start({ onSnapshot: (s) => void cp.setSnapshot(s), onError: () => {} });
-  } catch (e) {
-    crash();
-    throw e;
-  }
-  return { node, election, writer, pools, events, cp, crash };
-}
+const controlPlane = (node: string) => kubeControlPlane(kube, node, { lease: OPTS });
 
 const SERVICES = ['web', 'api', 'db', 'cache'];
 const ingressOf = async (name: string): Promise<string[]> => {
@@ -108,7 +54,7 @@ const leaseHolder = async (): Promise<string | undefined> => (await kube.api('GE
 test('LB-IPAM under leader election: only the herald-ipam leader allocates and writes status; a dead leader is replaced within the Lease duration and no IP changes', { timeout: 120_000 }, async () => {
   await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'ipam-pool' }, spec: { blocks: [{ start: '198.51.100.100', stop: '198.51.100.119' }], serviceSelector: { matchLabels: { test: 'one' } } } });
   for (const name of SERVICES) await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default', labels: { test: 'one' } }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
-  const alive = new Set<Awaited<ReturnType<typeof controlPlane>>>();
+  const alive = new Set<KubeControlPlane>();
   try {
     for (const name of ['node-1', 'node-2', 'node-3']) alive.add(await controlPlane(name));
     const nodes = [...alive];
@@ -176,7 +122,7 @@ test('conditions and Events as Cilium writes them: IPAMRequestSatisfied with its
   await new Promise((r) => setTimeout(r, 1100)); // older: creationTimestamp has whole seconds, and the oldest is served first
   await svc('two-b', { test: 'two' });
   await svc('two-c', { test: 'three' });
-  const alive = new Set<Awaited<ReturnType<typeof controlPlane>>>();
+  const alive = new Set<KubeControlPlane>();
   try {
     for (const name of ['node-4', 'node-5']) alive.add(await controlPlane(name));
     const nodes = [...alive];

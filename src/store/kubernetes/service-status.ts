@@ -35,9 +35,11 @@ export interface ServiceStatusOptions {
   readonly burst: number;
   readonly perServiceMs: number;
   readonly conflictRetries: number;
+  /** Writes in flight at once (each waits for its token first). */
+  readonly concurrency: number;
 }
 
-export const serviceStatusDefaults: ServiceStatusOptions = { qps: 20, burst: 50, perServiceMs: 1000, conflictRetries: 5 };
+export const serviceStatusDefaults: ServiceStatusOptions = { qps: 20, burst: 50, perServiceMs: 1000, conflictRetries: 5, concurrency: 8 };
 
 export interface ServiceStatusStats {
   writes: number;
@@ -211,6 +213,7 @@ class StatusWriter<W> implements Disposable {
     if (this.running || this.disposed) return;
     this.running = true;
     let wait = 0;
+    const inFlight = new Set<Promise<void>>();
     try {
       for (const key of [...this.due]) {
         if (this.disposed) return;
@@ -229,8 +232,13 @@ class StatusWriter<W> implements Disposable {
         this.tokens -= 1;
         this.due.delete(key);
         this.lastWrite.set(key, now);
-        await this.write(key);
+        const p: Promise<void> = this.write(key)
+          .catch((e: unknown) => this.fail(key, e))
+          .finally(() => inFlight.delete(p));
+        inFlight.add(p);
+        if (inFlight.size >= Math.max(1, this.opts.concurrency)) await Promise.race(inFlight);
       }
+      await Promise.all(inFlight);
     } finally {
       this.running = false;
       this.stats.pending = this.due.size;
