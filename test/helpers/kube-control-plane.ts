@@ -20,10 +20,10 @@ import type { KubeServer } from './kube.js';
 
 export type KubeControlPlane = Awaited<ReturnType<typeof kubeControlPlane>>;
 
-export async function kubeControlPlane(kube: KubeServer, node: string, opts: { lease: LeaseOwnershipOptions; status?: ServiceStatusOptions; resyncMs?: number }) {
+export async function kubeControlPlane(kube: KubeServer, node: string, opts: { lease: LeaseOwnershipOptions; status?: ServiceStatusOptions; resyncMs?: number; debounceMs?: number }) {
   const client = await KubeClient.create({ kubeconfig: kube.kubeconfig(`herald:${node}`, ['herald:agents']) });
   const log = silentLogger;
-  const source = new KubernetesIntentSource({ client, log, debounceMs: 20 });
+  const source = new KubernetesIntentSource({ client, log, debounceMs: opts.debounceMs ?? 20 });
   const ownership = new LeaseOwnership(client, node, { log }, opts.lease);
   const election = ownership.elect(IPAM_ELECTION);
   const active = () => election.isLeader();

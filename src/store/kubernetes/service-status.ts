@@ -8,18 +8,20 @@
  * Conditions of other types are left alone; a condition's
  * lastTransitionTime moves only when its status does.
  *
- * - Desired state comes from the control plane (every Service LB-IPAM looked
- *   at, with the IPs it holds, possibly none); the current state from the
+ * - Only the LB-IPAM leader writes (`active`). Desired state comes from the
+ *   control plane (every Service LB-IPAM looked at, with the IPs it holds,
+ *   possibly none; every pool); the current state from the
  *   intent source's informer cache. Only a difference is written, so the
  *   steady state writes nothing.
  * - A write is a PUT of the cached object with its resourceVersion: a `409
  *   Conflict` (the object changed meanwhile) reads the object again and
  *   retries, up to `conflictRetries` times.
- * - Rate-limited: a token bucket (`qps`, `burst`) over all writes, and one
- *   write per Service per `perServiceMs` at most, so a flapping Service
+ * - Rate-limited: a token bucket (`qps`, `burst`) over all writes (at most
+ *   `concurrency` in flight), and one write per object per `perServiceMs`
+ *   at most, so a flapping Service
  *   cannot flood the API server. What is held back is written later (the
  *   latest desired state, not every step).
- * - A refused write (RBAC 403, validation 422) is logged with the API
+ * - A refused write (RBAC 403, validation 422, 404) is logged with the API
  *   server's reason and retried only when the desired state changes again.
  */
 import { monotonicMs, systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
@@ -111,17 +113,7 @@ interface WriterDeps {
   resyncMs?: number;
 }
 
-/**
- * Writes a desired status per object through the status subresource, only
- * where the informer's copy differs (the steady state writes nothing).
- * - A write is a PUT of the cached object with its resourceVersion: a `409
- *   Conflict` reads the object again and retries, up to `conflictRetries`.
- * - Rate-limited: a token bucket (`qps`, `burst`) over all writes, and one
- *   write per object per `perServiceMs` at most; what is held back is written
- *   later (the latest desired state, not every step).
- * - A refused write (RBAC 403, validation 422, 404) is logged with the API
- *   server's reason and retried only when the desired state changes again.
- */
+/** Writes a desired status per object as the file header says (shared by the Service and pool writers). */
 class StatusWriter<W> implements Disposable {
   protected desired = new Map<string, W>();
   private readonly due = new Set<string>();
