@@ -76,12 +76,14 @@ unit_tests=(
   test/intent/sources/worker-parser.test.ts
   test/intent/sources/etcd.test.ts
   test/intent/sources/kubernetes.test.ts
+  test/intent/sources/kubernetes-kinds.test.ts
   test/cli/manifests.test.ts
   test/cli/real-world-corpus.test.ts
   test/store/etcd-ownership.test.ts
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts
   test/store/kubernetes-store.test.ts
+  test/store/kubernetes-ipam.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts
   test/net/ndp.test.ts

@@ -57,8 +57,9 @@ import type { EtcdModules } from './agent-etcd.js';
 import type { KubeModules } from './agent-kube.js';
 import type { KubeClient } from './intent/sources/kube-client.js';
 import type { KubernetesIntentSource } from './intent/sources/kubernetes.js';
-import type { ServiceStatusWriter } from './store/kubernetes/service-status.js';
-import type { LeaseOwnership } from './store/kubernetes/lease-ownership.js';
+import type { PoolStatusWriter, ServiceStatusWriter } from './store/kubernetes/service-status.js';
+import type { LeaderElection, LeaseOwnership } from './store/kubernetes/lease-ownership.js';
+import type { IpamResult } from './controlplane/ipam/types.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
 import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
 import type { EtcdSession } from './store/etcd/session.js';
@@ -145,6 +146,10 @@ export class Agent implements Disposable {
   private readonly statusWriter: ServiceStatusWriter | undefined;
   /** The same object as `ownership` in Kubernetes mode (for its liveness gate). */
   private readonly kubeOwnership: LeaseOwnership | undefined;
+  /** Kubernetes mode: the LB-IPAM allocator (and the one status writer) is the leader of Lease herald-ipam. */
+  private readonly ipamElection: LeaderElection | undefined;
+  /** Kubernetes mode: LB-IPAM pool conditions written to CiliumLoadBalancerIPPool status. */
+  private readonly poolStatusWriter: PoolStatusWriter | undefined;
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
@@ -217,10 +222,13 @@ export class Agent implements Disposable {
     // Kubernetes: one Lease per node, one per owned IP (written only when ownership moves)
     this.kubeOwnership = kube ? makeLeaseOwnership(kube, config, log.child({ module: 'ownership' })) : undefined;
     this.ownership = this.store.add(this.etcdOwnership ?? this.kubeOwnership ?? new LocalOwnership(config.node)); // per-IP ownership
+    this.ipamElection = kube ? this.kubeOwnership?.elect(kube.modules.IPAM_ELECTION) : undefined;
     this.statusWriter =
       kube && this.source instanceof kube.modules.KubernetesIntentSource
-        ? this.store.add(makeStatusWriter(kube, this.source, this.kubeOwnership, config.node, log.child({ module: 'service-status' })))
+        ? this.store.add(makeStatusWriter(kube, this.source, this.ipamElection, config.node, log.child({ module: 'service-status' })))
         : undefined;
+    this.poolStatusWriter =
+      kube && this.source instanceof kube.modules.KubernetesIntentSource ? this.store.add(makePoolStatusWriter(kube, this.source, this.ipamElection, log.child({ module: 'pool-status' }))) : undefined;
     this.controlPlane = this.store.add(
       new ControlPlane({
         db: this.db,
@@ -239,7 +247,7 @@ export class Agent implements Disposable {
           const stuck = (done?.failed ?? []).filter((key) => txn.get(l2AnnounceTable, key) === undefined);
           if (stuck.length > 0) throw new HeraldError('HERALD_BPF_MAP', `datapath could not withdraw ${stuck.join(', ')}`);
         },
-        onServiceIps: (inputs: BgpInputs) => {
+        onServiceIps: (inputs: BgpInputs & { ipam?: IpamResult }) => {
           this.allocationsChanged(inputs.ingress);
           // This node's own backends first (health checks), then BGP's desired state with their results.
           if (this.bgp) {
@@ -247,7 +255,9 @@ export class Agent implements Disposable {
             this.bgp.control.update({ ...inputs, unhealthy: this.bgp.health.down() });
           }
           this.lb?.control.update(inputs);
-          this.statusWriter?.update(inputs.ingress); // Kubernetes: Service.status.loadBalancer.ingress
+          // Kubernetes: Service.status.loadBalancer.ingress and IPAMRequestSatisfied, pool conditions (the LB-IPAM leader only)
+          this.statusWriter?.update(inputs.ingress, new Map([...(inputs.ipam?.services ?? [])].map(([k, v]) => [k, v.condition] as const)));
+          if (inputs.ipam && !inputs.ipam.dormant) this.poolStatusWriter?.update(inputs.ipam.pools);
         },
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
@@ -313,6 +323,10 @@ export class Agent implements Disposable {
   }
 
   private makeIpamCoordinator(): IpamCoordinator {
+    if (this.kube && this.ipamElection && this.source instanceof this.kube.modules.KubernetesIntentSource) {
+      const source = this.source;
+      return this.store.add(new this.kube.modules.KubeIpamCoordinator(this.ipamElection, () => source.objects('Service')));
+    }
     if (this.session && this.etcd) return this.store.add(new this.etcd.EtcdIpamCoordinator(this.session, this.config.node, this.log.child({ module: 'ipam' }), { stateDir: this.config.stateDir }));
     return this.store.add(new LocalIpamCoordinator(join(this.config.stateDir, 'ipam.json'), this.config.node));
   }
@@ -871,13 +885,26 @@ function ownerWatchOptions(defaults: OwnerWatchOptions, given: AgentConfig['owne
   return { ...defaults, ...given, wireFilter: process.env['HERALD_WIRE_FILTER'] !== 'off' };
 }
 
-/** One writer of Service status at a time: the live node (by node Lease) with the lowest name; no extra API writes to decide it. */
-function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, ownership: LeaseOwnership | undefined, node: string, log: Logger): ServiceStatusWriter {
+/** One writer of Service status at a time: the LB-IPAM leader (Lease herald-ipam), which is also the one allocator. */
+function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, election: LeaderElection | undefined, node: string, log: Logger): ServiceStatusWriter {
   return new kube.modules.ServiceStatusWriter({
     client: kube.client,
     cached: (name, namespace) => source.cached('Service', name, namespace),
+    events: new kube.modules.EventRecorder({ client: kube.client, node, log }),
     log,
-    ...(ownership ? { active: () => ownership.status().liveNodes[0] === node } : {}),
+    ...(election ? { active: () => election.isLeader() } : {}),
+  });
+}
+
+function makePoolStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, election: LeaderElection | undefined, log: Logger): PoolStatusWriter {
+  const pools = kube.modules.KUBE_RESOURCES.find((r) => r.kind === 'CiliumLoadBalancerIPPool')!;
+  return new kube.modules.PoolStatusWriter({
+    client: kube.client,
+    cached: (name) => source.cached('CiliumLoadBalancerIPPool', name),
+    collection: pools.path,
+    apiVersion: pools.apiVersion,
+    log,
+    ...(election ? { active: () => election.isLeader() } : {}),
   });
 }
 

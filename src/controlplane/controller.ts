@@ -43,7 +43,7 @@ export interface ControlPlaneDeps {
   /** Resolves when the datapath has applied the table (awaited before an IP is given away). */
   applied?: () => Promise<void>;
   /** Told the service IPs (intent, LB-IPAM results, this node) on every recompute: the BGP control plane's input. */
-  onServiceIps?: (inputs: { snapshot: IntentSnapshot; ingress: ReadonlyMap<string, readonly string[]>; node: NodeIdentity }) => void;
+  onServiceIps?: (inputs: { snapshot: IntentSnapshot; ingress: ReadonlyMap<string, readonly string[]>; node: NodeIdentity; ipam?: IpamResult }) => void;
   /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
   onCandidateInterfaces?: (interfaces: ReadonlySet<string>) => void;
   clock: Clock;
@@ -191,7 +191,7 @@ export class ControlPlane implements Disposable {
     // interfaces, and share one affinity key (its first address), so every
     // node prefers the same owner for both and they move together.
     this.candidates = computeCandidates({ snapshot: this.snapshot, ingress, node, links: this.links });
-    this.deps.onServiceIps?.({ snapshot: this.snapshot, ingress, node });
+    this.deps.onServiceIps?.({ snapshot: this.snapshot, ingress, node, ...(this.ipam ? { ipam: this.ipam } : {}) });
     const affinity = new Map<string, string>();
     for (const ips of ingress.values()) {
       if (ips.length < 2) continue;

@@ -26,6 +26,8 @@ export const CRD_KINDS = {
   CiliumBGPPeerConfig: { plural: 'ciliumbgppeerconfigs', singular: 'ciliumbgppeerconfig', shortNames: [] },
   CiliumBGPAdvertisement: { plural: 'ciliumbgpadvertisements', singular: 'ciliumbgpadvertisement', shortNames: [] },
   CiliumBGPNodeConfigOverride: { plural: 'ciliumbgpnodeconfigoverrides', singular: 'ciliumbgpnodeconfigoverride', shortNames: [] },
+  CiliumNetworkPolicy: { plural: 'ciliumnetworkpolicies', singular: 'ciliumnetworkpolicy', shortNames: ['cnp', 'ciliumnp'] },
+  CiliumClusterwideNetworkPolicy: { plural: 'ciliumclusterwidenetworkpolicies', singular: 'ciliumclusterwidenetworkpolicy', shortNames: ['ccnp'] },
 } as const satisfies Partial<Record<IntentKind, { plural: string; singular: string; shortNames: readonly string[] }>>;
 
 export type CrdKind = keyof typeof CRD_KINDS;
@@ -111,6 +113,8 @@ export function crdFor(kind: CrdKind): Json {
       kind: { type: 'string' },
       metadata: { type: 'object' },
       spec: props.spec ? structural(props.spec) : preserve('object'),
+      // Other top-level fields the schema reads (a Cilium policy's `specs`).
+      ...Object.fromEntries(Object.entries(props).filter(([k, v]) => !['apiVersion', 'kind', 'metadata', 'spec', 'status'].includes(k) && !isForbidden(v)).map(([k, v]) => [k, structural(v)])),
       status: preserve('object'),
     },
     ...(Array.isArray(json.required) && json.required.includes('spec') && !hasDefault(props.spec) ? { required: ['spec'] } : {}),
@@ -122,7 +126,7 @@ export function crdFor(kind: CrdKind): Json {
     metadata: { name: `${names.plural}.${group}`, labels: { 'app.kubernetes.io/part-of': 'herald' } },
     spec: {
       group,
-      scope: 'Cluster',
+      scope: info.namespaced ? 'Namespaced' : 'Cluster',
       names: { kind, listKind: `${kind}List`, plural: names.plural, singular: names.singular, ...(names.shortNames.length > 0 ? { shortNames: [...names.shortNames] } : {}), categories: ['cilium'] },
       versions: info.apiVersions.map((apiVersion, i) => ({
         name: apiVersion.split('/')[1]!,

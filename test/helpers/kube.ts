@@ -68,7 +68,7 @@ function issue(dir: string, name: string, subject: string, ext: string): void {
   openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-out', `${name}.crt`, '-extfile', `${name}.ext`]);
 }
 
-export async function startKube(opts: { readyTimeoutMs?: number } = {}): Promise<KubeServer> {
+export async function startKube(opts: { readyTimeoutMs?: number; /** Default KUBE_SERVICE_CIDR (62 cluster IPs); a second, IPv6 range for many Services. */ serviceCidrs?: string } = {}): Promise<KubeServer> {
   for (const bin of [KUBE_APISERVER_BINARY, KUBE_ETCD_BINARY]) {
     if (!existsSync(bin)) throw new Error(`${bin} is missing: run scripts/build-kube.sh (scripts/setup.sh does)`);
   }
@@ -108,7 +108,7 @@ export async function startKube(opts: { readyTimeoutMs?: number } = {}): Promise
     '--service-account-issuer=https://kubernetes.default.svc',
     `--service-account-key-file=${join(dir, 'sa.pub')}`,
     `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
-    `--service-cluster-ip-range=${KUBE_SERVICE_CIDR}`,
+    `--service-cluster-ip-range=${opts.serviceCidrs ?? KUBE_SERVICE_CIDR}`,
     '--authorization-mode=RBAC',
     '--anonymous-auth=false',
     '--enable-priority-and-fairness=false',
@@ -265,6 +265,13 @@ const COLLECTIONS: Record<string, { base: string; plural: string; namespaced: bo
   CiliumLoadBalancerIPPool: { base: '/apis/cilium.io/v2alpha1', plural: 'ciliumloadbalancerippools', namespaced: false },
   CiliumL2AnnouncementPolicy: { base: '/apis/cilium.io/v2alpha1', plural: 'ciliuml2announcementpolicies', namespaced: false },
   Lease: { base: '/apis/coordination.k8s.io/v1', plural: 'leases', namespaced: true },
+  CiliumBGPClusterConfig: { base: '/apis/cilium.io/v2', plural: 'ciliumbgpclusterconfigs', namespaced: false },
+  CiliumBGPPeerConfig: { base: '/apis/cilium.io/v2', plural: 'ciliumbgppeerconfigs', namespaced: false },
+  CiliumBGPAdvertisement: { base: '/apis/cilium.io/v2', plural: 'ciliumbgpadvertisements', namespaced: false },
+  CiliumBGPNodeConfigOverride: { base: '/apis/cilium.io/v2', plural: 'ciliumbgpnodeconfigoverrides', namespaced: false },
+  CiliumNetworkPolicy: { base: '/apis/cilium.io/v2', plural: 'ciliumnetworkpolicies', namespaced: true },
+  CiliumClusterwideNetworkPolicy: { base: '/apis/cilium.io/v2', plural: 'ciliumclusterwidenetworkpolicies', namespaced: false },
+  NetworkPolicy: { base: '/apis/networking.k8s.io/v1', plural: 'networkpolicies', namespaced: true },
   DaemonSet: { base: '/apis/apps/v1', plural: 'daemonsets', namespaced: true },
 };
 

@@ -3,7 +3,9 @@
  * test/helpers/kube.ts) with three agents as processes in node namespaces:
  * Cilium manifests applied through the API → IPs allocated, Service status
  * written, exactly one owner per IP (its Lease names it) answering ARP;
- * kill -9 of an owner → another node takes the IP Lease over and answers;
+ * kill -9 of the LB-IPAM leader (an owner) → another node takes the IP Leases
+ * and the herald-ipam leadership over and answers, no IP changes; only the
+ * leader writes Service status;
  * steady-state API writes are O(nodes), not O(services).
  *
  * The API server listens on the root namespace's loopback; each node reaches
@@ -141,6 +143,15 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
       assert.deepEqual(x.kubernetes.leases.liveNodes, lab.nodes.map((n) => n.netns).sort());
     }
     assert.ok(st.reduce((a, x) => a + x.kubernetes.serviceStatus.writes, 0) >= SERVICES.length, 'status written by the agents');
+    // LB-IPAM under leader election: every node names the same leader (Lease herald-ipam), and only it wrote status.
+    const leader = st[0].kubernetes.leases.leaders['herald-ipam'];
+    assert.ok(lab.nodes.some((n) => n.netns === leader), `a lab node leads LB-IPAM (${leader})`);
+    const lease = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/herald-ipam`);
+    assert.equal(lease.body.spec.holderIdentity, leader);
+    for (const [i, x] of st.entries()) {
+      assert.equal(x.kubernetes.leases.leaders['herald-ipam'], leader, `${lab.nodes[i]!.name} agrees on the leader`);
+      if (lab.nodes[i]!.netns !== leader) assert.equal(x.kubernetes.serviceStatus.writes, 0, `${lab.nodes[i]!.name} (not the leader) wrote no status`);
+    }
     // Node Leases: one per node.
     const nodeLeases = (await leases()).filter((l) => l.metadata.name.startsWith('node-'));
     assert.deepEqual(nodeLeases.map((l) => l.spec.holderIdentity).sort(), lab.nodes.map((n) => n.netns).sort());
@@ -173,27 +184,41 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
     assert.ok(renewals >= 3 * (windowS / RENEW_S) * 0.5, `the nodes renew (${renewals})`);
   });
 
-  test('kill -9 of an owner: another node takes its IP Lease over and answers', async () => {
-    const byIp = await holders();
-    const [ip, holder] = [...byIp][0]!;
-    const victim = nodeByNs(holder)!;
+  test('kill -9 of the LB-IPAM leader (also an owner): another node takes its IP Leases and the leadership over; no IP changes', async () => {
+    const before = new Map(await Promise.all(SERVICES.map(async (s) => [s, await ingressOf(s)] as const)));
+    const statusOf = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket]));
+    const leaderName = statusOf(lab.nodes[0]!).kubernetes.leases.leaders['herald-ipam'] as string;
+    const victim = nodeByNs(leaderName)!;
+    // The leader's first IP (the names usually give it some).
+    const held = [...(await holders())].find(([, h]) => h === leaderName);
     const t0 = Date.now();
     await agents.get(victim)!.stop('SIGKILL');
-    let newHolder = '';
+    if (held) {
+      const [ip, holder] = held;
+      let newHolder = '';
+      await waitFor(
+        async () => {
+          newHolder = (await holders()).get(ip) ?? '';
+          return newHolder !== '' && newHolder !== holder;
+        },
+        { timeoutMs: 30_000, what: `${ip} taken over from ${holder}` },
+      );
+      const successor = nodeByNs(newHolder)!;
+      await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(successor.mac('eth0')), { timeoutMs: 10_000, what: `${ip} answered by ${successor.name}` });
+      console.log(`k8s failover: ${ip} answered by ${successor.name} ${Date.now() - t0} ms after kill -9 of ${victim.name} (lease ${DURATION_S} s, renew ${RENEW_S} s)`);
+      const r = arping(lab.client, ip, { count: 2 });
+      assert.deepEqual(new Set(r.macs), new Set([successor.mac('eth0')]), 'only the successor answers');
+      // Every IP of the dead node moved.
+      await waitFor(async () => ![...(await holders()).values()].includes(holder), { timeoutMs: 30_000, what: `no IP left with ${holder}` });
+    } else console.log(`k8s failover: the LB-IPAM leader ${leaderName} held no IP in this run`);
+    // Leadership moved to a live node, which every live node names; the allocation did not change.
+    const live = lab.nodes.filter((n) => n !== victim);
+    let leaders: string[] = [];
     await waitFor(
-      async () => {
-        newHolder = (await holders()).get(ip) ?? '';
-        return newHolder !== '' && newHolder !== holder;
-      },
-      { timeoutMs: 30_000, what: `${ip} taken over from ${holder}` },
+      () => ((leaders = live.map((n) => statusOf(n).kubernetes.leases.leaders['herald-ipam'])), leaders.every((l) => l === leaders[0] && l !== leaderName && live.some((n) => n.netns === l))),
+      { timeoutMs: 30_000, what: 'a new LB-IPAM leader', onTimeout: () => JSON.stringify(leaders) },
     );
-    const successor = nodeByNs(newHolder)!;
-    await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(successor.mac('eth0')), { timeoutMs: 10_000, what: `${ip} answered by ${successor.name}` });
-    console.log(`k8s failover: ${ip} answered by ${successor.name} ${Date.now() - t0} ms after kill -9 of ${victim.name} (lease ${DURATION_S} s, renew ${RENEW_S} s)`);
-    const r = arping(lab.client, ip, { count: 2 });
-    assert.deepEqual(new Set(r.macs), new Set([successor.mac('eth0')]), 'only the successor answers');
-    // Every IP of the dead node moved; the status stays as written (allocation does not change).
-    await waitFor(async () => ![...(await holders()).values()].includes(holder), { timeoutMs: 30_000, what: `no IP left with ${holder}` });
-    assert.ok((await ingressOf('svc-a')).length === 1);
+    console.log(`k8s ipam leader: ${leaders[0]} after kill -9 of ${leaderName}`);
+    for (const s of SERVICES) assert.deepEqual(await ingressOf(s), before.get(s), `${s} kept its IP`);
   });
 });

@@ -9,7 +9,7 @@ import type { Disposable } from '../../core/disposable.js';
 import type { AllocationState } from './state.js';
 
 export interface IpamCoordinator extends Disposable {
-  readonly kind: 'local' | 'etcd';
+  readonly kind: 'local' | 'etcd' | 'kubernetes';
   /** Loads the persisted state; `onChange` fires when it or the allocator role changes. */
   start(onChange: () => void): Promise<void>;
   isAllocator(): boolean;

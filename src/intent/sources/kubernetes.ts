@@ -29,7 +29,7 @@ import type { ManifestError } from '../diagnostics.js';
 import { objectKey, type IntentKind } from '../kinds.js';
 import { manifestLimitDefaults, tooLargeError, type ManifestLimits } from '../limits.js';
 import type { ManifestLoad } from '../parse.js';
-import type { KubeClient, KubeList, KubeObject } from './kube-client.js';
+import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from './kube-client.js';
 import type { ParseJob } from './parse-job.js';
 import { SnapshotPublisher, contentHash } from './publisher.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
@@ -43,6 +43,13 @@ export interface KubeResource {
   readonly path: string;
   /** Top-level fields left out before validation (written often, never read: a Node's heartbeats). */
   readonly drop?: readonly string[];
+  /**
+   * The resource type may not be installed (a CRD of an optional feature:
+   * BGP, policies): a `404` list counts as an empty, synced collection, and
+   * the type is looked for again every `missingRecheckMs`. Required kinds
+   * hold every snapshot back until they list.
+   */
+  readonly optional?: boolean;
 }
 
 export const KUBE_RESOURCES: readonly KubeResource[] = [
@@ -51,6 +58,14 @@ export const KUBE_RESOURCES: readonly KubeResource[] = [
   { kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', drop: ['status'] },
   { kind: 'CiliumLoadBalancerIPPool', apiVersion: 'cilium.io/v2alpha1', path: '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools', drop: ['status'] },
   { kind: 'CiliumL2AnnouncementPolicy', apiVersion: 'cilium.io/v2alpha1', path: '/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies', drop: ['status'] },
+  // BGP (what --bgp reads from files), then the policy kinds (service traffic policy).
+  { kind: 'CiliumBGPClusterConfig', apiVersion: 'cilium.io/v2', path: '/apis/cilium.io/v2/ciliumbgpclusterconfigs', drop: ['status'], optional: true },
+  { kind: 'CiliumBGPPeerConfig', apiVersion: 'cilium.io/v2', path: '/apis/cilium.io/v2/ciliumbgppeerconfigs', drop: ['status'], optional: true },
+  { kind: 'CiliumBGPAdvertisement', apiVersion: 'cilium.io/v2', path: '/apis/cilium.io/v2/ciliumbgpadvertisements', drop: ['status'], optional: true },
+  { kind: 'CiliumBGPNodeConfigOverride', apiVersion: 'cilium.io/v2', path: '/apis/cilium.io/v2/ciliumbgpnodeconfigoverrides', drop: ['status'], optional: true },
+  { kind: 'CiliumNetworkPolicy', apiVersion: 'cilium.io/v2', path: '/apis/cilium.io/v2/ciliumnetworkpolicies', drop: ['status'], optional: true },
+  { kind: 'CiliumClusterwideNetworkPolicy', apiVersion: 'cilium.io/v2', path: '/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies', drop: ['status'], optional: true },
+  { kind: 'NetworkPolicy', apiVersion: 'networking.k8s.io/v1', path: '/apis/networking.k8s.io/v1/networkpolicies', drop: ['status'], optional: true },
 ];
 
 /** The key prefix objects are named by in messages (`kubernetes/Service/shop/web`). */
@@ -65,12 +80,14 @@ export interface KubernetesIntentSourceOptions {
   readonly retryMaxMs?: number;
   /** Server-side end of each watch (seconds, plus up to 20 % jitter). */
   readonly watchTimeoutS?: number;
+  /** An optional kind found missing (404) is listed again this often. */
+  readonly missingRecheckMs?: number;
   readonly clock?: Clock;
   readonly limits?: ManifestLimits;
   readonly parse?: (job: ParseJob) => Promise<ManifestLoad>;
 }
 
-export const kubernetesSourceDefaults = { debounceMs: 100, retryMinMs: 250, retryMaxMs: 10_000, watchTimeoutS: 300 } as const;
+export const kubernetesSourceDefaults = { debounceMs: 100, retryMinMs: 250, retryMaxMs: 10_000, watchTimeoutS: 300, missingRecheckMs: 30_000 } as const;
 
 interface Informer {
   readonly resource: KubeResource;
@@ -83,11 +100,13 @@ interface Informer {
   retryTimer: TimerHandle | undefined;
   lists: number;
   errors: number;
+  /** An optional kind whose resource type the API server does not serve (404). */
+  missing: boolean;
 }
 
 export interface KubernetesSourceStatus {
   readonly synced: boolean;
-  readonly informers: readonly { kind: string; synced: boolean; lists: number; errors: number; objects: number; resourceVersion: string }[];
+  readonly informers: readonly { kind: string; synced: boolean; lists: number; errors: number; objects: number; resourceVersion: string; missing?: true }[];
 }
 
 export class KubernetesIntentSource implements IntentSource {
@@ -99,6 +118,7 @@ export class KubernetesIntentSource implements IntentSource {
   private readonly retryMinMs: number;
   private readonly retryMaxMs: number;
   private readonly watchTimeoutS: number;
+  private readonly missingRecheckMs: number;
   private readonly limits: ManifestLimits;
   private readonly parse: (job: ParseJob) => Promise<ManifestLoad>;
   private readonly abort = new AbortController();
@@ -115,6 +135,7 @@ export class KubernetesIntentSource implements IntentSource {
     this.retryMinMs = opts.retryMinMs ?? kubernetesSourceDefaults.retryMinMs;
     this.retryMaxMs = opts.retryMaxMs ?? kubernetesSourceDefaults.retryMaxMs;
     this.watchTimeoutS = opts.watchTimeoutS ?? kubernetesSourceDefaults.watchTimeoutS;
+    this.missingRecheckMs = opts.missingRecheckMs ?? kubernetesSourceDefaults.missingRecheckMs;
     this.limits = opts.limits ?? manifestLimitDefaults;
     this.parse = opts.parse ?? ((job) => parseManifestJob(job, { signal: this.abort.signal }));
     this.name = `kubernetes ${this.client.server}`;
@@ -144,6 +165,7 @@ export class KubernetesIntentSource implements IntentSource {
         errors: i.errors,
         objects: i.lw.list().length,
         resourceVersion: i.lw.latestResourceVersion(),
+        ...(i.missing ? { missing: true as const } : {}),
       })),
     };
   }
@@ -151,6 +173,11 @@ export class KubernetesIntentSource implements IntentSource {
   /** The cached object (raw, as the API server sent it), for write-back. */
   cached(kind: IntentKind, name: string, namespace?: string): KubeObject | undefined {
     return this.informers.find((i) => i.resource.kind === kind)?.lw.get(name, namespace);
+  }
+
+  /** Every cached object of a kind (raw), e.g. Services with their status. */
+  objects(kind: IntentKind): readonly KubeObject[] {
+    return this.informers.find((i) => i.resource.kind === kind)?.lw.list() ?? [];
   }
 
   async start(handlers: IntentSourceHandlers): Promise<void> {
@@ -164,17 +191,35 @@ export class KubernetesIntentSource implements IntentSource {
       const watcher = {
         watch: (path: string, query: Record<string, unknown>, cb: (phase: string, obj: any, watchObj?: any) => void, done: (err: any) => void) => {
           if (informer && !this.disposed) this.listed(informer);
+          if (informer?.missing) {
+            // Nothing to watch: list again later (a 410 makes ListWatch relist).
+            const ac = new AbortController();
+            const timer = this.clock.setTimeout(() => done({ statusCode: 410 }), this.missingRecheckMs);
+            ac.signal.addEventListener('abort', () => timer.cancel());
+            return Promise.resolve(ac);
+          }
           const timeoutSeconds = Math.round(this.watchTimeoutS * (1 + Math.random() * 0.2));
           return watch.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds }, cb, done);
         },
       };
       const listFn = async (): Promise<KubeList> => {
-        const list = await this.client.list(resource.path);
-        if (informer) informer.lists++;
+        let list: KubeList;
+        try {
+          list = await this.client.list(resource.path);
+        } catch (e) {
+          if (!resource.optional || !(e instanceof KubeApiError) || e.status !== 404) throw e;
+          if (informer && !informer.missing) this.log.info({ kind: resource.kind, path: resource.path }, 'kubernetes: this kind is not served (its CRD is not installed); read as empty, looked for again later');
+          if (informer) informer.missing = true;
+          return { metadata: {}, items: [] };
+        }
+        if (informer) {
+          informer.lists++;
+          informer.missing = false;
+        }
         return list;
       };
       const lw = new k8s.ListWatch<KubeObject>(resource.path, watcher as unknown as k8s.Watch, listFn as never, false);
-      informer = { resource, lw, synced: false, tried: false, retryDelay: this.retryMinMs, retryTimer: undefined, lists: 0, errors: 0 };
+      informer = { resource, lw, synced: false, tried: false, retryDelay: this.retryMinMs, retryTimer: undefined, lists: 0, errors: 0, missing: false };
       const inf = informer;
       const changed = (): void => {
         if (inf.synced) this.applies.trigger();

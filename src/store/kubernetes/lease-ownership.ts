@@ -25,6 +25,14 @@
  *   the others after `contendDelayMs`.
  * - Giving an IP up (no longer a candidate, or stopping): withdrawn from the
  *   datapath first, then the Lease deleted (precondition: its resourceVersion).
+ *
+ * Leader election for cluster-wide single writers (`elect('herald-ipam')`)
+ * rides on the same Leases: the election Lease names its holder, written
+ * only when leadership moves, and is valid while the holder's node Lease is.
+ * Claimed like a free IP (create, or update with the resourceVersion seen
+ * after the holder expired), never handed over while the leader lives (a
+ * leader change is a cost, not a balance), and given up at once on our own
+ * clock when our node Lease may have lapsed: `isLeader()` is the fence.
  */
 import type * as k8s from '@kubernetes/client-node';
 import { monotonicMs, systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
@@ -90,9 +98,32 @@ export interface LeaseOwnershipStatus {
   takeovers: number;
   lostRaces: number;
   releases: number;
+  elected: number;
   /** Our node Lease is valid by our own clock. */
   leaseValid: boolean;
   liveNodes: string[];
+  /** Election Lease → its live holder (null: none). */
+  leaders: Record<string, string | null>;
+}
+
+/** One election: who leads now, and whether it is us (fenced on our own clock). */
+export interface LeaderElection {
+  readonly name: string;
+  /** We hold the election Lease and our node Lease is valid by our own clock. */
+  isLeader(): boolean;
+  /** The live holder of the election Lease, if any (ourselves included). */
+  leader(): string | undefined;
+  /** Called (after the change) whenever `isLeader()` or `leader()` changes. */
+  onChange(fn: () => void): void;
+}
+
+interface Election {
+  readonly name: string;
+  lease: KubeObject | undefined;
+  freeSince: number | undefined;
+  listeners: (() => void)[];
+  /** What listeners last heard: `leader|mine`. */
+  last: string;
 }
 
 export class LeaseOwnership implements OwnershipBackend {
@@ -101,6 +132,7 @@ export class LeaseOwnership implements OwnershipBackend {
   private readonly base: string;
   private readonly nodes = new Map<string, Observed>();
   private readonly ips = new Map<string, KubeObject>();
+  private readonly elections = new Map<string, Election>();
   /** When we first saw each candidate IP free (or its holder expired). */
   private readonly freeSince = new Map<string, number>();
   /** IPs we handed over to a more preferred node: to whom, when. */
@@ -121,7 +153,7 @@ export class LeaseOwnership implements OwnershipBackend {
   private readonly evaluate: Trigger;
   private released = false;
   private disposed = false;
-  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0 };
+  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, elected: 0 };
 
   constructor(
     private readonly client: KubeClient,
@@ -156,6 +188,57 @@ export class LeaseOwnership implements OwnershipBackend {
     this.evaluate.trigger();
   }
 
+  /**
+   * Takes part in the election on Lease `name` (in this store's namespace);
+   * its Lease must not start with `node-` or `ip-`. Register before start().
+   */
+  elect(name: string): LeaderElection {
+    if (name.startsWith('node-') || name.startsWith('ip-')) throw new Error(`election lease ${name}: the node- and ip- prefixes are taken`);
+    let e = this.elections.get(name);
+    if (!e) {
+      e = { name, lease: undefined, freeSince: undefined, listeners: [], last: '' };
+      this.elections.set(name, e);
+    }
+    const election = e;
+    return {
+      name,
+      isLeader: () => this.leads(election),
+      leader: () => this.leaderOf(election),
+      onChange: (fn) => {
+        election.listeners.push(fn);
+      },
+    };
+  }
+
+  private leads(e: Election): boolean {
+    return !this.released && !this.disposed && e.lease !== undefined && holderOf(e.lease) === this.node && this.now() < this.validUntil;
+  }
+
+  private leaderOf(e: Election): string | undefined {
+    const holder = e.lease ? holderOf(e.lease) : undefined;
+    return holder && this.alive(holder) && !(holder === this.node && (this.released || this.disposed)) ? holder : undefined;
+  }
+
+  /** Tells listeners when the leader (or whether it is us) changed. */
+  private announceLeaders(): void {
+    for (const e of this.elections.values()) {
+      const now = `${this.leaderOf(e) ?? ''}|${this.leads(e)}`;
+      if (now === e.last) continue;
+      e.last = now;
+      if (this.leads(e)) {
+        this.counters.elected++;
+        this.deps.log.info({ election: e.name }, 'elected leader');
+      }
+      for (const fn of e.listeners) {
+        try {
+          fn();
+        } catch (err) {
+          this.deps.log.warn({ election: e.name, err: describeError(err) }, 'leader change listener failed');
+        }
+      }
+    }
+  }
+
   view(): OwnershipView {
     const owners = new Map<string, string>();
     for (const [ip, lease] of this.ips) {
@@ -177,7 +260,12 @@ export class LeaseOwnership implements OwnershipBackend {
   }
 
   status(): LeaseOwnershipStatus {
-    return { ...this.counters, leaseValid: this.now() < this.validUntil, liveNodes: [...this.nodes.keys()].filter((n) => this.alive(n)).sort() };
+    return {
+      ...this.counters,
+      leaseValid: this.now() < this.validUntil,
+      liveNodes: [...this.nodes.keys()].filter((n) => this.alive(n)).sort(),
+      leaders: Object.fromEntries([...this.elections.values()].map((e) => [e.name, this.leaderOf(e) ?? null])),
+    };
   }
 
   async release(): Promise<void> {
@@ -191,6 +279,14 @@ export class LeaseOwnership implements OwnershipBackend {
       if (holderOf(lease) !== this.node) continue;
       await this.deleteIpLease(ip, lease).catch(() => {});
     }
+    // Leadership too: a successor needs no expiry.
+    for (const e of this.elections.values()) {
+      if (!e.lease || holderOf(e.lease) !== this.node) continue;
+      await this.client
+        .request('DELETE', `${this.base}/${e.lease.metadata.name}`, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { resourceVersion: e.lease.metadata.resourceVersion } })
+        .catch(() => {});
+    }
+    this.announceLeaders();
   }
 
   dispose(): void {
@@ -300,6 +396,13 @@ export class LeaseOwnership implements OwnershipBackend {
       if (node !== this.node && wasAlive !== this.alive(node)) this.evaluate.trigger();
       return;
     }
+    const election = this.elections.get(name);
+    if (election) {
+      election.lease = deleted ? undefined : obj;
+      this.evaluate.trigger();
+      this.announceLeaders();
+      return;
+    }
     if (!name.startsWith('ip-')) return;
     const ip = (obj.metadata.annotations as Record<string, string> | undefined)?.['herald.dev/ip'];
     if (!ip) return;
@@ -375,9 +478,51 @@ export class LeaseOwnership implements OwnershipBackend {
         await this.claim(ip, lease);
       }
     }
+    if (leaseValid) for (const e of this.elections.values()) await this.contend(e, now);
+    this.announceLeaders();
     const owned = new Set<string>();
     if (leaseValid) for (const [ip, lease] of this.ips) if (holderOf(lease) === this.node && this.candidates.has(ip)) owned.add(ip);
     await this.emit(owned);
+  }
+
+  /** Claims an election Lease that is free or whose holder expired (the preferred live node at once, others after the contend delay). */
+  private async contend(e: Election, now: number): Promise<void> {
+    const holder = e.lease ? holderOf(e.lease) : undefined;
+    if (holder === this.node || (holder && this.alive(holder))) {
+      e.freeSince = undefined;
+      return;
+    }
+    if (holder && !this.nodes.has(holder) && now < this.watchingSince + this.opts.durationS * 1000) return;
+    e.freeSince ??= now;
+    if (this.preferred(e.name) !== this.node && now - e.freeSince < this.opts.contendDelayMs) {
+      this.evaluate.trigger();
+      return;
+    }
+    try {
+      const stamp = new this.client.k8s.V1MicroTime();
+      if (!e.lease) {
+        e.lease = await this.client.request<KubeObject>('POST', this.base, {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name: e.name, namespace: this.opts.namespace, labels: { [LABEL]: 'election' } },
+          spec: { holderIdentity: this.node, acquireTime: stamp, leaseTransitions: 0 },
+        });
+      } else {
+        const spec = e.lease.spec as { leaseTransitions?: number };
+        e.lease = await this.client.request<KubeObject>('PUT', `${this.base}/${e.name}`, {
+          ...e.lease,
+          spec: { ...spec, holderIdentity: this.node, acquireTime: stamp, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 },
+        });
+        this.deps.log.info({ election: e.name, from: holder }, 'took leadership over from an expired holder');
+      }
+      e.freeSince = undefined;
+    } catch (err) {
+      if (isConflict(err)) {
+        this.counters.lostRaces++; // someone else won; the watch brings their Lease
+        return;
+      }
+      throw err;
+    }
   }
 
   /** The more preferred node to hand an IP we hold over to, once it has been live for the hold time. */

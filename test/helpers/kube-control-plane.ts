@@ -1,0 +1,67 @@
+/**
+ * One node's control plane in Kubernetes mode, composed as agent.ts does it
+ * (informers, Lease ownership, LB-IPAM under the herald-ipam election,
+ * Service and pool status write-back, Events), without the datapath: for
+ * tests and bench/k8s against a real kube-apiserver.
+ */
+import { systemClock } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { StateDB } from '../../src/core/statedb/index.js';
+import { ControlPlane } from '../../src/controlplane/controller.js';
+import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
+import { KubeClient } from '../../src/intent/sources/kube-client.js';
+import { KUBE_RESOURCES, KubernetesIntentSource } from '../../src/intent/sources/kubernetes.js';
+import { FakeLinks } from '../../src/os/fake/links.js';
+import { EventRecorder } from '../../src/store/kubernetes/events.js';
+import { IPAM_ELECTION, KubeIpamCoordinator } from '../../src/store/kubernetes/ipam.js';
+import { LeaseOwnership, type LeaseOwnershipOptions } from '../../src/store/kubernetes/lease-ownership.js';
+import { PoolStatusWriter, ServiceStatusWriter, serviceStatusDefaults, type ServiceStatusOptions } from '../../src/store/kubernetes/service-status.js';
+import type { KubeServer } from './kube.js';
+
+export type KubeControlPlane = Awaited<ReturnType<typeof kubeControlPlane>>;
+
+export async function kubeControlPlane(kube: KubeServer, node: string, opts: { lease: LeaseOwnershipOptions; status?: ServiceStatusOptions; resyncMs?: number; debounceMs?: number }) {
+  const client = await KubeClient.create({ kubeconfig: kube.kubeconfig(`herald:${node}`, ['herald:agents']) });
+  const log = silentLogger;
+  const source = new KubernetesIntentSource({ client, log, debounceMs: opts.debounceMs ?? 20 });
+  const ownership = new LeaseOwnership(client, node, { log }, opts.lease);
+  const election = ownership.elect(IPAM_ELECTION);
+  const active = () => election.isLeader();
+  const events = new EventRecorder({ client, node, log });
+  const resyncMs = opts.resyncMs ?? 500;
+  const writer = new ServiceStatusWriter({ client, cached: (name, namespace) => source.cached('Service', name, namespace), events, log, active, resyncMs }, opts.status ?? serviceStatusDefaults);
+  const poolRes = KUBE_RESOURCES.find((r) => r.kind === 'CiliumLoadBalancerIPPool')!;
+  const pools = new PoolStatusWriter({ client, cached: (name) => source.cached('CiliumLoadBalancerIPPool', name), collection: poolRes.path, apiVersion: poolRes.apiVersion, log, active, resyncMs });
+  const ipam = new KubeIpamCoordinator(election, () => source.objects('Service'));
+  const cp = new ControlPlane({
+    db: new StateDB([l2AnnounceTable]),
+    nodeName: node,
+    links: new FakeLinks(),
+    ownership,
+    ipam,
+    staticAnnouncements: [],
+    // As agent.ts wires it.
+    onServiceIps: (inputs) => {
+      writer.update(inputs.ingress, new Map([...(inputs.ipam?.services ?? [])].map(([k, v]) => [k, v.condition] as const)));
+      if (inputs.ipam && !inputs.ipam.dormant) pools.update(inputs.ipam.pools);
+    },
+    clock: systemClock,
+    log,
+  });
+  /** What kill -9 leaves: no release, no renewals, no writes. */
+  const crash = (): void => {
+    source.dispose();
+    writer.dispose();
+    pools.dispose();
+    cp.dispose();
+    ownership.dispose();
+  };
+  try {
+    await cp.start();
+    await source.start({ onSnapshot: (s) => void cp.setSnapshot(s), onError: () => {} });
+  } catch (e) {
+    crash();
+    throw e;
+  }
+  return { node, client, election, writer, pools, events, cp, crash };
+}
