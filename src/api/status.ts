@@ -44,7 +44,7 @@ export interface StatusInput {
 
 export interface KubernetesStatusView {
   source: { synced: boolean; informers: readonly { kind: string; synced: boolean; lists: number; errors: number; objects: number; resourceVersion: string }[] } | undefined;
-  leases: { renewals: number; renewFailures: number; claims: number; takeovers: number; lostRaces: number; releases: number; leaseValid: boolean; liveNodes: string[] } | undefined;
+  leases: { renewals: number; renewFailures: number; claims: number; takeovers: number; lostRaces: number; releases: number; handovers: number; leaseValid: boolean; liveNodes: string[] } | undefined;
   serviceStatus: { writes: number; conflicts: number; refused: number; failures: number; pending: number } | undefined;
 }
 

@@ -99,6 +99,31 @@ test('lease ownership: one holder per IP, takeover after expiry by a conditional
   }
 });
 
+test('lease ownership: spreading hands an IP Lease straight to its preferred node (it never has to race for a free Lease)', async () => {
+  const ips = ['198.51.100.70', '198.51.100.71', '198.51.100.72', '198.51.100.73', '198.51.100.74', '198.51.100.75'];
+  const mine = new Map(ips.map((ip) => [ip, ['eth0']] as const));
+  const a = await node('node-ha');
+  let b: Awaited<ReturnType<typeof node>> | undefined;
+  try {
+    a.o.setCandidates(mine);
+    await waitFor('a owns everything', () => ips.every((ip) => a.owned().has(ip)));
+    b = await node('node-hb');
+    const joined = b;
+    joined.o.setCandidates(mine);
+    await waitFor('spread over a and b', () => ips.every((ip) => Number(a.owned().has(ip)) + Number(joined.owned().has(ip)) === 1) && joined.owned().size > 0);
+    // Every IP b holds was handed to it by a: b never created or took over a Lease.
+    assert.equal(a.o.counters.handovers, joined.owned().size);
+    assert.equal(joined.o.counters.claims + joined.o.counters.takeovers, 0, 'b had to claim');
+    for (const ip of joined.owned()) {
+      const lease = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${ipLeaseName(ip)}`);
+      assert.equal(lease.body.spec.holderIdentity, 'node-hb');
+    }
+  } finally {
+    a.o.dispose();
+    b?.o.dispose();
+  }
+});
+
 test('lease ownership: the Lease is the fence — a conflicting claim loses with 409 and is counted', async () => {
   const ip = '198.51.100.60';
   // Someone else already holds the IP's Lease, with a live node Lease.

@@ -161,6 +161,18 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
     const windowS = 10;
     const writes = (m: string) => requestTotal(m, (l) => ['POST', 'PUT', 'PATCH', 'DELETE', 'APPLY'].includes(l.verb ?? '') && l.code !== undefined);
     const leaseWrites = (m: string) => requestTotal(m, (l) => l.verb === 'PUT' && l.resource === 'leases');
+    // Spreading done first: no claim, takeover or hand-over on any node for 3 s (a hand-over is a Lease write too).
+    const moves = () => lab.nodes.reduce((sum, n) => {
+      const l = JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])).kubernetes.leases;
+      return sum + l.claims + l.takeovers + l.handovers + l.releases;
+    }, 0);
+    let last = -1;
+    let stableSince = Date.now();
+    await waitFor(() => {
+      const now = moves();
+      if (now !== last) [last, stableSince] = [now, Date.now()];
+      return Date.now() - stableSince >= 3000;
+    }, { timeoutMs: 60_000, what: 'no ownership moves for 3 s' });
     const m0 = await kube.metrics();
     await new Promise((r) => setTimeout(r, windowS * 1000));
     const m1 = await kube.metrics();

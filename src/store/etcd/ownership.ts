@@ -24,7 +24,7 @@ import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { isIpv4 } from '../../core/addr.js';
 import { Trigger } from '../../core/trigger.js';
-import type { EventBody, OwnershipCause } from '../../core/events.js';
+import { causeText, type EventBody, type OwnershipCause } from '../../core/events.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch, WatchTarget } from '../../controlplane/ownership/edges.js';
 import type { EtcdSession } from './session.js';
@@ -311,7 +311,11 @@ export class EtcdOwnership implements OwnershipBackend {
       if (value === this.nodeName && prev && prev.node !== this.nodeName) {
         this.gone.delete(ip);
         // Logged after the datapath has run (hundreds of synchronous writes must not delay the answers).
-        setImmediate(() => this.deps.log.info({ ip, from: prev.node }, 'took ownership: handed over by the stopping owner'));
+        setImmediate(() => {
+          this.deps.log.info({ ip, from: prev.node }, 'took ownership: handed over by the stopping owner');
+          // On the timeline as a move like any other (the view names it a clean stop), not awaited.
+          void Promise.resolve(this.deps.events?.({ kind: 'owner-took', ip, from: prev.node, hint: 'released', cause: 'clean-stop', causeText: causeText('clean-stop') })).catch(() => {});
+        });
         // Answer once the watch batch is applied, not a timer later (the pass follows for the rest).
         if (!this.emitQueued) {
           this.emitQueued = true;

@@ -25,6 +25,12 @@
  *   the others after `contendDelayMs`.
  * - Giving an IP up (no longer a candidate, or stopping): withdrawn from the
  *   datapath first, then the Lease deleted (precondition: its resourceVersion).
+ * - Handing an IP over to its preferred node (spread): withdrawn first, then
+ *   the Lease updated to name that node (precondition: its resourceVersion),
+ *   so it answers as soon as its watch shows it the Lease. Deleting the Lease
+ *   instead left a race: under load the preferred node often saw the free
+ *   Lease after the others' contend delay, one of them took it back and the
+ *   preferred node was skipped for that IP — spreading then took minutes.
  *
  * Leader election for cluster-wide single writers (`elect('herald-ipam')`)
  * rides on the same Leases: the election Lease names its holder, written
@@ -89,6 +95,8 @@ interface Observed {
   durationMs: number;
   /** Since when it has been live without a gap (for the hand-over hold). */
   liveSince: number;
+  /** We saw this Lease change (a renewal), not only found it on a list: the node is renewing now. */
+  renewing: boolean;
 }
 
 export interface LeaseOwnershipStatus {
@@ -98,6 +106,8 @@ export interface LeaseOwnershipStatus {
   takeovers: number;
   lostRaces: number;
   releases: number;
+  /** IP Leases handed straight to their preferred node. */
+  handovers: number;
   elected: number;
   /** Our node Lease is valid by our own clock. */
   leaseValid: boolean;
@@ -153,7 +163,7 @@ export class LeaseOwnership implements OwnershipBackend {
   private readonly evaluate: Trigger;
   private released = false;
   private disposed = false;
-  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, elected: 0 };
+  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, handovers: 0, elected: 0 };
 
   constructor(
     private readonly client: KubeClient,
@@ -389,7 +399,7 @@ export class LeaseOwnership implements OwnershipBackend {
         const durationMs = ((obj.spec as { leaseDurationSeconds?: number }).leaseDurationSeconds ?? this.opts.durationS) * 1000;
         const now = this.now();
         const liveSince = known && wasAlive ? known.liveSince : now;
-        if (!known || known.rv !== rv) this.nodes.set(node, { rv, seenAt: now, durationMs, liveSince });
+        if (!known || known.rv !== rv) this.nodes.set(node, { rv, seenAt: now, durationMs, liveSince, renewing: known !== undefined && wasAlive });
       }
       // A node joining, coming back or leaving changes preferences and owners; a renewal alone does not
       // (expiries are found by the periodic pass).
@@ -451,7 +461,11 @@ export class LeaseOwnership implements OwnershipBackend {
     if (giveUp.length > 0) {
       const leaving = new Set(giveUp.map(([ip]) => ip));
       await this.emit(new Set([...this.owned].filter((ip) => !leaving.has(ip))));
-      for (const [ip, lease] of giveUp) await this.deleteIpLease(ip, lease).catch((e) => this.deps.log.warn({ ip, err: describeError(e) }, 'releasing an IP lease failed'));
+      for (const [ip, lease] of giveUp) {
+        const to = this.handedTo.get(ip);
+        const done = to && to.at === now ? this.handIpLeaseTo(ip, lease, to.node) : this.deleteIpLease(ip, lease);
+        await done.catch((e) => this.deps.log.warn({ ip, err: describeError(e) }, 'releasing an IP lease failed'));
+      }
     }
     if (leaseValid) {
       for (const ip of this.candidates.keys()) {
@@ -533,7 +547,10 @@ export class LeaseOwnership implements OwnershipBackend {
     const skip = this.skip.get(ip);
     if (skip && skip.node === pref && now < skip.until) return undefined; // it left this IP unclaimed before
     const o = this.nodes.get(pref);
-    return o && now - o.liveSince >= this.opts.handoverHoldMs ? pref : undefined;
+    if (!o || now - o.liveSince < this.opts.handoverHoldMs) return undefined;
+    // Only to a node seen renewing lately (a Lease merely found on a list may be a dead node's, valid for a while yet):
+    // an IP handed to a dead node would stay silent until its Lease expired.
+    return o.renewing && now - o.seenAt <= 2 * this.opts.renewMs + this.opts.safetyMs ? pref : undefined;
   }
 
   private async claim(ip: string, lease: KubeObject | undefined): Promise<void> {
@@ -565,6 +582,22 @@ export class LeaseOwnership implements OwnershipBackend {
         this.counters.lostRaces++; // someone else won; the watch brings their Lease
         return;
       }
+      throw e;
+    }
+  }
+
+  /** Names `to` as the holder of an IP Lease we hold (withdrawn already); 409 means someone wrote it since: theirs stands. */
+  private async handIpLeaseTo(ip: string, lease: KubeObject, to: string): Promise<void> {
+    const spec = lease.spec as { leaseTransitions?: number };
+    try {
+      const result = await this.client.request<KubeObject>('PUT', `${this.base}/${lease.metadata.name}`, {
+        ...lease,
+        spec: { ...spec, holderIdentity: to, acquireTime: new this.client.k8s.V1MicroTime(), leaseTransitions: (spec.leaseTransitions ?? 0) + 1 },
+      });
+      this.counters.handovers++;
+      this.ips.set(ip, result);
+    } catch (e) {
+      if (isConflict(e) || isNotFound(e)) return;
       throw e;
     }
   }

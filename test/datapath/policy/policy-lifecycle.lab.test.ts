@@ -93,8 +93,10 @@ describe('policy program lifecycle with the agent (lab)', { skip: labSkipReason(
 
   test('an interface deleted and re-created is policed again', async () => {
     // (The kernel may hand the new interface the same ifindex: the agent cannot go by the number.)
+    // The new interface starts without any filter; the agent may have put its own back before we look
+    // (a loaded CI machine saw it within 80 ms), so only the outcome is asserted: without the re-attach,
+    // the denied source gets through and this times out.
     lab.replug(node);
-    assert.equal(policyFilter(), undefined, 'the new interface starts without a filter');
     await enforced('after the interface was re-created');
   });
 
