@@ -216,7 +216,8 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
         { timeoutMs: 30_000, what: `${ip} taken over from ${holder}` },
       );
       const successor = nodeByNs(newHolder)!;
-      await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(successor.mac('eth0')), { timeoutMs: 10_000, what: `${ip} answered by ${successor.name}` });
+      const statusDump = () => JSON.stringify(statusOf(successor).kubernetes);
+      await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(successor.mac('eth0')), { timeoutMs: 20_000, what: `${ip} answered by ${successor.name}`, onTimeout: statusDump });
       console.log(`k8s failover: ${ip} answered by ${successor.name} ${Date.now() - t0} ms after kill -9 of ${victim.name} (lease ${DURATION_S} s, renew ${RENEW_S} s)`);
       const r = arping(lab.client, ip, { count: 2 });
       assert.deepEqual(new Set(r.macs), new Set([successor.mac('eth0')]), 'only the successor answers');
