@@ -40,6 +40,29 @@ describe('restore holds', () => {
     assert.match(r.ok ? '' : r.conflict, /198\.51\.100\.11 is held for default\/b but was given to default\/new/);
   });
 
+  // Aimed at the mutants the first mutation run left (README "Mutation testing").
+  test('the persisted state is canonical: keys sorted, the allocator\'s fingerprints kept, a hold without a fingerprint adds none', () => {
+    const current: AllocationState = { version: 1, allocations: { 'default/m': ['198.51.100.12'], 'default/held-nofp': ['198.51.100.13'] }, held: ['default/m', 'default/held-nofp'], fingerprints: { 'default/m': 'fm' } };
+    const next: AllocationState = { version: 1, allocations: { 'default/z': ['198.51.100.20'], 'default/c': ['198.51.100.21'] }, fingerprints: { 'default/z': 'fz', 'default/c': 'fc' } };
+    const r = applyHold(next, current);
+    assert.ok(r.ok);
+    assert.deepEqual(Object.keys(r.state.allocations), ['default/c', 'default/held-nofp', 'default/m', 'default/z']);
+    assert.deepEqual(Object.entries(r.state.fingerprints ?? {}), [['default/c', 'fc'], ['default/m', 'fm'], ['default/z', 'fz']]);
+    assert.deepEqual(r.state.held, ['default/held-nofp', 'default/m']);
+    // Without fingerprints on either side, none appear.
+    const bare = applyHold({ version: 1, allocations: { 'default/b2': ['198.51.100.30'], 'default/a2': ['198.51.100.31'] } }, { version: 1, allocations: { 'default/h': ['198.51.100.32'] }, held: ['default/h'] });
+    assert.ok(bare.ok);
+    assert.deepEqual(bare.state.fingerprints, {});
+    assert.deepEqual(Object.keys(bare.state.allocations), ['default/a2', 'default/b2', 'default/h']);
+  });
+
+  test('a held Service with no stored allocation is held with none; a repeated hold is listed once', () => {
+    const r = applyHold({ version: 1, allocations: {} }, { version: 1, allocations: {}, held: ['default/ghost'] });
+    assert.ok(r.ok);
+    assert.deepEqual(r.state.allocations, { 'default/ghost': [] });
+    assert.deepEqual(withHeld(restored, ['default/b', 'default/a', 'default/b']).held, ['default/a', 'default/b']);
+  });
+
   test('withHeld with nothing drops the field', () => {
     assert.equal('held' in withHeld(restored, []), false);
   });
