@@ -80,12 +80,15 @@ describe('etcd ownership', () => {
       skipPreferredMs: 60_000,
     });
     const owned = { current: new Set<string>() };
+    // This test's timeline: members of earlier tests (same node names, other prefixes) may still
+    // emit — a periodic pass of an old owner once counted as a second owner here.
+    const mine = timeline;
     await own.start((v) => {
       owned.current = new Set(v.owned);
-      timeline.push({ node, owned: owned.current });
+      mine.push({ node, owned: owned.current });
     });
     // Registered after the ownership's own listener: by the time it runs, the ownership has reacted.
-    session.onState((state) => timeline.push({ node, session: state }));
+    session.onState((state) => mine.push({ node, session: state }));
     cleanups.push(() => {
       own.dispose();
       session.dispose();
