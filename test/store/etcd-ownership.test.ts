@@ -139,6 +139,9 @@ describe('etcd ownership', () => {
     const candKey = `${prefix}candidates/${IP}/node-b`;
     await waitFor(async () => (await b.session.client.get(candKey).exec()).kvs.length === 1, { what: "b's candidacy in the store" });
     await new Promise((r) => setTimeout(r, 300)); // a's watch has delivered it
+    // `silenced: true` says the caller's datapath stopped answering before this call (the agent clears
+    // its liveness stamp first): from here a answers for nothing, whenever its view catches up.
+    timeline.push({ node: 'node-a', owned: new Set() });
     await a.own.release({ silenced: true });
     assert.equal(a.owned.current.size, 0, 'a withdrew locally');
     await waitFor(() => b.owned.current.has(IP), { timeoutMs: 5000, what: 'b owns without a revoke' });
