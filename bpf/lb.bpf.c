@@ -350,6 +350,31 @@ struct l4_info {
 };
 
 /* Parses Ethernet + IPv4 + TCP/UDP ports. 0: ok, 1: not ours, 2: fragment, 3: truncated. */
+/* The TCP or UDP header at `off`, either family: ports, TCP flags and where the checksum sits (3: truncated). */
+static __always_inline int parse_ports(void *data, void *data_end, __u32 off, __u8 proto, struct l4_info *l4)
+{
+	l4->l4off = off;
+	l4->proto = proto;
+	if (proto == IPPROTO_TCP) {
+		struct tcphdr *th = data + off;
+		if ((void *)(th + 1) > data_end)
+			return 3;
+		l4->sport = th->source;
+		l4->dport = th->dest;
+		l4->tcpflags = ((__u8 *)th)[13];
+		l4->csumoff = off + offsetof(struct tcphdr, check);
+	} else {
+		struct udphdr *uh = data + off;
+		if ((void *)(uh + 1) > data_end)
+			return 3;
+		l4->sport = uh->source;
+		l4->dport = uh->dest;
+		l4->tcpflags = 0;
+		l4->csumoff = off + offsetof(struct udphdr, check);
+	}
+	return 0;
+}
+
 static __always_inline int parse4(struct __sk_buff *skb, struct iphdr **ipp, struct l4_info *l4)
 {
 	void *data = (void *)(long)skb->data;
@@ -370,27 +395,7 @@ static __always_inline int parse4(struct __sk_buff *skb, struct iphdr **ipp, str
 	if (ip->frag_off & bpf_htons(IP_MF_ | IP_OFFSET_))
 		return 2;
 	__u32 ihl = (ip->ihl & 0xf) * 4;
-	__u32 off = ETH_HLEN + ihl;
-	l4->l4off = off;
-	l4->proto = ip->protocol;
-	if (ip->protocol == IPPROTO_TCP) {
-		struct tcphdr *th = data + off;
-		if ((void *)(th + 1) > data_end)
-			return 3;
-		l4->sport = th->source;
-		l4->dport = th->dest;
-		l4->tcpflags = ((__u8 *)th)[13];
-		l4->csumoff = off + offsetof(struct tcphdr, check);
-	} else {
-		struct udphdr *uh = data + off;
-		if ((void *)(uh + 1) > data_end)
-			return 3;
-		l4->sport = uh->source;
-		l4->dport = uh->dest;
-		l4->tcpflags = 0;
-		l4->csumoff = off + offsetof(struct udphdr, check);
-	}
-	return 0;
+	return parse_ports(data, data_end, ETH_HLEN + ihl, ip->protocol, l4);
 }
 
 #define IP_CSUM_OFF (ETH_HLEN + offsetof(struct iphdr, check))
@@ -696,27 +701,7 @@ static __always_inline int parse6(struct __sk_buff *skb, __u32 *saddr, __u32 *da
 		return 2;
 	if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)
 		return 1;
-	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
-	l4->l4off = off;
-	l4->proto = ip6->nexthdr;
-	if (ip6->nexthdr == IPPROTO_TCP) {
-		struct tcphdr *th = data + off;
-		if ((void *)(th + 1) > data_end)
-			return 3;
-		l4->sport = th->source;
-		l4->dport = th->dest;
-		l4->tcpflags = ((__u8 *)th)[13];
-		l4->csumoff = off + offsetof(struct tcphdr, check);
-	} else {
-		struct udphdr *uh = data + off;
-		if ((void *)(uh + 1) > data_end)
-			return 3;
-		l4->sport = uh->source;
-		l4->dport = uh->dest;
-		l4->tcpflags = 0;
-		l4->csumoff = off + offsetof(struct udphdr, check);
-	}
-	return 0;
+	return parse_ports(data, data_end, ETH_HLEN + sizeof(struct ipv6hdr), ip6->nexthdr, l4);
 }
 
 /* Rewrites one IPv6 address (16 bytes) and one port, fixing the TCP/UDP checksum (pseudo header). */
