@@ -31,6 +31,7 @@ unit_tests=(
   test/core/reconciler/settled.test.ts
   test/core/reconciler/row-status.test.ts
   test/core/reconciler/batch.test.ts
+  test/core/order.test.ts
   test/core/trigger.test.ts
   test/core/jobs.test.ts
   test/intent/annotations.test.ts
@@ -62,6 +63,7 @@ unit_tests=(
   test/controlplane/ipam/reshuffle.test.ts
   test/controlplane/ipam/conditions.test.ts
   test/controlplane/ipam/hold.test.ts
+  test/controlplane/ipam/report.test.ts
   test/os/state-file.test.ts
   test/api/status-server.test.ts
   test/api/status-rows.test.ts

@@ -9,6 +9,7 @@ import { formatErrors, type ManifestError } from './diagnostics.js';
 import { manifestLimitDefaults, tooLargeError, type ManifestLimits } from './limits.js';
 import { finishLoad, parseFile, parseManifests, type ManifestLoad, type ParsedFile } from './parse.js';
 import type { IntentSnapshot } from './snapshot.js';
+import { compareStrings } from '../core/order.js';
 
 export { parseManifests, type ManifestLoad };
 
@@ -80,7 +81,7 @@ async function walk(dir: string, files: string[], errors: ManifestError[], visit
     errors.push(ioError(dir, e));
     return;
   }
-  names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  names.sort(compareStrings);
   for (const name of names) {
     if (name.startsWith('.')) continue;
     const path = join(dir, name);

@@ -8,6 +8,7 @@ import { HeraldError } from '../core/errors.js';
 import { checkLabelValue, checkQualifiedName } from './names.js';
 import { matchesSelector, type LabelSelector, type Labels } from './selector.js';
 import type { IntentSnapshot } from './snapshot.js';
+import { sortedEntries } from '../core/order.js';
 
 export const OS_LABEL = 'kubernetes.io/os';
 export const ARCH_LABEL = 'kubernetes.io/arch';
@@ -83,7 +84,7 @@ export interface UnmatchedNodeSelector {
 /** Policies whose nodeSelector selects none of `nodes`: they announce nothing anywhere. */
 export function unmatchedNodeSelectors(snapshot: IntentSnapshot, nodes: readonly NodeIdentity[]): UnmatchedNodeSelector[] {
   const out: UnmatchedNodeSelector[] = [];
-  for (const [name, policy] of [...snapshot.policies].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  for (const [name, policy] of sortedEntries(snapshot.policies)) {
     const selector = policy.spec.nodeSelector;
     if (selector === undefined) continue;
     if (nodes.some((n) => matchesSelector(selector, n.labels))) continue;

@@ -17,6 +17,7 @@ import { quote, truncate } from './quote.js';
 import { removedFieldsIn } from './removed-fields.js';
 import { buildSnapshot, describePlace, type IntentSnapshot } from './snapshot.js';
 import { checkDocumentBudget, hasTooManyAliases, type DocumentBudget } from './yaml-budget.js';
+import { compareStrings } from '../core/order.js';
 
 export interface ManifestLoad {
   /** Every valid object (a later duplicate is left out). */
@@ -553,5 +554,5 @@ export function parseManifests(text: string, file: string, limits: ManifestLimit
 export function countIgnoredKinds(ignored: readonly IgnoredObject[]): [string, number][] {
   const counts = new Map<string, number>();
   for (const o of ignored) counts.set(o.kind, (counts.get(o.kind) ?? 0) + 1);
-  return [...counts].sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0));
+  return [...counts].sort(([a, x], [b, y]) => y - x || compareStrings(a, b));
 }

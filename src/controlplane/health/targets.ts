@@ -11,6 +11,7 @@
 import { parseHealthCheck, type HealthCheckSpec } from '../../intent/health-check.js';
 import { sliceService } from '../../intent/endpoint-slice.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
+import { sortedEntries } from '../../core/order.js';
 
 export interface HealthTarget {
   /** "namespace/name|address|port": one probe loop per key. */
@@ -25,7 +26,7 @@ export const healthKey = (service: string, address: string): string => `${servic
 
 export function healthTargets(snapshot: IntentSnapshot, nodeName: string): Map<string, HealthTarget> {
   const out = new Map<string, HealthTarget>();
-  for (const [, slice] of [...snapshot.endpointSlices].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  for (const [, slice] of sortedEntries(snapshot.endpointSlices)) {
     const service = sliceService(slice);
     if (service === undefined || slice.addressType === 'FQDN') continue;
     const svc = snapshot.services.get(service);

@@ -10,6 +10,7 @@
  * the reassignment the hold exists to prevent).
  */
 import type { AllocationState } from './state.js';
+import { sortedEntries } from '../../core/order.js';
 
 export type HoldOutcome = { readonly ok: true; readonly state: AllocationState } | { readonly ok: false; readonly conflict: string };
 
@@ -40,5 +41,5 @@ export function withHeld(state: AllocationState, services: readonly string[]): A
 }
 
 function sortKeys<T>(record: Record<string, T>): Record<string, T> {
-  return Object.fromEntries(Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return Object.fromEntries(sortedEntries(record));
 }

@@ -13,6 +13,7 @@
 import { matchesSelector, type IPPoolManifest, type Labels, type LabelSelector } from '../../intent/index.js';
 import type { Addr } from '../../core/addr.js';
 import { blockContains, blocksOverlap, compileBlock, type Block } from './blocks.js';
+import { byString } from '../../core/order.js';
 
 export interface PoolConflict {
   /** Cilium's message: `Pool conflicts since range '<A>' overlaps range '<B>' from IP Pool '<X>'`. */
@@ -70,7 +71,7 @@ function createdMs(pool: IPPoolManifest): number {
   return Number.isNaN(ms) ? Number.POSITIVE_INFINITY : ms;
 }
 
-const byName = (a: { name: string }, b: { name: string }): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+const byName = byString<{ name: string }>((p) => p.name);
 
 /**
  * Compiles every pool and settles conflicts. The result is in pool name

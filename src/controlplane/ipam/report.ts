@@ -18,6 +18,7 @@ import {
   type ServiceAllocation,
   type ServiceCondition,
 } from './types.js';
+import { byString } from '../../core/order.js';
 
 export interface ServiceOutcome {
   readonly view: ServiceView;
@@ -25,8 +26,7 @@ export interface ServiceOutcome {
   readonly failures: readonly { readonly reason: RequestReason; readonly message: string }[];
 }
 
-const byKey = <T extends { readonly view: ServiceView }>(a: T, b: T): number =>
-  a.view.key < b.view.key ? -1 : a.view.key > b.view.key ? 1 : 0;
+const byKey = byString<{ readonly view: ServiceView }>((o) => o.view.key);
 
 function serviceCondition(ingress: readonly string[], outcome: ServiceOutcome): ServiceCondition {
   const [first] = outcome.failures;
@@ -142,7 +142,7 @@ export function onlyPersisted(result: IpamResult, persisted: AllocationState, al
 export function dormantResult(views: readonly ServiceView[], previous: AllocationState): IpamResult {
   const allocations: Record<string, readonly string[]> = {};
   const fingerprints: Record<string, string> = {};
-  for (const view of [...views].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
+  for (const view of [...views].sort(byString((v) => v.key))) {
     const ips = Object.hasOwn(previous.allocations, view.key) ? previous.allocations[view.key] : undefined;
     if (ips === undefined) continue;
     allocations[view.key] = ips;

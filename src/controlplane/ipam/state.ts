@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { isIp } from '../../intent/index.js';
+import { sortedEntries } from '../../core/order.js';
 
 export interface AllocationState {
   readonly version: 1;
@@ -53,7 +54,7 @@ export function sameAllocations(a: AllocationState, b: AllocationState): boolean
 }
 
 function canonical(record: Readonly<Record<string, unknown>>): string {
-  return JSON.stringify(Object.entries(record).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)));
+  return JSON.stringify(sortedEntries(record));
 }
 
 /**

@@ -9,6 +9,7 @@
 import { OrderedMap, Map as ImmutableMap, Set as ImmutableSet } from 'immutable';
 import { HeraldError } from '../errors.js';
 import type { Table } from './table.js';
+import { compareStrings } from '../order.js';
 
 /** A row together with the table revision at which it was last written. */
 export interface StoredRow<Row> {
@@ -60,23 +61,19 @@ export function listRowsBy<Row>(view: TableView<Row>, index: string, value: stri
   const keys = byValue.get(value);
   if (!keys) return [];
   const rows: Row[] = [];
-  for (const key of [...keys].sort(compareKeys)) {
+  for (const key of [...keys].sort(compareStrings)) {
     const stored = view.rows.get(key);
     if (stored) rows.push(stored.row);
   }
   return rows;
 }
 
-/** Code-unit order: fast, locale-independent and the same on every node. */
-export function compareKeys(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
 
 function sortedByKey<Row>(rows: RowMap<Row>): Row[] {
   const entries: [string, Row][] = [];
   rows.forEach((stored, key) => {
     entries.push([key, stored.row]);
   });
-  entries.sort((a, b) => compareKeys(a[0], b[0]));
+  entries.sort((a, b) => compareStrings(a[0], b[0]));
   return entries.map((entry) => entry[1]);
 }

@@ -10,6 +10,7 @@
 import type { Etcd3 } from 'etcd3';
 import { HeraldError } from '../../core/errors.js';
 import type { StoredManifest } from './stored-manifest.js';
+import { byString } from '../../core/order.js';
 
 export interface StoredKv {
   readonly key: string;
@@ -40,7 +41,7 @@ export async function listManifests(client: Etcd3, prefix: string, maxValueBytes
       bytes: kv.value.length,
       modRevision: Number(kv.mod_revision),
     }))
-    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    .sort(byString((kv) => kv.key));
   return { revision: Number(res.header.revision), kvs };
 }
 

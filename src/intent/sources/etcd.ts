@@ -31,6 +31,7 @@ import { SnapshotPublisher, contentHash } from './publisher.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
 import { DEFAULT_MANIFEST_PREFIX, normalizeManifestPrefix } from './stored-manifest.js';
 import { parseManifestJob } from './worker-parser.js';
+import { sortedEntries } from '../../core/order.js';
 
 export interface EtcdIntentSourceOptions {
   /** `http://host:port` or `unix:///abs/path` (validated here). */
@@ -299,7 +300,7 @@ export class EtcdIntentSource implements IntentSource {
   private async publish(): Promise<void> {
     const publisher = this.publisher;
     if (!publisher || this.disposed) return;
-    const entries = [...this.cache].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const entries = sortedEntries(this.cache);
     const kvs: { key: string; value: string }[] = [];
     const ioErrors: ManifestError[] = [];
     for (const [key, v] of entries) {

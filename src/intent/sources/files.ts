@@ -37,6 +37,7 @@ import type { ParseJob } from './parse-job.js';
 import { SnapshotPublisher, contentHash } from './publisher.js';
 import { parseManifestJob } from './worker-parser.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
+import { compareStrings } from '../../core/order.js';
 
 export interface FileIntentSourceOptions {
   readonly path: string;
@@ -77,7 +78,6 @@ function ioError(file: string, e: unknown): ManifestError {
 
 const isEnoent = (e: unknown): boolean => typeof e === 'object' && e !== null && 'code' in e && e.code === 'ENOENT';
 const isManifestFile = (name: string): boolean => MANIFEST_EXTENSIONS.some((ext) => name.toLowerCase().endsWith(ext));
-const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /**
  * Reads the tree once (see the header for the rules); a file over the size
@@ -106,7 +106,7 @@ export async function scanManifestPath(path: string, limits: ManifestLimits = ma
       return;
     }
     dirs.set(`${dir}\u0000${ino}`, dir);
-    entries.sort(byName);
+    entries.sort(compareStrings);
     for (const name of entries) {
       if (name.startsWith('.')) continue;
       const child = join(dir, name);
