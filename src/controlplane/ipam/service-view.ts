@@ -13,6 +13,7 @@ import {
 } from '../../intent/index.js';
 import { addrOf, formatAddr, type Addr } from '../../core/addr.js';
 import { fingerprint } from './state.js';
+import { compareStrings, sortedEntries } from '../../core/order.js';
 
 /** The load balancer classes LB-IPAM serves; an unset class is served too (`default-lb-service-ipam=lbipam`). */
 export const HANDLED_LB_CLASSES: readonly string[] = ['io.cilium/l2-announcer', 'io.cilium/bgp-control-plane'];
@@ -106,7 +107,7 @@ export function serviceView(key: string, svc: ServiceManifest): ServiceView {
     sharingKey: request.sharingKey,
     crossNamespace: request.sharingCrossNamespace,
     permitDifferentPods: request.sharingPermitDifferentPods,
-    ports: [...new Set(svc.spec.ports.map((p) => `${p.port}/${p.protocol}`))].sort(),
+    ports: svc.spec.ports.map((p) => `${p.port}/${p.protocol}`).sort(), // the parser refuses a port listed twice
     externalTrafficPolicy: svc.spec.externalTrafficPolicy,
     podSelector: svc.spec.selector,
     familyPolicy,
@@ -129,14 +130,10 @@ export function serviceView(key: string, svc: ServiceManifest): ServiceView {
   return { ...base, fingerprint: fingerprint(inputs), ignoredAnnotations };
 }
 
-function sortedEntries(record: Readonly<Record<string, string>>): [string, string][] {
-  return Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
 /** Oldest first (unset creationTimestamp = newest), then by key: the order imports and requests are served in. */
 export function compareAge(a: ServiceView, b: ServiceView): number {
   if (a.created !== b.created) return a.created < b.created ? -1 : 1;
-  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+  return compareStrings(a.key, b.key);
 }
 
 function allowsNamespace(view: ServiceView, namespace: string): boolean {
