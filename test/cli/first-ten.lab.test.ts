@@ -16,7 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
-import { LabEtcd } from '../../lab/etcd.js';
+import type { LabEtcd } from '../../lab/etcd.js';
+import { EtcdLab } from '../helpers/etcd-lab.js';
 import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, arping, labSkipReason, startAgent, startAgentReady, waitFor } from '../helpers/lab-tools.js';
 
@@ -148,17 +149,17 @@ describe('a new user\'s first ten minutes (lab)', { skip: labSkipReason() }, () 
 });
 
 describe('one node name per etcd store (lab)', { skip: labSkipReason() }, () => {
+  let e: EtcdLab;
   let lab: Lab;
   let etcd: LabEtcd;
 
   before(async () => {
-    lab = Lab.create({ nodes: 2, storeHost: true, tag: 'fn' });
-    etcd = new LabEtcd(lab.store!);
-    await etcd.start();
+    e = await EtcdLab.create({ nodes: 2, tag: 'fn' });
+    ({ lab, etcd } = e);
   });
 
   after(async () => {
-    await lab?.destroy();
+    await e?.destroy();
   });
 
   test('a second agent with the same --node is refused; a killed agent restarted at once gets its name back', async () => {

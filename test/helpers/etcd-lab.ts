@@ -57,15 +57,16 @@ export class EtcdLab {
     return path;
   }
 
-  /** `herald apply -f <file>` to the store (a name in the scratch directory); fails the test when refused. */
-  apply(name: string): void {
+  /** `herald apply -f <file>` to the store (a name in the scratch directory); fails the test when refused. Returns its output. */
+  apply(name: string): string {
     const r = this.lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(this.dir, name), '--etcd', this.etcd.endpoint]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
+    return r.stdout;
   }
 
-  /** Starts (or restarts) node `n`'s agent and waits until it runs. */
-  async start(n: Host): Promise<LabProcess> {
-    const p = await startAgentReady(n, ['--store', 'etcd', '--etcd', this.etcd.endpoint, ...this.agentArgs(n)], `agent-${Date.now()}`);
+  /** Starts (or restarts) node `n`'s agent (with `extra` arguments for this start) and waits until it runs. */
+  async start(n: Host, extra: string[] = []): Promise<LabProcess> {
+    const p = await startAgentReady(n, ['--store', 'etcd', '--etcd', this.etcd.endpoint, ...this.agentArgs(n), ...extra], `agent-${Date.now()}`);
     this.agents.set(n, p);
     return p;
   }

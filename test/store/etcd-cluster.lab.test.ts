@@ -5,15 +5,15 @@
  * loss, with the client's neighbour entry following the gratuitous burst.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { LabEtcd } from '../../lab/etcd.js';
+import type { LabEtcd } from '../../lab/etcd.js';
+import { EtcdLab } from '../helpers/etcd-lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
-import { Lab, sleep, supervisedAgentPid, type Host, type LabProcess } from '../../lab/lab.js';
-import { HERALD, arping, craft, labSkipReason, mapDump, startAgentReady, startCapture, stopCapture, waitFor } from '../helpers/lab-tools.js';
+import { sleep, supervisedAgentPid, type Host, type Lab, type LabProcess } from '../../lab/lab.js';
+import { HERALD, arping, craft, labSkipReason, mapDump, startCapture, stopCapture, waitFor } from '../helpers/lab-tools.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
@@ -51,13 +51,12 @@ const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.u
 const IPS = ['198.51.100.10', '198.51.100.11', '198.51.100.12', '198.51.100.13', '198.51.100.14', '198.51.100.15'];
 
 describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
+  let e: EtcdLab;
   let lab: Lab;
   let etcd: LabEtcd;
   let dir: string;
-  const agents = new Map<Host, LabProcess>();
-  const start = async (n: Host) => {
-    agents.set(n, await startAgentReady(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--local-routes', '--garp-interval', '200ms'], `agent-${Date.now()}`));
-  };
+  let agents: Map<Host, LabProcess>;
+  const start = (n: Host) => e.start(n);
   /** Owner of each IP according to the nodes themselves (what they own). */
   const ownersByNodes = () => {
     const owners = new Map<string, string[]>();
@@ -81,14 +80,10 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
   };
 
   before(async () => {
-    lab = Lab.create({ nodes: 3, storeHost: true, tag: 'ha' });
-    etcd = new LabEtcd(lab.store!);
-    await etcd.start();
-    dir = mkdtempSync(join(tmpdir(), 'herald-ha-'));
-    writeFileSync(join(dir, 'ha.yaml'), MANIFESTS);
-    const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'ha.yaml'), '--etcd', etcd.endpoint]);
-    assert.equal(applied.code, 0, applied.stdout + applied.stderr);
-    assert.match(applied.stdout, /ciliumloadbalancerippool\.cilium\.io\/ha-pool created/);
+    e = await EtcdLab.create({ nodes: 3, tag: 'ha', agentArgs: () => ['--local-routes', '--garp-interval', '200ms'] });
+    ({ lab, etcd, dir, agents } = e);
+    e.write('ha.yaml', MANIFESTS);
+    assert.match(e.apply('ha.yaml'), /ciliumloadbalancerippool\.cilium\.io\/ha-pool created/);
     for (const n of lab.nodes) {
       n.spawn('http', process.execPath, ['--import', 'tsx', HTTP_SERVER, '--port', '8080', '--name', n.name]);
       await start(n);
@@ -97,9 +92,7 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
   });
 
   after(async () => {
-    await lab?.destroy();
-    await etcd?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await e?.destroy();
   });
 
   test('allocation is the same on every node, and each IP has exactly one owner, spread over the nodes', () => {

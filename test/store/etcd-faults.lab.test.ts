@@ -12,16 +12,16 @@
  *     the new lease, so the owner does not change.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import type { ArpSummary } from '../../lab/failover-probe.js';
-import { LabEtcd } from '../../lab/etcd.js';
-import { Lab, sleep, type Host, type LabProcess } from '../../lab/lab.js';
+import type { LabEtcd } from '../../lab/etcd.js';
+import { EtcdLab } from '../helpers/etcd-lab.js';
+import { sleep, type Host, type Lab, type LabProcess } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
-import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { HERALD, labSkipReason, waitFor } from '../helpers/lab-tools.js';
 
 const IPS = ['198.51.100.40', '198.51.100.41'];
 const MANIFESTS = `apiVersion: cilium.io/v2
@@ -61,14 +61,13 @@ interface HaStatus {
 }
 
 describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, () => {
+  let e: EtcdLab;
   let lab: Lab;
   let etcd: LabEtcd;
   let dir: string;
-  const agents = new Map<Host, LabProcess>();
+  let agents: Map<Host, LabProcess>;
   const status = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])) as HaStatus;
-  const start = async (n: Host, extra: string[] = []) => {
-    agents.set(n, await startAgentReady(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--garp-interval', '200ms', ...extra], `agent-${Date.now()}`));
-  };
+  const start = (n: Host, extra: string[] = []) => e.start(n, extra);
   const ownersByNodes = () => {
     const owners = new Map<string, string[]>();
     for (const n of lab.nodes) {
@@ -103,22 +102,17 @@ describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, (
   const darkGaps = (arp: ArpSummary) => arp.gaps.filter((g) => (g.unanswered ?? 0) >= 3);
 
   before(async () => {
-    lab = Lab.create({ nodes: 3, storeHost: true, tag: 'hf' });
-    etcd = new LabEtcd(lab.store!);
-    await etcd.start();
-    dir = mkdtempSync(join(tmpdir(), 'herald-faults-'));
-    writeFileSync(join(dir, 'faults.yaml'), MANIFESTS);
-    const applied = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, 'faults.yaml'), '--etcd', etcd.endpoint]);
-    assert.equal(applied.code, 0, applied.stdout + applied.stderr);
+    e = await EtcdLab.create({ nodes: 3, tag: 'hf', agentArgs: () => ['--garp-interval', '200ms'] });
+    ({ lab, etcd, dir, agents } = e);
+    e.write('faults.yaml', MANIFESTS);
+    e.apply('faults.yaml');
     for (const n of lab.nodes) await start(n);
     await settle();
   });
 
   after(async () => {
-    for (const p of agents.values()) p.signal('SIGCONT');
-    await lab?.destroy();
-    await etcd?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    for (const p of agents?.values() ?? []) p.signal('SIGCONT');
+    await e?.destroy();
   });
 
   test('a paused non-owner (SIGSTOP 1, 2, 5 s) never fences a healthy owner: 0 revocations, the owned IPs never go dark', async () => {

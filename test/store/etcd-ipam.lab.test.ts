@@ -10,13 +10,11 @@
  * order): a forgotten state shows as changed IPs.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { LabEtcd } from '../../lab/etcd.js';
-import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
-import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import type { LabEtcd } from '../../lab/etcd.js';
+import { EtcdLab } from '../helpers/etcd-lab.js';
+import type { Host, Lab, LabProcess } from '../../lab/lab.js';
+import { HERALD, labSkipReason, waitFor } from '../helpers/lab-tools.js';
 
 const POOL = `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
@@ -45,19 +43,14 @@ interface Status {
 }
 
 describe('LB-IPAM allocations survive the store (lab, real etcd)', { skip: labSkipReason() }, () => {
+  let e: EtcdLab;
   let lab: Lab;
   let etcd: LabEtcd;
-  let dir: string;
-  const agents = new Map<Host, LabProcess>();
+  let agents: Map<Host, LabProcess>;
   let oldIps: Map<string, string>;
 
-  const startAgent = async (n: Host) => {
-    agents.set(n, await startAgentReady(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--log-format', 'json'], `agent-${Date.now()}`));
-  };
-  const apply = (file: string) => {
-    const r = lab.nodes[0]!.exec(HERALD, ['apply', '-f', join(dir, file), '--etcd', etcd.endpoint]);
-    assert.equal(r.code, 0, r.stdout + r.stderr);
-  };
+  const startAgent = (n: Host) => e.start(n);
+  const apply = (file: string) => e.apply(file);
   /** Service → its IPs, as node `n` reports them. */
   const view = (n: Host) => {
     const s = JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket])) as Status;
@@ -81,13 +74,11 @@ describe('LB-IPAM allocations survive the store (lab, real etcd)', { skip: labSk
     [...agents.values()].flatMap((p) => p.text().split('\n').filter((l) => l.includes('"module":"ipam"') && !l.includes('"level":20'))).join('\n');
 
   before(async () => {
-    lab = Lab.create({ nodes: 3, storeHost: true, tag: 'ipk' });
-    etcd = new LabEtcd(lab.store!);
-    await etcd.start();
-    dir = mkdtempSync(join(tmpdir(), 'herald-ipam-keep-'));
-    writeFileSync(join(dir, 'first.yaml'), POOL + service('svc-c'));
-    writeFileSync(join(dir, 'later.yaml'), service('svc-a') + service('svc-b'));
-    writeFileSync(join(dir, 'all.yaml'), POOL + service('svc-a') + service('svc-b') + service('svc-c'));
+    e = await EtcdLab.create({ nodes: 3, tag: 'ipk', agentArgs: () => ['--log-format', 'json'] });
+    ({ lab, etcd, agents } = e);
+    e.write('first.yaml', POOL + service('svc-c'));
+    e.write('later.yaml', service('svc-a') + service('svc-b'));
+    e.write('all.yaml', POOL + service('svc-a') + service('svc-b') + service('svc-c'));
     apply('first.yaml');
     for (const n of lab.nodes) await startAgent(n);
     await waitFor(() => lab.nodes.every((n) => view(n).get('default/svc-c') === '198.51.100.10'), { timeoutMs: 20_000, what: 'svc-c allocated on every node', onTimeout: views });
@@ -99,9 +90,7 @@ describe('LB-IPAM allocations survive the store (lab, real etcd)', { skip: labSk
   });
 
   after(async () => {
-    await lab?.destroy();
-    await etcd?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await e?.destroy();
   });
 
   test('etcd wiped (empty data dir) and the same manifests applied again: every Service gets exactly its old IP on every node', async () => {
