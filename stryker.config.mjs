@@ -12,6 +12,8 @@ const TESTS_FOR = [
   ['src/controlplane/ipam', ['test/controlplane/ipam']],
   ['src/store/etcd', ['test/store']],
   ['src/core', ['test/core']],
+  ['src/controlplane', ['test/controlplane']],
+  ['src/datapath', ['test/datapath']],
 ];
 
 function unitTests(dir) {

@@ -217,6 +217,8 @@ describe('LB-IPAM service view', () => {
     assert.match(incompatibility(local('a', { app: 'x' }, 80), local('b', { app: 'y' }, 81))!, /selecting different sets of pods/);
     assert.match(incompatibility(local('a', { app: 'x' }, 80), local('b', { tier: 'x' }, 81))!, /selecting different sets of pods/);
     assert.match(incompatibility(local('a', { app: 'x', tier: 'y' }, 80), local('b', { app: 'x' }, 81))!, /selecting different sets of pods/);
+    assert.match(incompatibility(local('a', { app: 'x' }, 80), local('b', { app: 'x', tier: 'y' }, 81))!, /selecting different sets of pods/);
+    assert.match(incompatibility(local('a', { app: 'x', tier: 'y' }, 80), local('b', { app: 'x', tier: 'z' }, 81))!, /selecting different sets of pods/);
     assert.match(incompatibility(local('a', {}, 80), local('b', { app: 'x' }, 81))!, /needs a pod selector on both/);
     assert.match(incompatibility(local('a', { app: 'x' }, 80), local('b', {}, 81))!, /needs a pod selector on both/);
   });
