@@ -25,6 +25,7 @@ import type { ServiceManifest } from '../../intent/service.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 import { serviceSourceRanges } from '../../intent/source-ranges.js';
 import { governsIngress, type K8sNetworkPolicyManifest } from '../../intent/k8s-network-policy.js';
+import type { ServicePort } from './shared.js';
 import { PROTO, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
 
 export interface EndpointSelectorLike {
@@ -163,6 +164,11 @@ function k8sRuleSet(obj: Sourced<K8sNetworkPolicyManifest>): RuleSetInput {
     rules.push({ verdict: 'allow', peers, ...(ports.length > 0 ? { ports } : {}), selection, origin: `NetworkPolicy ${name} spec.ingress[${i}]` });
   });
   return { key, rules };
+}
+
+/** A service's (port, protocol) pairs: what it owns of an IP it shares (shared.ts). */
+export function servicePortsOf(svc: ServiceManifest): ServicePort[] {
+  return svc.spec.ports.map((p) => ({ proto: PROTO[p.protocol], port: p.port }));
 }
 
 /** Every rule set the snapshot holds, in a stable order. */
