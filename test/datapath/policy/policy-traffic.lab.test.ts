@@ -70,6 +70,46 @@ spec:
     toPorts: [{ports: [{port: "9"}]}]
 `;
 
+// Two services on one IP (LB-IPAM sharing key), each with its own policy on its own port.
+const SHARED = `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+  annotations: {lbipam.cilium.io/ips: "${VIP4}", lbipam.cilium.io/sharing-key: shop}
+spec:
+  type: LoadBalancer
+  ports: [{port: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: api
+  namespace: shop
+  labels: {app: api}
+  annotations: {lbipam.cilium.io/ips: "${VIP4}", lbipam.cilium.io/sharing-key: shop}
+spec:
+  type: LoadBalancer
+  ports: [{port: 8081}]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDR: [192.0.2.1/32]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: api-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: api}}
+  ingress:
+  - fromCIDR: [192.0.2.5/32]
+`;
+
 describe('service traffic policy with real traffic', { skip }, () => {
   let lab: Lab;
   let client: Host;
@@ -111,7 +151,9 @@ describe('service traffic policy with real traffic', { skip }, () => {
     file = join(dir, 'policy.yaml');
     writeFileSync(file, POLICY_PORTS);
     const server = node.spawn('http', 'node', ['--import', 'tsx', 'lab/http-server.ts', '--port', '8080', '--name', 'n1', '--host', '::']);
+    const server2 = node.spawn('http2', 'node', ['--import', 'tsx', 'lab/http-server.ts', '--port', '8081', '--name', 'api', '--host', '::']);
     await server.waitForOutput('listening');
+    await server2.waitForOutput('listening');
     spine = node.spawn('policy', 'node', ['--import', 'tsx', 'lab/policy-node.ts', '--manifest', file, '--iface', 'eth0']);
     await spine.waitForOutput(/^realized /m, 20_000);
   });
@@ -173,5 +215,13 @@ describe('service traffic policy with real traffic', { skip }, () => {
     assert.notEqual(client.exec('ping', ['-n', '-q', '-I', '192.0.2.3', '-c', '1', '-W', '1', VIP4]).code, 0);
     await apply(POLICY_A);
     assert.equal(client.exec('ping', ['-n', '-q', '-I', '192.0.2.3', '-c', '1', '-W', '1', VIP4]).code, 0);
+  });
+
+  test('two services sharing an IP each keep their own policy on their own port', async () => {
+    await apply(SHARED);
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).stdout, 'n1\n', 'web admits 192.0.2.1');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).code, 28, 'web drops 192.0.2.5');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8081/`).stdout, 'api\n', 'api admits 192.0.2.5');
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8081/`).code, 28, 'api drops 192.0.2.1');
   });
 });
