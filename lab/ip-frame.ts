@@ -12,7 +12,7 @@ export interface FrameSpec {
   sport?: number;
   /** IPv4 only: a non-first fragment (offset 8 bytes, no L4 header in it). */
   fragment?: boolean;
-  /** ICMP / ICMPv6 type, when proto is 1 or 58. */
+  /** ICMP / ICMPv6 type, when proto is 1 or 58 (else `dport`, the L4 key, is taken as the type). */
   icmpType?: number;
 }
 
@@ -30,7 +30,7 @@ export function buildFrame(s: FrameSpec): Buffer {
     l4.writeUInt16BE(s.sport ?? 40000, 0);
     l4.writeUInt16BE(s.dport ?? 0, 2);
   } else if (s.proto === 1 || s.proto === 58) {
-    l4[0] = s.icmpType ?? (s.proto === 1 ? 8 : 128);
+    l4[0] = s.icmpType ?? s.dport ?? (s.proto === 1 ? 8 : 128);
   }
   const eth = Buffer.alloc(14);
   Buffer.from([2, 0, 0, 0, 0, 1]).copy(eth, 0);

@@ -60,6 +60,32 @@ describe('policy kinds are read (no longer ignored)', () => {
     assert.deepEqual(allow!.selection, { kind: 'labels', namespace: 'shop', selector: { matchLabels: { app: 'web' }, matchExpressions: [] } });
   });
 
+  it('icmps: types by number or Cilium name, per family, become ICMP / ICMPv6 type ranges', () => {
+    const r = load(
+      CNP(`  ingress:
+  - fromCIDR: [192.0.2.0/24]
+    icmps:
+    - fields:
+      - type: EchoRequest
+      - type: "3"
+        family: IPv4
+      - type: EchoRequest
+        family: IPv6
+      - type: 2
+        family: IPv6
+`),
+    );
+    assert.equal(formatErrors(r.errors), '');
+    assert.deepEqual(r.warnings.map((w) => w.message), []);
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.deepEqual(set!.rules[0]!.ports, [
+      { proto: 1, lo: 8, hi: 8 },
+      { proto: 1, lo: 3, hi: 3 },
+      { proto: 58, lo: 128, hi: 128 },
+      { proto: 58, lo: 2, hi: 2 },
+    ]);
+  });
+
   it('a CCNP selects across namespaces; specs[] is read; an ingress rule with only toPorts allows from everywhere', () => {
     const r = load(`apiVersion: cilium.io/v2
 kind: CiliumClusterwideNetworkPolicy
@@ -88,6 +114,10 @@ describe('bad policies: coded errors naming file, object and field; nothing appl
     ['port out of range', '  ingress:\n  - toPorts:\n    - ports:\n      - port: "70000"\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_PORT_RANGE: spec.ingress[0].toPorts[0].ports[0].port: port 70000 is out of range 0-65535'],
     ['endPort below port', '  ingress:\n  - toPorts:\n    - ports:\n      - port: "8080"\n        endPort: 8000\n', 'p.yaml:14:18: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_PORT_RANGE: spec.ingress[0].toPorts[0].ports[0].endPort: endPort 8000 is below port 8080'],
     ['named port', '  ingress:\n  - toPorts:\n    - ports:\n      - port: http\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_NAMED_PORT: spec.ingress[0].toPorts[0].ports[0].port: named port "http" is not supported: herald polices service IPs and cannot resolve pod port names; write the number'],
+    ['unknown ICMP type name', '  ingress:\n  - icmps:\n    - fields:\n      - type: EchoRequest\n        family: IPv4\n      - type: Ping\n', 'p.yaml:15:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[1].type: unknown IPv4 ICMP type "Ping": a number 0-255 or one of Cilium\'s names (EchoReply, DestinationUnreachable, Redirect, Echo …)'],
+    ['ICMP type out of range', '  ingress:\n  - icmps:\n    - fields:\n      - type: 256\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[0].type: ICMP type 256 is out of range 0-255'],
+    ['ICMP family', '  ingress:\n  - icmps:\n    - fields:\n      - type: 8\n        family: IPv5\n', 'p.yaml:14:17: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[0].family: unknown ICMP family "IPv5": expected IPv4 or IPv6'],
+    ['icmps with toPorts', '  ingress:\n  - icmps: [{fields: [{type: 8}]}]\n    toPorts: [{ports: [{port: "80"}]}]\n', 'p.yaml:11:5: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_WITH_PORTS: spec.ingress[0].icmps: the icmps block may only be present without toPorts (as Cilium): write a separate rule for the ports'],
   ];
   for (const [name, spec, expected] of cases) {
     it(name, () => {

@@ -14,6 +14,8 @@
  *   cannot see (fromEndpoints …) is dropped, with the warning intake gives.
  * - toPorts: each port entry is (protocol, port..endPort); ANY is TCP, UDP
  *   and SCTP; port 0 is every port. No toPorts: every packet.
+ * - icmps: each field is (ICMP for IPv4 / ICMPv6 for IPv6, type..type): the
+ *   rule matches those ICMP messages only (as a toPorts entry would).
  * - loadBalancerSourceRanges R on a service = allow from R, plus deny from
  *   everything outside R (per family): Kubernetes' "only these sources",
  *   which then also holds against any CNP allow.
@@ -78,6 +80,11 @@ function peersOf(ing: IngressRuleSpec): readonly PeerBlock[] | undefined {
 }
 
 function portsOf(ing: IngressRuleSpec): readonly PortRange[] | undefined {
+  if (ing.icmps !== undefined && ing.icmps.length > 0) {
+    // ICMP types are the L4 key of ICMP / ICMPv6 packets (intake refuses icmps together with toPorts).
+    const out: PortRange[] = ing.icmps.flatMap((r) => r.fields.map((f) => ({ proto: f.family === 'IPv4' ? PROTO.ICMP : PROTO.ICMPV6, lo: f.type, hi: f.type })));
+    return out.length > 0 ? out : undefined;
+  }
   if (ing.toPorts === undefined) return undefined;
   const out: PortRange[] = [];
   for (const tp of ing.toPorts) {
