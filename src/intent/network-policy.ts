@@ -7,7 +7,8 @@
  * labels plus io.kubernetes.service.{namespace,name}; a `k8s:` or `any:` key
  * prefix is ignored), ingress[] and ingressDeny[] with fromCIDR,
  * fromCIDRSet (cidr + except), fromEntities world/all, toPorts[].ports
- * (port, endPort, protocol), icmps[].fields (family, type: a number or
+ * (port — a number, or a name resolved per selected service against its
+ * ports' targetPort names —, endPort, protocol), icmps[].fields (family, type: a number or
  * Cilium's CamelCase name; not together with toPorts, as Cilium). Everything else is accepted (real policies carry
  * egress, fromEndpoints, L7 rules …) and reported as a warning naming the
  * field, never dropped silently. Bad values are coded errors.
@@ -19,6 +20,7 @@ import { clusterMetadata, namespacedMetadata } from './metadata.js';
 import { checkDns1123Subdomain } from './names.js';
 import { quote } from './quote.js';
 import { SELECTOR_OPERATORS } from './selector.js';
+import { checkPortName } from './service.js';
 
 export const NETWORK_POLICY_API_VERSIONS = ['cilium.io/v2'] as const;
 
@@ -89,6 +91,9 @@ const cidrRule = z
 
 export const POLICY_PROTOCOLS = ['TCP', 'UDP', 'SCTP', 'ANY'] as const;
 
+/** The key a named port is kept under in a parsed port entry (a symbol: no manifest field can collide with it). */
+export const NAMED_PORT: unique symbol = Symbol('namedPort');
+
 const portProtocol = z
   .looseObject({
     port: z.union([z.string(), z.number()]).optional(),
@@ -111,14 +116,14 @@ const portProtocol = z
     if (v.port !== undefined) {
       const text = String(v.port);
       if (!/^[0-9]+$/.test(text)) {
-        ctx.issues.push({
-          code: 'custom',
-          message: `named port ${quote(text)} is not supported: herald polices service IPs and cannot resolve pod port names; write the number`,
-          input: v.port,
-          path: ['port'],
-          params: coded('HERALD_POLICY_NAMED_PORT'),
-        });
-        return z.NEVER;
+        // A named port: resolved per selected service, against its ports' targetPort names.
+        const problem = checkPortName(text) ?? (v.endPort !== undefined && v.endPort !== 0 ? 'endPort needs a numeric port' : undefined);
+        if (problem !== undefined) {
+          ctx.issues.push({ code: 'custom', message: problem, input: v.port, path: [problem.startsWith('endPort') ? 'endPort' : 'port'], params: coded('HERALD_POLICY_NAMED_PORT') });
+          return z.NEVER;
+        }
+        const { port: _p, endPort: _e, protocol: _pr, ...rest } = v;
+        return { ...rest, port: 0, [NAMED_PORT]: text, protocol: protocol as (typeof POLICY_PROTOCOLS)[number] };
       }
       port = Number(text);
       if (port > 65535) {
@@ -142,7 +147,13 @@ const portProtocol = z
       }
     }
     const { port: _p, endPort: _e, protocol: _pr, ...rest } = v;
-    return { ...rest, port, ...(endPort !== undefined && endPort !== 0 ? { endPort } : {}), protocol: protocol as (typeof POLICY_PROTOCOLS)[number] };
+    return { ...rest, port, ...(endPort !== undefined && endPort !== 0 ? { endPort } : {}), protocol: protocol as (typeof POLICY_PROTOCOLS)[number] } as {
+      port: number;
+      endPort?: number;
+      /** A named port (port is 0 then). */
+      [NAMED_PORT]?: string;
+      protocol: (typeof POLICY_PROTOCOLS)[number];
+    };
   });
 
 const portRule = z.looseObject({ ports: z.array(portProtocol).default([]) });

@@ -14,6 +14,8 @@ import { formatPrefix } from '../../src/controlplane/policy/model.js';
 const CNP = (spec: string, kind = 'CiliumNetworkPolicy') =>
   `apiVersion: cilium.io/v2\nkind: ${kind}\nmetadata:\n  name: web-in\n  namespace: shop\nspec:\n  endpointSelector:\n    matchLabels:\n      app: web\n${spec}`;
 
+const NP = (spec: string) => `apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: web-in\n  namespace: shop\nspec:\n  podSelector:\n    matchLabels: {app: web}\n${spec}`;
+
 function load(text: string) {
   return parseManifests(text, 'p.yaml');
 }
@@ -86,6 +88,22 @@ describe('policy kinds are read (no longer ignored)', () => {
     ]);
   });
 
+  it('named ports are kept by name (CNP toPorts with ANY, NetworkPolicy ports), beside the numeric ones', () => {
+    const r = load(CNP(`  ingress:
+  - toPorts: [{ports: [{port: http}, {port: "9090", protocol: TCP}]}]
+`));
+    assert.equal(formatErrors(r.errors), '');
+    assert.deepEqual(r.warnings, []);
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.deepEqual(set!.rules[0]!.ports, [{ proto: 6, lo: 9090, hi: 9090 }]);
+    assert.deepEqual(set!.rules[0]!.namedPorts, [{ proto: 6, name: 'http' }, { proto: 17, name: 'http' }, { proto: 132, name: 'http' }]);
+    const k = load(NP('  ingress:\n  - ports: [{port: dns, protocol: UDP}, {port: "53"}]\n'));
+    assert.equal(formatErrors(k.errors), '');
+    const rules = ruleSetsFromSnapshot(k.snapshot!)[0]!.rules;
+    assert.deepEqual(rules[1]!.namedPorts, [{ proto: 17, name: 'dns' }]);
+    assert.deepEqual(rules[1]!.ports, [{ proto: 6, lo: 53, hi: 53 }]);
+  });
+
   it('a CCNP selects across namespaces; specs[] is read; an ingress rule with only toPorts allows from everywhere', () => {
     const r = load(`apiVersion: cilium.io/v2
 kind: CiliumClusterwideNetworkPolicy
@@ -113,7 +131,8 @@ describe('bad policies: coded errors naming file, object and field; nothing appl
     ['unknown protocol', '  ingress:\n  - toPorts:\n    - ports:\n      - port: "80"\n        protocol: ICMP\n', 'p.yaml:14:19: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_UNKNOWN_PROTOCOL: spec.ingress[0].toPorts[0].ports[0].protocol: unknown protocol "ICMP": expected TCP, UDP, SCTP or ANY'],
     ['port out of range', '  ingress:\n  - toPorts:\n    - ports:\n      - port: "70000"\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_PORT_RANGE: spec.ingress[0].toPorts[0].ports[0].port: port 70000 is out of range 0-65535'],
     ['endPort below port', '  ingress:\n  - toPorts:\n    - ports:\n      - port: "8080"\n        endPort: 8000\n', 'p.yaml:14:18: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_PORT_RANGE: spec.ingress[0].toPorts[0].ports[0].endPort: endPort 8000 is below port 8080'],
-    ['named port', '  ingress:\n  - toPorts:\n    - ports:\n      - port: http\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_NAMED_PORT: spec.ingress[0].toPorts[0].ports[0].port: named port "http" is not supported: herald polices service IPs and cannot resolve pod port names; write the number'],
+    ['invalid port name', '  ingress:\n  - toPorts:\n    - ports:\n      - port: Http_1\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_NAMED_PORT: spec.ingress[0].toPorts[0].ports[0].port: invalid port name "Http_1": must be at most 15 lowercase letters, digits and single \'-\', with at least one letter'],
+    ['named port with endPort', '  ingress:\n  - toPorts:\n    - ports:\n      - port: http\n        endPort: 90\n', 'p.yaml:14:18: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_NAMED_PORT: spec.ingress[0].toPorts[0].ports[0].endPort: endPort needs a numeric port'],
     ['unknown ICMP type name', '  ingress:\n  - icmps:\n    - fields:\n      - type: EchoRequest\n        family: IPv4\n      - type: Ping\n', 'p.yaml:15:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[1].type: unknown IPv4 ICMP type "Ping": a number 0-255 or one of Cilium\'s names (EchoReply, DestinationUnreachable, Redirect, Echo …)'],
     ['ICMP type out of range', '  ingress:\n  - icmps:\n    - fields:\n      - type: 256\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[0].type: ICMP type 256 is out of range 0-255'],
     ['ICMP family', '  ingress:\n  - icmps:\n    - fields:\n      - type: 8\n        family: IPv5\n', 'p.yaml:14:17: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[0].family: unknown ICMP family "IPv5": expected IPv4 or IPv6'],
@@ -203,7 +222,6 @@ describe('Service.loadBalancerSourceRanges and its annotation', () => {
 });
 
 describe('Kubernetes NetworkPolicy: ipBlock where it maps cleanly', () => {
-  const NP = (spec: string) => `apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: web-in\n  namespace: shop\nspec:\n  podSelector:\n    matchLabels: {app: web}\n${spec}`;
 
   it('ipBlock with except and ports become an allow rule; the policy itself selects (default deny)', () => {
     const r = load(NP('  ingress:\n  - from:\n    - ipBlock: {cidr: 192.0.2.0/24, except: [192.0.2.0/28]}\n    ports:\n    - {protocol: UDP, port: 53}\n    - {port: 8000, endPort: 8080}\n'));
@@ -239,7 +257,7 @@ describe('Kubernetes NetworkPolicy: ipBlock where it maps cleanly', () => {
     const a = load(NP('  ingress:\n  - from:\n    - ipBlock: {cidr: 192.0.2.0/24, except: [198.51.100.0/24]}\n'));
     assert.equal(a.errors[0]!.code, 'HERALD_POLICY_EXCEPT_OUTSIDE_CIDR');
     assert.equal(a.errors[0]!.path, 'spec.ingress[0].from[0].ipBlock.except[0]');
-    const b = load(NP('  ingress:\n  - ports: [{port: http}]\n'));
+    const b = load(NP('  ingress:\n  - ports: [{port: -http}]\n'));
     assert.equal(b.errors[0]!.code, 'HERALD_POLICY_NAMED_PORT');
     const c = load(NP('  ingress:\n  - ports: [{protocol: ICMP, port: 1}]\n'));
     assert.equal(c.errors[0]!.code, 'HERALD_POLICY_UNKNOWN_PROTOCOL');

@@ -14,6 +14,7 @@
  *   cannot see (fromEndpoints …) is dropped, with the warning intake gives.
  * - toPorts: each port entry is (protocol, port..endPort); ANY is TCP, UDP
  *   and SCTP; port 0 is every port. No toPorts: every packet.
+ * - a named port resolves per selected service (named-ports.ts).
  * - icmps: each field is (ICMP for IPv4 / ICMPv6 for IPv6, type..type): the
  *   rule matches those ICMP messages only (as a toPorts entry would).
  * - loadBalancerSourceRanges R on a service = allow from R, plus deny from
@@ -22,13 +23,13 @@
  */
 import { parseCidr } from '../../core/addr.js';
 import type { Sourced } from '../../intent/kinds.js';
-import { WORLD_ENTITIES, type IngressRuleSpec, type NetworkPolicyManifest, type PolicyRuleSpec } from '../../intent/network-policy.js';
+import { NAMED_PORT, WORLD_ENTITIES, type IngressRuleSpec, type NetworkPolicyManifest, type PolicyRuleSpec } from '../../intent/network-policy.js';
 import type { ServiceManifest } from '../../intent/service.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 import { serviceSourceRanges } from '../../intent/source-ranges.js';
 import { governsIngress, type K8sNetworkPolicyManifest } from '../../intent/k8s-network-policy.js';
 import type { ServicePort } from './shared.js';
-import { PROTO, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
+import { PROTO, type NamedPort, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
 
 export interface EndpointSelectorLike {
   readonly matchLabels: Readonly<Record<string, string>>;
@@ -44,6 +45,8 @@ export interface RuleInput {
   readonly verdict: Verdict;
   readonly peers: readonly PeerBlock[];
   readonly ports?: readonly PortRange[];
+  /** Named ports (resolved per service; `ports` is then at least []). */
+  readonly namedPorts?: readonly NamedPort[];
   readonly selection: Selection;
   readonly origin: string;
 }
@@ -79,24 +82,31 @@ function peersOf(ing: IngressRuleSpec): readonly PeerBlock[] | undefined {
   return out.length > 0 ? out : undefined;
 }
 
-function portsOf(ing: IngressRuleSpec): readonly PortRange[] | undefined {
+function portsOf(ing: IngressRuleSpec): { ports?: readonly PortRange[]; namedPorts?: readonly NamedPort[] } {
   if (ing.icmps !== undefined && ing.icmps.length > 0) {
     // ICMP types are the L4 key of ICMP / ICMPv6 packets (intake refuses icmps together with toPorts).
     const out: PortRange[] = ing.icmps.flatMap((r) => r.fields.map((f) => ({ proto: f.family === 'IPv4' ? PROTO.ICMP : PROTO.ICMPV6, lo: f.type, hi: f.type })));
-    return out.length > 0 ? out : undefined;
+    return out.length > 0 ? { ports: out } : {};
   }
-  if (ing.toPorts === undefined) return undefined;
+  if (ing.toPorts === undefined) return {};
   const out: PortRange[] = [];
+  const named: NamedPort[] = [];
   for (const tp of ing.toPorts) {
     for (const p of tp.ports) {
+      const protos = p.protocol === 'ANY' ? [PROTO.TCP, PROTO.UDP, PROTO.SCTP] : [PROTO[p.protocol]];
+      const name = p[NAMED_PORT];
+      if (name !== undefined) {
+        for (const proto of protos) named.push({ proto, name });
+        continue;
+      }
       const lo = p.port === 0 ? 0 : p.port;
       const hi = p.port === 0 ? 65535 : (p.endPort ?? p.port);
-      const protos = p.protocol === 'ANY' ? [PROTO.TCP, PROTO.UDP, PROTO.SCTP] : [PROTO[p.protocol]];
       for (const proto of protos) out.push({ proto, lo, hi });
     }
   }
+  if (named.length > 0) return { ports: out, namedPorts: named };
   // `toPorts: [{}]` or only L7 parts: Cilium reads no port as every port.
-  return out.length > 0 ? out : undefined;
+  return out.length > 0 ? { ports: out } : {};
 }
 
 function policyRuleSets(obj: Sourced<NetworkPolicyManifest>): RuleSetInput {
@@ -121,7 +131,7 @@ function policyRuleSets(obj: Sourced<NetworkPolicyManifest>): RuleSetInput {
         rules.push({
           verdict: section === 'ingressDeny' ? 'deny' : 'allow',
           peers,
-          ...(ports ? { ports } : {}),
+          ...ports,
           selection,
           origin: `${obj.kind} ${name} ${at}.${section}[${i}]`,
         });
@@ -167,15 +177,17 @@ function k8sRuleSet(obj: Sourced<K8sNetworkPolicyManifest>): RuleSetInput {
     const peers: PeerBlock[] =
       from.length === 0 ? [...EVERYWHERE] : from.flatMap((p) => (p.ipBlock ? [{ cidr: toPrefix(p.ipBlock.cidr), except: p.ipBlock.except.map(toPrefix) }] : []));
     if (peers.length === 0) return; // only pod/namespace selectors: warned at intake
-    const ports: PortRange[] = (rule.ports ?? []).map((p) => ({ proto: PROTO[p.protocol], lo: p.port ?? 0, hi: p.port === undefined ? 65535 : (p.endPort ?? p.port) }));
-    rules.push({ verdict: 'allow', peers, ...(ports.length > 0 ? { ports } : {}), selection, origin: `NetworkPolicy ${name} spec.ingress[${i}]` });
+    const ports: PortRange[] = (rule.ports ?? []).flatMap((p) => (p.name !== undefined ? [] : [{ proto: PROTO[p.protocol], lo: p.port ?? 0, hi: p.port === undefined ? 65535 : (p.endPort ?? p.port) }]));
+    const namedPorts: NamedPort[] = (rule.ports ?? []).flatMap((p) => (p.name !== undefined ? [{ proto: PROTO[p.protocol], name: p.name }] : []));
+    const l4 = namedPorts.length > 0 ? { ports, namedPorts } : ports.length > 0 ? { ports } : {};
+    rules.push({ verdict: 'allow', peers, ...l4, selection, origin: `NetworkPolicy ${name} spec.ingress[${i}]` });
   });
   return { key, rules };
 }
 
 /** A service's (port, protocol) pairs: what it owns of an IP it shares (shared.ts). */
 export function servicePortsOf(svc: ServiceManifest): ServicePort[] {
-  return svc.spec.ports.map((p) => ({ proto: PROTO[p.protocol], port: p.port }));
+  return svc.spec.ports.map((p) => ({ proto: PROTO[p.protocol], port: p.port, ...(typeof p.targetPort === 'string' ? { targetPort: p.targetPort } : {}) }));
 }
 
 /** Every rule set the snapshot holds, in a stable order. */

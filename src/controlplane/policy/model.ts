@@ -47,6 +47,12 @@ export interface PortRange {
   readonly hi: number;
 }
 
+/** A port by name (`port: http`), resolved per service against its ports' targetPort names (named-ports.ts). */
+export interface NamedPort {
+  readonly proto: L4Proto;
+  readonly name: string;
+}
+
 export type Verdict = 'allow' | 'deny';
 
 export interface PolicyRule {
@@ -56,6 +62,8 @@ export interface PolicyRule {
   readonly peers: readonly PeerBlock[];
   /** Absent: every packet from the peers. */
   readonly ports?: readonly PortRange[];
+  /** Named ports, still to be resolved for a service (then added to `ports`); compile and evaluate see resolved rules only. */
+  readonly namedPorts?: readonly NamedPort[];
   /** Where it came from, e.g. `CiliumNetworkPolicy default/web ingressDeny[0]`. */
   readonly origin: string;
 }

@@ -29,6 +29,7 @@ import type { RuleSetInput } from './intake.js';
 import { formatPrefix, PROTO_NAME, type PolicyRule } from './model.js';
 import { PolicyRepository, type StoredRule } from './repository.js';
 import { SelectionIndex, type ServiceInfo } from './selection.js';
+import { resolveNamedPorts } from './named-ports.js';
 import { mergeSharedRules } from './shared.js';
 
 /** The row key of an IP several services share. */
@@ -183,9 +184,12 @@ export class PolicyPipeline implements Disposable {
     try {
       for (const service of affected) {
         const info = this.index.service(service);
-        const rules = info ? [...this.index.rulesOf(service)].sort((a, b) => a.id - b.id) : [];
+        const selecting = info ? [...this.index.rulesOf(service)].sort((a, b) => a.id - b.id) : [];
+        const rules = resolveNamedPorts(selecting, info?.ports ?? []);
         const ownIps = (info?.ips ?? []).filter((ip) => !this.shared(ip));
-        const fingerprint = `${rules.map((r) => r.id).join(',')}|${ownIps.join(',')}`;
+        // Named ports resolve against the service's ports: those are part of its effective policy then.
+        const named = selecting.some((r) => r.namedPorts !== undefined) ? JSON.stringify(info?.ports ?? []) : '';
+        const fingerprint = `${rules.map((r) => r.id).join(',')}|${ownIps.join(',')}|${named}`;
         if (this.effective.get(service) === fingerprint) continue; // selective regeneration
         if (!info || rules.length === 0) {
           // No policy selects it (or it is gone): open.
@@ -247,7 +251,7 @@ export class PolicyPipeline implements Disposable {
       ? [...this.ipUsers.get(ip)!].sort().map((service) => ({
           service,
           ports: this.index.service(service)?.ports ?? [],
-          rules: [...this.index.rulesOf(service)].sort((a, b) => a.id - b.id),
+          rules: resolveNamedPorts([...this.index.rulesOf(service)].sort((a, b) => a.id - b.id), this.index.service(service)?.ports ?? []),
         }))
       : [];
     const fingerprint = JSON.stringify(sharers.map((s) => [s.service, s.ports, s.rules.map((r) => r.id)]));

@@ -23,6 +23,8 @@ import { PROTO, type L4Proto, type PeerBlock, type PolicyRule, type PortRange } 
 export interface ServicePort {
   readonly proto: L4Proto;
   readonly port: number;
+  /** The backend port it leads to, when named: what a policy's named port resolves against (named-ports.ts). */
+  readonly targetPort?: string;
 }
 
 export interface Sharer {

@@ -9,7 +9,8 @@
  * keep their own policy; `icmps` echo rules (ping passes, ports do not);
  * fragmented UDP datagrams (kernel-fragmented, IPv4 and IPv6) decided by
  * their first fragment; TCP SYNs behind IPv6 hop-by-hop and destination
- * options headers (scapy, test/tools/policy_ext6.py) decided by their port.
+ * options headers (scapy, test/tools/policy_ext6.py) decided by their port;
+ * a named port resolved against the service's targetPort names.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -136,6 +137,28 @@ spec:
     toPorts: [{ports: [{port: "8080", protocol: TCP}, {port: "5353", protocol: UDP}]}]
   - fromCIDR: [192.0.2.0/24, "2001:db8::/64"]
     icmps: [{fields: [{type: EchoRequest}, {type: EchoRequest, family: IPv6}]}]
+`;
+
+// A named port: `port: http` is the service port whose targetPort is "http" (8080), not 8081.
+const NAMED = `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+  annotations: {lbipam.cilium.io/ips: "${VIP4}"}
+spec:
+  type: LoadBalancer
+  ports: [{name: http, port: 8080, targetPort: http}, {name: alt, port: 8081, targetPort: 8081}]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDR: [192.0.2.0/24]
+    toPorts: [{ports: [{port: http, protocol: TCP}]}]
 `;
 
 describe('service traffic policy with real traffic', { skip }, () => {
@@ -292,5 +315,11 @@ describe('service traffic policy with real traffic', { skip }, () => {
     assert.equal(synExt6('2001:db8::1', 8080, true), 'synack', 'control: no extension headers');
     assert.equal(synExt6('2001:db8::1', 8080), 'synack', 'hop-by-hop + destination options, allowed source and port');
     assert.equal(synExt6('2001:db8::5', 8080), 'none', 'same headers, a source the port does not admit');
+  });
+
+  test('a named port admits the service port targeting that name, not the others', async () => {
+    await apply(NAMED);
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).stdout, 'n1\n', 'port http = 8080');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8081/`).code, 28, '8081 targets no port named http');
   });
 });
