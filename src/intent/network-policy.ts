@@ -6,7 +6,8 @@
  * Read: spec / specs[] → endpointSelector (matched against the Service's
  * labels plus io.kubernetes.service.{namespace,name}; a `k8s:` or `any:` key
  * prefix is ignored), ingress[] and ingressDeny[] with fromCIDR,
- * fromCIDRSet (cidr + except), fromEntities world/all, toPorts[].ports
+ * fromCIDRSet (cidr, or cidrGroupRef / cidrGroupSelector naming CiliumCIDRGroups,
+ * + except), fromEntities world/all, toPorts[].ports
  * (port — a number, or a name resolved per selected service against its
  * ports' targetPort names —, endPort, protocol), icmps[].fields (family, type: a number or
  * Cilium's CamelCase name; not together with toPorts, as Cilium). Everything else is accepted (real policies carry
@@ -68,14 +69,31 @@ const cidrRule = z
   .looseObject({
     cidr: cidrText.optional(),
     except: z.array(cidrText).default([]),
-    cidrGroupRef: z.string().optional(),
+    cidrGroupRef: z.string().min(1).optional(),
+    cidrGroupSelector: z
+      .strictObject({
+        matchLabels: z.record(z.string(), z.string()).default({}),
+        matchExpressions: z
+          .array(z.strictObject({ key: z.string(), operator: z.enum(SELECTOR_OPERATORS), values: z.array(z.string()).optional() }))
+          .default([]),
+      })
+      .optional(),
   })
   .check((ctx) => {
-    const { cidr, except, cidrGroupRef } = ctx.value;
-    if (cidr === undefined) {
-      if (cidrGroupRef === undefined) ctx.issues.push({ code: 'custom', message: 'required (or cidrGroupRef)', input: undefined, path: ['cidr'], params: coded('HERALD_POLICY_INVALID_CIDR') });
+    const { cidr, except, cidrGroupRef, cidrGroupSelector } = ctx.value;
+    const given = [cidr, cidrGroupRef, cidrGroupSelector].filter((x) => x !== undefined).length;
+    if (given !== 1) {
+      ctx.issues.push({
+        code: 'custom',
+        message: given === 0 ? 'required: one of cidr, cidrGroupRef, cidrGroupSelector' : 'only one of cidr, cidrGroupRef, cidrGroupSelector (as Cilium)',
+        input: undefined,
+        path: ['cidr'],
+        params: coded('HERALD_POLICY_INVALID_CIDR'),
+      });
       return;
     }
+    // With a CIDR group, each except applies to the group's CIDRs that contain it (checked when the group is known).
+    if (cidr === undefined) return;
     except.forEach((e, i) => {
       if (!cidrWithin(e, cidr)) {
         ctx.issues.push({
@@ -278,7 +296,7 @@ const KNOWN_RULE = new Set(['endpointSelector', 'ingress', 'ingressDeny', 'descr
 const KNOWN_INGRESS = new Set(['fromCIDR', 'fromCIDRSet', 'fromEntities', 'toPorts', 'icmps']);
 const KNOWN_ICMP_RULE = new Set(['fields']);
 const KNOWN_ICMP_FIELD = new Set(['family', 'type']);
-const KNOWN_CIDR_SET = new Set(['cidr', 'except']);
+const KNOWN_CIDR_SET = new Set(['cidr', 'except', 'cidrGroupRef', 'cidrGroupSelector']);
 const KNOWN_PORT_RULE = new Set(['ports']);
 const KNOWN_PORT = new Set(['port', 'endPort', 'protocol']);
 
@@ -304,7 +322,7 @@ export function networkPolicyWarnings(obj: NetworkPolicyManifest): { path: strin
         (ing.fromEntities ?? []).forEach((e, j) => {
           if (!WORLD_ENTITIES.has(e)) out.push({ path: formatPath([...p, 'fromEntities', j]), message: `entity ${quote(e)} ignored by herald (only "world" and "all" name sources of service traffic)${deny}` });
         });
-        (ing.fromCIDRSet ?? []).forEach((s, j) => warnExtra(s, KNOWN_CIDR_SET, [...p, 'fromCIDRSet', j], `CIDR groups are not resolved${deny}`));
+        (ing.fromCIDRSet ?? []).forEach((s, j) => warnExtra(s, KNOWN_CIDR_SET, [...p, 'fromCIDRSet', j], `unknown CIDR rule field${deny}`));
         (ing.icmps ?? []).forEach((ir, j) => {
           warnExtra(ir, KNOWN_ICMP_RULE, [...p, 'icmps', j], 'unknown ICMP rule field');
           ir.fields.forEach((f, k) => warnExtra(f, KNOWN_ICMP_FIELD, [...p, 'icmps', j, 'fields', k], 'unknown ICMP field'));

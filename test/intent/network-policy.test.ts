@@ -104,6 +104,60 @@ describe('policy kinds are read (no longer ignored)', () => {
     assert.deepEqual(rules[1]!.ports, [{ proto: 6, lo: 53, hi: 53 }]);
   });
 
+  it('fromCIDRSet cidrGroupRef / cidrGroupSelector resolve to the CiliumCIDRGroups\' CIDRs, each with the excepts inside it; a missing group adds nothing', () => {
+    const groups = `apiVersion: cilium.io/v2alpha1
+kind: CiliumCIDRGroup
+metadata: {name: office, labels: {site: hq}}
+spec:
+  externalCIDRs: [192.0.2.0/29, "2001:db8::/120"]
+---
+apiVersion: cilium.io/v2
+kind: CiliumCIDRGroup
+metadata: {name: vpn, labels: {site: hq}}
+spec:
+  externalCIDRs: [203.0.113.0/24]
+---
+`;
+    const r = load(
+      groups +
+        CNP(`  ingress:
+  - fromCIDRSet:
+    - cidrGroupRef: office
+      except: [192.0.2.5/32]
+    - cidrGroupRef: missing
+  - fromCIDRSet:
+    - cidrGroupSelector: {matchLabels: {site: hq}}
+  - fromCIDRSet:
+    - cidrGroupRef: missing
+`),
+    );
+    assert.equal(formatErrors(r.errors), '');
+    assert.deepEqual(r.warnings, []);
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    const peers = set!.rules.map((x) => x.peers.map((b) => [formatPrefix(b.cidr), b.except.map(formatPrefix)]));
+    assert.deepEqual(peers, [
+      [['192.0.2.0/29', ['192.0.2.5/32']], ['2001:db8::/120', []]],
+      [['192.0.2.0/29', []], ['2001:db8::/120', []], ['203.0.113.0/24', []]],
+    ], 'the rule naming only a missing group has no sources: it allows nothing and is left out');
+  });
+
+  it('an ingress section whose rules name no source herald sees still selects (default deny), as in Cilium', () => {
+    const r = load(CNP('  ingress:\n  - fromCIDRSet: [{cidrGroupRef: missing}]\n  - fromEndpoints: [{matchLabels: {app: client}}]\n'));
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.equal(set!.rules.length, 1);
+    assert.deepEqual(set!.rules[0]!.peers, []);
+    assert.match(set!.rules[0]!.origin, /selects: default deny/);
+  });
+
+  it('a CIDR group with a bad CIDR, and a CIDR rule naming two sources, are coded errors', () => {
+    const g = load('apiVersion: cilium.io/v2alpha1\nkind: CiliumCIDRGroup\nmetadata: {name: office}\nspec:\n  externalCIDRs: [192.0.2.1/24]\n');
+    assert.equal(g.errors[0]!.code, 'HERALD_POLICY_INVALID_CIDR');
+    assert.equal(g.errors[0]!.path, 'spec.externalCIDRs[0]');
+    const c = load(CNP('  ingress:\n  - fromCIDRSet:\n    - cidr: 192.0.2.0/24\n      cidrGroupRef: office\n'));
+    assert.match(formatErrors(c.errors), /HERALD_POLICY_INVALID_CIDR: spec.ingress\[0\].fromCIDRSet\[0\].cidr: only one of cidr, cidrGroupRef, cidrGroupSelector/);
+    for (const x of [g, c]) assert.equal(x.snapshot, undefined);
+  });
+
   it('a CCNP selects across namespaces; specs[] is read; an ingress rule with only toPorts allows from everywhere', () => {
     const r = load(`apiVersion: cilium.io/v2
 kind: CiliumClusterwideNetworkPolicy

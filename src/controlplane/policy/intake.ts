@@ -9,9 +9,13 @@
  *   a CCNP rule selects across namespaces. A `k8s:`/`any:` key prefix is
  *   dropped before matching, as Cilium's label sources.
  * - An ingress rule allows (ingressDeny: denies) from the union of its
- *   fromCIDR, fromCIDRSet and fromEntities world/all; with no peer field at
+ *   fromCIDR, fromCIDRSet (a cidr, or the CIDRs of the CiliumCIDRGroups its
+ *   cidrGroupRef / cidrGroupSelector names, each with the excepts inside it)
+ *   and fromEntities world/all; with no peer field at
  *   all it means every source (as Cilium). A rule naming only peers herald
- *   cannot see (fromEndpoints …) is dropped, with the warning intake gives.
+ *   cannot see (fromEndpoints …) is dropped, with the warning intake gives;
+ *   a spec whose ingress rules all drop out still selects its services
+ *   (default deny), as its ingress section does in Cilium.
  * - toPorts: each port entry is (protocol, port..endPort); ANY is TCP, UDP
  *   and SCTP; port 0 is every port. No toPorts: every packet.
  * - a named port resolves per selected service (named-ports.ts).
@@ -29,7 +33,9 @@ import type { IntentSnapshot } from '../../intent/snapshot.js';
 import { serviceSourceRanges } from '../../intent/source-ranges.js';
 import { governsIngress, type K8sNetworkPolicyManifest } from '../../intent/k8s-network-policy.js';
 import type { ServicePort } from './shared.js';
-import { PROTO, type NamedPort, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
+import type { CidrGroupManifest } from '../../intent/cidr-group.js';
+import { endpointSelectorMatches } from './selection.js';
+import { PROTO, prefixCovers, type NamedPort, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
 
 export interface EndpointSelectorLike {
   readonly matchLabels: Readonly<Record<string, string>>;
@@ -72,12 +78,37 @@ const EVERYWHERE: readonly PeerBlock[] = [
 
 const PEER_FIELDS = ['fromCIDR', 'fromCIDRSet', 'fromEntities', 'fromEndpoints', 'fromRequires', 'fromGroups', 'fromNodes', 'fromNodeSelector'];
 
-function peersOf(ing: IngressRuleSpec): readonly PeerBlock[] | undefined {
+/**
+ * The CIDRs of the CiliumCIDRGroups a fromCIDRSet entry names (by
+ * cidrGroupRef, or by labels with cidrGroupSelector). A group that does not
+ * exist contributes nothing, as in Cilium (objects may arrive in any order);
+ * `herald policy` shows the rule's resolved sources.
+ */
+function groupCidrs(s: { cidrGroupRef?: string; cidrGroupSelector?: EndpointSelectorLike }, groups: ReadonlyMap<string, Sourced<CidrGroupManifest>>): string[] {
+  if (s.cidrGroupRef !== undefined) return [...(groups.get(s.cidrGroupRef)?.spec.externalCIDRs ?? [])];
+  const sel = s.cidrGroupSelector;
+  if (sel === undefined) return [];
+  const out: string[] = [];
+  for (const g of groups.values()) if (endpointSelectorMatches(sel, g.metadata.labels)) out.push(...g.spec.externalCIDRs);
+  return out;
+}
+
+function peersOf(ing: IngressRuleSpec, groups: ReadonlyMap<string, Sourced<CidrGroupManifest>>): readonly PeerBlock[] | undefined {
   const raw = ing as Record<string, unknown>;
   if (!PEER_FIELDS.some((f) => raw[f] !== undefined)) return EVERYWHERE;
   const out: PeerBlock[] = [];
   for (const c of ing.fromCIDR ?? []) out.push({ cidr: toPrefix(c), except: [] });
-  for (const s of ing.fromCIDRSet ?? []) if (s.cidr !== undefined) out.push({ cidr: toPrefix(s.cidr), except: s.except.map(toPrefix) });
+  for (const s of ing.fromCIDRSet ?? []) {
+    if (s.cidr !== undefined) {
+      out.push({ cidr: toPrefix(s.cidr), except: s.except.map(toPrefix) });
+      continue;
+    }
+    const excepts = s.except.map(toPrefix);
+    for (const c of groupCidrs(s, groups)) {
+      const cidr = toPrefix(c);
+      out.push({ cidr, except: excepts.filter((e) => prefixCovers(cidr, e)) });
+    }
+  }
   if ((ing.fromEntities ?? []).some((e) => WORLD_ENTITIES.has(e))) out.push(...EVERYWHERE);
   return out.length > 0 ? out : undefined;
 }
@@ -109,7 +140,7 @@ function portsOf(ing: IngressRuleSpec): { ports?: readonly PortRange[]; namedPor
   return out.length > 0 ? { ports: out } : {};
 }
 
-function policyRuleSets(obj: Sourced<NetworkPolicyManifest>): RuleSetInput {
+function policyRuleSets(obj: Sourced<NetworkPolicyManifest>, groups: ReadonlyMap<string, Sourced<CidrGroupManifest>> = new Map()): RuleSetInput {
   const namespaced = obj.kind === 'CiliumNetworkPolicy';
   const name = namespaced ? `${(obj.metadata as { namespace: string }).namespace}/${obj.metadata.name}` : obj.metadata.name;
   const specs: [PolicyRuleSpec, string][] = [];
@@ -123,9 +154,10 @@ function policyRuleSets(obj: Sourced<NetworkPolicyManifest>): RuleSetInput {
       ...(namespaced ? { namespace: (obj.metadata as { namespace: string }).namespace } : {}),
       selector: spec.endpointSelector,
     };
+    const before = rules.length;
     for (const section of ['ingressDeny', 'ingress'] as const) {
       (spec[section] ?? []).forEach((ing, i) => {
-        const peers = peersOf(ing);
+        const peers = peersOf(ing, groups);
         if (peers === undefined) return;
         const ports = portsOf(ing);
         rules.push({
@@ -136,6 +168,11 @@ function policyRuleSets(obj: Sourced<NetworkPolicyManifest>): RuleSetInput {
           origin: `${obj.kind} ${name} ${at}.${section}[${i}]`,
         });
       });
+    }
+    // An ingress section selects its services into default deny (as Cilium) even when none of its
+    // rules names a source herald sees (only fromEndpoints, a CIDR group that does not exist …).
+    if (rules.length === before && (spec.ingress !== undefined || spec.ingressDeny !== undefined)) {
+      rules.push({ verdict: 'allow', peers: [], selection, origin: `${obj.kind} ${name} ${at} (selects: default deny; no rule names a source herald sees)` });
     }
   }
   return { key: `${obj.kind}/${name}`, rules };
@@ -193,8 +230,8 @@ export function servicePortsOf(svc: ServiceManifest): ServicePort[] {
 /** Every rule set the snapshot holds, in a stable order. */
 export function ruleSetsFromSnapshot(snapshot: IntentSnapshot): RuleSetInput[] {
   const out: RuleSetInput[] = [];
-  for (const p of snapshot.networkPolicies.values()) out.push(policyRuleSets(p));
-  for (const p of snapshot.clusterwideNetworkPolicies.values()) out.push(policyRuleSets(p));
+  for (const p of snapshot.networkPolicies.values()) out.push(policyRuleSets(p, snapshot.cidrGroups));
+  for (const p of snapshot.clusterwideNetworkPolicies.values()) out.push(policyRuleSets(p, snapshot.cidrGroups));
   for (const p of snapshot.k8sNetworkPolicies.values()) out.push(k8sRuleSet(p));
   for (const [key, svc] of snapshot.services) {
     const ranges = serviceSourceRanges(svc as Sourced<ServiceManifest>);

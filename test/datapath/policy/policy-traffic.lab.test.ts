@@ -10,7 +10,8 @@
  * fragmented UDP datagrams (kernel-fragmented, IPv4 and IPv6) decided by
  * their first fragment; TCP SYNs behind IPv6 hop-by-hop and destination
  * options headers (scapy, test/tools/policy_ext6.py) decided by their port;
- * a named port resolved against the service's targetPort names.
+ * a named port resolved against the service's targetPort names; sources
+ * from a CiliumCIDRGroup (cidrGroupRef) with an except.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -159,6 +160,23 @@ spec:
   ingress:
   - fromCIDR: [192.0.2.0/24]
     toPorts: [{ports: [{port: http, protocol: TCP}]}]
+`;
+
+// Sources from a CiliumCIDRGroup, one address carved out by except.
+const GROUP = `${SERVICE}---
+apiVersion: cilium.io/v2alpha1
+kind: CiliumCIDRGroup
+metadata: {name: office}
+spec:
+  externalCIDRs: [192.0.2.0/29, "2001:db8::/120"]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDRSet: [{cidrGroupRef: office, except: [192.0.2.5/32]}]
 `;
 
 describe('service traffic policy with real traffic', { skip }, () => {
@@ -321,5 +339,14 @@ describe('service traffic policy with real traffic', { skip }, () => {
     await apply(NAMED);
     assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).stdout, 'n1\n', 'port http = 8080');
     assert.equal(curl('192.0.2.5', `http://${VIP4}:8081/`).code, 28, '8081 targets no port named http');
+  });
+
+  test('cidrGroupRef: the CiliumCIDRGroup\'s CIDRs are the sources, except carves; without the group nothing is allowed', async () => {
+    await apply(GROUP);
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).stdout, 'n1\n', 'in the group');
+    assert.equal(curl('2001:db8::1', `http://[${VIP6}]:8080/`).stdout, 'n1\n', 'in the group (IPv6)');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).code, 28, 'carved out by except');
+    await apply(GROUP.replace(/---\napiVersion: cilium.io\/v2alpha1\nkind: CiliumCIDRGroup\n[^-]*/, ''));
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).code, 28, 'the group is gone: its rule has no sources');
   });
 });
