@@ -12,11 +12,26 @@
  *   drops             per-CPU packet counts per (svc_id, rule) of drops;
  *                     rule 0 = default deny (selected, nothing allowed).
  *
+ *   frags             LRU: (family, proto, fragment id, src, dst) -> the
+ *                     L4 key of a fragmented datagram's first fragment, so
+ *                     its later fragments (no L4 header) are decided as the
+ *                     first one was. A later fragment seen before its first
+ *                     (or after the entry was evicted) has no known L4 key:
+ *                     only rules without ports can match it.
+ *
+ * The L4 key of a packet is its destination port (TCP, UDP, SCTP) or its
+ * ICMP type (ICMP in IPv4, ICMPv6 in IPv6): an entry with proto ICMP and
+ * lo..hi = type is an `icmps` rule.
+ *
+ * IPv6 extension headers (hop-by-hop, routing, destination options, AH,
+ * fragment) are walked, at most MAX_EXT of them; a longer chain, or one cut
+ * short by the packet's end, is dropped (default deny) rather than guessed.
+ *
  * Verdict: the first matching entry decides (the compiler puts deny entries
  * first, each class by rule id), no match = default deny. Allowed traffic
  * and everything unrelated passes on with TC_ACT_UNSPEC, so later filters
  * and the stack see it. ARP is not IP and never reaches the policy; Neighbor
- * Discovery (ICMPv6 133-137) is always passed: policy is about traffic to a
+ * Discovery (ICMPv6 133-137, after any extension headers) is always passed: policy is about traffic to a
  * service, not about the reachability of its address.
  *
  * Hitless revisions: each service owns two slots (svc_id*2 and svc_id*2+1).
@@ -41,6 +56,13 @@
 #define F_ANY 2  /* entry matches every packet (rule without toPorts) */
 #define IPPROTO_SCTP_ 132
 #define IPPROTO_ICMPV6_ 58
+#define IPPROTO_ICMP_ 1
+#define MAX_EXT 8 /* IPv6 extension headers walked */
+#define NEXTHDR_HOP 0
+#define NEXTHDR_ROUTING 43
+#define NEXTHDR_FRAGMENT 44
+#define NEXTHDR_AUTH 51
+#define NEXTHDR_DEST 60
 
 struct svc_key6 {
 	__u8 ip6[16];
@@ -64,9 +86,9 @@ struct lpm_key6 {
 };
 
 struct l4_entry {
-	__u8 proto; /* IPPROTO_TCP/UDP/SCTP; unused with F_ANY */
+	__u8 proto; /* IPPROTO_TCP/UDP/SCTP/ICMP/ICMPV6; unused with F_ANY */
 	__u8 flags;
-	__u16 lo;   /* destination port range, host order, inclusive */
+	__u16 lo;   /* L4 key range (port, or ICMP type), host order, inclusive */
 	__u16 hi;
 	__u16 pad;
 	__u32 rule; /* the deciding rule's id, for counters and trace */
@@ -76,6 +98,15 @@ struct pol_val {
 	__u32 n;
 	__u32 pad;
 	struct l4_entry e[MAX_L4];
+};
+
+struct frag_key {
+	__u8 family;
+	__u8 proto;
+	__u16 pad;
+	__u32 id; /* IPv4: the 16-bit id; IPv6: the fragment header's id */
+	__u8 src[16];
+	__u8 dst[16];
 };
 
 struct drop_key {
@@ -120,6 +151,13 @@ struct {
 	__uint(max_entries, 65536);
 } drops SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct frag_key);
+	__type(value, __u16); /* the first fragment's L4 key */
+	__uint(max_entries, 16384);
+} frags SEC(".maps");
+
 static __always_inline int drop(__u32 svc_id, __u32 rule)
 {
 	struct drop_key k = { .svc_id = svc_id, .rule = rule };
@@ -133,16 +171,40 @@ static __always_inline int drop(__u32 svc_id, __u32 rule)
 	return TC_ACT_SHOT;
 }
 
-/* 1 = the packet's L4 tuple is known (TCP/UDP/SCTP, first fragment). */
-static __always_inline int read_dport(struct __sk_buff *skb, __u32 off, __u8 proto, __u16 *dport)
+/*
+ * 1 = the packet's L4 key is known: the destination port of TCP/UDP/SCTP
+ * (at offset 2 in all three), the type of ICMP (`icmp` = 1 in IPv4, 58 in IPv6).
+ */
+static __always_inline int read_l4(struct __sk_buff *skb, __u32 off, __u8 proto, __u8 icmp, __u16 *key)
 {
+	if (proto == icmp) {
+		__u8 type;
+		if (bpf_skb_load_bytes(skb, off, &type, 1) < 0)
+			return 0;
+		*key = type;
+		return 1;
+	}
 	__be16 p;
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP && proto != IPPROTO_SCTP_)
 		return 0;
-	/* TCP, UDP and SCTP all carry the destination port at offset 2. */
 	if (bpf_skb_load_bytes(skb, off + 2, &p, sizeof(p)) < 0)
 		return 0;
-	*dport = bpf_ntohs(p);
+	*key = bpf_ntohs(p);
+	return 1;
+}
+
+/* A fragmented datagram: the first fragment records its L4 key, the later ones look it up. */
+static __always_inline int frag_l4(struct frag_key *fk, int first, int has_l4, __u16 *key)
+{
+	if (first) {
+		if (has_l4)
+			bpf_map_update_elem(&frags, fk, key, BPF_ANY);
+		return has_l4;
+	}
+	__u16 *k = bpf_map_lookup_elem(&frags, fk);
+	if (!k)
+		return 0;
+	*key = *k;
 	return 1;
 }
 
@@ -186,9 +248,15 @@ int herald_policy(struct __sk_buff *skb)
 		if (!sv)
 			return PASS;
 		__u8 proto = ip->protocol;
-		/* A non-first fragment carries no ports: only L3 rules can match it. */
-		int first = (ip->frag_off & bpf_htons(0x1fff)) == 0;
-		int has_l4 = first && read_dport(skb, ETH_HLEN + ip->ihl * 4, proto, &dport);
+		__u16 fo = bpf_ntohs(ip->frag_off);
+		int first = (fo & 0x1fff) == 0;
+		int has_l4 = first && read_l4(skb, ETH_HLEN + ip->ihl * 4, proto, IPPROTO_ICMP_, &dport);
+		if (fo & 0x3fff) { /* more fragments, or not the first: a fragment */
+			struct frag_key fk = { .family = 4, .proto = proto, .id = ip->id };
+			__builtin_memcpy(fk.src, &ip->saddr, 4);
+			__builtin_memcpy(fk.dst, &ip->daddr, 4);
+			has_l4 = frag_l4(&fk, first, has_l4, &dport);
+		}
 		struct lpm_key4 k = { .prefixlen = 64, .slot = sv->slot, .addr = ip->saddr };
 		return decide(bpf_map_lookup_elem(&lpm_v4, &k), sv, proto, has_l4, dport);
 	}
@@ -196,21 +264,50 @@ int herald_policy(struct __sk_buff *skb)
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > data_end)
 			return PASS;
-		__u8 proto = ip6->nexthdr;
-		if (proto == IPPROTO_ICMPV6_) {
-			__u8 type;
-			if (bpf_skb_load_bytes(skb, ETH_HLEN + sizeof(*ip6), &type, 1) < 0)
-				return PASS;
-			if (type >= 133 && type <= 137)
-				return PASS; /* Neighbor Discovery is never filtered */
-		}
 		struct svc_key6 d;
 		__builtin_memcpy(d.ip6, &ip6->daddr, 16);
 		struct svc_val *sv = bpf_map_lookup_elem(&svc_v6, &d);
 		if (!sv)
 			return PASS;
-		/* Extension headers are not walked: such a packet has no known ports. */
-		int has_l4 = read_dport(skb, ETH_HLEN + sizeof(*ip6), proto, &dport);
+		__u8 proto = ip6->nexthdr;
+		__u32 off = ETH_HLEN + sizeof(*ip6);
+		int fragment = 0, first = 1;
+		__u32 frag_id = 0;
+#pragma unroll
+		for (int i = 0; i < MAX_EXT; i++) {
+			if (proto != NEXTHDR_HOP && proto != NEXTHDR_ROUTING && proto != NEXTHDR_DEST &&
+			    proto != NEXTHDR_AUTH && proto != NEXTHDR_FRAGMENT)
+				break;
+			__u8 h[8];
+			if (bpf_skb_load_bytes(skb, off, h, proto == NEXTHDR_FRAGMENT ? 8 : 2) < 0)
+				return drop(sv->svc_id, 0); /* cut short: malformed */
+			if (proto == NEXTHDR_FRAGMENT) {
+				fragment = 1;
+				first = ((((__u16)h[2] << 8) | h[3]) & 0xfff8) == 0;
+				__builtin_memcpy(&frag_id, &h[4], 4);
+				off += 8;
+			} else if (proto == NEXTHDR_AUTH) {
+				off += ((__u32)h[1] + 2) * 4;
+			} else {
+				off += ((__u32)h[1] + 1) * 8;
+			}
+			proto = h[0];
+			if (!first)
+				break; /* the rest is the middle of a datagram */
+		}
+		if (first && (proto == NEXTHDR_HOP || proto == NEXTHDR_ROUTING || proto == NEXTHDR_DEST ||
+			      proto == NEXTHDR_AUTH || proto == NEXTHDR_FRAGMENT))
+			return drop(sv->svc_id, 0); /* more than MAX_EXT extension headers */
+		int has_l4 = first && read_l4(skb, off, proto, IPPROTO_ICMPV6_, &dport);
+		/* Neighbor Discovery is never filtered (policy is about traffic to a service, not reachability). */
+		if (has_l4 && proto == IPPROTO_ICMPV6_ && dport >= 133 && dport <= 137)
+			return PASS;
+		if (fragment) {
+			struct frag_key fk = { .family = 6, .proto = proto, .id = frag_id };
+			__builtin_memcpy(fk.src, &ip6->saddr, 16);
+			__builtin_memcpy(fk.dst, &ip6->daddr, 16);
+			has_l4 = frag_l4(&fk, first, has_l4, &dport);
+		}
 		struct lpm_key6 k = { .prefixlen = 160, .slot = sv->slot };
 		__builtin_memcpy(k.addr, &ip6->saddr, 16);
 		return decide(bpf_map_lookup_elem(&lpm_v6, &k), sv, proto, has_l4, dport);

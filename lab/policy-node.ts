@@ -15,7 +15,7 @@ import { readFileSync } from 'node:fs';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { StateDB, type RWTable } from '../src/core/statedb/index.js';
-import { ruleSetsFromSnapshot } from '../src/controlplane/policy/intake.js';
+import { ruleSetsFromSnapshot, servicePortsOf } from '../src/controlplane/policy/intake.js';
 import { PolicyPipeline } from '../src/controlplane/policy/pipeline.js';
 import type { ServiceInfo } from '../src/controlplane/policy/selection.js';
 import { PolicyStack } from '../src/datapath/policy/stack.js';
@@ -60,6 +60,7 @@ async function load(): Promise<void> {
     namespace: s.metadata.namespace,
     labels: serviceSelectorLabels(s),
     ips: (s.metadata.annotations['lbipam.cilium.io/ips'] ?? '').split(',').map((x) => x.trim()).filter((x) => x !== ''),
+    ports: servicePortsOf(s),
   }));
   const gone = [...previousServices].filter((k) => !services.some((s) => s.service === k));
   previousServices = new Set(services.map((s) => s.service));

@@ -13,6 +13,8 @@ unit_tests=(
   test/controlplane/policy/semantics.test.ts
   test/controlplane/policy/pipeline.test.ts
   test/controlplane/policy/trace.test.ts
+  test/controlplane/policy/shared.test.ts
+  test/controlplane/policy/named-ports.test.ts
   test/api/policy-metrics.test.ts
   test/datapath/policy/policy-layout.test.ts
   test/core/statedb/txn.test.ts

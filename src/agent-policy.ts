@@ -28,7 +28,7 @@ import { describeError } from './core/errors.js';
 import type { Logger } from './core/logger.js';
 import type { Initializer, RWTable, StateDB } from './core/statedb/index.js';
 import { Trigger } from './core/trigger.js';
-import { ruleSetsFromSnapshot } from './controlplane/policy/intake.js';
+import { ruleSetsFromSnapshot, servicePortsOf } from './controlplane/policy/intake.js';
 import { PolicyPipeline } from './controlplane/policy/pipeline.js';
 import type { ServiceInfo } from './controlplane/policy/selection.js';
 import { pinnedMapPath } from './datapath/policy/program.js';
@@ -176,6 +176,7 @@ export class AgentPolicy implements Disposable {
       namespace: s.metadata.namespace,
       labels: serviceSelectorLabels(s),
       ips: [...(ips.get(key) ?? [])].sort(),
+      ports: servicePortsOf(s),
     }));
     const gone = [...this.serviceKeys].filter((k) => !snapshot.services.has(k));
     this.serviceKeys = new Set(snapshot.services.keys());

@@ -28,6 +28,7 @@ export const CRD_KINDS = {
   CiliumBGPNodeConfigOverride: { plural: 'ciliumbgpnodeconfigoverrides', singular: 'ciliumbgpnodeconfigoverride', shortNames: [] },
   CiliumNetworkPolicy: { plural: 'ciliumnetworkpolicies', singular: 'ciliumnetworkpolicy', shortNames: ['cnp', 'ciliumnp'] },
   CiliumClusterwideNetworkPolicy: { plural: 'ciliumclusterwidenetworkpolicies', singular: 'ciliumclusterwidenetworkpolicy', shortNames: ['ccnp'] },
+  CiliumCIDRGroup: { plural: 'ciliumcidrgroups', singular: 'ciliumcidrgroup', shortNames: ['ccg'] },
 } as const satisfies Partial<Record<IntentKind, { plural: string; singular: string; shortNames: readonly string[] }>>;
 
 export type CrdKind = keyof typeof CRD_KINDS;

@@ -3,7 +3,8 @@
  * cleanly onto service traffic policy: `podSelector` (matched, like a
  * CiliumNetworkPolicy's endpointSelector, against the Service's labels),
  * `policyTypes` including Ingress, `ingress[].from[].ipBlock` (cidr +
- * except) and `ingress[].ports` (protocol, numeric port, endPort).
+ * except) and `ingress[].ports` (protocol, port — a number or a name resolved
+ * per selected service against its ports' targetPort names —, endPort).
  * podSelector / namespaceSelector peers and egress are warnings.
  */
 import { z } from 'zod';
@@ -14,6 +15,7 @@ import { checkDns1123Subdomain } from './names.js';
 import { cidrWithin } from './network-policy.js';
 import { quote } from './quote.js';
 import { SELECTOR_OPERATORS } from './selector.js';
+import { checkPortName } from './service.js';
 
 const coded = (code: string) => ({ heraldCode: code });
 
@@ -42,10 +44,16 @@ const port = z
       ctx.issues.push({ code: 'custom', message: `unknown protocol ${typeof protocol === 'string' ? quote(protocol) : String(protocol)}: expected TCP, UDP or SCTP`, input: protocol, path: ['protocol'], params: coded('HERALD_POLICY_UNKNOWN_PROTOCOL') });
       return z.NEVER;
     }
-    if (typeof v.port === 'string') {
-      ctx.issues.push({ code: 'custom', message: `named port ${quote(v.port)} is not supported: herald polices service IPs and cannot resolve pod port names; write the number`, input: v.port, path: ['port'], params: coded('HERALD_POLICY_NAMED_PORT') });
-      return z.NEVER;
+    if (typeof v.port === 'string' && !/^[0-9]+$/.test(v.port)) {
+      // A named port: resolved per selected service against its ports' targetPort names.
+      const problem = checkPortName(v.port) ?? (v.endPort !== undefined ? 'endPort needs a numeric port' : undefined);
+      if (problem !== undefined) {
+        ctx.issues.push({ code: 'custom', message: problem, input: v.port, path: [problem.startsWith('endPort') ? 'endPort' : 'port'], params: coded('HERALD_POLICY_NAMED_PORT') });
+        return z.NEVER;
+      }
+      return { protocol: protocol as 'TCP' | 'UDP' | 'SCTP', name: v.port };
     }
+    if (typeof v.port === 'string') v.port = Number(v.port);
     const p = v.port;
     if (p !== undefined && (!Number.isInteger(p) || p < 1 || p > 65535)) {
       ctx.issues.push({ code: 'custom', message: `port ${p} is out of range 1-65535`, input: p, path: ['port'], params: coded('HERALD_POLICY_PORT_RANGE') });
@@ -59,7 +67,13 @@ const port = z
         return z.NEVER;
       }
     }
-    return { protocol: protocol as 'TCP' | 'UDP' | 'SCTP', ...(p !== undefined ? { port: p } : {}), ...(v.endPort !== undefined ? { endPort: v.endPort } : {}) };
+    return { protocol: protocol as 'TCP' | 'UDP' | 'SCTP', ...(p !== undefined ? { port: p } : {}), ...(v.endPort !== undefined ? { endPort: v.endPort } : {}) } as {
+      protocol: 'TCP' | 'UDP' | 'SCTP';
+      port?: number;
+      endPort?: number;
+      /** A named port (no `port` then). */
+      name?: string;
+    };
   });
 
 const peer = z.looseObject({ ipBlock: ipBlock.optional() });

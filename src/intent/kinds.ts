@@ -15,6 +15,7 @@ import {
   type CiliumNetworkPolicyManifest,
 } from './network-policy.js';
 import { serviceSourceRangeWarnings } from './source-ranges.js';
+import { CIDR_GROUP_API_VERSIONS, cidrGroupSchema, type CidrGroupManifest } from './cidr-group.js';
 import { k8sNetworkPolicySchema, k8sNetworkPolicyWarnings, type K8sNetworkPolicyManifest } from './k8s-network-policy.js';
 import { endpointSliceSchema, endpointSliceWarnings, type EndpointSliceManifest } from './endpoint-slice.js';
 import {
@@ -46,7 +47,8 @@ export type IntentManifest =
   | BgpNodeConfigOverrideManifest
   | CiliumNetworkPolicyManifest
   | CiliumClusterwideNetworkPolicyManifest
-  | K8sNetworkPolicyManifest;
+  | K8sNetworkPolicyManifest
+  | CidrGroupManifest;
 
 export type IntentObject =
   | Sourced<ServiceManifest>
@@ -60,7 +62,8 @@ export type IntentObject =
   | Sourced<BgpNodeConfigOverrideManifest>
   | Sourced<CiliumNetworkPolicyManifest>
   | Sourced<CiliumClusterwideNetworkPolicyManifest>
-  | Sourced<K8sNetworkPolicyManifest>;
+  | Sourced<K8sNetworkPolicyManifest>
+  | Sourced<CidrGroupManifest>;
 
 export type IntentKind = IntentManifest['kind'];
 
@@ -83,6 +86,7 @@ export const KINDS: Readonly<Record<IntentKind, KindInfo>> = {
   CiliumNetworkPolicy: { apiVersions: NETWORK_POLICY_API_VERSIONS, namespaced: true, schema: ciliumNetworkPolicySchema },
   CiliumClusterwideNetworkPolicy: { apiVersions: NETWORK_POLICY_API_VERSIONS, namespaced: false, schema: ciliumClusterwideNetworkPolicySchema },
   NetworkPolicy: { apiVersions: ['networking.k8s.io/v1'], namespaced: true, schema: k8sNetworkPolicySchema },
+  CiliumCIDRGroup: { apiVersions: CIDR_GROUP_API_VERSIONS, namespaced: false, schema: cidrGroupSchema },
 };
 
 export function isIntentKind(kind: string): kind is IntentKind {

@@ -6,8 +6,11 @@
  * Read: spec / specs[] → endpointSelector (matched against the Service's
  * labels plus io.kubernetes.service.{namespace,name}; a `k8s:` or `any:` key
  * prefix is ignored), ingress[] and ingressDeny[] with fromCIDR,
- * fromCIDRSet (cidr + except), fromEntities world/all, toPorts[].ports
- * (port, endPort, protocol). Everything else is accepted (real policies carry
+ * fromCIDRSet (cidr, or cidrGroupRef / cidrGroupSelector naming CiliumCIDRGroups,
+ * + except), fromEntities world/all, toPorts[].ports
+ * (port — a number, or a name resolved per selected service against its
+ * ports' targetPort names —, endPort, protocol), icmps[].fields (family, type: a number or
+ * Cilium's CamelCase name; not together with toPorts, as Cilium). Everything else is accepted (real policies carry
  * egress, fromEndpoints, L7 rules …) and reported as a warning naming the
  * field, never dropped silently. Bad values are coded errors.
  */
@@ -18,6 +21,7 @@ import { clusterMetadata, namespacedMetadata } from './metadata.js';
 import { checkDns1123Subdomain } from './names.js';
 import { quote } from './quote.js';
 import { SELECTOR_OPERATORS } from './selector.js';
+import { checkPortName } from './service.js';
 
 export const NETWORK_POLICY_API_VERSIONS = ['cilium.io/v2'] as const;
 
@@ -28,6 +32,8 @@ export type PolicyIssueCode =
   | 'HERALD_POLICY_UNKNOWN_PROTOCOL'
   | 'HERALD_POLICY_PORT_RANGE'
   | 'HERALD_POLICY_NAMED_PORT'
+  | 'HERALD_POLICY_ICMP_TYPE'
+  | 'HERALD_POLICY_ICMP_WITH_PORTS'
   | 'HERALD_POLICY_NO_SELECTOR';
 
 const coded = (code: PolicyIssueCode) => ({ heraldCode: code });
@@ -63,14 +69,31 @@ const cidrRule = z
   .looseObject({
     cidr: cidrText.optional(),
     except: z.array(cidrText).default([]),
-    cidrGroupRef: z.string().optional(),
+    cidrGroupRef: z.string().min(1).optional(),
+    cidrGroupSelector: z
+      .strictObject({
+        matchLabels: z.record(z.string(), z.string()).default({}),
+        matchExpressions: z
+          .array(z.strictObject({ key: z.string(), operator: z.enum(SELECTOR_OPERATORS), values: z.array(z.string()).optional() }))
+          .default([]),
+      })
+      .optional(),
   })
   .check((ctx) => {
-    const { cidr, except, cidrGroupRef } = ctx.value;
-    if (cidr === undefined) {
-      if (cidrGroupRef === undefined) ctx.issues.push({ code: 'custom', message: 'required (or cidrGroupRef)', input: undefined, path: ['cidr'], params: coded('HERALD_POLICY_INVALID_CIDR') });
+    const { cidr, except, cidrGroupRef, cidrGroupSelector } = ctx.value;
+    const given = [cidr, cidrGroupRef, cidrGroupSelector].filter((x) => x !== undefined).length;
+    if (given !== 1) {
+      ctx.issues.push({
+        code: 'custom',
+        message: given === 0 ? 'required: one of cidr, cidrGroupRef, cidrGroupSelector' : 'only one of cidr, cidrGroupRef, cidrGroupSelector (as Cilium)',
+        input: undefined,
+        path: ['cidr'],
+        params: coded('HERALD_POLICY_INVALID_CIDR'),
+      });
       return;
     }
+    // With a CIDR group, each except applies to the group's CIDRs that contain it (checked when the group is known).
+    if (cidr === undefined) return;
     except.forEach((e, i) => {
       if (!cidrWithin(e, cidr)) {
         ctx.issues.push({
@@ -85,6 +108,9 @@ const cidrRule = z
   });
 
 export const POLICY_PROTOCOLS = ['TCP', 'UDP', 'SCTP', 'ANY'] as const;
+
+/** The key a named port is kept under in a parsed port entry (a symbol: no manifest field can collide with it). */
+export const NAMED_PORT: unique symbol = Symbol('namedPort');
 
 const portProtocol = z
   .looseObject({
@@ -108,14 +134,14 @@ const portProtocol = z
     if (v.port !== undefined) {
       const text = String(v.port);
       if (!/^[0-9]+$/.test(text)) {
-        ctx.issues.push({
-          code: 'custom',
-          message: `named port ${quote(text)} is not supported: herald polices service IPs and cannot resolve pod port names; write the number`,
-          input: v.port,
-          path: ['port'],
-          params: coded('HERALD_POLICY_NAMED_PORT'),
-        });
-        return z.NEVER;
+        // A named port: resolved per selected service, against its ports' targetPort names.
+        const problem = checkPortName(text) ?? (v.endPort !== undefined && v.endPort !== 0 ? 'endPort needs a numeric port' : undefined);
+        if (problem !== undefined) {
+          ctx.issues.push({ code: 'custom', message: problem, input: v.port, path: [problem.startsWith('endPort') ? 'endPort' : 'port'], params: coded('HERALD_POLICY_NAMED_PORT') });
+          return z.NEVER;
+        }
+        const { port: _p, endPort: _e, protocol: _pr, ...rest } = v;
+        return { ...rest, port: 0, [NAMED_PORT]: text, protocol: protocol as (typeof POLICY_PROTOCOLS)[number] };
       }
       port = Number(text);
       if (port > 65535) {
@@ -139,17 +165,79 @@ const portProtocol = z
       }
     }
     const { port: _p, endPort: _e, protocol: _pr, ...rest } = v;
-    return { ...rest, port, ...(endPort !== undefined && endPort !== 0 ? { endPort } : {}), protocol: protocol as (typeof POLICY_PROTOCOLS)[number] };
+    return { ...rest, port, ...(endPort !== undefined && endPort !== 0 ? { endPort } : {}), protocol: protocol as (typeof POLICY_PROTOCOLS)[number] } as {
+      port: number;
+      endPort?: number;
+      /** A named port (port is 0 then). */
+      [NAMED_PORT]?: string;
+      protocol: (typeof POLICY_PROTOCOLS)[number];
+    };
   });
 
 const portRule = z.looseObject({ ports: z.array(portProtocol).default([]) });
 
-const ingressRule = z.looseObject({
-  fromCIDR: z.array(cidrText).optional(),
-  fromCIDRSet: z.array(cidrRule).optional(),
-  fromEntities: z.array(z.string()).optional(),
-  toPorts: z.array(portRule).optional(),
-});
+/** Cilium's ICMP type names (pkg/policy/api/icmp.go), per family. */
+export const ICMP_TYPE_NAMES: Readonly<Record<'IPv4' | 'IPv6', Readonly<Record<string, number>>>> = {
+  IPv4: {
+    EchoReply: 0, DestinationUnreachable: 3, Redirect: 5, Echo: 8, EchoRequest: 8, RouterAdvertisement: 9, RouterSelection: 10,
+    TimeExceeded: 11, ParameterProblem: 12, Timestamp: 13, TimestampReply: 14, Photuris: 40, ExtendedEchoRequest: 42, ExtendedEchoReply: 43,
+  },
+  IPv6: {
+    DestinationUnreachable: 1, PacketTooBig: 2, TimeExceeded: 3, ParameterProblem: 4, EchoRequest: 128, EchoReply: 129,
+    MulticastListenerQuery: 130, MulticastListenerReport: 131, MulticastListenerDone: 132, RouterSolicitation: 133, RouterAdvertisement: 134,
+    NeighborSolicitation: 135, NeighborAdvertisement: 136, RedirectMessage: 137, RouterRenumbering: 138, ICMPNodeInformationQuery: 139,
+    ICMPNodeInformationResponse: 140, InverseNeighborDiscoverySolicitation: 141, InverseNeighborDiscoveryAdvertisement: 142,
+    HomeAgentAddressDiscoveryRequest: 144, HomeAgentAddressDiscoveryReply: 145, MobilePrefixSolicitation: 146, MobilePrefixAdvertisement: 147,
+    DuplicateAddressRequestCodeSuffix: 157, DuplicateAddressConfirmationCodeSuffix: 158, ExtendedEchoRequest: 160, ExtendedEchoReply: 161,
+  },
+};
+
+/** An ICMP field → { family, type } (type resolved to its number). */
+const icmpField = z
+  .looseObject({ family: z.unknown().optional(), type: z.unknown().optional() })
+  .transform((v, ctx) => {
+    const family = v.family ?? 'IPv4';
+    const bad = (path: string, message: string, input: unknown) => {
+      ctx.issues.push({ code: 'custom', message, input, path: [path], params: coded('HERALD_POLICY_ICMP_TYPE') });
+      return z.NEVER;
+    };
+    if (family !== 'IPv4' && family !== 'IPv6') return bad('family', `unknown ICMP family ${typeof family === 'string' ? quote(family) : String(family)}: expected IPv4 or IPv6`, family);
+    const t = v.type;
+    if (t === undefined) return bad('type', 'required: an ICMP type (0-255 or a name such as EchoRequest)', t);
+    let type: number;
+    if (typeof t === 'number' || (typeof t === 'string' && /^[0-9]+$/.test(t))) {
+      type = Number(t);
+      if (!Number.isInteger(type) || type < 0 || type > 255) return bad('type', `ICMP type ${String(t)} is out of range 0-255`, t);
+    } else if (typeof t === 'string' && Object.hasOwn(ICMP_TYPE_NAMES[family], t)) {
+      type = ICMP_TYPE_NAMES[family][t]!;
+    } else {
+      return bad('type', `unknown ${family} ICMP type ${typeof t === 'string' ? quote(t) : String(t)}: a number 0-255 or one of Cilium's names (${Object.keys(ICMP_TYPE_NAMES[family]).slice(0, 4).join(', ')} …)`, t);
+    }
+    const { family: _f, type: _t, ...rest } = v;
+    return { ...rest, family: family as 'IPv4' | 'IPv6', type };
+  });
+
+const icmpRule = z.looseObject({ fields: z.array(icmpField).max(40).default([]) });
+
+const ingressRule = z
+  .looseObject({
+    fromCIDR: z.array(cidrText).optional(),
+    fromCIDRSet: z.array(cidrRule).optional(),
+    fromEntities: z.array(z.string()).optional(),
+    toPorts: z.array(portRule).optional(),
+    icmps: z.array(icmpRule).optional(),
+  })
+  .check((ctx) => {
+    if ((ctx.value.icmps?.length ?? 0) > 0 && (ctx.value.toPorts?.length ?? 0) > 0) {
+      ctx.issues.push({
+        code: 'custom',
+        message: 'the icmps block may only be present without toPorts (as Cilium): write a separate rule for the ports',
+        input: ctx.value.icmps,
+        path: ['icmps'],
+        params: coded('HERALD_POLICY_ICMP_WITH_PORTS'),
+      });
+    }
+  });
 
 /** As Cilium's EndpointSelector: a LabelSelector whose keys may carry a source prefix (`k8s:app`). */
 const endpointSelector = z.strictObject({
@@ -205,8 +293,10 @@ export type PortProtocolSpec = z.output<typeof portProtocol>;
 export const WORLD_ENTITIES = new Set(['world', 'all']);
 
 const KNOWN_RULE = new Set(['endpointSelector', 'ingress', 'ingressDeny', 'description']);
-const KNOWN_INGRESS = new Set(['fromCIDR', 'fromCIDRSet', 'fromEntities', 'toPorts']);
-const KNOWN_CIDR_SET = new Set(['cidr', 'except']);
+const KNOWN_INGRESS = new Set(['fromCIDR', 'fromCIDRSet', 'fromEntities', 'toPorts', 'icmps']);
+const KNOWN_ICMP_RULE = new Set(['fields']);
+const KNOWN_ICMP_FIELD = new Set(['family', 'type']);
+const KNOWN_CIDR_SET = new Set(['cidr', 'except', 'cidrGroupRef', 'cidrGroupSelector']);
 const KNOWN_PORT_RULE = new Set(['ports']);
 const KNOWN_PORT = new Set(['port', 'endPort', 'protocol']);
 
@@ -232,7 +322,11 @@ export function networkPolicyWarnings(obj: NetworkPolicyManifest): { path: strin
         (ing.fromEntities ?? []).forEach((e, j) => {
           if (!WORLD_ENTITIES.has(e)) out.push({ path: formatPath([...p, 'fromEntities', j]), message: `entity ${quote(e)} ignored by herald (only "world" and "all" name sources of service traffic)${deny}` });
         });
-        (ing.fromCIDRSet ?? []).forEach((s, j) => warnExtra(s, KNOWN_CIDR_SET, [...p, 'fromCIDRSet', j], `CIDR groups are not resolved${deny}`));
+        (ing.fromCIDRSet ?? []).forEach((s, j) => warnExtra(s, KNOWN_CIDR_SET, [...p, 'fromCIDRSet', j], `unknown CIDR rule field${deny}`));
+        (ing.icmps ?? []).forEach((ir, j) => {
+          warnExtra(ir, KNOWN_ICMP_RULE, [...p, 'icmps', j], 'unknown ICMP rule field');
+          ir.fields.forEach((f, k) => warnExtra(f, KNOWN_ICMP_FIELD, [...p, 'icmps', j, 'fields', k], 'unknown ICMP field'));
+        });
         (ing.toPorts ?? []).forEach((tp, j) => {
           warnExtra(tp, KNOWN_PORT_RULE, [...p, 'toPorts', j], 'L7 rules and SNI are not enforced: the ports apply at L4');
           tp.ports.forEach((pp, k) => warnExtra(pp, KNOWN_PORT, [...p, 'toPorts', j, 'ports', k], 'unknown port field'));

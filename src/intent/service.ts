@@ -14,8 +14,8 @@ import { sourceRangeErrors } from './source-ranges.js';
 
 const q = quote;
 
-/** IANA_SVC_NAME, the string form of a targetPort. */
-function checkPortName(s: string): string | undefined {
+/** IANA_SVC_NAME, the string form of a targetPort (also a policy's named port). */
+export function checkPortName(s: string): string | undefined {
   const wellFormed = /^[a-z0-9]+(-[a-z0-9]+)*$/.test(s) && /[a-z]/.test(s);
   if (s.length > 15 || !wellFormed) {
     return `invalid port name ${q(s)}: must be at most 15 lowercase letters, digits and single '-', with at least one letter`;

@@ -13,6 +13,7 @@ import type { IPPoolManifest } from './pool.js';
 import type { ServiceManifest } from './service.js';
 import type { EndpointSliceManifest } from './endpoint-slice.js';
 import type { CiliumClusterwideNetworkPolicyManifest, CiliumNetworkPolicyManifest } from './network-policy.js';
+import type { CidrGroupManifest } from './cidr-group.js';
 import type { K8sNetworkPolicyManifest } from './k8s-network-policy.js';
 import type { BgpAdvertisementManifest, BgpClusterConfigManifest, BgpNodeConfigOverrideManifest, BgpPeerConfigManifest } from './bgp.js';
 
@@ -33,6 +34,8 @@ export interface IntentSnapshot {
   readonly clusterwideNetworkPolicies: ReadonlyMap<string, Sourced<CiliumClusterwideNetworkPolicyManifest>>;
   /** Kubernetes NetworkPolicy by `namespace/name`. */
   readonly k8sNetworkPolicies: ReadonlyMap<string, Sourced<K8sNetworkPolicyManifest>>;
+  /** CiliumCIDRGroup by name (what policies' cidrGroupRef / cidrGroupSelector name). */
+  readonly cidrGroups: ReadonlyMap<string, Sourced<CidrGroupManifest>>;
 }
 
 /** A ReadonlyMap with no way to mutate it, even by a cast (a frozen `Map` still has `set`). */
@@ -103,6 +106,7 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
   const networkPolicies = new Map<string, Sourced<CiliumNetworkPolicyManifest>>();
   const clusterwideNetworkPolicies = new Map<string, Sourced<CiliumClusterwideNetworkPolicyManifest>>();
   const k8sNetworkPolicies = new Map<string, Sourced<K8sNetworkPolicyManifest>>();
+  const cidrGroups = new Map<string, Sourced<CidrGroupManifest>>();
   const add = <T extends IntentObject>(map: Map<string, T>, obj: T): void => {
     const key = keyOf(obj);
     const first = map.get(key);
@@ -152,6 +156,9 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
       case 'NetworkPolicy':
         add(k8sNetworkPolicies, obj);
         break;
+      case 'CiliumCIDRGroup':
+        add(cidrGroups, obj);
+        break;
     }
   }
   return Object.freeze({
@@ -167,6 +174,7 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
     networkPolicies: new FrozenMap(networkPolicies),
     clusterwideNetworkPolicies: new FrozenMap(clusterwideNetworkPolicies),
     k8sNetworkPolicies: new FrozenMap(k8sNetworkPolicies),
+    cidrGroups: new FrozenMap(cidrGroups),
   });
 }
 

@@ -272,6 +272,7 @@ const COLLECTIONS: Record<string, { base: string; plural: string; namespaced: bo
   CiliumNetworkPolicy: { base: '/apis/cilium.io/v2', plural: 'ciliumnetworkpolicies', namespaced: true },
   CiliumClusterwideNetworkPolicy: { base: '/apis/cilium.io/v2', plural: 'ciliumclusterwidenetworkpolicies', namespaced: false },
   NetworkPolicy: { base: '/apis/networking.k8s.io/v1', plural: 'networkpolicies', namespaced: true },
+  CiliumCIDRGroup: { base: '/apis/cilium.io/v2alpha1', plural: 'ciliumcidrgroups', namespaced: false },
   DaemonSet: { base: '/apis/apps/v1', plural: 'daemonsets', namespaced: true },
 };
 

@@ -65,10 +65,22 @@ export function randomPrefix(r: Rng, family: Family, pool: Prefix[]): Prefix {
   return p;
 }
 
+/** ICMP types the generator uses (ND 133-137 left out: the datapath always passes Neighbor Discovery). */
+const ICMP_TYPES: Record<number, number[]> = { [PROTO.ICMP]: [0, 3, 8, 11], [PROTO.ICMPV6]: [1, 2, 128, 129] };
+
 function randomPorts(r: Rng): PortRange[] | undefined {
   if (r() < 0.35) return undefined;
   const n = int(r, 1, 2);
   const out: PortRange[] = [];
+  if (r() < 0.2) {
+    // An `icmps` rule: ICMP / ICMPv6 types (never mixed with ports, as Cilium).
+    for (let i = 0; i < n; i++) {
+      const proto = pick(r, [PROTO.ICMP, PROTO.ICMPV6]);
+      const type = pick(r, ICMP_TYPES[proto]!);
+      out.push({ proto, lo: type, hi: type });
+    }
+    return out;
+  }
   for (let i = 0; i < n; i++) {
     const lo = r() < 0.2 ? 1 : int(r, 1, 65535);
     const hi = r() < 0.4 ? lo : Math.min(65535, lo + int(r, 0, r() < 0.5 ? 20 : 5000));
@@ -113,8 +125,12 @@ export function randomPacket(r: Rng, pool: readonly Prefix[], rules: readonly Po
   } else {
     src = randomBits(r, width);
   }
-  const proto = pick(r, [PROTO.TCP, PROTO.TCP, PROTO.UDP, PROTO.SCTP, family === 4 ? 1 : 58]);
-  if (proto !== PROTO.TCP && proto !== PROTO.UDP && proto !== PROTO.SCTP) return { family, src, proto };
+  const proto = pick(r, [PROTO.TCP, PROTO.TCP, PROTO.UDP, PROTO.SCTP, family === 4 ? PROTO.ICMP : PROTO.ICMPV6]);
+  if (proto === PROTO.ICMP || proto === PROTO.ICMPV6) {
+    // The L4 key of ICMP is its type.
+    if (family === 4 && r() < 0.05) return { family, src, proto, fragment: true };
+    return { family, src, proto, dport: pick(r, [...ICMP_TYPES[proto]!, proto === PROTO.ICMP ? 13 : 130]) };
+  }
   const ranges = rules.flatMap((x) => x.ports ?? []);
   let dport: number;
   if (ranges.length > 0 && r() < 0.7) {

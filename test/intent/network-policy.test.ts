@@ -14,6 +14,8 @@ import { formatPrefix } from '../../src/controlplane/policy/model.js';
 const CNP = (spec: string, kind = 'CiliumNetworkPolicy') =>
   `apiVersion: cilium.io/v2\nkind: ${kind}\nmetadata:\n  name: web-in\n  namespace: shop\nspec:\n  endpointSelector:\n    matchLabels:\n      app: web\n${spec}`;
 
+const NP = (spec: string) => `apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: web-in\n  namespace: shop\nspec:\n  podSelector:\n    matchLabels: {app: web}\n${spec}`;
+
 function load(text: string) {
   return parseManifests(text, 'p.yaml');
 }
@@ -60,6 +62,102 @@ describe('policy kinds are read (no longer ignored)', () => {
     assert.deepEqual(allow!.selection, { kind: 'labels', namespace: 'shop', selector: { matchLabels: { app: 'web' }, matchExpressions: [] } });
   });
 
+  it('icmps: types by number or Cilium name, per family, become ICMP / ICMPv6 type ranges', () => {
+    const r = load(
+      CNP(`  ingress:
+  - fromCIDR: [192.0.2.0/24]
+    icmps:
+    - fields:
+      - type: EchoRequest
+      - type: "3"
+        family: IPv4
+      - type: EchoRequest
+        family: IPv6
+      - type: 2
+        family: IPv6
+`),
+    );
+    assert.equal(formatErrors(r.errors), '');
+    assert.deepEqual(r.warnings.map((w) => w.message), []);
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.deepEqual(set!.rules[0]!.ports, [
+      { proto: 1, lo: 8, hi: 8 },
+      { proto: 1, lo: 3, hi: 3 },
+      { proto: 58, lo: 128, hi: 128 },
+      { proto: 58, lo: 2, hi: 2 },
+    ]);
+  });
+
+  it('named ports are kept by name (CNP toPorts with ANY, NetworkPolicy ports), beside the numeric ones', () => {
+    const r = load(CNP(`  ingress:
+  - toPorts: [{ports: [{port: http}, {port: "9090", protocol: TCP}]}]
+`));
+    assert.equal(formatErrors(r.errors), '');
+    assert.deepEqual(r.warnings, []);
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.deepEqual(set!.rules[0]!.ports, [{ proto: 6, lo: 9090, hi: 9090 }]);
+    assert.deepEqual(set!.rules[0]!.namedPorts, [{ proto: 6, name: 'http' }, { proto: 17, name: 'http' }, { proto: 132, name: 'http' }]);
+    const k = load(NP('  ingress:\n  - ports: [{port: dns, protocol: UDP}, {port: "53"}]\n'));
+    assert.equal(formatErrors(k.errors), '');
+    const rules = ruleSetsFromSnapshot(k.snapshot!)[0]!.rules;
+    assert.deepEqual(rules[1]!.namedPorts, [{ proto: 17, name: 'dns' }]);
+    assert.deepEqual(rules[1]!.ports, [{ proto: 6, lo: 53, hi: 53 }]);
+  });
+
+  it('fromCIDRSet cidrGroupRef / cidrGroupSelector resolve to the CiliumCIDRGroups\' CIDRs, each with the excepts inside it; a missing group adds nothing', () => {
+    const groups = `apiVersion: cilium.io/v2alpha1
+kind: CiliumCIDRGroup
+metadata: {name: office, labels: {site: hq}}
+spec:
+  externalCIDRs: [192.0.2.0/29, "2001:db8::/120"]
+---
+apiVersion: cilium.io/v2
+kind: CiliumCIDRGroup
+metadata: {name: vpn, labels: {site: hq}}
+spec:
+  externalCIDRs: [203.0.113.0/24]
+---
+`;
+    const r = load(
+      groups +
+        CNP(`  ingress:
+  - fromCIDRSet:
+    - cidrGroupRef: office
+      except: [192.0.2.5/32]
+    - cidrGroupRef: missing
+  - fromCIDRSet:
+    - cidrGroupSelector: {matchLabels: {site: hq}}
+  - fromCIDRSet:
+    - cidrGroupRef: missing
+`),
+    );
+    assert.equal(formatErrors(r.errors), '');
+    assert.deepEqual(r.warnings, []);
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    const peers = set!.rules.map((x) => x.peers.map((b) => [formatPrefix(b.cidr), b.except.map(formatPrefix)]));
+    assert.deepEqual(peers, [
+      [['192.0.2.0/29', ['192.0.2.5/32']], ['2001:db8::/120', []]],
+      [['192.0.2.0/29', []], ['2001:db8::/120', []], ['203.0.113.0/24', []]],
+    ], 'the rule naming only a missing group has no sources: it allows nothing and is left out');
+  });
+
+  it('an ingress section whose rules name no source herald sees still selects (default deny), as in Cilium', () => {
+    const r = load(CNP('  ingress:\n  - fromCIDRSet: [{cidrGroupRef: missing}]\n  - fromEndpoints: [{matchLabels: {app: client}}]\n'));
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.equal(set!.rules.length, 1);
+    assert.deepEqual(set!.rules[0]!.peers, []);
+    assert.match(set!.rules[0]!.origin, /selects: default deny/);
+  });
+
+  it('a CIDR group with a bad CIDR, and a CIDR rule naming two sources, are coded errors', () => {
+    const g = load('apiVersion: cilium.io/v2alpha1\nkind: CiliumCIDRGroup\nmetadata: {name: office}\nspec:\n  externalCIDRs: [192.0.2.1/24]\n');
+    assert.equal(g.errors[0]!.code, 'HERALD_POLICY_INVALID_CIDR');
+    assert.equal(g.errors[0]!.path, 'spec.externalCIDRs[0]');
+    const c = load(CNP('  ingress:\n  - fromCIDRSet:\n    - cidr: 192.0.2.0/24\n      cidrGroupRef: office\n'));
+    assert.match(formatErrors(c.errors), /HERALD_POLICY_INVALID_CIDR: spec.ingress\[0\].fromCIDRSet\[0\].cidr: only one of cidr, cidrGroupRef, cidrGroupSelector/);
+    for (const x of [g, c]) assert.equal(x.snapshot, undefined);
+  });
+
   it('a CCNP selects across namespaces; specs[] is read; an ingress rule with only toPorts allows from everywhere', () => {
     const r = load(`apiVersion: cilium.io/v2
 kind: CiliumClusterwideNetworkPolicy
@@ -87,7 +185,12 @@ describe('bad policies: coded errors naming file, object and field; nothing appl
     ['unknown protocol', '  ingress:\n  - toPorts:\n    - ports:\n      - port: "80"\n        protocol: ICMP\n', 'p.yaml:14:19: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_UNKNOWN_PROTOCOL: spec.ingress[0].toPorts[0].ports[0].protocol: unknown protocol "ICMP": expected TCP, UDP, SCTP or ANY'],
     ['port out of range', '  ingress:\n  - toPorts:\n    - ports:\n      - port: "70000"\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_PORT_RANGE: spec.ingress[0].toPorts[0].ports[0].port: port 70000 is out of range 0-65535'],
     ['endPort below port', '  ingress:\n  - toPorts:\n    - ports:\n      - port: "8080"\n        endPort: 8000\n', 'p.yaml:14:18: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_PORT_RANGE: spec.ingress[0].toPorts[0].ports[0].endPort: endPort 8000 is below port 8080'],
-    ['named port', '  ingress:\n  - toPorts:\n    - ports:\n      - port: http\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_NAMED_PORT: spec.ingress[0].toPorts[0].ports[0].port: named port "http" is not supported: herald polices service IPs and cannot resolve pod port names; write the number'],
+    ['invalid port name', '  ingress:\n  - toPorts:\n    - ports:\n      - port: Http_1\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_NAMED_PORT: spec.ingress[0].toPorts[0].ports[0].port: invalid port name "Http_1": must be at most 15 lowercase letters, digits and single \'-\', with at least one letter'],
+    ['named port with endPort', '  ingress:\n  - toPorts:\n    - ports:\n      - port: http\n        endPort: 90\n', 'p.yaml:14:18: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_NAMED_PORT: spec.ingress[0].toPorts[0].ports[0].endPort: endPort needs a numeric port'],
+    ['unknown ICMP type name', '  ingress:\n  - icmps:\n    - fields:\n      - type: EchoRequest\n        family: IPv4\n      - type: Ping\n', 'p.yaml:15:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[1].type: unknown IPv4 ICMP type "Ping": a number 0-255 or one of Cilium\'s names (EchoReply, DestinationUnreachable, Redirect, Echo …)'],
+    ['ICMP type out of range', '  ingress:\n  - icmps:\n    - fields:\n      - type: 256\n', 'p.yaml:13:15: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[0].type: ICMP type 256 is out of range 0-255'],
+    ['ICMP family', '  ingress:\n  - icmps:\n    - fields:\n      - type: 8\n        family: IPv5\n', 'p.yaml:14:17: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_TYPE: spec.ingress[0].icmps[0].fields[0].family: unknown ICMP family "IPv5": expected IPv4 or IPv6'],
+    ['icmps with toPorts', '  ingress:\n  - icmps: [{fields: [{type: 8}]}]\n    toPorts: [{ports: [{port: "80"}]}]\n', 'p.yaml:11:5: document 1 (CiliumNetworkPolicy "shop/web-in"): HERALD_POLICY_ICMP_WITH_PORTS: spec.ingress[0].icmps: the icmps block may only be present without toPorts (as Cilium): write a separate rule for the ports'],
   ];
   for (const [name, spec, expected] of cases) {
     it(name, () => {
@@ -173,7 +276,6 @@ describe('Service.loadBalancerSourceRanges and its annotation', () => {
 });
 
 describe('Kubernetes NetworkPolicy: ipBlock where it maps cleanly', () => {
-  const NP = (spec: string) => `apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: web-in\n  namespace: shop\nspec:\n  podSelector:\n    matchLabels: {app: web}\n${spec}`;
 
   it('ipBlock with except and ports become an allow rule; the policy itself selects (default deny)', () => {
     const r = load(NP('  ingress:\n  - from:\n    - ipBlock: {cidr: 192.0.2.0/24, except: [192.0.2.0/28]}\n    ports:\n    - {protocol: UDP, port: 53}\n    - {port: 8000, endPort: 8080}\n'));
@@ -209,7 +311,7 @@ describe('Kubernetes NetworkPolicy: ipBlock where it maps cleanly', () => {
     const a = load(NP('  ingress:\n  - from:\n    - ipBlock: {cidr: 192.0.2.0/24, except: [198.51.100.0/24]}\n'));
     assert.equal(a.errors[0]!.code, 'HERALD_POLICY_EXCEPT_OUTSIDE_CIDR');
     assert.equal(a.errors[0]!.path, 'spec.ingress[0].from[0].ipBlock.except[0]');
-    const b = load(NP('  ingress:\n  - ports: [{port: http}]\n'));
+    const b = load(NP('  ingress:\n  - ports: [{port: -http}]\n'));
     assert.equal(b.errors[0]!.code, 'HERALD_POLICY_NAMED_PORT');
     const c = load(NP('  ingress:\n  - ports: [{protocol: ICMP, port: 1}]\n'));
     assert.equal(c.errors[0]!.code, 'HERALD_POLICY_UNKNOWN_PROTOCOL');

@@ -36,7 +36,7 @@ async function fetchDetail(opts: Opts): Promise<Detail> {
 
 const PROTOS: Record<string, number> = { tcp: PROTO.TCP, udp: PROTO.UDP, sctp: PROTO.SCTP, icmp: 1, icmpv6: 58 };
 
-/** `198.51.100.10:443/tcp`, `[2001:db8::10]:53/udp`, `198.51.100.10/icmp`. */
+/** `198.51.100.10:443/tcp`, `[2001:db8::10]:53/udp`, `198.51.100.10/icmp`, `198.51.100.10:8/icmp` (ICMP type 8). */
 export function parseTarget(text: string): { dst: string; proto: number; dport?: number } {
   const m = /^(?:\[([^\]]+)\]|([^:/[\]]+))(?::(\d{1,5}))?\/([a-zA-Z0-9]+)$/.exec(text);
   const dst = m ? parseIp(m[1] ?? m[2] ?? '') : undefined;
@@ -45,8 +45,11 @@ export function parseTarget(text: string): { dst: string; proto: number; dport?:
   const l4 = proto === PROTO.TCP || proto === PROTO.UDP || proto === PROTO.SCTP;
   if (l4 && m[3] === undefined) throw new InvalidArgumentError(`${m[4]} needs a port: DST:PORT/${m[4]}`);
   const dport = m[3] !== undefined ? Number(m[3]) : undefined;
-  if (dport !== undefined && (dport < 1 || dport > 65535)) throw new InvalidArgumentError(`port ${dport} is out of range 1-65535`);
-  return { dst: dst.text, proto, ...(l4 && dport !== undefined ? { dport } : {}) };
+  // ICMP: the "port" is the ICMP type (`198.51.100.10:8/icmp`, an echo request), the L4 key icmps rules match.
+  const icmp = proto === PROTO.ICMP || proto === PROTO.ICMPV6;
+  if (icmp && dport !== undefined && dport > 255) throw new InvalidArgumentError(`ICMP type ${dport} is out of range 0-255`);
+  if (l4 && dport !== undefined && (dport < 1 || dport > 65535)) throw new InvalidArgumentError(`port ${dport} is out of range 1-65535`);
+  return { dst: dst.text, proto, ...((l4 || icmp) && dport !== undefined ? { dport } : {}) };
 }
 
 function toBig(text: string): bigint {
@@ -89,7 +92,7 @@ export function policyCommand(): Command {
     .command('trace')
     .description('the verdict for a packet from SRC to DST:PORT/PROTO, and the rule that decides it')
     .argument('<src>', 'source address')
-    .argument('<target>', 'DST:PORT/PROTO, e.g. 198.51.100.10:443/tcp, [2001:db8::10]:53/udp, 198.51.100.10/icmp')
+    .argument('<target>', 'DST:PORT/PROTO, e.g. 198.51.100.10:443/tcp, [2001:db8::10]:53/udp, 198.51.100.10:8/icmp (ICMP type 8)')
     .action(async (srcText: string, target: string, _o: unknown, c: Command) => {
       const opts = c.parent!.opts<Opts>();
       const t = parseTarget(target);

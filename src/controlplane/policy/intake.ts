@@ -9,23 +9,33 @@
  *   a CCNP rule selects across namespaces. A `k8s:`/`any:` key prefix is
  *   dropped before matching, as Cilium's label sources.
  * - An ingress rule allows (ingressDeny: denies) from the union of its
- *   fromCIDR, fromCIDRSet and fromEntities world/all; with no peer field at
+ *   fromCIDR, fromCIDRSet (a cidr, or the CIDRs of the CiliumCIDRGroups its
+ *   cidrGroupRef / cidrGroupSelector names, each with the excepts inside it)
+ *   and fromEntities world/all; with no peer field at
  *   all it means every source (as Cilium). A rule naming only peers herald
- *   cannot see (fromEndpoints …) is dropped, with the warning intake gives.
+ *   cannot see (fromEndpoints …) is dropped, with the warning intake gives;
+ *   a spec whose ingress rules all drop out still selects its services
+ *   (default deny), as its ingress section does in Cilium.
  * - toPorts: each port entry is (protocol, port..endPort); ANY is TCP, UDP
  *   and SCTP; port 0 is every port. No toPorts: every packet.
+ * - a named port resolves per selected service (named-ports.ts).
+ * - icmps: each field is (ICMP for IPv4 / ICMPv6 for IPv6, type..type): the
+ *   rule matches those ICMP messages only (as a toPorts entry would).
  * - loadBalancerSourceRanges R on a service = allow from R, plus deny from
  *   everything outside R (per family): Kubernetes' "only these sources",
  *   which then also holds against any CNP allow.
  */
 import { parseCidr } from '../../core/addr.js';
 import type { Sourced } from '../../intent/kinds.js';
-import { WORLD_ENTITIES, type IngressRuleSpec, type NetworkPolicyManifest, type PolicyRuleSpec } from '../../intent/network-policy.js';
+import { NAMED_PORT, WORLD_ENTITIES, type IngressRuleSpec, type NetworkPolicyManifest, type PolicyRuleSpec } from '../../intent/network-policy.js';
 import type { ServiceManifest } from '../../intent/service.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 import { serviceSourceRanges } from '../../intent/source-ranges.js';
 import { governsIngress, type K8sNetworkPolicyManifest } from '../../intent/k8s-network-policy.js';
-import { PROTO, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
+import type { ServicePort } from './shared.js';
+import type { CidrGroupManifest } from '../../intent/cidr-group.js';
+import { endpointSelectorMatches } from './selection.js';
+import { PROTO, prefixCovers, type NamedPort, type Family, type PeerBlock, type PortRange, type Prefix, type Verdict } from './model.js';
 
 export interface EndpointSelectorLike {
   readonly matchLabels: Readonly<Record<string, string>>;
@@ -41,6 +51,8 @@ export interface RuleInput {
   readonly verdict: Verdict;
   readonly peers: readonly PeerBlock[];
   readonly ports?: readonly PortRange[];
+  /** Named ports (resolved per service; `ports` is then at least []). */
+  readonly namedPorts?: readonly NamedPort[];
   readonly selection: Selection;
   readonly origin: string;
 }
@@ -66,32 +78,69 @@ const EVERYWHERE: readonly PeerBlock[] = [
 
 const PEER_FIELDS = ['fromCIDR', 'fromCIDRSet', 'fromEntities', 'fromEndpoints', 'fromRequires', 'fromGroups', 'fromNodes', 'fromNodeSelector'];
 
-function peersOf(ing: IngressRuleSpec): readonly PeerBlock[] | undefined {
+/**
+ * The CIDRs of the CiliumCIDRGroups a fromCIDRSet entry names (by
+ * cidrGroupRef, or by labels with cidrGroupSelector). A group that does not
+ * exist contributes nothing, as in Cilium (objects may arrive in any order);
+ * `herald policy` shows the rule's resolved sources.
+ */
+function groupCidrs(s: { cidrGroupRef?: string; cidrGroupSelector?: EndpointSelectorLike }, groups: ReadonlyMap<string, Sourced<CidrGroupManifest>>): string[] {
+  if (s.cidrGroupRef !== undefined) return [...(groups.get(s.cidrGroupRef)?.spec.externalCIDRs ?? [])];
+  const sel = s.cidrGroupSelector;
+  if (sel === undefined) return [];
+  const out: string[] = [];
+  for (const g of groups.values()) if (endpointSelectorMatches(sel, g.metadata.labels)) out.push(...g.spec.externalCIDRs);
+  return out;
+}
+
+function peersOf(ing: IngressRuleSpec, groups: ReadonlyMap<string, Sourced<CidrGroupManifest>>): readonly PeerBlock[] | undefined {
   const raw = ing as Record<string, unknown>;
   if (!PEER_FIELDS.some((f) => raw[f] !== undefined)) return EVERYWHERE;
   const out: PeerBlock[] = [];
   for (const c of ing.fromCIDR ?? []) out.push({ cidr: toPrefix(c), except: [] });
-  for (const s of ing.fromCIDRSet ?? []) if (s.cidr !== undefined) out.push({ cidr: toPrefix(s.cidr), except: s.except.map(toPrefix) });
+  for (const s of ing.fromCIDRSet ?? []) {
+    if (s.cidr !== undefined) {
+      out.push({ cidr: toPrefix(s.cidr), except: s.except.map(toPrefix) });
+      continue;
+    }
+    const excepts = s.except.map(toPrefix);
+    for (const c of groupCidrs(s, groups)) {
+      const cidr = toPrefix(c);
+      out.push({ cidr, except: excepts.filter((e) => prefixCovers(cidr, e)) });
+    }
+  }
   if ((ing.fromEntities ?? []).some((e) => WORLD_ENTITIES.has(e))) out.push(...EVERYWHERE);
   return out.length > 0 ? out : undefined;
 }
 
-function portsOf(ing: IngressRuleSpec): readonly PortRange[] | undefined {
-  if (ing.toPorts === undefined) return undefined;
+function portsOf(ing: IngressRuleSpec): { ports?: readonly PortRange[]; namedPorts?: readonly NamedPort[] } {
+  if (ing.icmps !== undefined && ing.icmps.length > 0) {
+    // ICMP types are the L4 key of ICMP / ICMPv6 packets (intake refuses icmps together with toPorts).
+    const out: PortRange[] = ing.icmps.flatMap((r) => r.fields.map((f) => ({ proto: f.family === 'IPv4' ? PROTO.ICMP : PROTO.ICMPV6, lo: f.type, hi: f.type })));
+    return out.length > 0 ? { ports: out } : {};
+  }
+  if (ing.toPorts === undefined) return {};
   const out: PortRange[] = [];
+  const named: NamedPort[] = [];
   for (const tp of ing.toPorts) {
     for (const p of tp.ports) {
+      const protos = p.protocol === 'ANY' ? [PROTO.TCP, PROTO.UDP, PROTO.SCTP] : [PROTO[p.protocol]];
+      const name = p[NAMED_PORT];
+      if (name !== undefined) {
+        for (const proto of protos) named.push({ proto, name });
+        continue;
+      }
       const lo = p.port === 0 ? 0 : p.port;
       const hi = p.port === 0 ? 65535 : (p.endPort ?? p.port);
-      const protos = p.protocol === 'ANY' ? [PROTO.TCP, PROTO.UDP, PROTO.SCTP] : [PROTO[p.protocol]];
       for (const proto of protos) out.push({ proto, lo, hi });
     }
   }
+  if (named.length > 0) return { ports: out, namedPorts: named };
   // `toPorts: [{}]` or only L7 parts: Cilium reads no port as every port.
-  return out.length > 0 ? out : undefined;
+  return out.length > 0 ? { ports: out } : {};
 }
 
-function policyRuleSets(obj: Sourced<NetworkPolicyManifest>): RuleSetInput {
+function policyRuleSets(obj: Sourced<NetworkPolicyManifest>, groups: ReadonlyMap<string, Sourced<CidrGroupManifest>> = new Map()): RuleSetInput {
   const namespaced = obj.kind === 'CiliumNetworkPolicy';
   const name = namespaced ? `${(obj.metadata as { namespace: string }).namespace}/${obj.metadata.name}` : obj.metadata.name;
   const specs: [PolicyRuleSpec, string][] = [];
@@ -105,19 +154,25 @@ function policyRuleSets(obj: Sourced<NetworkPolicyManifest>): RuleSetInput {
       ...(namespaced ? { namespace: (obj.metadata as { namespace: string }).namespace } : {}),
       selector: spec.endpointSelector,
     };
+    const before = rules.length;
     for (const section of ['ingressDeny', 'ingress'] as const) {
       (spec[section] ?? []).forEach((ing, i) => {
-        const peers = peersOf(ing);
+        const peers = peersOf(ing, groups);
         if (peers === undefined) return;
         const ports = portsOf(ing);
         rules.push({
           verdict: section === 'ingressDeny' ? 'deny' : 'allow',
           peers,
-          ...(ports ? { ports } : {}),
+          ...ports,
           selection,
           origin: `${obj.kind} ${name} ${at}.${section}[${i}]`,
         });
       });
+    }
+    // An ingress section selects its services into default deny (as Cilium) even when none of its
+    // rules names a source herald sees (only fromEndpoints, a CIDR group that does not exist …).
+    if (rules.length === before && (spec.ingress !== undefined || spec.ingressDeny !== undefined)) {
+      rules.push({ verdict: 'allow', peers: [], selection, origin: `${obj.kind} ${name} ${at} (selects: default deny; no rule names a source herald sees)` });
     }
   }
   return { key: `${obj.kind}/${name}`, rules };
@@ -159,17 +214,24 @@ function k8sRuleSet(obj: Sourced<K8sNetworkPolicyManifest>): RuleSetInput {
     const peers: PeerBlock[] =
       from.length === 0 ? [...EVERYWHERE] : from.flatMap((p) => (p.ipBlock ? [{ cidr: toPrefix(p.ipBlock.cidr), except: p.ipBlock.except.map(toPrefix) }] : []));
     if (peers.length === 0) return; // only pod/namespace selectors: warned at intake
-    const ports: PortRange[] = (rule.ports ?? []).map((p) => ({ proto: PROTO[p.protocol], lo: p.port ?? 0, hi: p.port === undefined ? 65535 : (p.endPort ?? p.port) }));
-    rules.push({ verdict: 'allow', peers, ...(ports.length > 0 ? { ports } : {}), selection, origin: `NetworkPolicy ${name} spec.ingress[${i}]` });
+    const ports: PortRange[] = (rule.ports ?? []).flatMap((p) => (p.name !== undefined ? [] : [{ proto: PROTO[p.protocol], lo: p.port ?? 0, hi: p.port === undefined ? 65535 : (p.endPort ?? p.port) }]));
+    const namedPorts: NamedPort[] = (rule.ports ?? []).flatMap((p) => (p.name !== undefined ? [{ proto: PROTO[p.protocol], name: p.name }] : []));
+    const l4 = namedPorts.length > 0 ? { ports, namedPorts } : ports.length > 0 ? { ports } : {};
+    rules.push({ verdict: 'allow', peers, ...l4, selection, origin: `NetworkPolicy ${name} spec.ingress[${i}]` });
   });
   return { key, rules };
+}
+
+/** A service's (port, protocol) pairs: what it owns of an IP it shares (shared.ts). */
+export function servicePortsOf(svc: ServiceManifest): ServicePort[] {
+  return svc.spec.ports.map((p) => ({ proto: PROTO[p.protocol], port: p.port, ...(typeof p.targetPort === 'string' ? { targetPort: p.targetPort } : {}) }));
 }
 
 /** Every rule set the snapshot holds, in a stable order. */
 export function ruleSetsFromSnapshot(snapshot: IntentSnapshot): RuleSetInput[] {
   const out: RuleSetInput[] = [];
-  for (const p of snapshot.networkPolicies.values()) out.push(policyRuleSets(p));
-  for (const p of snapshot.clusterwideNetworkPolicies.values()) out.push(policyRuleSets(p));
+  for (const p of snapshot.networkPolicies.values()) out.push(policyRuleSets(p, snapshot.cidrGroups));
+  for (const p of snapshot.clusterwideNetworkPolicies.values()) out.push(policyRuleSets(p, snapshot.cidrGroups));
   for (const p of snapshot.k8sNetworkPolicies.values()) out.push(k8sRuleSet(p));
   for (const [key, svc] of snapshot.services) {
     const ranges = serviceSourceRanges(svc as Sourced<ServiceManifest>);

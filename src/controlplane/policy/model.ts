@@ -9,17 +9,21 @@
  * - a matching deny rule beats every allow rule;
  * - a peer block matches a source inside `cidr` and outside every `except`;
  * - a rule without ports matches every packet from its peers (any protocol,
- *   ICMP included); a rule with ports matches TCP/UDP/SCTP packets whose
- *   destination port is in one of its ranges (a packet without a known port,
- *   e.g. a non-first IPv4 fragment or an IPv6 packet with extension headers,
- *   matches only rules without ports);
+ *   ICMP included); a rule with ports matches packets whose L4 key is in one
+ *   of its ranges for that protocol: the destination port of TCP/UDP/SCTP,
+ *   the type of ICMP (IPv4) / ICMPv6 (IPv6) — an `icmps` rule is a range
+ *   type..type of protocol ICMP or ICMPv6. A packet without a known L4 key
+ *   (a later fragment whose first fragment was not seen, another protocol)
+ *   matches only rules without ports. IPv6 extension headers are walked to
+ *   find the L4 header; a later fragment is decided with its first
+ *   fragment's L4 key when the datapath saw that one;
  * - the deciding rule is the matching deny rule with the lowest id, else the
  *   matching allow rule with the lowest id, else "default deny" (rule 0).
  */
 export type Family = 4 | 6;
 export const FAMILY_WIDTH: Readonly<Record<Family, number>> = { 4: 32, 6: 128 };
 
-export const PROTO = { TCP: 6, UDP: 17, SCTP: 132 } as const;
+export const PROTO = { TCP: 6, UDP: 17, SCTP: 132, ICMP: 1, ICMPV6: 58 } as const;
 export type L4Proto = (typeof PROTO)[keyof typeof PROTO];
 export const PROTO_NAME: Readonly<Record<number, string>> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP', 1: 'ICMP', 58: 'ICMPv6' };
 
@@ -43,6 +47,12 @@ export interface PortRange {
   readonly hi: number;
 }
 
+/** A port by name (`port: http`), resolved per service against its ports' targetPort names (named-ports.ts). */
+export interface NamedPort {
+  readonly proto: L4Proto;
+  readonly name: string;
+}
+
 export type Verdict = 'allow' | 'deny';
 
 export interface PolicyRule {
@@ -52,6 +62,8 @@ export interface PolicyRule {
   readonly peers: readonly PeerBlock[];
   /** Absent: every packet from the peers. */
   readonly ports?: readonly PortRange[];
+  /** Named ports, still to be resolved for a service (then added to `ports`); compile and evaluate see resolved rules only. */
+  readonly namedPorts?: readonly NamedPort[];
   /** Where it came from, e.g. `CiliumNetworkPolicy default/web ingressDeny[0]`. */
   readonly origin: string;
 }
@@ -61,7 +73,7 @@ export interface Packet {
   readonly src: bigint;
   /** IP protocol / IPv6 next header. */
   readonly proto: number;
-  /** Destination port, when the packet's L4 header is known (TCP/UDP/SCTP). */
+  /** The L4 key, when known: destination port (TCP/UDP/SCTP) or ICMP type (ICMP/ICMPv6). */
   readonly dport?: number;
 }
 

@@ -8,6 +8,11 @@
  *   service whose result is unchanged is not written → one statedb write
  *   txn for the rest → the caller gets the new revision (or the error).
  *
+ * An IP several services share (LB-IPAM's sharing key) is taken out of
+ * their rows and gets a row of its own, keyed `ip:<address>`, merged from
+ * the sharing services' rules each restricted to that service's ports
+ * (shared.ts): each service keeps its own rules on its own ports.
+ *
  * The generic reconciler then applies the service-policy table to the BPF
  * maps (datapath/policy/ops.ts). `waitRealized` resolves once it has; the
  * time from enqueue to then is observed as policy_implementation_delay_seconds.
@@ -24,6 +29,11 @@ import type { RuleSetInput } from './intake.js';
 import { formatPrefix, PROTO_NAME, type PolicyRule } from './model.js';
 import { PolicyRepository, type StoredRule } from './repository.js';
 import { SelectionIndex, type ServiceInfo } from './selection.js';
+import { resolveNamedPorts } from './named-ports.js';
+import { mergeSharedRules } from './shared.js';
+
+/** The row key of an IP several services share. */
+export const SHARED_ROW_PREFIX = 'ip:';
 
 export type PolicyChange =
   | { readonly kind: 'rules'; readonly sets: readonly RuleSetInput[] }
@@ -96,6 +106,8 @@ export class PolicyPipeline implements Disposable {
   /** Effective rule ids per service, to skip recompiling what did not change. */
   private readonly effective = new Map<string, string>();
   private realizedRev = 0;
+  /** Service IP → the services using it (more than one: a shared IP with a row of its own). */
+  private readonly ipUsers = new Map<string, Set<string>>();
   private readonly inflight = new Set<Promise<void>>();
 
   constructor(private readonly deps: PolicyPipelineDeps) {
@@ -133,6 +145,7 @@ export class PolicyPipeline implements Disposable {
 
   private apply(p: Pending): ChangeResult {
     const affected = new Set<string>();
+    const affectedIps = new Set<string>();
     const change = p.change;
     let revision = this.repository.revision;
     if (change.kind === 'rules') {
@@ -143,18 +156,26 @@ export class PolicyPipeline implements Disposable {
         revision = r.revision;
       }
     } else {
+      const touchedIps = new Set<string>();
       for (const name of change.remove ?? []) {
+        for (const ip of this.index.service(name)?.ips ?? []) this.useIp(ip, name, false, touchedIps);
         this.index.removeService(name);
         affected.add(name);
       }
       for (const info of change.upsert) {
         const before = this.index.service(info.service);
+        for (const ip of before?.ips ?? []) if (!info.ips.includes(ip)) this.useIp(ip, info.service, false, touchedIps);
+        for (const ip of info.ips) this.useIp(ip, info.service, true, touchedIps);
         this.index.upsertService(info);
         // IPs or selection changed: regenerate (an identical service is a no-op below).
         if (!before || before.ips.join() !== info.ips.join()) this.effective.delete(info.service);
         affected.add(info.service);
       }
+      // An IP that became (or stopped being) shared moves between its services' rows and its own.
+      for (const ip of touchedIps) for (const s of this.ipUsers.get(ip) ?? []) affected.add(s);
+      for (const ip of touchedIps) affectedIps.add(ip);
     }
+    for (const s of affected) for (const ip of this.index.service(s)?.ips ?? []) if (this.shared(ip)) affectedIps.add(ip);
     const regenerated: string[] = [];
     const errors: { service: string; error: string }[] = [];
     const db = this.deps.db;
@@ -163,8 +184,12 @@ export class PolicyPipeline implements Disposable {
     try {
       for (const service of affected) {
         const info = this.index.service(service);
-        const rules = info ? [...this.index.rulesOf(service)].sort((a, b) => a.id - b.id) : [];
-        const fingerprint = rules.map((r) => r.id).join(',');
+        const selecting = info ? [...this.index.rulesOf(service)].sort((a, b) => a.id - b.id) : [];
+        const rules = resolveNamedPorts(selecting, info?.ports ?? []);
+        const ownIps = (info?.ips ?? []).filter((ip) => !this.shared(ip));
+        // Named ports resolve against the service's ports: those are part of its effective policy then.
+        const named = selecting.some((r) => r.namedPorts !== undefined) ? JSON.stringify(info?.ports ?? []) : '';
+        const fingerprint = `${rules.map((r) => r.id).join(',')}|${ownIps.join(',')}|${named}`;
         if (this.effective.get(service) === fingerprint) continue; // selective regeneration
         if (!info || rules.length === 0) {
           // No policy selects it (or it is gone): open.
@@ -183,7 +208,7 @@ export class PolicyPipeline implements Disposable {
         txn.insert(table, {
           service,
           svcId: this.idOf(service),
-          ips: [...info.ips],
+          ips: ownIps,
           revision,
           prefixes,
           rules: rules.map((r) => ruleView(r)),
@@ -191,6 +216,7 @@ export class PolicyPipeline implements Disposable {
         this.effective.set(service, fingerprint);
         regenerated.push(service);
       }
+      for (const ip of affectedIps) this.regenerateShared(ip, revision, txn, regenerated, errors);
       txn.commit();
     } catch (e) {
       if (txn.isOpen) txn.abort();
@@ -199,6 +225,62 @@ export class PolicyPipeline implements Disposable {
     const tableRevision = db.readTxn().revision(table);
     const realized = this.track(tableRevision, revision, p);
     return { revision, regenerated, errors, realized };
+  }
+
+  private shared(ip: string): boolean {
+    return (this.ipUsers.get(ip)?.size ?? 0) > 1;
+  }
+
+  private useIp(ip: string, service: string, use: boolean, touched: Set<string>): void {
+    let users = this.ipUsers.get(ip);
+    if (use) {
+      if (!users) this.ipUsers.set(ip, (users = new Set()));
+      if (!users.has(service)) touched.add(ip);
+      users.add(service);
+      return;
+    }
+    if (users?.delete(service)) touched.add(ip);
+    if (users?.size === 0) this.ipUsers.delete(ip);
+  }
+
+  /** The row of an IP several services share (none when it is not shared, or no policy selects any of them). */
+  private regenerateShared(ip: string, revision: number, txn: ReturnType<StateDB['writeTxn']>, regenerated: string[], errors: { service: string; error: string }[]): void {
+    const key = `${SHARED_ROW_PREFIX}${ip}`;
+    const table = this.deps.table;
+    const sharers = this.shared(ip)
+      ? [...this.ipUsers.get(ip)!].sort().map((service) => ({
+          service,
+          ports: this.index.service(service)?.ports ?? [],
+          rules: resolveNamedPorts([...this.index.rulesOf(service)].sort((a, b) => a.id - b.id), this.index.service(service)?.ports ?? []),
+        }))
+      : [];
+    const fingerprint = JSON.stringify(sharers.map((s) => [s.service, s.ports, s.rules.map((r) => r.id)]));
+    if (this.effective.get(key) === fingerprint) return;
+    if (sharers.every((s) => s.rules.length === 0)) {
+      if (txn.delete(table, key)) regenerated.push(key);
+      this.effective.delete(key);
+      this.releaseId(key);
+      return;
+    }
+    const merged = mergeSharedRules(sharers);
+    let prefixes;
+    try {
+      prefixes = toPrefixEntries(compilePolicy(merged, key));
+    } catch (e) {
+      errors.push({ service: key, error: describeError(e) });
+      return;
+    }
+    const seen = new Set<number>();
+    txn.insert(table, {
+      service: key,
+      svcId: this.idOf(key),
+      ips: [ip],
+      revision,
+      prefixes,
+      rules: merged.filter((r) => !seen.has(r.id) && seen.add(r.id)).map((r) => ruleView(r)),
+    });
+    this.effective.set(key, fingerprint);
+    regenerated.push(key);
   }
 
   private track(tableRevision: number, revision: number, p: Pending): Promise<void> {

@@ -1,5 +1,6 @@
 /** Which services a rule selects (see intake.ts for the documented semantics). */
 import type { EndpointSelectorLike, Selection } from './intake.js';
+import type { ServicePort } from './shared.js';
 
 export interface ServiceInfo {
   /** `namespace/name`. */
@@ -9,6 +10,8 @@ export interface ServiceInfo {
   readonly labels: Readonly<Record<string, string>>;
   /** Service IPs (canonical text) the datapath polices. */
   readonly ips: readonly string[];
+  /** The service's (port, protocol) pairs: what it owns of an IP it shares with other services (shared.ts). */
+  readonly ports?: readonly ServicePort[];
 }
 
 /** Drops Cilium's label source prefix: `k8s:app` → `app`. */

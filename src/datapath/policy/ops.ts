@@ -157,7 +157,8 @@ export class PolicyMapOps implements ReconcilerOps<ServicePolicyRow> {
         else p.error ??= r;
       });
     }
-    this.svcDelete(gone.filter(([, p]) => p.error === undefined).map(([ip]) => ip));
+    // An IP the row lost may already point at another row's slot (an IP that became shared moves to its own row): not ours to delete.
+    this.svcDelete(gone.filter(([ip, p]) => p.error === undefined && this.live.get(ip)?.svcId === this.applied.get(p.row.service)?.svcId).map(([ip]) => ip));
     const out: unknown[] = [];
     for (const p of plans) {
       if (p.error !== undefined) {

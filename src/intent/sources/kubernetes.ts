@@ -66,6 +66,7 @@ export const KUBE_RESOURCES: readonly KubeResource[] = [
   { kind: 'CiliumNetworkPolicy', apiVersion: 'cilium.io/v2', path: '/apis/cilium.io/v2/ciliumnetworkpolicies', drop: ['status'], optional: true },
   { kind: 'CiliumClusterwideNetworkPolicy', apiVersion: 'cilium.io/v2', path: '/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies', drop: ['status'], optional: true },
   { kind: 'NetworkPolicy', apiVersion: 'networking.k8s.io/v1', path: '/apis/networking.k8s.io/v1/networkpolicies', drop: ['status'], optional: true },
+  { kind: 'CiliumCIDRGroup', apiVersion: 'cilium.io/v2alpha1', path: '/apis/cilium.io/v2alpha1/ciliumcidrgroups', drop: ['status'], optional: true },
 ];
 
 /** The key prefix objects are named by in messages (`kubernetes/Service/shop/web`). */

@@ -54,6 +54,9 @@ describe('policy trace', () => {
   it('parses DST:PORT/PROTO strictly', () => {
     assert.deepEqual(parseTarget('198.51.100.10:443/tcp'), { dst: '198.51.100.10', proto: 6, dport: 443 });
     assert.deepEqual(parseTarget('[2001:db8::10]:53/UDP'), { dst: '2001:db8::10', proto: 17, dport: 53 });
+    assert.deepEqual(parseTarget('198.51.100.10:8/icmp'), { dst: '198.51.100.10', proto: 1, dport: 8 }, 'ICMP: the type, as icmps rules see it');
+    assert.deepEqual(parseTarget('[2001:db8::10]:128/icmpv6'), { dst: '2001:db8::10', proto: 58, dport: 128 });
+    assert.throws(() => parseTarget('198.51.100.10:256/icmp'), /ICMP type 256 is out of range/);
     assert.deepEqual(parseTarget('198.51.100.10/icmp'), { dst: '198.51.100.10', proto: 1 });
     for (const bad of ['198.51.100.10:443', '198.51.100.10/tcp', '198.51.100.10:70000/tcp', 'web:80/tcp', '198.51.100.10:80/gre2']) {
       assert.throws(() => parseTarget(bad), /expected DST:PORT\/PROTO|needs a port|out of range/, bad);

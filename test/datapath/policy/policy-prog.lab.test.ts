@@ -57,10 +57,12 @@ test('the BPF program agrees with the reference evaluator (random rules × rando
       const pkt = randomPacket(r, pool, rules);
       const expected = evaluate(rules, pkt.fragment ? { family: pkt.family, src: pkt.src, proto: pkt.proto } : pkt);
       const before = prog.drops().find((d) => d.svcId === 7 && d.rule === expected.rule)?.packets ?? 0n;
-      const frame = buildFrame({ family: pkt.family, src: pkt.src, dst: pkt.family === 4 ? SVC4 : SVC6, proto: pkt.proto, ...(pkt.dport !== undefined ? { dport: pkt.dport } : {}), ...(pkt.fragment ? { fragment: true } : {}) });
+      // IPv6: often behind a chain of extension headers the program must walk to find the L4 header.
+      const ext = pkt.family === 6 && r() < 0.4 ? Array.from({ length: 1 + Math.floor(r() * 3) }, () => [0, 43, 60, 51][Math.floor(r() * 4)]!) : undefined;
+      const frame = buildFrame({ family: pkt.family, src: pkt.src, dst: pkt.family === 4 ? SVC4 : SVC6, proto: pkt.proto, ...(pkt.dport !== undefined ? { dport: pkt.dport } : {}), ...(pkt.fragment ? { fragment: true } : {}), ...(ext ? { ext } : {}) });
       const { retval } = prog.testRun(frame);
       const got = retval === TC_ACT_SHOT ? 'deny' : retval === TC_ACT_UNSPEC ? 'allow' : `retval ${retval}`;
-      const context = () => `seed ${seed}, set ${set}, packet ${JSON.stringify(pkt, (_k, v) => (typeof v === 'bigint' ? formatAddress(pkt.family, v) : v))}\n${describe(rules)}`;
+      const context = () => `seed ${seed}, set ${set}, ext ${JSON.stringify(ext)}, packet ${JSON.stringify(pkt, (_k, v) => (typeof v === 'bigint' ? formatAddress(pkt.family, v) : v))}\n${describe(rules)}`;
       assert.equal(got, expected.verdict, context());
       if (expected.verdict === 'deny') {
         // The drop is counted against the deciding rule (0 = default deny).
@@ -94,6 +96,42 @@ test('Neighbor Discovery to a policed IPv6 service is never filtered; ICMPv6 ech
   ops.delete(row([], 1));
   // No policy selects the service any more: open.
   assert.equal(prog.testRun(buildFrame({ family: 6, src: 1n, dst: SVC6, proto: 58, icmpType: 128 })).retval, TC_ACT_UNSPEC);
+});
+
+test('fragments are decided by their first fragment; IPv6 extension headers are walked, a chain too long or cut short is dropped', () => {
+  const ops = new PolicyMapOps(prog.maps);
+  ops.adopt();
+  const everyone = [{ cidr: { family: 4 as const, addr: 0n, len: 0 }, except: [] }, { cidr: { family: 6 as const, addr: 0n, len: 0 }, except: [] }];
+  // Port 80/TCP denied, everything else allowed: a later fragment of a port-80 datagram must not slip through as "no port known".
+  const rules: PolicyRule[] = [
+    { id: 1, verdict: 'deny', peers: everyone, ports: [{ proto: 6, lo: 80, hi: 80 }], origin: 'test' },
+    { id: 2, verdict: 'allow', peers: everyone, origin: 'test' },
+  ];
+  ops.update(row(rules, 1));
+  const run = (spec: Parameters<typeof buildFrame>[0]) => (prog.testRun(buildFrame(spec)).retval === TC_ACT_SHOT ? 'deny' : 'allow');
+  for (const family of [4, 6] as const) {
+    const dst = family === 4 ? SVC4 : SVC6;
+    const ext = family === 6 ? [44] : undefined;
+    const frag = (dport: number, id: number, later: boolean) => run({ family, src: 9n, dst, proto: 6, dport, id, more: true, ...(later ? { fragment: true } : {}), ...(ext ? { ext } : {}) });
+    assert.equal(frag(80, 7001, false), 'deny', `${family}: first fragment to port 80`);
+    assert.equal(frag(443, 7001, true), 'deny', `${family}: a later fragment of that datagram (its bytes read 443: not an L4 header, not read)`);
+    assert.equal(frag(443, 7002, false), 'allow', `${family}: first fragment to 443`);
+    assert.equal(frag(80, 7002, true), 'allow', `${family}: its later fragment`);
+    assert.equal(frag(80, 7003, true), 'allow', `${family}: a later fragment whose first was never seen: no L4 key, only the port-less allow matches`);
+  }
+  // IPv6: 8 extension headers are walked; a 9th, or a header cut short by the packet's end, is dropped (default deny).
+  assert.equal(run({ family: 6, src: 9n, dst: SVC6, proto: 6, dport: 80, ext: [0, 60, 43, 60, 51, 60, 60, 60] }), 'deny', 'port 80 behind 8 headers');
+  assert.equal(run({ family: 6, src: 9n, dst: SVC6, proto: 6, dport: 443, ext: [0, 60, 43, 60, 51, 60, 60, 60] }), 'allow', 'port 443 behind 8 headers');
+  const d0 = prog.drops().find((d) => d.svcId === 7 && d.rule === 0)?.packets ?? 0n;
+  assert.equal(run({ family: 6, src: 9n, dst: SVC6, proto: 6, dport: 443, ext: [0, 60, 43, 60, 51, 60, 60, 60, 60] }), 'deny', '9 headers');
+  const cut = buildFrame({ family: 6, src: 9n, dst: SVC6, proto: 6, dport: 443, ext: [60] }).subarray(0, 14 + 40 + 1);
+  assert.equal(prog.testRun(cut).retval, TC_ACT_SHOT, 'a header cut short');
+  assert.equal(prog.drops().find((d) => d.svcId === 7 && d.rule === 0)?.packets, d0 + 2n, 'both counted as default deny');
+  // Neighbor Discovery behind a hop-by-hop header still passes, even when everything is denied.
+  ops.update(row([], 2));
+  assert.equal(run({ family: 6, src: 9n, dst: SVC6, proto: 58, icmpType: 135, ext: [0] }), 'allow');
+  assert.equal(run({ family: 6, src: 9n, dst: SVC6, proto: 58, icmpType: 128, ext: [0] }), 'deny');
+  ops.delete(row([], 2));
 });
 
 const ALL: PolicyRule = { id: 1, verdict: 'allow', peers: [{ cidr: { family: 6, addr: 0n, len: 0 }, except: [] }, { cidr: { family: 4, addr: 0n, len: 0 }, except: [] }], origin: 'test' };

@@ -5,7 +5,13 @@
  * and ping from the client. Allowed sources connect, others time out
  * (dropped, not refused), IPv4 and IPv6; Neighbor Discovery keeps working;
  * a bad file changes nothing; and a continuous probe loses nothing while the
- * policy is replaced again and again.
+ * policy is replaced again and again. Then: two services sharing an IP each
+ * keep their own policy; `icmps` echo rules (ping passes, ports do not);
+ * fragmented UDP datagrams (kernel-fragmented, IPv4 and IPv6) decided by
+ * their first fragment; TCP SYNs behind IPv6 hop-by-hop and destination
+ * options headers (scapy, test/tools/policy_ext6.py) decided by their port;
+ * a named port resolved against the service's targetPort names; sources
+ * from a CiliumCIDRGroup (cidrGroupRef) with an except.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -70,6 +76,109 @@ spec:
     toPorts: [{ports: [{port: "9"}]}]
 `;
 
+// Two services on one IP (LB-IPAM sharing key), each with its own policy on its own port.
+const SHARED = `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+  annotations: {lbipam.cilium.io/ips: "${VIP4}", lbipam.cilium.io/sharing-key: shop}
+spec:
+  type: LoadBalancer
+  ports: [{port: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: api
+  namespace: shop
+  labels: {app: api}
+  annotations: {lbipam.cilium.io/ips: "${VIP4}", lbipam.cilium.io/sharing-key: shop}
+spec:
+  type: LoadBalancer
+  ports: [{port: 8081}]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDR: [192.0.2.1/32]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: api-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: api}}
+  ingress:
+  - fromCIDR: [192.0.2.5/32]
+`;
+
+// ICMP echo from a whole range, TCP and UDP from one host each family (two ports).
+const EXT = `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+  annotations: {lbipam.cilium.io/ips: "${VIP4},${VIP6}"}
+spec:
+  type: LoadBalancer
+  ports: [{name: http, port: 8080}, {name: dns, port: 5353, protocol: UDP}]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDR: [192.0.2.1/32, "2001:db8::1/128"]
+    toPorts: [{ports: [{port: "8080", protocol: TCP}, {port: "5353", protocol: UDP}]}]
+  - fromCIDR: [192.0.2.0/24, "2001:db8::/64"]
+    icmps: [{fields: [{type: EchoRequest}, {type: EchoRequest, family: IPv6}]}]
+`;
+
+// A named port: `port: http` is the service port whose targetPort is "http" (8080), not 8081.
+const NAMED = `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+  annotations: {lbipam.cilium.io/ips: "${VIP4}"}
+spec:
+  type: LoadBalancer
+  ports: [{name: http, port: 8080, targetPort: http}, {name: alt, port: 8081, targetPort: 8081}]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDR: [192.0.2.0/24]
+    toPorts: [{ports: [{port: http, protocol: TCP}]}]
+`;
+
+// Sources from a CiliumCIDRGroup, one address carved out by except.
+const GROUP = `${SERVICE}---
+apiVersion: cilium.io/v2alpha1
+kind: CiliumCIDRGroup
+metadata: {name: office}
+spec:
+  externalCIDRs: [192.0.2.0/29, "2001:db8::/120"]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDRSet: [{cidrGroupRef: office, except: [192.0.2.5/32]}]
+`;
+
 describe('service traffic policy with real traffic', { skip }, () => {
   let lab: Lab;
   let client: Host;
@@ -93,6 +202,20 @@ describe('service traffic policy with real traffic', { skip }, () => {
     const all = [...spine.text().matchAll(/^drops (\d+)$/gm)];
     return Number(all[all.length - 1]![1]);
   }
+  /** One UDP datagram of `size` bytes to port 5353 (3000: fragmented on the 1500-byte link); the echo server's name, or '' on timeout. */
+  const udpAsk = (src: string, dst: string, size: number) =>
+    client.exec('/usr/bin/python3', [
+      '-c',
+      'import socket,sys; f=socket.AF_INET6 if ":" in sys.argv[2] else socket.AF_INET; s=socket.socket(f,socket.SOCK_DGRAM); s.bind((sys.argv[1],0)); s.settimeout(1.5); s.sendto(b"x"*int(sys.argv[3]),(sys.argv[2],5353)); print(s.recv(200).decode().split()[0])',
+      src,
+      dst,
+      String(size),
+    ]).stdout.trim();
+  const synExt6 = (src: string, port: number, plain = false) => {
+    const mac = (JSON.parse(node.must('ip', ['-j', 'link', 'show', 'dev', 'eth0'])) as { address: string }[])[0]!.address;
+    return client.exec('/usr/bin/python3', ['test/tools/policy_ext6.py', 'eth0', mac, src, VIP6, String(port), ...(plain ? ['--plain'] : [])]).stdout.trim();
+  };
+  const ping = (src: string, dst: string) => client.exec('ping', ['-n', '-q', '-I', src, '-c', '1', '-W', '1', dst]).code;
   const curl = (src: string, url: string) =>
     client.exec('curl', ['-s', '-g', '--interface', src, '--connect-timeout', '1', '--max-time', '2', url]);
 
@@ -111,7 +234,11 @@ describe('service traffic policy with real traffic', { skip }, () => {
     file = join(dir, 'policy.yaml');
     writeFileSync(file, POLICY_PORTS);
     const server = node.spawn('http', 'node', ['--import', 'tsx', 'lab/http-server.ts', '--port', '8080', '--name', 'n1', '--host', '::']);
+    const server2 = node.spawn('http2', 'node', ['--import', 'tsx', 'lab/http-server.ts', '--port', '8081', '--name', 'api', '--host', '::']);
+    const udp = node.spawn('udp', 'node', ['--import', 'tsx', 'lab/udp-echo.ts', '--port', '5353', '--name', 'n1', '--host', '::']);
     await server.waitForOutput('listening');
+    await server2.waitForOutput('listening');
+    await udp.waitForOutput('listening');
     spine = node.spawn('policy', 'node', ['--import', 'tsx', 'lab/policy-node.ts', '--manifest', file, '--iface', 'eth0']);
     await spine.waitForOutput(/^realized /m, 20_000);
   });
@@ -173,5 +300,53 @@ describe('service traffic policy with real traffic', { skip }, () => {
     assert.notEqual(client.exec('ping', ['-n', '-q', '-I', '192.0.2.3', '-c', '1', '-W', '1', VIP4]).code, 0);
     await apply(POLICY_A);
     assert.equal(client.exec('ping', ['-n', '-q', '-I', '192.0.2.3', '-c', '1', '-W', '1', VIP4]).code, 0);
+  });
+
+  test('two services sharing an IP each keep their own policy on their own port', async () => {
+    await apply(SHARED);
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).stdout, 'n1\n', 'web admits 192.0.2.1');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).code, 28, 'web drops 192.0.2.5');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8081/`).stdout, 'api\n', 'api admits 192.0.2.5');
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8081/`).code, 28, 'api drops 192.0.2.1');
+  });
+
+  test('icmps: echo requests pass from the whole range, which reaches no port (IPv4 and IPv6)', async () => {
+    await apply(EXT);
+    assert.equal(ping('192.0.2.5', VIP4), 0, 'ping from the range');
+    assert.equal(ping('2001:db8::5', VIP6), 0, 'ping6 from the range');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).code, 28, 'the icmps rule allows no port');
+    assert.equal(curl('2001:db8::5', `http://[${VIP6}]:8080/`).code, 28);
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).stdout, 'n1\n');
+  });
+
+  test('fragmented UDP datagrams are decided by their first fragment (IPv4, and IPv6 behind its fragment header)', async () => {
+    await apply(EXT);
+    assert.equal(udpAsk('192.0.2.1', VIP4, 100), 'n1');
+    assert.equal(udpAsk('192.0.2.1', VIP4, 3000), 'n1', 'IPv4, 3 fragments');
+    assert.equal(udpAsk('2001:db8::1', VIP6, 3000), 'n1', 'IPv6, 3 fragments');
+    assert.equal(udpAsk('192.0.2.5', VIP4, 3000), '', 'a source the port does not admit');
+    assert.equal(udpAsk('2001:db8::5', VIP6, 3000), '');
+  });
+
+  test('IPv6 extension headers before TCP: the packet is decided by its real port and source', async () => {
+    await apply(EXT);
+    assert.equal(synExt6('2001:db8::1', 8080, true), 'synack', 'control: no extension headers');
+    assert.equal(synExt6('2001:db8::1', 8080), 'synack', 'hop-by-hop + destination options, allowed source and port');
+    assert.equal(synExt6('2001:db8::5', 8080), 'none', 'same headers, a source the port does not admit');
+  });
+
+  test('a named port admits the service port targeting that name, not the others', async () => {
+    await apply(NAMED);
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).stdout, 'n1\n', 'port http = 8080');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8081/`).code, 28, '8081 targets no port named http');
+  });
+
+  test('cidrGroupRef: the CiliumCIDRGroup\'s CIDRs are the sources, except carves; without the group nothing is allowed', async () => {
+    await apply(GROUP);
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).stdout, 'n1\n', 'in the group');
+    assert.equal(curl('2001:db8::1', `http://[${VIP6}]:8080/`).stdout, 'n1\n', 'in the group (IPv6)');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).code, 28, 'carved out by except');
+    await apply(GROUP.replace(/---\napiVersion: cilium.io\/v2alpha1\nkind: CiliumCIDRGroup\n[^-]*/, ''));
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).code, 28, 'the group is gone: its rule has no sources');
   });
 });

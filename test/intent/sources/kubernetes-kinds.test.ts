@@ -1,6 +1,6 @@
 /**
  * Kubernetes mode reads what file mode reads: the Cilium BGP kinds and the
- * policy kinds (CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy,
+ * policy kinds (CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, CiliumCIDRGroup,
  * NetworkPolicy) come through informers into the same snapshot, validated
  * like files, against a real kube-apiserver with the generated CRDs and the
  * shipped RBAC. A kind whose CRD is not installed (an optional feature)
@@ -56,6 +56,7 @@ test('BGP and policy kinds through informers, validated like files; a kind witho
     metadata: { name: 'web-from-office', namespace: 'shop' },
     spec: { endpointSelector: { matchLabels: { app: 'web' } }, ingress: [{ fromCIDR: ['192.0.2.0/24'], toPorts: [{ ports: [{ port: '443', protocol: 'TCP' }] }] }] },
   });
+  await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumCIDRGroup', metadata: { name: 'office' }, spec: { externalCIDRs: ['203.0.113.0/28'] } });
   await applyObject(kube, {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -79,6 +80,7 @@ test('BGP and policy kinds through informers, validated like files; a kind witho
     assert.equal(s.bgpClusterConfigs.get('cilium-bgp')!.spec.bgpInstances[0]!.localASN, 65000);
     assert.deepEqual([...s.networkPolicies.keys()], ['shop/web-from-office']);
     assert.deepEqual([...s.k8sNetworkPolicies.keys()], ['shop/web-in']);
+    assert.deepEqual(s.cidrGroups.get('office')?.spec.externalCIDRs, ['203.0.113.0/28'], 'CiliumCIDRGroup through its informer (generated CRD, shipped RBAC)');
     assert.equal(s.clusterwideNetworkPolicies.size, 0);
     const ccnp = source.status().informers.find((i) => i.kind === 'CiliumClusterwideNetworkPolicy')!;
     assert.equal(ccnp.synced, true);
