@@ -3,6 +3,7 @@
 
   lb_probe.py udp VIP PORT SPORT...   one datagram from each source port; prints JSON
                                        [{sport, backend, seen, from}] (from = reply source "ip:port")
+  lb_probe.py udp1 VIP PORT SPORT...  the same, one try with a 0.5 s timeout
   lb_probe.py hostile IFACE VIP PORT   fragments, truncated headers, bad TCP flags (scapy)
 """
 import json
@@ -10,16 +11,16 @@ import socket
 import sys
 
 
-def udp(vip, port, sports):
+def udp(vip, port, sports, tries=3, timeout=2.0):
     out = []
     for sp in sports:
         v6 = ":" in vip
         s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("::" if v6 else "0.0.0.0", sp))
-        s.settimeout(2.0)
+        s.settimeout(timeout)
         row = {"sport": sp, "backend": None, "seen": None, "from": None}
-        for _ in range(3):
+        for _ in range(tries):
             try:
                 s.sendto(b"hello", (vip, port))
                 data, addr = s.recvfrom(2048)
@@ -103,6 +104,8 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "udp":
         udp(sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4:]])
+    elif mode == "udp1":  # one try, 0.5 s: a flow expected to get no answer costs little
+        udp(sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4:]], tries=1, timeout=0.5)
     elif mode == "refused":
         refused(sys.argv[2], int(sys.argv[3]))
     elif mode == "icmp-to-vip":
