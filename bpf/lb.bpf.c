@@ -1059,6 +1059,101 @@ static __attribute__((noinline)) int dsr6(struct __sk_buff *skb, __u32 *saddr, _
 }
 
 #define LB6_SNAT_REPLY 0x10000 /* lb6_ingress: a packet to the node's IPv6 SNAT address */
+#define LB6_ICMP_SNAT 0x10002   /* lb6_ingress: ICMPv6 to the node's IPv6 SNAT address */
+#define IPPROTO_ICMPV6__ 58
+
+/* IPv6 whose next header is ICMPv6. */
+static __always_inline int is_icmp6(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ipv6hdr *ip6 = data + ETH_HLEN;
+	return (void *)(ip6 + 1) <= data_end && ip6->nexthdr == IPPROTO_ICMPV6__;
+}
+
+/*
+ * icmp_snat4 for IPv6: an ICMPv6 error (destination unreachable, packet too
+ * big, time exceeded) sent to the node's SNAT address about a connection it
+ * SNATed. The quoted node:nport → backend:bport becomes client:cport →
+ * [VIP]:vport, the outer destination the client, the outer source the VIP when
+ * the backend itself reports. The ICMPv6 checksum covers the pseudo header and
+ * the quoted bytes: every change is folded in. Then on to the client.
+ */
+static __attribute__((noinline)) int icmp6_snat_ingress(struct __sk_buff *skb)
+{
+	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
+	struct ipv6hdr outer;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &outer, sizeof(outer)) < 0 || outer.nexthdr != IPPROTO_ICMPV6__)
+		return PASS;
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, off, &ih, sizeof(ih)) < 0)
+		return PASS;
+	if (ih.type != 1 && ih.type != 2 && ih.type != 3)
+		return PASS;
+	__u32 in_ip = off + sizeof(struct icmphdr);
+	struct ipv6hdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0)
+		return PASS;
+	if (inner.nexthdr != IPPROTO_TCP && inner.nexthdr != IPPROTO_UDP)
+		return PASS;
+	__u32 in_l4 = in_ip + sizeof(struct ipv6hdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return PASS;
+	__u32 snat[4], qsrc[4], baddr[4], osrc[4];
+	if (!snat_addr6(snat))
+		return PASS;
+	__builtin_memcpy(qsrc, &inner.saddr, 16);
+	__builtin_memcpy(baddr, &inner.daddr, 16);
+	__builtin_memcpy(osrc, &outer.saddr, 16);
+	if (!eq6(qsrc, snat))
+		return PASS;
+	struct ct_key6 k = { .sport = ports[1], .dport = ports[0], .proto = inner.nexthdr, .dir = CT_SNAT };
+	__builtin_memcpy(k.saddr, baddr, 16);
+	__builtin_memcpy(k.daddr, snat, 16);
+	struct ct_entry *r = bpf_map_lookup_elem(&ct6, &k);
+	if (!r)
+		return PASS;
+	__u32 client[4];
+	__builtin_memcpy(client, r->nat_addr, 16);
+	__be16 cport = r->nat_port;
+	k.sport = cport;
+	k.dport = ports[1];
+	k.dir = CT_EGRESS;
+	__builtin_memcpy(k.saddr, client, 16);
+	__builtin_memcpy(k.daddr, baddr, 16);
+	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &k);
+	if (!e)
+		return PASS;
+	__u32 vip[4];
+	__builtin_memcpy(vip, e->nat_addr, 16);
+	__be16 vport = e->nat_port;
+	__u32 csum = off + offsetof(struct icmphdr, checksum);
+	/* Quoted: source snat → client, destination backend → VIP, ports (the body: no pseudo-header flag). */
+	__s64 d1 = bpf_csum_diff(snat, 16, client, 16, 0);
+	__s64 d2 = bpf_csum_diff(baddr, 16, vip, 16, 0);
+	if (d1 < 0 || d2 < 0)
+		return TC_ACT_SHOT;
+	if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d1, 0) < 0 || bpf_l4_csum_replace(skb, csum, 0, (__u64)d2, 0) < 0 ||
+	    bpf_l4_csum_replace(skb, csum, ports[0], cport, 2) < 0 || bpf_l4_csum_replace(skb, csum, ports[1], vport, 2) < 0)
+		return TC_ACT_SHOT;
+	__be16 nports[2] = { cport, vport };
+	if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, saddr), client, 16, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, daddr), vip, 16, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_l4, nports, sizeof(nports), 0) < 0)
+		return TC_ACT_SHOT;
+	/* Outer destination snat → client (pseudo header), and the source when the backend itself reports. */
+	if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d1, BPF_F_PSEUDO_HDR) < 0 || bpf_skb_store_bytes(skb, IP6_DST_OFF, client, 16, 0) < 0)
+		return TC_ACT_SHOT;
+	__u32 *src = osrc;
+	if (eq6(osrc, baddr)) {
+		if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d2, BPF_F_PSEUDO_HDR) < 0 || bpf_skb_store_bytes(skb, IP6_SRC_OFF, vip, 16, 0) < 0)
+			return TC_ACT_SHOT;
+		src = vip;
+	}
+	count(ST_ICMP_XLATE);
+	return forward6(skb, src, client, IPPROTO_ICMPV6__, outer.hop_limit);
+}
 
 /* A backend's reply to the node's IPv6 SNAT address (see snat_reply6); not inlined, its own frame. */
 static __attribute__((noinline)) int snat6_ingress(struct __sk_buff *skb)
@@ -1078,6 +1173,12 @@ static __attribute__((noinline)) int lb6_ingress(struct __sk_buff *skb)
 	__u8 hlim = 0;
 	struct l4_info l4 = {};
 	int rc = parse6(skb, saddr, vip, &hlim, &l4);
+	if (rc == 1 && is_icmp6(skb)) {
+		__u32 snat6[4];
+		if (snat_addr6(snat6) && eq6(vip, snat6))
+			return LB6_ICMP_SNAT; /* an ICMPv6 error about a connection we SNATed? the caller looks, in its own frame */
+		return PASS;
+	}
 	if (rc == 1 || rc == 3)
 		return PASS; /* not ours / truncated: never touched */
 	if (rc == 2) {
@@ -1358,7 +1459,9 @@ int herald_lb_ingress(struct __sk_buff *skb)
 {
 	if (is_ipv6(skb)) {
 		int rc = lb6_ingress(skb);
-		return rc == LB6_SNAT_REPLY ? snat6_ingress(skb) : rc;
+		if (rc == LB6_SNAT_REPLY)
+			return snat6_ingress(skb);
+		return rc == LB6_ICMP_SNAT ? icmp6_snat_ingress(skb) : rc;
 	}
 	int rc = lb4_ingress(skb);
 	return rc == LB4_ICMP_SNAT ? icmp_snat4_ingress(skb) : rc;

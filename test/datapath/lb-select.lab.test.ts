@@ -214,7 +214,7 @@ describe('eBPF load balancer: selection, IPv6 modes, ICMP for SNAT, port pressur
     }
   });
 
-  test('ICMP errors about SNATed connections reach the client as the service\'s: a backend\'s port unreachable refuses the client\'s socket', async () => {
+  test('ICMP errors about SNATed connections reach the client as the service\'s (IPv4 and IPv6): a backend\'s port unreachable refuses the client\'s socket', async () => {
     // n2 is the backend; nobody listens on 5999 there, so it sends port unreachable to the node's SNAT address.
     const r = row(VIP, 'UDP', 56, 5999, [{ ip: n2.ip }], { mode: 'snat' });
     await writer.update(r);
@@ -223,6 +223,13 @@ describe('eBPF load balancer: selection, IPv6 modes, ICMP for SNAT, port pressur
     assert.deepEqual(res, { result: 'refused' }, 'a connected socket is refused only by an error naming VIP:56 exactly');
     assert.ok(prog.stats().icmp_xlate! > before);
     await writer.delete(r);
+    // IPv6: n2's ICMPv6 port unreachable to the node's IPv6 SNAT address reaches the client about [VIP]:56.
+    const r6 = row(VIP6, 'UDP', 56, 5999, [{ ip: N2_6 }], { mode: 'snat' });
+    await writer.update(r6);
+    const before6 = prog.stats().icmp_xlate!;
+    assert.deepEqual(JSON.parse(client.must('/usr/bin/python3', [PROBE, 'refused', VIP6, '56'])), { result: 'refused' });
+    assert.ok(prog.stats().icmp_xlate! > before6);
+    await writer.delete(r6);
   });
 
   test('SNAT under port pressure: every free port is found (beyond 8 probes), the rest dropped and counted exactly, live flows untouched', async () => {
