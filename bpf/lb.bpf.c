@@ -1192,16 +1192,16 @@ static __attribute__((noinline)) int lb6_ingress(struct __sk_buff *skb)
 	struct lb6_key sk = { .port = l4.dport, .proto = l4.proto };
 	__builtin_memcpy(sk.vip, vip, 16);
 	struct lb_service *svc = bpf_map_lookup_elem(&lb6_services, &sk);
-	__u32 snat[4];
-	int have_snat = snat_addr6(snat);
+	__u32 snat[4] = {};
 	if (!svc) {
-		if (have_snat && eq6(vip, snat))
+		if (snat_addr6(snat) && eq6(vip, snat))
 			return LB6_SNAT_REPLY; /* the caller runs snat6_ingress: its own frame */
 		return PASS;
 	}
 	__u32 service_id = svc->id;
 	int do_snat = svc->flags & LB_SVC_F_SNAT;
-	if (do_snat && !have_snat) {
+	/* The SNAT address is read only for an SNAT service (two lookups the others do not pay). */
+	if (do_snat && !snat_addr6(snat)) {
 		count(ST_NO_BACKEND); /* an SNAT service without an IPv6 SNAT address */
 		return TC_ACT_SHOT;
 	}
