@@ -608,6 +608,27 @@ static __always_inline int icmp_xlate4(struct __sk_buff *skb, __u32 l4off, __be3
 		new_port = e->nat_port;
 		addr_off = in_ip + offsetof(struct iphdr, saddr);
 		port_off = in_l4;
+		/* An SNATed connection: the backend knows it as backend:bport → node:nport, so the
+		 * quoted destination (the client) becomes the node's SNAT address and port too. */
+		struct ct_key4 ek = { .saddr = inner.daddr, .daddr = new_addr, .sport = ports[1], .dport = new_port, .proto = inner.protocol, .dir = CT_EGRESS };
+		struct ct_entry *ee = bpf_map_lookup_elem(&ct4, &ek);
+		__be32 snat = (__be32)cfg(CFG_SNAT_ADDR4, 0);
+		if (ee && ee->snat_port && snat) {
+			__be16 nport = ee->snat_port;
+			__sum16 c0 = inner.check;
+			if (bpf_l3_csum_replace(skb, in_csum, inner.daddr, snat, 4) < 0)
+				return -1;
+			__sum16 c1;
+			if (bpf_skb_load_bytes(skb, in_csum, &c1, sizeof(c1)) < 0)
+				return -1;
+			if (bpf_l4_csum_replace(skb, icmp_csum, inner.daddr, snat, 4) < 0 || bpf_l4_csum_replace(skb, icmp_csum, c0, c1, 2) < 0 ||
+			    bpf_l4_csum_replace(skb, icmp_csum, ports[1], nport, 2) < 0)
+				return -1;
+			if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct iphdr, daddr), &snat, 4, 0) < 0 ||
+			    bpf_skb_store_bytes(skb, in_l4 + 2, &nport, 2, 0) < 0)
+				return -1;
+			inner.check = c1; /* the next change starts from here */
+		}
 	}
 	__sum16 old_csum = inner.check;
 	if (bpf_l3_csum_replace(skb, in_csum, old_addr, new_addr, 4) < 0)
@@ -621,7 +642,6 @@ static __always_inline int icmp_xlate4(struct __sk_buff *skb, __u32 l4off, __be3
 		return -1;
 	if (bpf_skb_store_bytes(skb, addr_off, &new_addr, 4, 0) < 0 || bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
 		return -1;
-	/* The outer address: the VIP as source (egress), the backend as destination (ingress). */
 	/* The outer address: egress, the source when the backend itself reports (a router on
 	 * the way keeps its own address); ingress, the destination (the VIP) becomes the backend. */
 	if (!egress || outer_src == old_addr) {

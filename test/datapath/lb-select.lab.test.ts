@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Lab, type Host } from '../../lab/lab.js';
+import { Lab, waitFor, type Host } from '../../lab/lab.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
 import { LbProgram } from '../../src/datapath/lb/program.js';
 import { LbServiceWriter } from '../../src/datapath/lb/services.js';
@@ -214,7 +214,7 @@ describe('eBPF load balancer: selection, IPv6 modes, ICMP for SNAT, port pressur
     }
   });
 
-  test('ICMP errors about SNATed connections reach the client as the service\'s (IPv4 and IPv6): a backend\'s port unreachable refuses the client\'s socket', async () => {
+  test('ICMP errors about SNATed connections reach the client as the service\'s (IPv4 and IPv6): a backend\'s port unreachable refuses the client\'s socket; fragmentation needed for a reply reaches the backend as it knows the flow', async () => {
     // n2 is the backend; nobody listens on 5999 there, so it sends port unreachable to the node's SNAT address.
     const r = row(VIP, 'UDP', 56, 5999, [{ ip: n2.ip }], { mode: 'snat' });
     await writer.update(r);
@@ -223,6 +223,28 @@ describe('eBPF load balancer: selection, IPv6 modes, ICMP for SNAT, port pressur
     assert.deepEqual(res, { result: 'refused' }, 'a connected socket is refused only by an error naming VIP:56 exactly');
     assert.ok(prog.stats().icmp_xlate! > before);
     await writer.delete(r);
+    // The other way: "fragmentation needed" sent to the VIP about a reply VIP:58 → client:26100 of an
+    // SNATed flow reaches the backend quoting what it sent: n2:5353 → node:nport.
+    const s4 = row(VIP, 'UDP', 58, 5353, [{ ip: n2.ip }], { mode: 'snat' });
+    await writer.update(s4);
+    const flow = probe(VIP, 58, [26100])[0]!;
+    assert.equal(flow.backend, 'n2');
+    const nport = flow.seen!.split(':')[1]!;
+    const cap = n2.spawn('tcpdump', 'tcpdump', ['-i', 'eth0', '-n', '-l', '-v', '--immediate-mode', 'icmp']);
+    try {
+      await cap.waitForOutput('listening on', 10_000);
+      const mid = prog.stats().icmp_xlate!;
+      client.must('/usr/bin/python3', [PROBE, 'icmp-to-vip', 'eth0', VIP, '58', '26100']);
+      await waitFor(() => /need to frag/.test(cap.text()), { timeoutMs: 5000, what: 'the ICMP error at the backend', onTimeout: () => cap.text() });
+      await cap.stop('SIGINT');
+      const esc = (x: string) => x.replace(/\./g, '\\.');
+      assert.match(cap.text(), new RegExp(`> ${esc(n2.ip)}: ICMP`), cap.text());
+      assert.match(cap.text(), new RegExp(`${esc(n2.ip)}\\.5353 > ${esc(node.ip)}\\.${nport}`), cap.text());
+      assert.ok(prog.stats().icmp_xlate! > mid);
+    } finally {
+      await cap.stop('SIGINT').catch(() => {});
+    }
+    await writer.delete(s4);
     // IPv6: n2's ICMPv6 port unreachable to the node's IPv6 SNAT address reaches the client about [VIP]:56.
     const r6 = row(VIP6, 'UDP', 56, 5999, [{ ip: N2_6 }], { mode: 'snat' });
     await writer.update(r6);
