@@ -1080,6 +1080,7 @@ static __attribute__((noinline)) int dsr6(struct __sk_buff *skb, __u32 *saddr, _
 
 #define LB6_SNAT_REPLY 0x10000 /* lb6_ingress: a packet to the node's IPv6 SNAT address */
 #define LB6_ICMP_SNAT 0x10002   /* lb6_ingress: ICMPv6 to the node's IPv6 SNAT address */
+#define LB6_ICMP_VIP 0x10003    /* lb6_ingress: ICMPv6 to a balanced IPv6 VIP */
 #define IPPROTO_ICMPV6__ 58
 
 /* IPv6 whose next header is ICMPv6. */
@@ -1186,6 +1187,79 @@ static __attribute__((noinline)) int snat6_ingress(struct __sk_buff *skb)
 	return snat_reply6(skb, &l4, saddr, daddr, hlim);
 }
 
+/*
+ * An ICMPv6 error sent to a VIP about a reply we sent (e.g. packet too big on
+ * the way to the client): the quoted [VIP]:vport → client:cport becomes
+ * backend:bport → client:cport — and for an SNATed connection → node:nport, as
+ * the backend knows it — and the outer destination the backend; the kernel
+ * routes it there. The ICMPv6 checksum follows every change (pseudo header
+ * included). Unknown flows pass untouched.
+ */
+static __attribute__((noinline)) int icmp6_vip_ingress(struct __sk_buff *skb)
+{
+	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
+	struct ipv6hdr outer;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &outer, sizeof(outer)) < 0 || outer.nexthdr != IPPROTO_ICMPV6__)
+		return PASS;
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, off, &ih, sizeof(ih)) < 0 || (ih.type != 1 && ih.type != 2 && ih.type != 3))
+		return PASS;
+	__u32 in_ip = off + sizeof(struct icmphdr);
+	struct ipv6hdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0 || (inner.nexthdr != IPPROTO_TCP && inner.nexthdr != IPPROTO_UDP))
+		return PASS;
+	__u32 in_l4 = in_ip + sizeof(struct ipv6hdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return PASS;
+	__u32 vip[4], client[4], odst[4];
+	__builtin_memcpy(vip, &inner.saddr, 16);
+	__builtin_memcpy(client, &inner.daddr, 16);
+	__builtin_memcpy(odst, &outer.daddr, 16);
+	if (!eq6(vip, odst))
+		return PASS; /* quoted: VIP:vport → client, sent back to the VIP */
+	struct ct_key6 k = { .sport = ports[1], .dport = ports[0], .proto = inner.nexthdr, .dir = CT_SERVICE };
+	__builtin_memcpy(k.saddr, client, 16);
+	__builtin_memcpy(k.daddr, vip, 16);
+	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &k);
+	if (!e)
+		return PASS;
+	__u32 baddr[4];
+	__builtin_memcpy(baddr, e->nat_addr, 16);
+	__be16 bport = e->nat_port;
+	__u32 csum = off + offsetof(struct icmphdr, checksum);
+	__s64 d1 = bpf_csum_diff(vip, 16, baddr, 16, 0);
+	if (d1 < 0)
+		return TC_ACT_SHOT;
+	/* Quoted source (body) and outer destination (pseudo header): VIP → backend. */
+	if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d1, 0) < 0 || bpf_l4_csum_replace(skb, csum, ports[0], bport, 2) < 0 ||
+	    bpf_l4_csum_replace(skb, csum, 0, (__u64)d1, BPF_F_PSEUDO_HDR) < 0)
+		return TC_ACT_SHOT;
+	if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, saddr), baddr, 16, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_l4, &bport, 2, 0) < 0 || bpf_skb_store_bytes(skb, IP6_DST_OFF, baddr, 16, 0) < 0)
+		return TC_ACT_SHOT;
+	/* SNATed: the quoted destination is the node's address and port toward the backend. */
+	k.sport = ports[1];
+	k.dport = bport;
+	k.dir = CT_EGRESS;
+	__builtin_memcpy(k.daddr, baddr, 16);
+	struct ct_entry *ee = bpf_map_lookup_elem(&ct6, &k);
+	__u32 snat[4];
+	if (ee && ee->snat_port && snat_addr6(snat)) {
+		__be16 nport = ee->snat_port;
+		__s64 d3 = bpf_csum_diff(client, 16, snat, 16, 0);
+		if (d3 < 0)
+			return TC_ACT_SHOT;
+		if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d3, 0) < 0 || bpf_l4_csum_replace(skb, csum, ports[1], nport, 2) < 0)
+			return TC_ACT_SHOT;
+		if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, daddr), snat, 16, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, in_l4 + 2, &nport, 2, 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	count(ST_ICMP_XLATE);
+	return PASS;
+}
+
 /* Not inlined: its own stack frame (the IPv4 and IPv6 paths together exceed 512 bytes). */
 static __attribute__((noinline)) int lb6_ingress(struct __sk_buff *skb)
 {
@@ -1197,6 +1271,10 @@ static __attribute__((noinline)) int lb6_ingress(struct __sk_buff *skb)
 		__u32 snat6[4];
 		if (snat_addr6(snat6) && eq6(vip, snat6))
 			return LB6_ICMP_SNAT; /* an ICMPv6 error about a connection we SNATed? the caller looks, in its own frame */
+		struct lb6_key marker = {};
+		__builtin_memcpy(marker.vip, vip, 16);
+		if (bpf_map_lookup_elem(&lb6_services, &marker))
+			return LB6_ICMP_VIP; /* to a VIP we balance: about a reply we sent? */
 		return PASS;
 	}
 	if (rc == 1 || rc == 3)
@@ -1481,6 +1559,8 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		int rc = lb6_ingress(skb);
 		if (rc == LB6_SNAT_REPLY)
 			return snat6_ingress(skb);
+		if (rc == LB6_ICMP_VIP)
+			return icmp6_vip_ingress(skb);
 		return rc == LB6_ICMP_SNAT ? icmp6_snat_ingress(skb) : rc;
 	}
 	int rc = lb4_ingress(skb);

@@ -214,7 +214,7 @@ describe('eBPF load balancer: selection, IPv6 modes, ICMP for SNAT, port pressur
     }
   });
 
-  test('ICMP errors about SNATed connections reach the client as the service\'s (IPv4 and IPv6): a backend\'s port unreachable refuses the client\'s socket; fragmentation needed for a reply reaches the backend as it knows the flow', async () => {
+  test('ICMP errors about SNATed connections reach the client as the service\'s (IPv4 and IPv6): a backend\'s port unreachable refuses the client\'s socket; fragmentation needed / packet too big for a reply reaches the backend as it knows the flow (DNAT and SNAT, IPv4 and IPv6)', async () => {
     // n2 is the backend; nobody listens on 5999 there, so it sends port unreachable to the node's SNAT address.
     const r = row(VIP, 'UDP', 56, 5999, [{ ip: n2.ip }], { mode: 'snat' });
     await writer.update(r);
@@ -252,6 +252,35 @@ describe('eBPF load balancer: selection, IPv6 modes, ICMP for SNAT, port pressur
     assert.deepEqual(JSON.parse(client.must('/usr/bin/python3', [PROBE, 'refused', VIP6, '56'])), { result: 'refused' });
     assert.ok(prog.stats().icmp_xlate! > before6);
     await writer.delete(r6);
+    // IPv6, toward the backend: packet too big sent to [VIP] about a reply — DNAT (a backend behind the
+    // node) and SNAT (n2, quoting node:nport) — reaches the backend quoting the flow as it knows it.
+    // tcpdump prints no quoted packet for "packet too big": the capture filter checks it instead —
+    // the quoted ports (ip6[88:2] source, ip6[90:2] destination) and the low words of the quoted addresses.
+    const tooBig = async (r: LbServiceRow, sport: number, filter: (seen: string, backend: string) => string) => {
+      await writer.update(r);
+      const f = probe(VIP6, r.port, [sport])[0]!;
+      assert.ok(f.backend, JSON.stringify(f));
+      const host = f.backend === 'n2' ? n2 : backends.find((b) => b.name === f.backend)!;
+      const backendIp = f.backend === 'n2' ? N2_6 : ip6(backends.indexOf(host));
+      const cap = host.spawn('tcpdump6', 'tcpdump', ['-i', 'eth0', '-n', '-l', '-v', '--immediate-mode', `icmp6 and ip6[40] == 2 and ${filter(f.seen!, backendIp)}`]);
+      try {
+        await cap.waitForOutput('listening on', 10_000);
+        const mid = prog.stats().icmp_xlate!;
+        client.must('/usr/bin/python3', [PROBE, 'icmp6-to-vip', 'eth0', CLIENT6, VIP6, String(r.port), String(sport)]);
+        await waitFor(() => /packet too big/.test(cap.text()), { timeoutMs: 5000, what: 'packet too big, quoting the flow as the backend knows it', onTimeout: () => cap.text() });
+        await cap.stop('SIGINT');
+        assert.match(cap.text(), new RegExp(`> ${backendIp}: \\[icmp6 sum ok\\]`), cap.text());
+        assert.ok(prog.stats().icmp_xlate! > mid);
+      } finally {
+        await cap.stop('SIGINT').catch(() => {});
+      }
+      await writer.delete(r);
+    };
+    const low = (ip: string) => `0x${Buffer.from(ip.split(':').pop()!.padStart(8, '0'), 'hex').toString('hex')}`;
+    // DNAT: quoted [backend]:5356 → [client]:26200 (was [VIP]:59 → [client]:26200).
+    await tooBig(row(VIP6, 'UDP', 59, 5356, v6()), 26200, (_seen, b) => `ip6[88:2] == 5356 and ip6[90:2] == 26200 and ip6[68:4] == ${low(b)}`);
+    // SNAT: quoted [n2]:5356 → [node]:nport.
+    await tooBig(row(VIP6, 'UDP', 60, 5356, [{ ip: N2_6 }], { mode: 'snat' }), 26201, (seen) => `ip6[88:2] == 5356 and ip6[90:2] == ${seen.split(':').pop()} and ip6[68:4] == ${low(N2_6)} and ip6[84:4] == ${low(NODE6)}`);
   });
 
   test('SNAT under port pressure: every free port is found (beyond 8 probes), the rest dropped and counted exactly, live flows untouched', async () => {

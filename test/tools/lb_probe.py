@@ -4,6 +4,7 @@
   lb_probe.py udp VIP PORT SPORT...   one datagram from each source port; prints JSON
                                        [{sport, backend, seen, from}] (from = reply source "ip:port")
   lb_probe.py udp1 VIP PORT SPORT...  the same, one try with a 0.5 s timeout
+  lb_probe.py icmp6-to-vip IFACE ME VIP VPORT CPORT   packet too big to the VIP about a reply (scapy)
   lb_probe.py hostile IFACE VIP PORT   fragments, truncated headers, bad TCP flags (scapy)
 """
 import json
@@ -68,6 +69,22 @@ def icmp_to_vip(iface, vip, vport, client_port):
     print(json.dumps({"sent": 1}))
 
 
+def icmp6_to_vip(iface, me, vip, vport, client_port):
+    """Packet too big, sent to an IPv6 VIP, quoting a reply [VIP]:vport -> [me]:client_port."""
+    from scapy.all import IPv6, ICMPv6PacketTooBig, UDP, Ether, sendp, conf  # noqa: E402
+    import subprocess
+    conf.verb = 0
+    gw = json.loads(subprocess.run(["ip", "-6", "-j", "route", "get", vip], capture_output=True, text=True).stdout)[0].get("gateway", vip)
+    # The kernel's neighbour entry (the flow's traffic made it); scapy's own IPv6 resolution needs routes it lacks here.
+    neigh = json.loads(subprocess.run(["ip", "-6", "-j", "neigh", "show", gw], capture_output=True, text=True).stdout or "[]")
+    mac = next((n["lladdr"] for n in neigh if "lladdr" in n), None)
+    if mac is None:
+        sys.exit(f"no neighbour entry for {gw}")
+    quoted = IPv6(src=vip, dst=me) / UDP(sport=vport, dport=client_port) / b"12345678"
+    sendp(Ether(dst=mac) / IPv6(src=me, dst=vip) / ICMPv6PacketTooBig(mtu=1280) / bytes(quoted), iface=iface)
+    print(json.dumps({"sent": 1}))
+
+
 def hostile(iface, vip, port):
     from scapy.all import IP, TCP, UDP, Ether, Raw, fragment, sendp, conf  # noqa: E402
     conf.verb = 0
@@ -110,6 +127,8 @@ if __name__ == "__main__":
         refused(sys.argv[2], int(sys.argv[3]))
     elif mode == "icmp-to-vip":
         icmp_to_vip(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif mode == "icmp6-to-vip":
+        icmp6_to_vip(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
     elif mode == "hostile":
         hostile(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
