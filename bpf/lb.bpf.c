@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * herald L4 load balancer (issue 12, first slice): IPv4 TCP and UDP to a
- * service (VIP, port, protocol) are spread over backends with Maglev,
+ * herald L4 load balancer (issue 12): TCP and UDP to a service (VIP, port,
+ * protocol) are spread over backends with Maglev (or random / round robin),
  * tracked per connection, DNATed at tc ingress of the announcing interface and
  * reverse-NATed at tc egress of the same interface, so the client only ever
  * sees VIP:port.
@@ -13,8 +13,11 @@
  *   egress (prio 3) of the announcing interface:
  *     reply tuple reversed → CT_EGRESS entry → SNAT source back to VIP:port
  *
- * IPv6 DNAT services take the same path with 16-byte addresses (lb6_services,
- * ct6; see lb6_ingress below).
+ * IPv6 services take the same path with 16-byte addresses (lb6_services,
+ * ct6; see lb6_ingress below), in every mode (DNAT, SNAT, DSR).
+ * The ingress program is split into subprograms (lb4_ingress, lb6_ingress and
+ * the SNAT / ICMP paths they hand back to herald_lb_ingress): each has its own
+ * stack frame, and the verifier's 512 bytes bound the deepest call chain.
  * Anything that is not ours passes untouched (TC_ACT_UNSPEC). IPv4 fragments
  * sent to a service are dropped and counted (a later fragment carries no ports).
  */
@@ -855,12 +858,12 @@ static __always_inline void ct_touch_service(void *map, struct ct_entry *sent, v
 }
 
 /* ---------------------------------------------------------------------------
- * IPv6: DNAT services (TCP, UDP) balanced the same way — Maglev, CT_SERVICE and
- * CT_EGRESS entries in ct6, reverse NAT at egress. No IP header checksum; the
- * TCP/UDP checksum covers the 16-byte addresses through the pseudo header.
- * SNAT and DSR services, and session affinity, are IPv4-only in this slice
- * (the control plane never writes them for an IPv6 VIP; the datapath drops
- * such a frontend rather than guess). Extension headers other than a fragment
+ * IPv6: services (TCP, UDP) balanced the same way — the same selection,
+ * CT_SERVICE / CT_EGRESS / CT_SNAT entries in ct6, reverse NAT at egress (DNAT)
+ * or at ingress (SNAT replies to the node's IPv6 SNAT address), DSR by MAC,
+ * ClientIP affinity in lb6_affinity. No IP header checksum; the TCP/UDP
+ * checksum covers the 16-byte addresses through the pseudo header.
+ * Extension headers other than a fragment
  * header are not parsed (the packet passes); fragments to a VIP are dropped
  * and counted, as for IPv4.
  * ------------------------------------------------------------------------- */
@@ -1431,7 +1434,7 @@ static __attribute__((noinline)) int lb6_ingress(struct __sk_buff *skb)
  * client → VIP:vport, and when the backend itself reports, the outer source
  * becomes the VIP. The ICMPv6 checksum covers the pseudo header and the
  * quoted bytes: both changes are folded in. (The other direction — errors
- * sent to the VIP about a reply — passes untranslated in this slice.)
+ * sent to the VIP about a reply — is icmp6_vip_ingress.)
  * Returns 1 when translated, 0 when not ours, -1 on a failed rewrite.
  */
 #define ICMPV6_DEST_UNREACH_ 1
