@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * herald L4 load balancer (issue 12, first slice): IPv4 TCP and UDP to a
- * service (VIP, port, protocol) are spread over backends with Maglev,
+ * herald L4 load balancer (issue 12): TCP and UDP to a service (VIP, port,
+ * protocol) are spread over backends with Maglev (or random / round robin),
  * tracked per connection, DNATed at tc ingress of the announcing interface and
  * reverse-NATed at tc egress of the same interface, so the client only ever
  * sees VIP:port.
@@ -13,8 +13,11 @@
  *   egress (prio 3) of the announcing interface:
  *     reply tuple reversed → CT_EGRESS entry → SNAT source back to VIP:port
  *
- * IPv6 DNAT services take the same path with 16-byte addresses (lb6_services,
- * ct6; see lb6_ingress below).
+ * IPv6 services take the same path with 16-byte addresses (lb6_services,
+ * ct6; see lb6_ingress below), in every mode (DNAT, SNAT, DSR).
+ * The ingress program is split into subprograms (lb4_ingress, lb6_ingress and
+ * the SNAT / ICMP paths they hand back to herald_lb_ingress): each has its own
+ * stack frame, and the verifier's 512 bytes bound the deepest call chain.
  * Anything that is not ours passes untouched (TC_ACT_UNSPEC). IPv4 fragments
  * sent to a service are dropped and counted (a later fragment carries no ports).
  */
@@ -65,7 +68,7 @@ struct lb_service {
 	__u16 backends; /* active backends in the table (0: drop) */
 	__u16 flags;
 	__u32 affinity_timeout_s; /* sessionAffinity ClientIP: seconds; 0 = off */
-	__u32 pad;
+	__u32 rr_next; /* round robin: the next slot (the datapath counts; a rewrite restarts it) */
 };
 
 struct lb_backend {
@@ -86,6 +89,10 @@ enum ct_dir {
 
 #define LB_SVC_F_SNAT 1
 #define LB_SVC_F_DSR 2 /* direct server return: only the MAC changes; the backend holds the VIP */
+/* Backend selection other than Maglev: the service's table then holds its active backends
+ * in slots 0..backends-1, and a new flow takes slot random % backends or rr_next++ % backends. */
+#define LB_SVC_F_RANDOM 4
+#define LB_SVC_F_RR 8
 
 struct ct_key4 {
 	__be32 saddr;
@@ -137,7 +144,11 @@ enum lb_config_slot {
 	CFG_NON_TCP_NS = 3,
 	CFG_MAGLEV_M = 4,
 	CFG_SNAT_ADDR4 = 5, /* the node's IPv4 for SNAT services (network order in the low 4 bytes); 0 = none */
-	CFG_SLOTS = 6,
+	CFG_SNAT_ADDR6_LO = 6, /* the node's IPv6 for SNAT services: bytes 0..7 */
+	CFG_SNAT_ADDR6_HI = 7, /* bytes 8..15 (both 0: none) */
+	CFG_SNAT_PORT_MIN = 8, /* SNAT source ports: [min, max] (0: 32768 and 60999) */
+	CFG_SNAT_PORT_MAX = 9,
+	CFG_SLOTS = 10,
 };
 
 enum lb_stat {
@@ -156,7 +167,8 @@ enum lb_stat {
 	 * count, the LRU's evictions follow: created - deleted - user_deleted - live. */
 	ST_CT_DELETED = 10,
 	ST_CT_USER_DELETED = 11, /* written by user space only (slot of CPU 0) */
-	ST_SLOTS = 12,
+	ST_SNAT_EXHAUSTED = 12, /* new SNAT connections dropped: every probed node port toward the backend was taken */
+	ST_SLOTS = 13,
 };
 
 struct {
@@ -215,6 +227,18 @@ struct {
 	__uint(max_entries, 65536);
 } lb4_affinity SEC(".maps");
 
+struct affinity_key6 {
+	__u8 client[16];
+	__u32 service_id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct affinity_key6);
+	__type(value, struct affinity_entry);
+	__uint(max_entries, 65536);
+} lb6_affinity SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct ct_key4);
@@ -248,6 +272,36 @@ static __always_inline void count(__u32 slot)
 	__u64 *v = bpf_map_lookup_elem(&lb_stats, &slot);
 	if (v)
 		*v += 1;
+}
+
+/* One connection entry being built, per CPU: off the 512-byte stack (the IPv6 paths need the room). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct ct_entry);
+	__uint(max_entries, 1);
+} ct_scratch SEC(".maps");
+
+/* A new entry in the per-CPU scratch slot (0 if the slot cannot be had): written whole, then copied by the map update. */
+static __always_inline struct ct_entry *ct_build(__u32 backend_id, __u32 service_id, const void *nat_addr16, __be16 nat_port, __u16 flags,
+						 __u64 packets, __u64 bytes, __u64 now, __u64 expires, __be16 snat_port)
+{
+	__u32 zero = 0;
+	struct ct_entry *e = bpf_map_lookup_elem(&ct_scratch, &zero);
+	if (!e)
+		return 0;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->backend_id = backend_id;
+	e->service_id = service_id;
+	__builtin_memcpy(e->nat_addr, nat_addr16, 16);
+	e->nat_port = nat_port;
+	e->flags = flags;
+	e->packets_fwd = packets;
+	e->bytes_fwd = bytes;
+	e->created_s = (__u32)(now / 1000000000ULL);
+	e->expires_ns = expires;
+	e->snat_port = snat_port;
+	return e;
 }
 
 static __always_inline __u64 cfg(__u32 slot, __u64 def)
@@ -435,6 +489,67 @@ static __always_inline __u32 maglev_pick(__u32 service_id, __u32 hash)
 }
 
 /*
+ * A new flow's backend by the service's algorithm: Maglev (the flow's hash; the
+ * same flow, the same backend), random, or round robin. For the last two the
+ * table holds the active backends in slots 0..backends-1.
+ */
+static __always_inline __u32 pick_backend(struct lb_service *svc, __u32 service_id, __u32 hash)
+{
+	if (!(svc->flags & (LB_SVC_F_RANDOM | LB_SVC_F_RR)))
+		return maglev_pick(service_id, hash);
+	__u32 n = svc->backends;
+	if (n == 0)
+		return 0;
+	__u32 i;
+	if (svc->flags & LB_SVC_F_RR) {
+		/* Read, then count atomically (a fetching add needs BPF v3): two CPUs may
+		 * read the same slot at once; the counter never loses a step. */
+		i = svc->rr_next;
+		__sync_fetch_and_add(&svc->rr_next, 1);
+	} else {
+		i = bpf_get_prandom_u32();
+	}
+	void *table = bpf_map_lookup_elem(&lb_maglev, &service_id);
+	if (!table)
+		return 0;
+	__u32 idx = i % n;
+	__u32 *id = bpf_map_lookup_elem(table, &idx);
+	return id ? *id : 0;
+}
+
+/* sessionAffinity ClientIP: the client's backend while it is fresh, exists and is not terminating; else 0. */
+static __always_inline __u32 affinity_get(void *map, void *key, __u32 timeout_s, __u64 now)
+{
+	struct affinity_entry *a = bpf_map_lookup_elem(map, key);
+	if (!a || now - a->last_used_ns >= (__u64)timeout_s * 1000000000ULL)
+		return 0;
+	__u32 aid = a->backend_id;
+	struct lb_backend *ab = bpf_map_lookup_elem(&lb_backends, &aid);
+	/* A backend gone or terminating gets no new flow, affinity or not. */
+	return ab && !(ab->flags & LB_BACKEND_F_TERMINATING) ? aid : 0;
+}
+
+static __always_inline void affinity_set(void *map, void *key, __u32 backend_id, __u64 now)
+{
+	struct affinity_entry ae = { .backend_id = backend_id, .last_used_ns = now };
+	bpf_map_update_elem(map, key, &ae, BPF_ANY);
+}
+
+/* SNAT source ports [min, max] and how many of them a new connection probes (linearly,
+ * from the flow's hash): all of a small range, 64 of the default one. */
+#define SNAT_PROBES 64
+static __always_inline void snat_range(__u32 *min, __u32 *span)
+{
+	__u32 lo = (__u32)cfg(CFG_SNAT_PORT_MIN, 32768), hi = (__u32)cfg(CFG_SNAT_PORT_MAX, 60999);
+	if (lo < 1 || lo > 65535)
+		lo = 32768;
+	if (hi < lo || hi > 65535)
+		hi = lo;
+	*min = lo;
+	*span = hi - lo + 1;
+}
+
+/*
  * ICMP errors (destination unreachable, time exceeded) quoting a tracked flow.
  *   egress  (from a backend to the client): quoted client→backend:bport becomes
  *           client→VIP:vport, the outer source the VIP.
@@ -496,6 +611,27 @@ static __always_inline int icmp_xlate4(struct __sk_buff *skb, __u32 l4off, __be3
 		new_port = e->nat_port;
 		addr_off = in_ip + offsetof(struct iphdr, saddr);
 		port_off = in_l4;
+		/* An SNATed connection: the backend knows it as backend:bport → node:nport, so the
+		 * quoted destination (the client) becomes the node's SNAT address and port too. */
+		struct ct_key4 ek = { .saddr = inner.daddr, .daddr = new_addr, .sport = ports[1], .dport = new_port, .proto = inner.protocol, .dir = CT_EGRESS };
+		struct ct_entry *ee = bpf_map_lookup_elem(&ct4, &ek);
+		__be32 snat = (__be32)cfg(CFG_SNAT_ADDR4, 0);
+		if (ee && ee->snat_port && snat) {
+			__be16 nport = ee->snat_port;
+			__sum16 c0 = inner.check;
+			if (bpf_l3_csum_replace(skb, in_csum, inner.daddr, snat, 4) < 0)
+				return -1;
+			__sum16 c1;
+			if (bpf_skb_load_bytes(skb, in_csum, &c1, sizeof(c1)) < 0)
+				return -1;
+			if (bpf_l4_csum_replace(skb, icmp_csum, inner.daddr, snat, 4) < 0 || bpf_l4_csum_replace(skb, icmp_csum, c0, c1, 2) < 0 ||
+			    bpf_l4_csum_replace(skb, icmp_csum, ports[1], nport, 2) < 0)
+				return -1;
+			if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct iphdr, daddr), &snat, 4, 0) < 0 ||
+			    bpf_skb_store_bytes(skb, in_l4 + 2, &nport, 2, 0) < 0)
+				return -1;
+			inner.check = c1; /* the next change starts from here */
+		}
 	}
 	__sum16 old_csum = inner.check;
 	if (bpf_l3_csum_replace(skb, in_csum, old_addr, new_addr, 4) < 0)
@@ -509,7 +645,6 @@ static __always_inline int icmp_xlate4(struct __sk_buff *skb, __u32 l4off, __be3
 		return -1;
 	if (bpf_skb_store_bytes(skb, addr_off, &new_addr, 4, 0) < 0 || bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
 		return -1;
-	/* The outer address: the VIP as source (egress), the backend as destination (ingress). */
 	/* The outer address: egress, the source when the backend itself reports (a router on
 	 * the way keeps its own address); ingress, the destination (the VIP) becomes the backend. */
 	if (!egress || outer_src == old_addr) {
@@ -608,17 +743,98 @@ static __always_inline int snat_reply4(struct __sk_buff *skb, struct l4_info *l4
 static __always_inline __be16 snat_alloc4(__be32 baddr, __be16 bport, __be32 snat, __u8 proto, __be32 client, __be16 cport,
 					  __u32 backend_id, __u32 service_id, __u32 hash, __u64 expires)
 {
-	struct ct_entry r = { .backend_id = backend_id, .service_id = service_id, .nat_port = cport, .expires_ns = expires };
-	*(__be32 *)r.nat_addr = client;
-	for (int i = 0; i < 8; i++) {
-		__u16 p = 32768 + (__u16)((hash + (__u32)i * 7919) % 28232);
+	__u8 caddr[16] = {};
+	*(__be32 *)caddr = client;
+	struct ct_entry *r = ct_build(backend_id, service_id, caddr, cport, 0, 0, 0, 0, expires, 0);
+	if (!r)
+		return 0;
+	__u32 min, span;
+	snat_range(&min, &span);
+	__u32 start = hash % span;
+	for (__u32 i = 0; i < SNAT_PROBES && i < span; i++) {
+		__u16 p = (__u16)(min + (start + i) % span);
 		struct ct_key4 rkey = { .saddr = baddr, .daddr = snat, .sport = bport, .dport = bpf_htons(p), .proto = proto, .dir = CT_SNAT };
-		if (bpf_map_update_elem(&ct4, &rkey, &r, BPF_NOEXIST) == 0) {
+		long rc = bpf_map_update_elem(&ct4, &rkey, r, BPF_NOEXIST);
+		if (rc == 0) {
 			count(ST_CT_CREATED);
 			return bpf_htons(p);
 		}
+		if (rc != -17 /* EEXIST: the port is taken toward this backend */) {
+			count(ST_CT_FULL);
+			return 0;
+		}
 	}
+	count(ST_SNAT_EXHAUSTED);
 	return 0;
+}
+
+/*
+ * An ICMP error (destination unreachable incl. fragmentation needed, time
+ * exceeded) sent to the node's SNAT address about a connection it SNATed: the
+ * quoted node:nport → backend:bport becomes client:cport → VIP:vport, the outer
+ * destination the client, and when the backend itself reports, the outer source
+ * the VIP (a router on the way keeps its own). Then on to the client. Quoted
+ * headers with IP options, or of flows we do not know, pass untouched.
+ */
+static __always_inline int icmp_snat4(struct __sk_buff *skb, __u32 l4off, __be32 outer_src, __be32 snat)
+{
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, l4off, &ih, sizeof(ih)) < 0)
+		return PASS;
+	if (ih.type != ICMP_DEST_UNREACH && ih.type != ICMP_TIME_EXCEEDED)
+		return PASS;
+	__u32 in_ip = l4off + sizeof(struct icmphdr);
+	struct iphdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0)
+		return PASS;
+	if (inner.version != 4 || inner.ihl != 5 || (inner.protocol != IPPROTO_TCP && inner.protocol != IPPROTO_UDP) || inner.saddr != snat)
+		return PASS;
+	__u32 in_l4 = in_ip + sizeof(struct iphdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return PASS;
+	__be32 baddr = inner.daddr;
+	struct ct_key4 rkey = { .saddr = baddr, .daddr = snat, .sport = ports[1], .dport = ports[0], .proto = inner.protocol, .dir = CT_SNAT };
+	struct ct_entry *r = bpf_map_lookup_elem(&ct4, &rkey);
+	if (!r)
+		return PASS;
+	__be32 client = *(__be32 *)r->nat_addr;
+	__be16 cport = r->nat_port;
+	struct ct_key4 ekey = { .saddr = client, .daddr = baddr, .sport = cport, .dport = ports[1], .proto = inner.protocol, .dir = CT_EGRESS };
+	struct ct_entry *e = bpf_map_lookup_elem(&ct4, &ekey);
+	if (!e)
+		return PASS;
+	__be32 vip = *(__be32 *)e->nat_addr;
+	__be16 vport = e->nat_port;
+	struct iphdr outer;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &outer, sizeof(outer)) < 0)
+		return PASS;
+	__u32 icmp_csum = l4off + offsetof(struct icmphdr, checksum);
+	__u32 in_csum = in_ip + offsetof(struct iphdr, check);
+	/* The quoted IP header: both addresses, its checksum; the ICMP checksum follows every change. */
+	__sum16 old_csum = inner.check;
+	if (bpf_l3_csum_replace(skb, in_csum, snat, client, 4) < 0 || bpf_l3_csum_replace(skb, in_csum, baddr, vip, 4) < 0)
+		return TC_ACT_SHOT;
+	__sum16 new_csum;
+	if (bpf_skb_load_bytes(skb, in_csum, &new_csum, sizeof(new_csum)) < 0)
+		return TC_ACT_SHOT;
+	if (bpf_l4_csum_replace(skb, icmp_csum, snat, client, 4) < 0 || bpf_l4_csum_replace(skb, icmp_csum, baddr, vip, 4) < 0 ||
+	    bpf_l4_csum_replace(skb, icmp_csum, old_csum, new_csum, 2) < 0 || bpf_l4_csum_replace(skb, icmp_csum, ports[0], cport, 2) < 0 ||
+	    bpf_l4_csum_replace(skb, icmp_csum, ports[1], vport, 2) < 0)
+		return TC_ACT_SHOT;
+	__be16 nports[2] = { cport, vport };
+	if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct iphdr, saddr), &client, 4, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_ip + offsetof(struct iphdr, daddr), &vip, 4, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_l4, nports, sizeof(nports), 0) < 0)
+		return TC_ACT_SHOT;
+	/* Outer: to the client; from the VIP when the backend itself reports. */
+	__be32 src = outer_src == baddr ? vip : outer_src;
+	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, snat, client, 4) < 0 || bpf_skb_store_bytes(skb, IP_DST_OFF, &client, 4, 0) < 0)
+		return TC_ACT_SHOT;
+	if (src != outer_src && (bpf_l3_csum_replace(skb, IP_CSUM_OFF, outer_src, src, 4) < 0 || bpf_skb_store_bytes(skb, IP_SRC_OFF, &src, 4, 0) < 0))
+		return TC_ACT_SHOT;
+	count(ST_ICMP_XLATE);
+	return forward4(skb, src, client, outer.tos, IPPROTO_ICMP, bpf_ntohs(outer.tot_len), outer.ttl);
 }
 
 /*
@@ -635,27 +851,19 @@ static __always_inline void ct_touch_service(void *map, struct ct_entry *sent, v
 		__sync_fetch_and_add(&sent->bytes_fwd, len);
 		return;
 	}
-	struct ct_entry s = {
-		.backend_id = backend_id,
-		.service_id = service_id,
-		.nat_port = bport,
-		.flags = flags,
-		.packets_fwd = 1,
-		.bytes_fwd = len,
-		.created_s = (__u32)(now / 1000000000ULL),
-		.expires_ns = now + life,
-	};
-	__builtin_memcpy(s.nat_addr, baddr16, 16); /* the backend as lb_backends holds it (IPv4: 4 bytes, then zeros) */
-	ct_create(map, skey, &s);
+	/* nat_addr: the backend as lb_backends holds it (IPv4: 4 bytes, then zeros). */
+	struct ct_entry *s = ct_build(backend_id, service_id, baddr16, bport, flags, 1, len, now, now + life, 0);
+	if (s)
+		ct_create(map, skey, s);
 }
 
 /* ---------------------------------------------------------------------------
- * IPv6: DNAT services (TCP, UDP) balanced the same way — Maglev, CT_SERVICE and
- * CT_EGRESS entries in ct6, reverse NAT at egress. No IP header checksum; the
- * TCP/UDP checksum covers the 16-byte addresses through the pseudo header.
- * SNAT and DSR services, and session affinity, are IPv4-only in this slice
- * (the control plane never writes them for an IPv6 VIP; the datapath drops
- * such a frontend rather than guess). Extension headers other than a fragment
+ * IPv6: services (TCP, UDP) balanced the same way — the same selection,
+ * CT_SERVICE / CT_EGRESS / CT_SNAT entries in ct6, reverse NAT at egress (DNAT)
+ * or at ingress (SNAT replies to the node's IPv6 SNAT address), DSR by MAC,
+ * ClientIP affinity in lb6_affinity. No IP header checksum; the TCP/UDP
+ * checksum covers the 16-byte addresses through the pseudo header.
+ * Extension headers other than a fragment
  * header are not parsed (the packet passes); fragments to a VIP are dropped
  * and counted, as for IPv4.
  * ------------------------------------------------------------------------- */
@@ -725,7 +933,7 @@ static __always_inline int rewrite6(struct __sk_buff *skb, struct l4_info *l4, i
 }
 
 /* forward4 for IPv6: FIB lookup, hop limit, MACs, redirect; else the kernel routes it. */
-static __always_inline int forward6(struct __sk_buff *skb, __u32 *src, __u32 *dst, __u8 proto, __u8 hlim)
+static __attribute__((noinline)) int forward6(struct __sk_buff *skb, __u32 *src, __u32 *dst, __u8 proto, __u8 hlim)
 {
 	struct bpf_fib_lookup fib = {};
 	fib.family = AF_INET6_;
@@ -752,12 +960,326 @@ static __always_inline int forward6(struct __sk_buff *skb, __u32 *src, __u32 *ds
 	return bpf_redirect(fib.ifindex, 0);
 }
 
-static __always_inline int lb6_ingress(struct __sk_buff *skb)
+static __always_inline int eq6(const __u32 *a, const __u32 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+/* The node's IPv6 for SNAT services (lb_config, two slots); 0 when none is set. */
+static __always_inline int snat_addr6(__u32 *a)
+{
+	__u64 lo = cfg(CFG_SNAT_ADDR6_LO, 0), hi = cfg(CFG_SNAT_ADDR6_HI, 0);
+	__builtin_memcpy(a, &lo, 8);
+	__builtin_memcpy(a + 2, &hi, 8);
+	return lo || hi;
+}
+
+/* snat_alloc4 for IPv6: the CT_SNAT entry {backend, node, bport, nport} in ct6 is the reservation. */
+static __always_inline __be16 snat_alloc6(const __u32 *baddr, __be16 bport, const __u32 *snat, __u8 proto, const __u32 *client,
+					  __be16 cport, __u32 backend_id, __u32 service_id, __u32 hash, __u64 expires)
+{
+	struct ct_entry *r = ct_build(backend_id, service_id, client, cport, 0, 0, 0, 0, expires, 0);
+	if (!r)
+		return 0;
+	struct ct_key6 rkey = { .sport = bport, .proto = proto, .dir = CT_SNAT };
+	__builtin_memcpy(rkey.saddr, baddr, 16);
+	__builtin_memcpy(rkey.daddr, snat, 16);
+	__u32 min, span;
+	snat_range(&min, &span);
+	__u32 start = hash % span;
+	for (__u32 i = 0; i < SNAT_PROBES && i < span; i++) {
+		__u16 p = (__u16)(min + (start + i) % span);
+		rkey.dport = bpf_htons(p);
+		long rc = bpf_map_update_elem(&ct6, &rkey, r, BPF_NOEXIST);
+		if (rc == 0) {
+			count(ST_CT_CREATED);
+			return bpf_htons(p);
+		}
+		if (rc != -17) {
+			count(ST_CT_FULL);
+			return 0;
+		}
+	}
+	count(ST_SNAT_EXHAUSTED);
+	return 0;
+}
+
+/* snat_reply4 for IPv6: a backend's reply to the node's SNAT address goes back to the client from [VIP]:port. */
+static __always_inline int snat_reply6(struct __sk_buff *skb, struct l4_info *l4, __u32 *saddr, __u32 *daddr, __u8 hlim)
+{
+	struct ct_key6 rkey = { .sport = l4->sport, .dport = l4->dport, .proto = l4->proto, .dir = CT_SNAT };
+	__builtin_memcpy(rkey.saddr, saddr, 16);
+	__builtin_memcpy(rkey.daddr, daddr, 16);
+	struct ct_entry *r = bpf_map_lookup_elem(&ct6, &rkey);
+	if (!r)
+		return PASS;
+	__u32 client[4];
+	__builtin_memcpy(client, r->nat_addr, 16);
+	__be16 cport = r->nat_port;
+	struct ct_key6 ekey = { .sport = cport, .dport = l4->sport, .proto = l4->proto, .dir = CT_EGRESS };
+	__builtin_memcpy(ekey.saddr, client, 16);
+	__builtin_memcpy(ekey.daddr, saddr, 16);
+	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &ekey);
+	if (!e)
+		return PASS;
+	__u64 now = bpf_ktime_get_ns();
+	__u16 f = e->flags;
+	if (l4->proto == IPPROTO_TCP)
+		f |= tcp_flags_to_ct(l4->tcpflags, 1);
+	e->flags = f;
+	__u64 exp = now + lifetime(l4->proto, f);
+	e->expires_ns = exp;
+	r->expires_ns = exp;
+	__sync_fetch_and_add(&e->packets_rev, 1);
+	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	__u32 vip[4];
+	__builtin_memcpy(vip, e->nat_addr, 16);
+	__be16 vport = e->nat_port;
+	if (rewrite6(skb, l4, 1, daddr, client, l4->dport, cport) < 0 || rewrite6(skb, l4, 0, saddr, vip, l4->sport, vport) < 0)
+		return TC_ACT_SHOT;
+	count(ST_REVNAT);
+	return forward6(skb, vip, client, l4->proto, hlim);
+}
+
+/* lb6_ingress's keys, per CPU: off its stack frame (with the calls below it, 512 bytes in all). */
+struct lb6_keys {
+	struct ct_key6 skey;
+	struct ct_key6 ekey;
+	struct ct_key6 rkey;
+	struct affinity_key6 akey;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct lb6_keys);
+	__uint(max_entries, 1);
+} lb6_scratch SEC(".maps");
+
+/* DSR over IPv6: only the MACs change, toward the backend's (resolved by the kernel when unknown). */
+static __attribute__((noinline)) int dsr6(struct __sk_buff *skb, __u32 *saddr, __u32 *baddr, __u8 proto)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET6_;
+	fib.l4_protocol = proto;
+	fib.tot_len = skb->len - ETH_HLEN;
+	__builtin_memcpy(fib.ipv6_src, saddr, 16);
+	__builtin_memcpy(fib.ipv6_dst, baddr, 16);
+	fib.ifindex = skb->ingress_ifindex;
+	long frc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (frc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		struct bpf_redir_neigh nh = { .nh_family = AF_INET6_ };
+		__builtin_memcpy(nh.ipv6_nh, baddr, 16);
+		return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
+	}
+	if (frc != BPF_FIB_LKUP_RET_SUCCESS) {
+		count(ST_FIB_PASS);
+		return TC_ACT_SHOT; /* no route to the backend: the VIP cannot be delivered as is */
+	}
+	if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) < 0 || bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(fib.ifindex, 0);
+}
+
+#define LB6_SNAT_REPLY 0x10000 /* lb6_ingress: a packet to the node's IPv6 SNAT address */
+#define LB6_ICMP_SNAT 0x10002   /* lb6_ingress: ICMPv6 to the node's IPv6 SNAT address */
+#define LB6_ICMP_VIP 0x10003    /* lb6_ingress: ICMPv6 to a balanced IPv6 VIP */
+#define IPPROTO_ICMPV6__ 58
+
+/* IPv6 whose next header is ICMPv6. */
+static __always_inline int is_icmp6(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ipv6hdr *ip6 = data + ETH_HLEN;
+	return (void *)(ip6 + 1) <= data_end && ip6->nexthdr == IPPROTO_ICMPV6__;
+}
+
+/*
+ * icmp_snat4 for IPv6: an ICMPv6 error (destination unreachable, packet too
+ * big, time exceeded) sent to the node's SNAT address about a connection it
+ * SNATed. The quoted node:nport → backend:bport becomes client:cport →
+ * [VIP]:vport, the outer destination the client, the outer source the VIP when
+ * the backend itself reports. The ICMPv6 checksum covers the pseudo header and
+ * the quoted bytes: every change is folded in. Then on to the client.
+ */
+static __attribute__((noinline)) int icmp6_snat_ingress(struct __sk_buff *skb)
+{
+	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
+	struct ipv6hdr outer;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &outer, sizeof(outer)) < 0 || outer.nexthdr != IPPROTO_ICMPV6__)
+		return PASS;
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, off, &ih, sizeof(ih)) < 0)
+		return PASS;
+	if (ih.type != 1 && ih.type != 2 && ih.type != 3)
+		return PASS;
+	__u32 in_ip = off + sizeof(struct icmphdr);
+	struct ipv6hdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0)
+		return PASS;
+	if (inner.nexthdr != IPPROTO_TCP && inner.nexthdr != IPPROTO_UDP)
+		return PASS;
+	__u32 in_l4 = in_ip + sizeof(struct ipv6hdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return PASS;
+	__u32 snat[4], qsrc[4], baddr[4], osrc[4];
+	if (!snat_addr6(snat))
+		return PASS;
+	__builtin_memcpy(qsrc, &inner.saddr, 16);
+	__builtin_memcpy(baddr, &inner.daddr, 16);
+	__builtin_memcpy(osrc, &outer.saddr, 16);
+	if (!eq6(qsrc, snat))
+		return PASS;
+	struct ct_key6 k = { .sport = ports[1], .dport = ports[0], .proto = inner.nexthdr, .dir = CT_SNAT };
+	__builtin_memcpy(k.saddr, baddr, 16);
+	__builtin_memcpy(k.daddr, snat, 16);
+	struct ct_entry *r = bpf_map_lookup_elem(&ct6, &k);
+	if (!r)
+		return PASS;
+	__u32 client[4];
+	__builtin_memcpy(client, r->nat_addr, 16);
+	__be16 cport = r->nat_port;
+	k.sport = cport;
+	k.dport = ports[1];
+	k.dir = CT_EGRESS;
+	__builtin_memcpy(k.saddr, client, 16);
+	__builtin_memcpy(k.daddr, baddr, 16);
+	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &k);
+	if (!e)
+		return PASS;
+	__u32 vip[4];
+	__builtin_memcpy(vip, e->nat_addr, 16);
+	__be16 vport = e->nat_port;
+	__u32 csum = off + offsetof(struct icmphdr, checksum);
+	/* Quoted: source snat → client, destination backend → VIP, ports (the body: no pseudo-header flag). */
+	__s64 d1 = bpf_csum_diff(snat, 16, client, 16, 0);
+	__s64 d2 = bpf_csum_diff(baddr, 16, vip, 16, 0);
+	if (d1 < 0 || d2 < 0)
+		return TC_ACT_SHOT;
+	if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d1, 0) < 0 || bpf_l4_csum_replace(skb, csum, 0, (__u64)d2, 0) < 0 ||
+	    bpf_l4_csum_replace(skb, csum, ports[0], cport, 2) < 0 || bpf_l4_csum_replace(skb, csum, ports[1], vport, 2) < 0)
+		return TC_ACT_SHOT;
+	__be16 nports[2] = { cport, vport };
+	if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, saddr), client, 16, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, daddr), vip, 16, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_l4, nports, sizeof(nports), 0) < 0)
+		return TC_ACT_SHOT;
+	/* Outer destination snat → client (pseudo header), and the source when the backend itself reports. */
+	if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d1, BPF_F_PSEUDO_HDR) < 0 || bpf_skb_store_bytes(skb, IP6_DST_OFF, client, 16, 0) < 0)
+		return TC_ACT_SHOT;
+	__u32 *src = osrc;
+	if (eq6(osrc, baddr)) {
+		if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d2, BPF_F_PSEUDO_HDR) < 0 || bpf_skb_store_bytes(skb, IP6_SRC_OFF, vip, 16, 0) < 0)
+			return TC_ACT_SHOT;
+		src = vip;
+	}
+	count(ST_ICMP_XLATE);
+	return forward6(skb, src, client, IPPROTO_ICMPV6__, outer.hop_limit);
+}
+
+/* A backend's reply to the node's IPv6 SNAT address (see snat_reply6); not inlined, its own frame. */
+static __attribute__((noinline)) int snat6_ingress(struct __sk_buff *skb)
+{
+	__u32 saddr[4], daddr[4];
+	__u8 hlim = 0;
+	struct l4_info l4 = {};
+	if (parse6(skb, saddr, daddr, &hlim, &l4) != 0)
+		return PASS;
+	return snat_reply6(skb, &l4, saddr, daddr, hlim);
+}
+
+/*
+ * An ICMPv6 error sent to a VIP about a reply we sent (e.g. packet too big on
+ * the way to the client): the quoted [VIP]:vport → client:cport becomes
+ * backend:bport → client:cport — and for an SNATed connection → node:nport, as
+ * the backend knows it — and the outer destination the backend; the kernel
+ * routes it there. The ICMPv6 checksum follows every change (pseudo header
+ * included). Unknown flows pass untouched.
+ */
+static __attribute__((noinline)) int icmp6_vip_ingress(struct __sk_buff *skb)
+{
+	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
+	struct ipv6hdr outer;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &outer, sizeof(outer)) < 0 || outer.nexthdr != IPPROTO_ICMPV6__)
+		return PASS;
+	struct icmphdr ih;
+	if (bpf_skb_load_bytes(skb, off, &ih, sizeof(ih)) < 0 || (ih.type != 1 && ih.type != 2 && ih.type != 3))
+		return PASS;
+	__u32 in_ip = off + sizeof(struct icmphdr);
+	struct ipv6hdr inner;
+	if (bpf_skb_load_bytes(skb, in_ip, &inner, sizeof(inner)) < 0 || (inner.nexthdr != IPPROTO_TCP && inner.nexthdr != IPPROTO_UDP))
+		return PASS;
+	__u32 in_l4 = in_ip + sizeof(struct ipv6hdr);
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return PASS;
+	__u32 vip[4], client[4], odst[4];
+	__builtin_memcpy(vip, &inner.saddr, 16);
+	__builtin_memcpy(client, &inner.daddr, 16);
+	__builtin_memcpy(odst, &outer.daddr, 16);
+	if (!eq6(vip, odst))
+		return PASS; /* quoted: VIP:vport → client, sent back to the VIP */
+	struct ct_key6 k = { .sport = ports[1], .dport = ports[0], .proto = inner.nexthdr, .dir = CT_SERVICE };
+	__builtin_memcpy(k.saddr, client, 16);
+	__builtin_memcpy(k.daddr, vip, 16);
+	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &k);
+	if (!e)
+		return PASS;
+	__u32 baddr[4];
+	__builtin_memcpy(baddr, e->nat_addr, 16);
+	__be16 bport = e->nat_port;
+	__u32 csum = off + offsetof(struct icmphdr, checksum);
+	__s64 d1 = bpf_csum_diff(vip, 16, baddr, 16, 0);
+	if (d1 < 0)
+		return TC_ACT_SHOT;
+	/* Quoted source (body) and outer destination (pseudo header): VIP → backend. */
+	if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d1, 0) < 0 || bpf_l4_csum_replace(skb, csum, ports[0], bport, 2) < 0 ||
+	    bpf_l4_csum_replace(skb, csum, 0, (__u64)d1, BPF_F_PSEUDO_HDR) < 0)
+		return TC_ACT_SHOT;
+	if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, saddr), baddr, 16, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, in_l4, &bport, 2, 0) < 0 || bpf_skb_store_bytes(skb, IP6_DST_OFF, baddr, 16, 0) < 0)
+		return TC_ACT_SHOT;
+	/* SNATed: the quoted destination is the node's address and port toward the backend. */
+	k.sport = ports[1];
+	k.dport = bport;
+	k.dir = CT_EGRESS;
+	__builtin_memcpy(k.daddr, baddr, 16);
+	struct ct_entry *ee = bpf_map_lookup_elem(&ct6, &k);
+	__u32 snat[4];
+	if (ee && ee->snat_port && snat_addr6(snat)) {
+		__be16 nport = ee->snat_port;
+		__s64 d3 = bpf_csum_diff(client, 16, snat, 16, 0);
+		if (d3 < 0)
+			return TC_ACT_SHOT;
+		if (bpf_l4_csum_replace(skb, csum, 0, (__u64)d3, 0) < 0 || bpf_l4_csum_replace(skb, csum, ports[1], nport, 2) < 0)
+			return TC_ACT_SHOT;
+		if (bpf_skb_store_bytes(skb, in_ip + offsetof(struct ipv6hdr, daddr), snat, 16, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, in_l4 + 2, &nport, 2, 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	count(ST_ICMP_XLATE);
+	return PASS;
+}
+
+/* Not inlined: its own stack frame (the IPv4 and IPv6 paths together exceed 512 bytes). */
+static __attribute__((noinline)) int lb6_ingress(struct __sk_buff *skb)
 {
 	__u32 saddr[4], vip[4];
 	__u8 hlim = 0;
 	struct l4_info l4 = {};
 	int rc = parse6(skb, saddr, vip, &hlim, &l4);
+	if (rc == 1 && is_icmp6(skb)) {
+		__u32 snat6[4];
+		if (snat_addr6(snat6) && eq6(vip, snat6))
+			return LB6_ICMP_SNAT; /* an ICMPv6 error about a connection we SNATed? the caller looks, in its own frame */
+		struct lb6_key marker = {};
+		__builtin_memcpy(marker.vip, vip, 16);
+		if (bpf_map_lookup_elem(&lb6_services, &marker))
+			return LB6_ICMP_VIP; /* to a VIP we balance: about a reply we sent? */
+		return PASS;
+	}
 	if (rc == 1 || rc == 3)
 		return PASS; /* not ours / truncated: never touched */
 	if (rc == 2) {
@@ -771,26 +1293,41 @@ static __always_inline int lb6_ingress(struct __sk_buff *skb)
 	struct lb6_key sk = { .port = l4.dport, .proto = l4.proto };
 	__builtin_memcpy(sk.vip, vip, 16);
 	struct lb_service *svc = bpf_map_lookup_elem(&lb6_services, &sk);
-	if (!svc)
+	__u32 snat[4] = {};
+	if (!svc) {
+		if (snat_addr6(snat) && eq6(vip, snat))
+			return LB6_SNAT_REPLY; /* the caller runs snat6_ingress: its own frame */
 		return PASS;
+	}
 	__u32 service_id = svc->id;
-	if (svc->flags & (LB_SVC_F_SNAT | LB_SVC_F_DSR)) {
-		count(ST_NO_BACKEND); /* IPv4-only modes: never written for an IPv6 VIP */
+	int do_snat = svc->flags & LB_SVC_F_SNAT;
+	/* The SNAT address is read only for an SNAT service (two lookups the others do not pay). */
+	if (do_snat && !snat_addr6(snat)) {
+		count(ST_NO_BACKEND); /* an SNAT service without an IPv6 SNAT address */
 		return TC_ACT_SHOT;
 	}
 	__u64 now = bpf_ktime_get_ns();
+	__u32 zero = 0;
+	struct lb6_keys *kk = bpf_map_lookup_elem(&lb6_scratch, &zero);
+	if (!kk)
+		return TC_ACT_SHOT;
+	__builtin_memset(kk, 0, sizeof(*kk));
 
-	struct ct_key6 skey = { .sport = l4.sport, .dport = l4.dport, .proto = l4.proto, .dir = CT_SERVICE };
-	__builtin_memcpy(skey.saddr, saddr, 16);
-	__builtin_memcpy(skey.daddr, vip, 16);
-	struct ct_entry *sent = bpf_map_lookup_elem(&ct6, &skey);
+	struct ct_key6 *skey = &kk->skey;
+	skey->sport = l4.sport;
+	skey->dport = l4.dport;
+	skey->proto = l4.proto;
+	skey->dir = CT_SERVICE;
+	__builtin_memcpy(skey->saddr, saddr, 16);
+	__builtin_memcpy(skey->daddr, vip, 16);
+	struct ct_entry *sent = bpf_map_lookup_elem(&ct6, skey);
 	struct lb_backend *be = 0;
 	__u32 backend_id = 0;
 	if (sent) {
 		backend_id = sent->backend_id;
 		be = bpf_map_lookup_elem(&lb_backends, &backend_id);
 		if (!be) {
-			ct_delete(&ct6, &skey);
+			ct_delete(&ct6, skey);
 			sent = 0;
 		}
 	}
@@ -799,8 +1336,16 @@ static __always_inline int lb6_ingress(struct __sk_buff *skb)
 			count(ST_NO_BACKEND);
 			return TC_ACT_SHOT;
 		}
-		backend_id = maglev_pick(service_id, flow_hash6(saddr, vip, l4.sport, l4.dport, l4.proto));
+		__u32 timeout_s = svc->affinity_timeout_s;
+		struct affinity_key6 *akey = &kk->akey;
+		akey->service_id = service_id;
+		__builtin_memcpy(akey->client, saddr, 16);
+		backend_id = timeout_s ? affinity_get(&lb6_affinity, akey, timeout_s, now) : 0;
+		if (!backend_id)
+			backend_id = pick_backend(svc, service_id, flow_hash6(saddr, vip, l4.sport, l4.dport, l4.proto));
 		be = backend_id ? bpf_map_lookup_elem(&lb_backends, &backend_id) : 0;
+		if (be && be->family == 6 && timeout_s)
+			affinity_set(&lb6_affinity, akey, backend_id, now);
 	}
 	if (!be || be->family != 6) {
 		count(ST_NO_BACKEND);
@@ -810,12 +1355,25 @@ static __always_inline int lb6_ingress(struct __sk_buff *skb)
 	__builtin_memcpy(baddr, be->addr, 16);
 	__be16 bport = be->port;
 
-	struct ct_key6 ekey = { .sport = l4.sport, .dport = bport, .proto = l4.proto, .dir = CT_EGRESS };
-	__builtin_memcpy(ekey.saddr, saddr, 16);
-	__builtin_memcpy(ekey.daddr, baddr, 16);
-	struct ct_entry *eent = bpf_map_lookup_elem(&ct6, &ekey);
+	/* DSR: the packet goes to the backend's MAC unchanged ([VIP]:port kept); the reply bypasses us. */
+	if (svc->flags & LB_SVC_F_DSR) {
+		__u64 dlife = lifetime(l4.proto, l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) | CT_F_ESTABLISHED : 0);
+		ct_touch_service(&ct6, sent, skey, backend_id, service_id, (const __u8 *)baddr, bport, 0, skb->len, now, dlife);
+		count(ST_FORWARDED);
+		return dsr6(skb, saddr, baddr, l4.proto);
+	}
+
+	struct ct_key6 *ekey = &kk->ekey;
+	ekey->sport = l4.sport;
+	ekey->dport = bport;
+	ekey->proto = l4.proto;
+	ekey->dir = CT_EGRESS;
+	__builtin_memcpy(ekey->saddr, saddr, 16);
+	__builtin_memcpy(ekey->daddr, baddr, 16);
+	struct ct_entry *eent = bpf_map_lookup_elem(&ct6, ekey);
 	__u16 tf = l4.proto == IPPROTO_TCP ? tcp_flags_to_ct(l4.tcpflags, 0) : 0;
 	__u64 life;
+	__be16 snat_port = 0;
 	if (eent) {
 		__u16 f = eent->flags | tf;
 		if (l4.proto == IPPROTO_TCP && (l4.tcpflags & 0x12) == 0x02 && (eent->flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING)))
@@ -825,26 +1383,47 @@ static __always_inline int lb6_ingress(struct __sk_buff *skb)
 		eent->expires_ns = now + life;
 		__sync_fetch_and_add(&eent->packets_fwd, 1);
 		__sync_fetch_and_add(&eent->bytes_fwd, skb->len);
-	} else {
-		struct ct_entry e = {
-			.backend_id = backend_id,
-			.service_id = service_id,
-			.nat_port = l4.dport,
-			.flags = tf,
-			.packets_fwd = 1,
-			.bytes_fwd = skb->len,
-			.created_s = (__u32)(now / 1000000000ULL),
-		};
-		__builtin_memcpy(e.nat_addr, vip, 16);
-		life = lifetime(l4.proto, tf);
-		e.expires_ns = now + life;
-		ct_create(&ct6, &ekey, &e);
+		snat_port = eent->snat_port;
+		if (do_snat && snat_port) {
+			struct ct_key6 *rkey = &kk->rkey;
+			rkey->sport = bport;
+			rkey->dport = snat_port;
+			rkey->proto = l4.proto;
+			rkey->dir = CT_SNAT;
+			__builtin_memcpy(rkey->saddr, baddr, 16);
+			__builtin_memcpy(rkey->daddr, snat, 16);
+			struct ct_entry *r = bpf_map_lookup_elem(&ct6, rkey);
+			if (r)
+				r->expires_ns = now + life;
+			else
+				snat_port = 0;
+		}
 	}
-	ct_touch_service(&ct6, sent, &skey, backend_id, service_id, (const __u8 *)baddr, bport, tf, skb->len, now, life);
+	if (do_snat && !snat_port) {
+		life = lifetime(l4.proto, eent ? eent->flags : tf);
+		snat_port = snat_alloc6(baddr, bport, snat, l4.proto, saddr, l4.sport, backend_id, service_id,
+					flow_hash6(saddr, vip, l4.sport, l4.dport, l4.proto), now + life);
+		if (!snat_port)
+			return TC_ACT_SHOT; /* counted: snat_exhausted or ct_full */
+		if (eent)
+			eent->snat_port = snat_port;
+	}
+	if (!eent) {
+		life = lifetime(l4.proto, tf);
+		struct ct_entry *e = ct_build(backend_id, service_id, vip, l4.dport, tf, 1, skb->len, now, now + life, snat_port);
+		if (e)
+			ct_create(&ct6, ekey, e);
+	}
+	ct_touch_service(&ct6, sent, skey, backend_id, service_id, (const __u8 *)baddr, bport, tf, skb->len, now, life);
 
 	if (rewrite6(skb, &l4, 1, vip, baddr, l4.dport, bport) < 0)
 		return TC_ACT_SHOT;
 	count(ST_FORWARDED);
+	if (do_snat) {
+		if (rewrite6(skb, &l4, 0, saddr, snat, l4.sport, snat_port) < 0)
+			return TC_ACT_SHOT;
+		return forward6(skb, snat, baddr, l4.proto, hlim);
+	}
 	return forward6(skb, saddr, baddr, l4.proto, hlim);
 }
 
@@ -855,7 +1434,7 @@ static __always_inline int lb6_ingress(struct __sk_buff *skb)
  * client → VIP:vport, and when the backend itself reports, the outer source
  * becomes the VIP. The ICMPv6 checksum covers the pseudo header and the
  * quoted bytes: both changes are folded in. (The other direction — errors
- * sent to the VIP about a reply — passes untranslated in this slice.)
+ * sent to the VIP about a reply — is icmp6_vip_ingress.)
  * Returns 1 when translated, 0 when not ours, -1 on a failed rewrite.
  */
 #define ICMPV6_DEST_UNREACH_ 1
@@ -964,11 +1543,35 @@ static __always_inline int is_ipv6(struct __sk_buff *skb)
 	return (void *)(eth + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IPV6);
 }
 
+static __attribute__((noinline)) int lb4_ingress(struct __sk_buff *skb);
+#define LB4_ICMP_SNAT 0x10001 /* lb4_ingress: an ICMP error to the node's IPv4 SNAT address */
+
+static __attribute__((noinline)) int icmp_snat4_ingress(struct __sk_buff *skb)
+{
+	__be32 src = 0, dst = 0;
+	__u32 off = icmp4_offset(skb, &src, &dst);
+	if (!off)
+		return PASS;
+	return icmp_snat4(skb, off, src, dst);
+}
+
 SEC("tc")
 int herald_lb_ingress(struct __sk_buff *skb)
 {
-	if (is_ipv6(skb))
-		return lb6_ingress(skb);
+	if (is_ipv6(skb)) {
+		int rc = lb6_ingress(skb);
+		if (rc == LB6_SNAT_REPLY)
+			return snat6_ingress(skb);
+		if (rc == LB6_ICMP_VIP)
+			return icmp6_vip_ingress(skb);
+		return rc == LB6_ICMP_SNAT ? icmp6_snat_ingress(skb) : rc;
+	}
+	int rc = lb4_ingress(skb);
+	return rc == LB4_ICMP_SNAT ? icmp_snat4_ingress(skb) : rc;
+}
+
+static __attribute__((noinline)) int lb4_ingress(struct __sk_buff *skb)
+{
 	struct iphdr *ip = 0;
 	struct l4_info l4 = {};
 	int rc = parse4(skb, &ip, &l4);
@@ -977,6 +1580,9 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		__u32 off = icmp4_offset(skb, &src, &dst);
 		/* To a VIP we balance: the quoted packet is a reply we sent to `src`. */
 		if (off) {
+			__be32 snat4 = (__be32)cfg(CFG_SNAT_ADDR4, 0);
+			if (snat4 && dst == snat4)
+				return LB4_ICMP_SNAT; /* about a connection we SNATed: the caller runs icmp_snat4 in its own frame */
 			struct lb4_key marker = { .vip = dst };
 			if (bpf_map_lookup_elem(&lb4_services, &marker) && icmp_xlate4(skb, off, src, dst, 0) < 0)
 				return TC_ACT_SHOT;
@@ -1035,28 +1641,16 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		}
 		__u32 timeout_s = svc->affinity_timeout_s;
 		struct affinity_key4 akey = { .client = saddr, .service_id = service_id };
-		backend_id = 0;
-		if (timeout_s) {
-			struct affinity_entry *a = bpf_map_lookup_elem(&lb4_affinity, &akey);
-			if (a && now - a->last_used_ns < (__u64)timeout_s * 1000000000ULL) {
-				__u32 aid = a->backend_id;
-				struct lb_backend *ab = bpf_map_lookup_elem(&lb_backends, &aid);
-				/* A backend gone or terminating gets no new flow, affinity or not. */
-				if (ab && !(ab->flags & LB_BACKEND_F_TERMINATING))
-					backend_id = aid;
-			}
-		}
+		backend_id = timeout_s ? affinity_get(&lb4_affinity, &akey, timeout_s, now) : 0;
 		if (!backend_id)
-			backend_id = maglev_pick(service_id, flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto));
+			backend_id = pick_backend(svc, service_id, flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto));
 		be = backend_id ? bpf_map_lookup_elem(&lb_backends, &backend_id) : 0;
 		if (!be || be->family != 4) {
 			count(ST_NO_BACKEND);
 			return TC_ACT_SHOT;
 		}
-		if (timeout_s) {
-			struct affinity_entry ae = { .backend_id = backend_id, .last_used_ns = now };
-			bpf_map_update_elem(&lb4_affinity, &akey, &ae, BPF_ANY);
-		}
+		if (timeout_s)
+			affinity_set(&lb4_affinity, &akey, backend_id, now);
 	}
 	if (!be)
 		return TC_ACT_SHOT;
@@ -1122,28 +1716,18 @@ int herald_lb_ingress(struct __sk_buff *skb)
 		life = lifetime(l4.proto, eent ? eent->flags : tf);
 		snat_port = snat_alloc4(baddr, bport, snat, l4.proto, saddr, l4.sport, backend_id, service_id,
 					flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto), now + life);
-		if (!snat_port) {
-			count(ST_CT_FULL);
-			return TC_ACT_SHOT;
-		}
+		if (!snat_port)
+			return TC_ACT_SHOT; /* counted: snat_exhausted or ct_full */
 		if (eent)
 			eent->snat_port = snat_port;
 	}
 	if (!eent) {
-		struct ct_entry e = {
-			.backend_id = backend_id,
-			.service_id = service_id,
-			.nat_port = l4.dport,
-			.flags = tf,
-			.packets_fwd = 1,
-			.bytes_fwd = skb->len,
-			.created_s = (__u32)(now / 1000000000ULL),
-			.snat_port = snat_port,
-		};
-		*(__be32 *)e.nat_addr = vip;
+		__u8 vaddr[16] = {};
+		*(__be32 *)vaddr = vip;
 		life = lifetime(l4.proto, tf);
-		e.expires_ns = now + life;
-		ct_create(&ct4, &ekey, &e);
+		struct ct_entry *e = ct_build(backend_id, service_id, vaddr, l4.dport, tf, 1, skb->len, now, now + life, snat_port);
+		if (e)
+			ct_create(&ct4, &ekey, e);
 	}
 	ct_touch_service(&ct4, sent, &skey, backend_id, service_id, be->addr, bport, tf, skb->len, now, life);
 

@@ -537,7 +537,7 @@ export class Agent implements Disposable {
     const st = lb.stack.stats;
     return {
       interfaces,
-      frontends: this.db.readTxn().list(lbServicesTable).map((r) => ({ key: r.key, service: r.service, backends: r.backends })),
+      frontends: this.db.readTxn().list(lbServicesTable).map((r) => ({ key: r.key, service: r.service, mode: r.mode, algorithm: r.algorithm ?? 'maglev', backends: r.backends })),
       warnings: lb.control.status().warnings,
       ct: { entries: st.ctEntries, entries6: st.ct6Entries, capacity: st.ctMax, evicted: st.ctEvicted, gcPasses: st.gcPasses, gcDeleted: st.gcDeleted, gcIntervalMs: st.gcIntervalMs },
       counters: Object.fromEntries(Object.entries(lb.stack.program.stats()).map(([k, v]) => [k, Number(v)])),

@@ -50,7 +50,7 @@ export interface KubernetesStatusView {
 
 export interface LbStatusView {
   interfaces: readonly string[];
-  frontends: readonly { key: string; service: string; backends: readonly { ip: string; port: number; terminating: boolean }[] }[];
+  frontends: readonly { key: string; service: string; mode?: string; algorithm?: string; backends: readonly { ip: string; port: number; terminating: boolean }[] }[];
   warnings: readonly { service: string; message: string }[];
   ct: { entries: number; capacity: number; gcPasses: number; gcDeleted: number; gcIntervalMs: number };
   counters: Record<string, number>;
@@ -250,7 +250,7 @@ export function renderStatus(s: AgentStatus): string {
   if (s.lb) {
     const l = s.lb;
     out.push('', `load balancing on ${l.interfaces.join(',')}: ${l.frontends.length} frontends; ct ${l.ct.entries}/${l.ct.capacity} (GC: ${l.ct.gcPasses} passes, ${l.ct.gcDeleted} deleted, next in ${Math.round(l.ct.gcIntervalMs / 1000)} s)`);
-    table(['FRONTEND', 'SERVICE', 'BACKENDS'], l.frontends.map((f) => [f.key, f.service, f.backends.map((b) => `${b.ip}:${b.port}${b.terminating ? '(terminating)' : ''}`).join(',') || '-']));
+    table(['FRONTEND', 'SERVICE', 'MODE', 'ALGORITHM', 'BACKENDS'], l.frontends.map((f) => [f.key, f.service, f.mode ?? 'dnat', f.algorithm ?? 'maglev', f.backends.map((b) => `${b.ip}:${b.port}${b.terminating ? '(terminating)' : ''}`).join(',') || '-']));
     for (const w of l.warnings) out.push(`warning: ${w.service}: ${w.message}`);
   }
   if (s.modes) {

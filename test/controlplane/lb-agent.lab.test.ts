@@ -142,6 +142,24 @@ describe('herald agent --lb-interfaces: manifests to balanced traffic', { skip: 
     assert.match(bad.stderr, /--all/);
   });
 
+  test('an annotation switches the service to round robin: new flows alternate over the two backends, then Cilium\'s random', async () => {
+    const annotate = (a: string) => writeFileSync(join(dir, 'intent.yaml'), intent.replace('metadata: { name: web, namespace: default }', `metadata: { name: web, namespace: default, annotations: { ${a} } }`));
+    annotate('herald.io/lb-algorithm: round-robin');
+    let base = 32000;
+    const alternates = (n: number): boolean => {
+      const got = udpProbe(Array.from({ length: n }, (_, i) => base + i)).map((r) => r.backend);
+      base += n;
+      return got.every((b, i) => b !== null && (i === 0 || b !== got[i - 1]));
+    };
+    await waitFor(() => alternates(4), { timeoutMs: 15_000, what: 'round robin in force' });
+    assert.ok(alternates(10), 'ten new flows in turn: b1, b2, b1, …');
+    annotate('service.cilium.io/lb-algorithm: random');
+    await waitFor(() => (JSON.parse(node.must(HERALD, ['status', '--json', '--status-socket', node.statusSocket])).lb?.frontends ?? []).every((f: { algorithm?: string }) => f.algorithm === 'random'), { timeoutMs: 15_000, what: 'random in the status' });
+    const spread = udpProbe(Array.from({ length: 16 }, (_, i) => 33000 + i));
+    assert.ok(spread.every((r) => r.backend === 'b1' || r.backend === 'b2'));
+    writeFileSync(join(dir, 'intent.yaml'), intent);
+  });
+
   test('herald datapath remove detaches the load balancer too and leaves eth0 clean', async () => {
     await agent.stop('SIGTERM');
     const tc = (dir: string) => JSON.parse(node.must('tc', ['-j', 'filter', 'show', 'dev', 'eth0', dir]) || '[]') as unknown[];

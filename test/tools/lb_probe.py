@@ -3,6 +3,8 @@
 
   lb_probe.py udp VIP PORT SPORT...   one datagram from each source port; prints JSON
                                        [{sport, backend, seen, from}] (from = reply source "ip:port")
+  lb_probe.py udp1 VIP PORT SPORT...  the same, one try with a 0.5 s timeout
+  lb_probe.py icmp6-to-vip IFACE ME VIP VPORT CPORT   packet too big to the VIP about a reply (scapy)
   lb_probe.py hostile IFACE VIP PORT   fragments, truncated headers, bad TCP flags (scapy)
 """
 import json
@@ -10,16 +12,16 @@ import socket
 import sys
 
 
-def udp(vip, port, sports):
+def udp(vip, port, sports, tries=3, timeout=2.0):
     out = []
     for sp in sports:
         v6 = ":" in vip
         s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("::" if v6 else "0.0.0.0", sp))
-        s.settimeout(2.0)
+        s.settimeout(timeout)
         row = {"sport": sp, "backend": None, "seen": None, "from": None}
-        for _ in range(3):
+        for _ in range(tries):
             try:
                 s.sendto(b"hello", (vip, port))
                 data, addr = s.recvfrom(2048)
@@ -67,6 +69,22 @@ def icmp_to_vip(iface, vip, vport, client_port):
     print(json.dumps({"sent": 1}))
 
 
+def icmp6_to_vip(iface, me, vip, vport, client_port):
+    """Packet too big, sent to an IPv6 VIP, quoting a reply [VIP]:vport -> [me]:client_port."""
+    from scapy.all import IPv6, ICMPv6PacketTooBig, UDP, Ether, sendp, conf  # noqa: E402
+    import subprocess
+    conf.verb = 0
+    gw = json.loads(subprocess.run(["ip", "-6", "-j", "route", "get", vip], capture_output=True, text=True).stdout)[0].get("gateway", vip)
+    # The kernel's neighbour entry (the flow's traffic made it); scapy's own IPv6 resolution needs routes it lacks here.
+    neigh = json.loads(subprocess.run(["ip", "-6", "-j", "neigh", "show", gw], capture_output=True, text=True).stdout or "[]")
+    mac = next((n["lladdr"] for n in neigh if "lladdr" in n), None)
+    if mac is None:
+        sys.exit(f"no neighbour entry for {gw}")
+    quoted = IPv6(src=vip, dst=me) / UDP(sport=vport, dport=client_port) / b"12345678"
+    sendp(Ether(dst=mac) / IPv6(src=me, dst=vip) / ICMPv6PacketTooBig(mtu=1280) / bytes(quoted), iface=iface)
+    print(json.dumps({"sent": 1}))
+
+
 def hostile(iface, vip, port):
     from scapy.all import IP, TCP, UDP, Ether, Raw, fragment, sendp, conf  # noqa: E402
     conf.verb = 0
@@ -103,10 +121,14 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "udp":
         udp(sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4:]])
+    elif mode == "udp1":  # one try, 0.5 s: a flow expected to get no answer costs little
+        udp(sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4:]], tries=1, timeout=0.5)
     elif mode == "refused":
         refused(sys.argv[2], int(sys.argv[3]))
     elif mode == "icmp-to-vip":
         icmp_to_vip(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif mode == "icmp6-to-vip":
+        icmp6_to_vip(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
     elif mode == "hostile":
         hostile(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:

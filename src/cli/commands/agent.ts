@@ -72,6 +72,7 @@ interface AgentOptions {
   lbCtLifetimes?: CtLifetimes;
   lbGcMinInterval: number;
   lbSnatAddress?: string;
+  lbSnatAddress6?: string;
   supervisor: boolean;
 }
 
@@ -192,6 +193,11 @@ export function agentCommand(): Command {
       if (!ip || ip.family !== 'IPv4') throw new InvalidArgumentError(`--lb-snat-address ${v}: expected an IPv4 address`);
       return ip.text;
     })
+    .option('--lb-snat-address6 <ipv6>', 'load balancing: this node\'s IPv6, the source toward the backends of IPv6 service IPs in snat mode', (v: string) => {
+      const ip = parseIp(v);
+      if (!ip || ip.family !== 'IPv6') throw new InvalidArgumentError(`--lb-snat-address6 ${v}: expected an IPv6 address`);
+      return ip.text;
+    })
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
@@ -262,6 +268,7 @@ export function agentCommand(): Command {
                     lifetimes: opts.lbCtLifetimes ?? defaultLifetimes,
                     gc: { minMs: opts.lbGcMinInterval, maxMs: Math.max(opts.lbGcMinInterval, lbDefaults.gc.maxMs) },
                     ...(opts.lbSnatAddress ? { snatAddress: opts.lbSnatAddress } : {}),
+                    ...(opts.lbSnatAddress6 ? { snatAddress6: opts.lbSnatAddress6 } : {}),
                   },
                 }
               : {}),

@@ -5,9 +5,7 @@
  *
  *   frontends  every ingress IP LB-IPAM allocated to the Service × every port
  *              of protocol TCP or UDP (SCTP: a warning, not balanced). IPv6
- *              VIPs are balanced in dnat mode (snat/dsr on an IPv6 VIP: a
- *              warning, not balanced; sessionAffinity: a warning, balanced
- *              without it).
+ *              VIPs are balanced like IPv4 ones, every mode and affinity.
  *   backends   the Service's EndpointSlices (label kubernetes.io/service-name),
  *              of the VIP's family (addressType IPv4 or IPv6), the slice port whose name equals the Service
  *              port's name (both unnamed: ''), same protocol; else a numeric
@@ -22,16 +20,24 @@
  *              (backends on this segment holding the VIP: only the MAC
  *              changes, the service port is kept, replies bypass the node) or
  *              `none` (not balanced).
+ *   algorithm  annotation `service.cilium.io/lb-algorithm` as Cilium reads it
+ *              (`maglev` or `random`), or herald's `herald.io/lb-algorithm`
+ *              (`maglev`, `random`, `round-robin`; wins when both are set).
+ *              Absent: maglev. Another value: a warning, not balanced.
  *   affinity   spec.sessionAffinity / sessionAffinityConfig.clientIP.timeoutSeconds
- *              (carried to the datapath; enforced in a later slice).
+ *              (either family).
  */
 import { isIpv4 } from '../../core/addr.js';
-import { lbFrontendKey, type LbBackendRow, type LbServiceRow } from '../../datapath/tables/lb-services.js';
+import { lbFrontendKey, type LbAlgorithm, type LbBackendRow, type LbServiceRow } from '../../datapath/tables/lb-services.js';
 import { sliceService, type EndpointSliceManifest } from '../../intent/endpoint-slice.js';
 import type { ServiceManifest, ServicePort } from '../../intent/service.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 
 export const ANNOTATION_LB_MODE = 'herald.io/lb-mode';
+/** Cilium's per-service backend selection (values `maglev`, `random`). */
+export const ANNOTATION_CILIUM_LB_ALGORITHM = 'service.cilium.io/lb-algorithm';
+/** herald's, which also offers `round-robin`; wins over Cilium's when both are set. */
+export const ANNOTATION_LB_ALGORITHM = 'herald.io/lb-algorithm';
 export type LbMode = 'dnat' | 'none' | 'snat' | 'dsr';
 
 export interface LbWarning {
@@ -54,6 +60,17 @@ export function lbMode(svc: ServiceManifest): LbMode | { invalid: string } {
   const v = svc.metadata.annotations?.[ANNOTATION_LB_MODE];
   if (v === undefined || v === '') return 'dnat';
   return v === 'dnat' || v === 'none' || v === 'snat' || v === 'dsr' ? v : { invalid: v };
+}
+
+export function lbAlgorithm(svc: ServiceManifest): LbAlgorithm | { invalid: string; annotation: string } {
+  const a = svc.metadata.annotations ?? {};
+  const own = a[ANNOTATION_LB_ALGORITHM];
+  if (own !== undefined && own !== '') {
+    return own === 'maglev' || own === 'random' || own === 'round-robin' ? own : { invalid: own, annotation: `${ANNOTATION_LB_ALGORITHM}: "${own}" is not one of maglev, random, round-robin` };
+  }
+  const cilium = a[ANNOTATION_CILIUM_LB_ALGORITHM];
+  if (cilium === undefined || cilium === '') return 'maglev';
+  return cilium === 'maglev' || cilium === 'random' ? cilium : { invalid: cilium, annotation: `${ANNOTATION_CILIUM_LB_ALGORITHM}: "${cilium}" is not one of maglev, random` };
 }
 
 function backendPort(sp: ServicePort, slice: EndpointSliceManifest): number | undefined {
@@ -85,6 +102,11 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
       continue;
     }
     if (mode === 'none') continue;
+    const algorithm = lbAlgorithm(svc);
+    if (typeof algorithm === 'object') {
+      warnings.push({ service: key, message: `${algorithm.annotation}; not balanced` });
+      continue;
+    }
     const slicesOf = { IPv4: (slicesBy.get(key) ?? []).filter((s) => s.addressType === 'IPv4'), IPv6: (slicesBy.get(key) ?? []).filter((s) => s.addressType === 'IPv6') };
     const affinity = svc.spec.sessionAffinity;
     const timeout = affinity === 'ClientIP' ? (svc.spec.sessionAffinityConfig?.clientIP.timeoutSeconds ?? 10800) : 0;
@@ -115,18 +137,11 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
         return [...backends.values()].sort((a, b) => (a.ip === b.ip ? a.port - b.port : a.ip < b.ip ? -1 : 1));
       };
       const sortedOf = { IPv4: backendsOf('IPv4'), IPv6: backendsOf('IPv6') };
-      if (mode === 'dsr' && sortedOf.IPv4.some((b) => b.port !== sp.port)) {
+      if (mode === 'dsr' && [...sortedOf.IPv4, ...sortedOf.IPv6].some((b) => b.port !== sp.port)) {
         warnings.push({ service: key, message: `port ${sp.port}: dsr keeps the service port; backends must listen on ${sp.port} (the slice says otherwise)` });
       }
       for (const vip of ips) {
         const v4 = isIpv4(vip);
-        if (!v4 && mode !== 'dnat') {
-          warnings.push({ service: key, message: `${vip}: ${mode} mode is IPv4-only; this IPv6 service IP is not balanced (use dnat)` });
-          continue;
-        }
-        if (!v4 && affinity === 'ClientIP') {
-          warnings.push({ service: key, message: `${vip}: sessionAffinity ClientIP is IPv4-only; this IPv6 service IP is balanced without it` });
-        }
         const sorted = v4 ? sortedOf.IPv4 : sortedOf.IPv6;
         const rowKey = lbFrontendKey(vip, sp.port, sp.protocol);
         if (rows.has(rowKey)) {
@@ -140,8 +155,9 @@ export function computeLbDesired(input: LbDesiredInput): LbDesired {
           port: sp.port,
           proto: sp.protocol,
           mode,
-          affinity: v4 ? affinity : 'None',
-          affinityTimeoutS: v4 ? timeout : 0,
+          algorithm,
+          affinity,
+          affinityTimeoutS: timeout,
           backends: sorted,
         });
       }

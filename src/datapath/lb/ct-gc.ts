@@ -9,7 +9,7 @@
  */
 import type { BpfMap } from '../../os/bpf-map.js';
 import type { FlushRequest } from './services.js';
-import { ipv4ToBytes } from '../../net/addr.js';
+import { ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
 import { CT_EGRESS, CT_ENTRY_BACKEND_OFF, CT_ENTRY_EXPIRES_OFF, CT_ENTRY_SNAT_PORT_OFF, CT_KEY4_SIZE, CT_SNAT, type CtEntry, type CtKey } from './layout.js';
 
 export interface GcPassResult {
@@ -31,7 +31,7 @@ export interface CtGcOptions {
   batchSize?: number;
   /** CLOCK_MONOTONIC ns (the clock of bpf_ktime_get_ns). */
   monotonicNs?: () => bigint;
-  /** The node's SNAT address: a deleted SNAT connection takes its NAT entry with it. */
+  /** The node's SNAT address of this table's family: a deleted SNAT connection takes its NAT entry with it. */
   snatAddress?: () => string | undefined;
   /** Told how many entries each pass deleted (the datapath's eviction count needs every deletion). */
   recordDeleted?: (n: number) => void;
@@ -104,8 +104,10 @@ export class ConntrackGc {
     let maxBlockMs = 0;
     // Room for each doomed entry and, for an SNAT connection, its NAT entry (GC feeds the NAT purge).
     let doomed = Buffer.alloc(keySize * this.batchSize * 2);
-    const snat = keySize === CT_KEY4_SIZE ? this.snatAddress() : undefined;
-    const snatBytes = snat ? ipv4ToBytes(snat) : undefined;
+    // ct_key4 / ct_key6: {saddr, daddr, sport, dport, proto, dir}, addresses of 4 or 16 bytes.
+    const w = keySize === CT_KEY4_SIZE ? 4 : 16;
+    const snat = this.snatAddress();
+    const snatBytes = snat ? (w === 4 ? ipv4ToBytes(snat) : ipv6ToBytes(snat)) : undefined;
     let t0 = performance.now();
     let c0 = process.cpuUsage();
     await this.map.forEachBatchAsync(async ({ keys, values, count }) => {
@@ -128,16 +130,16 @@ export class ConntrackGc {
         const k = i * keySize;
         keys.copy(doomed, n++ * keySize, k, k + keySize);
         const snatPort = values.readUInt16BE(v + CT_ENTRY_SNAT_PORT_OFF);
-        if (snatBytes && snatPort !== 0 && keys[k + 13] === CT_EGRESS) {
+        if (snatBytes && snatPort !== 0 && keys[k + 2 * w + 5] === CT_EGRESS) {
           // {backend, node, backend port, node port, proto, CT_SNAT}: the reply's key.
           const o = n++ * keySize;
           doomed.fill(0, o, o + keySize);
-          keys.copy(doomed, o, k + 4, k + 8);
-          snatBytes.copy(doomed, o + 4);
-          keys.copy(doomed, o + 8, k + 10, k + 12);
-          doomed.writeUInt16BE(snatPort, o + 10);
-          doomed[o + 12] = keys[k + 12]!;
-          doomed[o + 13] = CT_SNAT;
+          keys.copy(doomed, o, k + w, k + 2 * w);
+          snatBytes.copy(doomed, o + w);
+          keys.copy(doomed, o + 2 * w, k + 2 * w + 2, k + 2 * w + 4);
+          doomed.writeUInt16BE(snatPort, o + 2 * w + 2);
+          doomed[o + 2 * w + 4] = keys[k + 2 * w + 4]!;
+          doomed[o + 2 * w + 5] = CT_SNAT;
         }
       }
       scanned += count;

@@ -20,6 +20,7 @@ export const MAP_CT6 = 'ct6';
 export const MAP_LB_CONFIG = 'lb_config';
 export const MAP_LB_STATS = 'lb_stats';
 export const MAP_LB4_AFFINITY = 'lb4_affinity';
+export const MAP_LB6_AFFINITY = 'lb6_affinity';
 
 export type L4Proto = 'TCP' | 'UDP';
 export const PROTO_NUMBER: Record<L4Proto, number> = { TCP: 6, UDP: 17 };
@@ -124,6 +125,13 @@ export const CT_SNAT = 3;
 export const SVC_F_SNAT = 1;
 /** Direct server return: only the destination MAC changes; replies bypass the node. */
 export const SVC_F_DSR = 2;
+/**
+ * Backend selection for new flows (none of the two: Maglev, the flow's hash). With
+ * either, the service's table holds its active backends in slots 0..backends-1 and
+ * a new flow takes slot random % backends, or the next slot in turn (round robin).
+ */
+export const SVC_F_RANDOM = 4;
+export const SVC_F_ROUND_ROBIN = 8;
 
 export const CT_F_SYN_SEEN = 1;
 export const CT_F_ESTABLISHED = 2;
@@ -253,11 +261,18 @@ export const CFG_TCP_CLOSING_NS = 2;
 export const CFG_NON_TCP_NS = 3;
 export const CFG_MAGLEV_M = 4;
 export const CFG_SNAT_ADDR4 = 5;
+/** The node's IPv6 for SNAT services: bytes 0..7 and 8..15, each read as a little-endian u64. */
+export const CFG_SNAT_ADDR6_LO = 6;
+export const CFG_SNAT_ADDR6_HI = 7;
+/** SNAT source ports [min, max] (0: 32768 and 60999). */
+export const CFG_SNAT_PORT_MIN = 8;
+export const CFG_SNAT_PORT_MAX = 9;
+export const CFG_SLOTS = 10;
 
 /** lb_config and (per CPU) lb_stats: `__u32` slot → `__u64`. */
 export const configCodec: MapCodec<number, bigint> = u64Codec;
 
-export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate', 'ct_deleted', 'ct_user_deleted'] as const;
+export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate', 'ct_deleted', 'ct_user_deleted', 'snat_exhausted'] as const;
 /** The lb_stats slot user space adds its conntrack deletions to (GC, flushes). */
 export const ST_CT_USER_DELETED = 11;
 
@@ -308,4 +323,26 @@ export const affinity4Codec: MapCodec<AffinityKey, AffinityEntry> = {
   decodeValue(b) {
     return { backendId: b.readUInt32LE(0), lastUsedNs: b.readBigUInt64LE(8) };
   },
+};
+
+export interface Affinity6Key {
+  client: string;
+  serviceId: number;
+}
+
+/** struct affinity_key6 (client 16 bytes, service id) → struct affinity_entry. */
+export const affinity6Codec: MapCodec<Affinity6Key, AffinityEntry> = {
+  keySize: 20,
+  valueSize: 16,
+  encodeKey(k) {
+    const b = Buffer.alloc(20);
+    ipv6ToBytes(k.client).copy(b, 0);
+    b.writeUInt32LE(k.serviceId, 16);
+    return b;
+  },
+  decodeKey(b) {
+    return { client: bytesToIpv6(b.subarray(0, 16)), serviceId: b.readUInt32LE(16) };
+  },
+  encodeValue: affinity4Codec.encodeValue,
+  decodeValue: affinity4Codec.decodeValue,
 };

@@ -19,10 +19,15 @@ import { ensurePinDir } from '../../os/bpffs.js';
 import { SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
 import { BPF_TC_EGRESS } from '../../os/libbpf.js';
 import { attachEgress, attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
-import { ipv4ToBytes } from '../../net/addr.js';
+import { ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
 import {
   CFG_MAGLEV_M,
   CFG_SNAT_ADDR4,
+  CFG_SNAT_ADDR6_HI,
+  CFG_SNAT_ADDR6_LO,
+  CFG_SNAT_PORT_MAX,
+  CFG_SNAT_PORT_MIN,
+  CFG_SLOTS,
   CFG_NON_TCP_NS,
   CFG_TCP_CLOSING_NS,
   CFG_TCP_ESTABLISHED_NS,
@@ -39,8 +44,10 @@ import {
   MAP_LB_MAGLEV,
   MAP_LB_STATS,
   MAP_LB4_AFFINITY,
+  MAP_LB6_AFFINITY,
   ST_CT_USER_DELETED,
   affinity4Codec,
+  affinity6Codec,
   backendCodec,
   configCodec,
   ct4Codec,
@@ -125,10 +132,12 @@ export class LbProgram implements Disposable {
       { name: MAP_LB_BACKENDS, codec: backendCodec as MapCodec<unknown, unknown> },
       { name: MAP_CT4, codec: ct4Codec as MapCodec<unknown, unknown>, maxEntries: opts.ctMapSize },
       { name: MAP_CT6, codec: ct6Codec as MapCodec<unknown, unknown>, maxEntries: opts.ctMapSize },
-      { name: MAP_LB_CONFIG, codec: configCodec as MapCodec<unknown, unknown> },
+      // Its slot count is part of the contract: an older, shorter config map is recreated.
+      { name: MAP_LB_CONFIG, codec: configCodec as MapCodec<unknown, unknown>, maxEntries: CFG_SLOTS },
       { name: MAP_LB_MAGLEV, codec: maglevTableCodec as MapCodec<unknown, unknown> },
       { name: MAP_LB_STATS, codec: configCodec as MapCodec<unknown, unknown>, maxEntries: LB_STAT_NAMES.length },
       { name: MAP_LB4_AFFINITY, codec: affinity4Codec as MapCodec<unknown, unknown> },
+      { name: MAP_LB6_AFFINITY, codec: affinity6Codec as MapCodec<unknown, unknown> },
     ];
     const lib = libbpf();
     // The Maglev tables' size is part of the outer map's contract: a change recreates it.
@@ -200,9 +209,27 @@ export class LbProgram implements Disposable {
     writeMaglevTable(this.maps.maglev, serviceId, table, this.maglevSize);
   }
 
-  /** The node's IPv4 that SNAT services use as the source toward their backends (undefined: none). */
-  setSnatAddress(ip: string | undefined): void {
-    this.maps.config.update(CFG_SNAT_ADDR4, ip === undefined ? 0n : BigInt(ipv4ToBytes(ip).readUInt32LE(0)));
+  /**
+   * The node's address that SNAT services of its family use as the source toward
+   * their backends; undefined clears it (IPv4 unless `family` says 6).
+   */
+  setSnatAddress(ip: string | undefined, family: 4 | 6 = ip?.includes(':') ? 6 : 4): void {
+    if (family === 4) {
+      this.maps.config.update(CFG_SNAT_ADDR4, ip === undefined ? 0n : BigInt(ipv4ToBytes(ip).readUInt32LE(0)));
+      return;
+    }
+    const b = ip === undefined ? Buffer.alloc(16) : ipv6ToBytes(ip);
+    this.maps.config.update(CFG_SNAT_ADDR6_LO, b.readBigUInt64LE(0));
+    this.maps.config.update(CFG_SNAT_ADDR6_HI, b.readBigUInt64LE(8));
+  }
+
+  /** SNAT source ports [min, max] for new connections (default 32768–60999). */
+  setSnatPortRange(min: number, max: number): void {
+    if (!Number.isInteger(min) || !Number.isInteger(max) || min < 1 || max > 65535 || min > max) {
+      throw new HeraldError('HERALD_BAD_ARGUMENT', `SNAT port range ${min}-${max}: expected 1 ≤ min ≤ max ≤ 65535`);
+    }
+    this.maps.config.update(CFG_SNAT_PORT_MIN, BigInt(min));
+    this.maps.config.update(CFG_SNAT_PORT_MAX, BigInt(max));
   }
 
   /** Per-CPU counters summed. */

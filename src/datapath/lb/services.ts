@@ -13,7 +13,7 @@ import { HeraldError } from '../../core/errors.js';
 import { maglevTable } from './maglev.js';
 import type { BpfMap } from '../../os/bpf-map.js';
 import type { LbServiceRow } from '../tables/lb-services.js';
-import { BACKEND_F_TERMINATING, PROTO_NUMBER, SVC_F_DSR, SVC_F_SNAT, type BackendValue, type ServiceKey, type ServiceValue } from './layout.js';
+import { BACKEND_F_TERMINATING, PROTO_NUMBER, SVC_F_DSR, SVC_F_RANDOM, SVC_F_ROUND_ROBIN, SVC_F_SNAT, type BackendValue, type ServiceKey, type ServiceValue } from './layout.js';
 
 export interface LbWriterMaps {
   services4: BpfMap<ServiceKey, ServiceValue>;
@@ -40,6 +40,18 @@ const backendKey = (ip: string, port: number): string => `${ip}:${port}`;
 const frontendOf = (row: Pick<LbServiceRow, 'vip' | 'port' | 'proto'>): ServiceKey => ({ vip: row.vip, port: row.port, proto: PROTO_NUMBER[row.proto] });
 const sKey = (k: ServiceKey): string => `${k.vip}|${k.port}|${k.proto}`;
 const isV6 = (ip: string): boolean => ip.includes(':');
+
+/**
+ * The table of a random or round-robin service: its active backends in order in
+ * slots 0..n-1 (the datapath takes slot random % n or the next in turn), repeated
+ * to fill the table so that a reader of any slot still finds a backend.
+ */
+export function slotTable(active: readonly { id: number }[], m: number): Uint32Array {
+  const t = new Uint32Array(m);
+  if (active.length === 0) return t;
+  for (let i = 0; i < m; i++) t[i] = active[i % active.length]!.id;
+  return t;
+}
 
 export class LbServiceWriter {
   private readonly backendIds = new Map<string, number>();
@@ -72,9 +84,6 @@ export class LbServiceWriter {
 
   async update(row: LbServiceRow): Promise<void> {
     const v6 = isV6(row.vip);
-    if (v6 && (row.mode === 'snat' || row.mode === 'dsr' || row.affinity === 'ClientIP')) {
-      throw new HeraldError('HERALD_BAD_ARGUMENT', `${row.key}: ${row.affinity === 'ClientIP' ? 'session affinity' : row.mode} is IPv4-only; an IPv6 frontend is balanced in dnat mode without affinity`);
-    }
     const wrongFamily = row.backends.find((b) => isV6(b.ip) !== v6);
     if (wrongFamily) throw new HeraldError('HERALD_BAD_ARGUMENT', `${row.key}: backend ${wrongFamily.ip} is not of the frontend's address family`);
     const { maps } = this.deps;
@@ -99,8 +108,12 @@ export class LbServiceWriter {
       wanted.add(bid);
       if (!b.terminating) active.push({ key: `${bk}/${row.proto}`, id: bid });
     }
-    this.deps.setMaglevTable(id, maglevTable(active, this.deps.maglevSize));
-    services.update(fk, { id, backends: active.length, flags: row.mode === 'snat' ? SVC_F_SNAT : row.mode === 'dsr' ? SVC_F_DSR : 0, affinityTimeoutS: row.affinity === 'ClientIP' ? row.affinityTimeoutS : 0 });
+    const algorithm = row.algorithm ?? 'maglev';
+    this.deps.setMaglevTable(id, algorithm === 'maglev' ? maglevTable(active, this.deps.maglevSize) : slotTable(active, this.deps.maglevSize));
+    const flags =
+      (row.mode === 'snat' ? SVC_F_SNAT : row.mode === 'dsr' ? SVC_F_DSR : 0) |
+      (algorithm === 'random' ? SVC_F_RANDOM : algorithm === 'round-robin' ? SVC_F_ROUND_ROBIN : 0);
+    services.update(fk, { id, backends: active.length, flags, affinityTimeoutS: row.affinity === 'ClientIP' ? row.affinityTimeoutS : 0 });
     services.update({ vip: row.vip, port: 0, proto: 0 }, { id: 0, backends: 0, flags: 0, affinityTimeoutS: 0 });
     const before = this.uses.get(k) ?? new Set<number>();
     this.uses.set(k, wanted);

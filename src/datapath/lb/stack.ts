@@ -28,6 +28,8 @@ export interface LbOptions {
   gc: GcIntervalBounds;
   /** The node's IPv4 used as the source toward the backends of SNAT services. */
   snatAddress?: string;
+  /** The node's IPv6, the same for IPv6 service IPs. */
+  snatAddress6?: string;
 }
 
 export const lbDefaults = { ctMapSize: 262_144, maglevSize: 16381, lifetimes: defaultLifetimes, gc: gcIntervalDefaults };
@@ -49,7 +51,7 @@ export interface LbStats {
 export class LbStack implements Disposable {
   readonly program: LbProgram;
   readonly gc: ConntrackGc;
-  /** The IPv6 table's collector (ct6: same passes, no NAT entries). */
+  /** The IPv6 table's collector (ct6: same passes, its NAT entries with their connections). */
   readonly gc6: ConntrackGc;
   private live = { 4: 0, 6: 0 };
   readonly reconciler: Reconciler<LbServiceRow>;
@@ -63,7 +65,8 @@ export class LbStack implements Disposable {
   ) {
     this.program = LbProgram.load({ pinDir: opts.pinDir, ctMapSize: opts.ctMapSize, maglevSize: opts.maglevSize });
     this.program.setLifetimes(opts.lifetimes);
-    this.program.setSnatAddress(opts.snatAddress);
+    this.program.setSnatAddress(opts.snatAddress, 4);
+    this.program.setSnatAddress(opts.snatAddress6, 6);
     this.gc = new ConntrackGc(this.program.maps.ct4, {
       monotonicNs: () => deps.clock.monotonicNs(),
       snatAddress: () => opts.snatAddress,
@@ -71,6 +74,7 @@ export class LbStack implements Disposable {
     });
     this.gc6 = new ConntrackGc(this.program.maps.ct6, {
       monotonicNs: () => deps.clock.monotonicNs(),
+      snatAddress: () => opts.snatAddress6,
       recordDeleted: (n) => this.program.recordDeleted(n),
     });
     this.stats = { ctEntries: 0, ct6Entries: 0, ctMax: opts.ctMapSize, gcDeleted: 0, ctEvicted: 0, gcPasses: 0, gcIntervalMs: opts.gc.minMs };

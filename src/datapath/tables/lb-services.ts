@@ -26,11 +26,18 @@ export interface LbServiceRow {
    * source (remote backends); dsr: only the MAC changes, the backend holds the VIP and replies directly.
    */
   readonly mode: 'dnat' | 'snat' | 'dsr';
+  /**
+   * How a new flow picks its backend: maglev (the flow's hash, consistent across
+   * nodes and backend changes), random, or round-robin. Absent: maglev.
+   */
+  readonly algorithm?: LbAlgorithm;
   readonly affinity: 'None' | 'ClientIP';
   readonly affinityTimeoutS: number;
   /** Sorted by (ip, port). */
   readonly backends: readonly LbBackendRow[];
 }
+
+export type LbAlgorithm = 'maglev' | 'random' | 'round-robin';
 
 export function lbFrontendKey(vip: string, port: number, proto: string): string {
   return `${vip.includes(':') ? `[${vip}]` : vip}:${port}/${proto}`;
@@ -40,6 +47,6 @@ export const lbServicesTable = defineTable<LbServiceRow, 'service'>({
   name: 'lb-services',
   primaryKey: (r) => r.key,
   indexes: { service: (r) => r.service },
-  columns: ['FRONTEND', 'SERVICE', 'MODE', 'BACKENDS'],
-  toColumns: (r) => [r.key, r.service, r.mode, r.backends.map((b) => `${b.ip}:${b.port}${b.terminating ? '(terminating)' : ''}`).join(',')],
+columns: ['FRONTEND', 'SERVICE', 'MODE', 'ALGORITHM', 'BACKENDS'],
+  toColumns: (r) => [r.key, r.service, r.mode, r.algorithm ?? 'maglev', r.backends.map((b) => `${b.ip}:${b.port}${b.terminating ? '(terminating)' : ''}`).join(',')],
 });

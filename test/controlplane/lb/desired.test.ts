@@ -81,7 +81,7 @@ test('sessionAffinity ClientIP carries its timeout (default 10800 s)', () => {
   assert.equal([...def.rows.values()][0]!.affinityTimeoutS, 10800);
 });
 
-test('IPv6 VIPs are balanced in dnat mode over the IPv6 slices only; snat/dsr and affinity on them are reported', () => {
+test('IPv6 VIPs are balanced over the IPv6 slices only, in every mode, with session affinity', () => {
   const slice6 = slice('web', [['2001:db8:1::11'], ['2001:db8:1::10']]).replace('addressType: IPv4', 'addressType: IPv6').replace('web-x', 'web-6');
   const both = new Map([['default/web', ['198.51.100.10', '2001:db8::10']]]);
   const d = computeLbDesired({ snapshot: snap(service('web'), slice('web', [['203.0.113.130']]), slice6), ingress: both });
@@ -93,13 +93,30 @@ test('IPv6 VIPs are balanced in dnat mode over the IPv6 slices only; snat/dsr an
   assert.equal(d.rows.get('[2001:db8::10]:53/UDP')!.backends.length, 2);
   assert.deepEqual(d.rows.get('198.51.100.10:80/TCP')!.backends.map((b) => b.ip), ['203.0.113.130'], 'each family its own slices');
   assert.deepEqual(d.warnings, []);
-  const dsr = computeLbDesired({ snapshot: snap(service('web', '', 'herald.io/lb-mode: dsr'), slice6), ingress: both });
-  assert.ok(![...dsr.rows.keys()].some((k) => k.startsWith('[')), 'dsr is IPv4-only: the IPv6 VIP is not balanced');
-  assert.ok(dsr.warnings.some((w) => /2001:db8::10: dsr mode is IPv4-only/.test(w.message)));
+  for (const mode of ['snat', 'dsr'] as const) {
+    const m = computeLbDesired({ snapshot: snap(service('web', '', `herald.io/lb-mode: ${mode}`), slice6), ingress: both });
+    assert.equal(m.rows.get('[2001:db8::10]:80/TCP')?.mode, mode, `${mode} on an IPv6 VIP`);
+  }
   const aff = computeLbDesired({ snapshot: snap(service('web', '  sessionAffinity: ClientIP\n'), slice6), ingress: both });
-  assert.equal(aff.rows.get('[2001:db8::10]:80/TCP')!.affinity, 'None');
+  assert.equal(aff.rows.get('[2001:db8::10]:80/TCP')!.affinity, 'ClientIP');
+  assert.equal(aff.rows.get('[2001:db8::10]:80/TCP')!.affinityTimeoutS, 10800);
   assert.equal(aff.rows.get('198.51.100.10:80/TCP')!.affinity, 'ClientIP');
-  assert.ok(aff.warnings.some((w) => /sessionAffinity ClientIP is IPv4-only/.test(w.message)));
+  assert.ok(!aff.warnings.some((w) => /IPv4-only/.test(w.message)));
+});
+
+test('backend selection per service: Cilium\'s service.cilium.io/lb-algorithm, herald.io/lb-algorithm (adds round-robin) wins, a bad value is reported and not balanced', () => {
+  const of = (annotations: string) => computeLbDesired({ snapshot: snap(service('web', '', annotations), slice('web', [['203.0.113.130']])), ingress });
+  assert.equal(of('').rows.get('198.51.100.10:80/TCP')!.algorithm, 'maglev');
+  assert.equal(of('service.cilium.io/lb-algorithm: random').rows.get('198.51.100.10:80/TCP')!.algorithm, 'random');
+  assert.equal(of('service.cilium.io/lb-algorithm: maglev').rows.get('198.51.100.10:80/TCP')!.algorithm, 'maglev');
+  assert.equal(of('herald.io/lb-algorithm: round-robin').rows.get('198.51.100.10:80/TCP')!.algorithm, 'round-robin');
+  assert.equal(of('herald.io/lb-algorithm: round-robin, service.cilium.io/lb-algorithm: random').rows.get('198.51.100.10:80/TCP')!.algorithm, 'round-robin');
+  const bad = of('service.cilium.io/lb-algorithm: round-robin');
+  assert.equal(bad.rows.size, 0, 'Cilium has no round-robin: not balanced');
+  assert.deepEqual(bad.warnings.map((w) => w.message), ['service.cilium.io/lb-algorithm: "round-robin" is not one of maglev, random; not balanced', 'service.cilium.io/lb-algorithm: "round-robin" is not one of maglev, random; not balanced'].slice(0, 1));
+  const bad2 = of('herald.io/lb-algorithm: wrr');
+  assert.equal(bad2.rows.size, 0);
+  assert.match(bad2.warnings[0]!.message, /herald.io\/lb-algorithm: "wrr" is not one of maglev, random, round-robin/);
 });
 
 test('SCTP ports are reported, not balanced', () => {
