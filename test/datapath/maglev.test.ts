@@ -54,3 +54,18 @@ test('no backends: an all-zero table; bad sizes and duplicates are refused with 
   assert.throws(() => maglevTable(backends(8), 7), { code: 'HERALD_BAD_ARGUMENT' });
   assert.ok(isPrime(16381) && isPrime(251) && !isPrime(16383) && !isPrime(1));
 });
+
+test('isPrime at the edges: 2 and 3 are prime, squares of primes and even numbers are not', () => {
+  assert.deepEqual([0, 1, 2, 3, 4, 9, 25, 49, 121, 16_129, 7, 13].map(isPrime), [false, false, true, true, false, false, false, false, false, false, true, true]);
+  assert.ok(!isPrime(2.5) && !isPrime(-7) && !isPrime(Number.NaN));
+});
+
+test('errors say what is wrong: the size, the duplicate backend, the count; as many backends as slots is allowed', () => {
+  assert.throws(() => maglevTable(backends(2), 100), { code: 'HERALD_BAD_ARGUMENT', message: 'maglev table size 100 is not a prime' });
+  assert.throws(() => maglevTable([...backends(2), ...backends(1)], 7), { message: 'maglev: duplicate backend 203.0.113.130:8080/TCP' });
+  assert.throws(() => maglevTable(backends(8), 7), { message: 'maglev: 8 backends exceed the table size 7' });
+  const full = maglevTable(backends(7), 7);
+  assert.deepEqual([...full].sort((a, b) => a - b), [1, 2, 3, 4, 5, 6, 7], 'each backend holds exactly one slot');
+  assert.throws(() => movedFraction(new Uint32Array(7), new Uint32Array(11)), { code: 'HERALD_BAD_ARGUMENT', message: 'maglev: tables of different sizes' });
+  assert.equal(movedFraction(maglevTable(backends(3), 7), maglevTable(backends(3), 7)), 0);
+});

@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { HeraldError } from '../../core/errors.js';
+import { byString } from '../../core/order.js';
 
 export interface MaglevBackend {
   /** Stable identity, e.g. "203.0.113.130:8080/TCP". */
@@ -35,7 +36,7 @@ function offsetSkip(key: string, m: number): [number, number] {
 /** The lookup table: M backend ids (all 0 when there are no backends). */
 export function maglevTable(backends: readonly MaglevBackend[], m: number = MAGLEV_DEFAULT_SIZE): Uint32Array {
   if (!isPrime(m)) throw new HeraldError('HERALD_BAD_ARGUMENT', `maglev table size ${m} is not a prime`);
-  const sorted = [...backends].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const sorted = [...backends].sort(byString((b) => b.key));
   for (let i = 1; i < sorted.length; i++) {
     if (sorted[i]!.key === sorted[i - 1]!.key) throw new HeraldError('HERALD_BAD_ARGUMENT', `maglev: duplicate backend ${sorted[i]!.key}`);
   }
