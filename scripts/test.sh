@@ -117,6 +117,7 @@ lab_tests=(
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
   test/datapath/owner-watch.lab.test.ts
+  test/datapath/garp-pacing.lab.test.ts
   test/datapath/conflict-defence.lab.test.ts
   test/datapath/l2-reconciler.lab.test.ts
   test/datapath/host-routes.lab.test.ts

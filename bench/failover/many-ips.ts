@@ -32,6 +32,11 @@ const ONLY = (value('only') ?? 'node-loss,clean-stop,crash').split(',');
 const log = (s: string) => process.stderr.write(s + '\n');
 const tmp = mkdtempSync(join(tmpdir(), 'herald-many-'));
 
+/** tcpdump, kernel-stamped, with a ring that holds a burst of thousands of frames. */
+const CAPTURE = ['-i', 'eth0', '-n', '-e', '-tt', '-l', '--immediate-mode', '-s', '128', '-B', '16384'];
+/** Frames the capture itself lost (tcpdump's summary line), so a lossy capture is never read as late announcements. */
+const captureDrops = (text: string) => Number(/(\d+) packets? dropped by kernel/.exec(text)?.[1] ?? NaN);
+
 const hex = (i: number) => i.toString(16);
 /** The objects, in files of ≤ 100 (herald apply writes a file in one transaction; etcd allows 128 operations). */
 const manifests = (n: number): string[] => {
@@ -61,6 +66,8 @@ const ms = (x: number) => (Number.isFinite(x) ? `${Math.round(x)} ms` : '—');
 interface TrialOut {
   gaps: number[];
   missing: number;
+  /** Frames the client's capture dropped (should be 0). */
+  captureDrops: number;
 }
 
 async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: number): Promise<TrialOut> {
@@ -74,6 +81,7 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
   const agentArgs = ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--handover-hold', '10m', ...(process.env.HERALD_FAILOVER_TRACE ? ['--log-format', 'json'] : []), ...(process.env.HERALD_FAILOVER_AGENT_ARGS?.split(' ').filter(Boolean) ?? [])];
   const agents = new Map<Host, LabProcess>();
   let collector: LabProcess | undefined;
+  let senders: LabProcess[] = [];
   try {
     agents.set(n1, startAgent(n1, agentArgs, `many-${idx}`));
     await waitFor(() => ownedCount(n1) === n, { timeoutMs: 90_000, intervalMs: 2000, what: `n1 to own all ${n} IPs`, onTimeout: () => `owns ${ownedCount(n1)}; ${agents.get(n1)!.text().slice(-1500)}` });
@@ -82,8 +90,18 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
     await waitFor(() => rest.every((h) => ownedCount(h) === 0) && ownedCount(n1) === n, { timeoutMs: 30_000, intervalMs: 2000, what: "the others up, owning nothing" });
     await sleep(3000);
     // Kernel timestamps (tcpdump -tt): a JavaScript reader on a loaded machine would stamp frames when it gets to them.
-    collector = lab.client.spawn('tcpdump', 'tcpdump', ['-i', 'eth0', '-n', '-e', '-tt', '-l', '--immediate-mode', 'icmp6 and ip6[40] == 136']);
+    // A short snap length and a 16 MiB buffer: in immediate mode libpcap uses a
+    // TPACKET_V2 ring of snap-length slots, and the default 262144 left ~8 slots
+    // in the default 2 MiB — a 500-frame burst lost most of its frames in the
+    // capture itself ("packets dropped by kernel"), which looked like late announcements.
+    collector = lab.client.spawn('tcpdump', 'tcpdump', [...CAPTURE, 'icmp6 and ip6[40] == 136']);
     await collector.waitForOutput('listening on', 10_000);
+    // Tracing: the successors' own egress too (when did each NA leave?), and the drop counters.
+    senders = process.env.HERALD_FAILOVER_TRACE ? rest.map((h) => h.spawn('tcpdump-out', 'tcpdump', [...CAPTURE, '-Q', 'out', 'icmp6 and ip6[40] == 136'])) : [];
+    for (const s of senders) await s.waitForOutput('listening on', 10_000);
+    const drops = () => [lab.client, ...rest].map((h) => `${h.name}: ${h.exec('ip', ['-s', '-s', 'link', 'show', 'eth0']).stdout.replace(/\s+/g, ' ').slice(0, 600)}`).join('\n');
+    const softnet = () => readFileSync('/proc/net/softnet_stat', 'utf8').split('\n').filter(Boolean).map((l) => l.split(' ').slice(0, 3).map((x) => parseInt(x, 16)).join('/')).join(' ');
+    const before = process.env.HERALD_FAILOVER_TRACE ? `${drops()}\nsoftnet ${softnet()}` : '';
     await sleep(300 + Math.random() * 500);
     const trigWall = Date.now();
     if (failure === 'node-loss') lab.setPort(n1, 'eth0', false);
@@ -91,6 +109,22 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
     else process.kill(supervisedAgentPid(agents.get(n1)!)!, 'SIGKILL');
     await sleep(4000);
     await collector.stop('SIGINT', 5000);
+    if (process.env.HERALD_FAILOVER_TRACE) {
+      log(`    before:\n${before}\n    after:\n${drops()}\nsoftnet ${softnet()}`);
+      for (const [k, s] of senders.entries()) {
+        await s.stop('SIGINT', 5000);
+        const ts = s.text().split('\n').map((l) => /^(\d+\.\d+) /.exec(l)).filter((m) => m).map((m) => Number(m![1]) * 1000 - trigWall);
+        const hist = new Map<number, number>();
+        for (const t of ts) hist.set(Math.floor(t / 100) * 100, (hist.get(Math.floor(t / 100) * 100) ?? 0) + 1);
+        writeFileSync(join(tmpdir(), `herald-many-${failure}-${idx}.${rest[k]!.name}.txt`), `${trigWall}\n${s.text()}`);
+        log(`    ${rest[k]!.name} sent ${ts.length} NAs (capture dropped ${captureDrops(s.text())}); per 100 ms: ${[...hist].sort((a, b) => a[0] - b[0]).map(([t, c]) => `${t}:${c}`).join(' ')}`);
+      }
+      const rx = collector.text().split('\n').map((l) => /^(\d+\.\d+) ([0-9a-f:]{17}) >/.exec(l)).filter((m) => m && m[2] !== n1.mac()).map((m) => Number(m![1]) * 1000 - trigWall);
+      const hist = new Map<number, number>();
+      for (const t of rx) hist.set(Math.floor(t / 100) * 100, (hist.get(Math.floor(t / 100) * 100) ?? 0) + 1);
+      log(`    client got ${rx.length} NAs; per 100 ms: ${[...hist].sort((a, b) => a[0] - b[0]).map(([t, c]) => `${t}:${c}`).join(' ')}`);
+      writeFileSync(join(tmpdir(), `herald-many-${failure}-${idx}.client.txt`), `${trigWall}\n${collector.text()}`);
+    }
     // "1700000000.123456 02:00:..:12 > 33:33:00:00:00:01, ethertype IPv6 (0x86dd), length 86: … neighbor advertisement, tgt is 2001:db8:100::5, …"
     const seen = new Map<string, number>();
     const oldMac = n1.mac();
@@ -121,9 +155,10 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
       if (t === undefined) missing++;
       else gaps.push(t);
     }
-    return { gaps, missing };
+    return { gaps, missing, captureDrops: captureDrops(collector.text()) };
   } finally {
     if (collector?.running) await collector.stop('SIGKILL', 2000);
+    for (const s of senders) if (s.running) await s.stop('SIGKILL', 2000);
     await Promise.all([...agents.values()].map((a) => a.stop('SIGKILL')));
     for (const h of lab.nodes) h.exec(HERALD, ['datapath', 'remove', '--bpf-pin-dir', h.pinDir]);
     lab.setPort(n1, 'eth0', true);
@@ -150,7 +185,7 @@ async function main(): Promise<void> {
         pooled.push(...r.gaps);
         lasts.push(r.missing ? Infinity : Math.max(...r.gaps));
         missing += r.missing;
-        log(`  herald/${failure} ${N} IPs #${i + 1}: first ${ms(Math.min(...r.gaps))}, median ${ms(pct(r.gaps, 50))}, p99 ${ms(pct(r.gaps, 99))}, last IP ${ms(Math.max(...r.gaps))}${r.missing ? `, ${r.missing} never moved` : ''} (load ${loadavg()[0]!.toFixed(1)})`);
+        log(`  herald/${failure} ${N} IPs #${i + 1}: first ${ms(Math.min(...r.gaps))}, median ${ms(pct(r.gaps, 50))}, p99 ${ms(pct(r.gaps, 99))}, last IP ${ms(Math.max(...r.gaps))}${r.missing ? `, ${r.missing} never moved` : ''}, capture dropped ${r.captureDrops} (load ${loadavg()[0]!.toFixed(1)})`);
       }
       lines.push(
         `herald/${failure.padEnd(10)} ${N} IPs × ${TRIALS}: per IP median ${ms(pct(pooled, 50))}, p90 ${ms(pct(pooled, 90))}, p99 ${ms(pct(pooled, 99))}; last IP per trial ${lasts.map(ms).join(', ')}${missing ? `; ${missing} IP-trials never moved` : ''} (load ${load} → ${loadavg()[0]!.toFixed(1)})`,

@@ -35,7 +35,12 @@ export const garpDefaults: GarpSchedule = { count: 5, intervalMs: 1000 };
 
 /** The edge that puts a frame on an interface (AF_PACKET in production). */
 export interface FrameSender {
-  send(ifindex: number, frame: Buffer): void;
+  /**
+   * Queues one frame for transmission. Returns false (nothing sent, nothing
+   * failed) when the interface's queue or the socket's send buffer is full:
+   * try the frame again shortly. Throws on any other failure.
+   */
+  send(ifindex: number, frame: Buffer): boolean | void;
 }
 
 export interface GarpStats {
@@ -51,12 +56,63 @@ export interface GarpTarget {
 
 /** How soon a round postponed by a held heartbeat is tried again. */
 const HELD_ROUND_RETRY_MS = 20;
+/** How soon frames refused by a full queue are tried again (1,000 small frames leave a 1 Gb/s link in under 1 ms). */
+const FULL_QUEUE_RETRY_MS = 1;
+/** Frames sent in one turn of the event loop; the rest follow on the next turn (10k IPs must not stall the agent for 100 ms). */
+const FRAMES_PER_TURN = 1024;
 
+/** A round waiting to go out: its frames not yet sent, and what to do once they are. */
+interface PendingRound {
+  target: GarpTarget;
+  frames: Buffer[];
+  cancelled: boolean;
+  done: () => void;
+}
+
+/** A FIFO with O(1) removal from the front (a shift() per round over 10k rounds is quadratic). */
+class Fifo<T> {
+  private items: T[] = [];
+  private head = 0;
+  get length(): number {
+    return this.items.length - this.head;
+  }
+  push(x: T): void {
+    this.items.push(x);
+  }
+  peek(): T | undefined {
+    return this.items[this.head];
+  }
+  shift(): T | undefined {
+    const x = this.items[this.head];
+    if (x === undefined) return undefined;
+    this.items[this.head++] = undefined as T;
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return x;
+  }
+}
+
+/**
+ * Rounds go out through one paced queue: every IP's first round ahead of any
+ * repeat round, at most FRAMES_PER_TURN frames per turn, and a frame the
+ * interface refuses (its queue or the socket's send buffer is full — a
+ * failover of 1,000 IPs is 1,000–2,000 frames at once) is retried a
+ * millisecond later instead of being lost. A round's next one is timed from
+ * when it actually went out, so the per-IP schedule holds.
+ */
 export class GarpAnnouncer implements Disposable {
   private readonly bursts = new DisposableMap<string, Disposable>();
   readonly stats: GarpStats = { sent: 0, failed: 0 };
   /** Per-IP counters for metrics and status. */
   readonly perIp = new Map<string, GarpStats>();
+  /** Times a frame was refused by a full queue and retried (for tests and tracing). */
+  deferred = 0;
+  private readonly firstRounds = new Fifo<PendingRound>();
+  private readonly repeatRounds = new Fifo<PendingRound>();
+  private drainTimer: TimerHandle | undefined;
+  private sentThisTurn = 0;
 
   constructor(
     /** `held`: the heartbeat is held back (ownership in doubt): rounds wait, so a burst never outruns the re-check. */
@@ -66,29 +122,45 @@ export class GarpAnnouncer implements Disposable {
     if (schedule.count < 0 || schedule.intervalMs < 0) throw new Error('gARP count and interval must be >= 0');
   }
 
-  /** Starts (or restarts) the burst for one (IP, interface). Never throws. */
+  /** Starts (or restarts) the burst for one (IP, interface); its first round goes out now unless frames are waiting. Never throws. */
   announce(target: GarpTarget): void {
     if (this.schedule.count === 0) return;
     const key = `${target.ip}|${target.ifindex}`;
     let remaining = this.schedule.count;
     let timer: TimerHandle | undefined;
-    const round = () => {
+    let pending: PendingRound | undefined;
+    const round = (first: boolean) => {
+      timer = undefined;
       if (this.deps.held?.()) {
-        timer = this.deps.clock.setTimeout(round, HELD_ROUND_RETRY_MS);
+        timer = this.deps.clock.setTimeout(() => round(first), HELD_ROUND_RETRY_MS);
         return;
       }
-      this.sendRound(target);
-      remaining--;
-      if (remaining > 0) timer = this.deps.clock.setTimeout(round, this.schedule.intervalMs);
-      else this.bursts.deleteAndDispose(key);
+      pending = {
+        target,
+        frames: this.frames(target),
+        cancelled: false,
+        done: () => {
+          pending = undefined;
+          remaining--;
+          if (remaining > 0) timer = this.deps.clock.setTimeout(() => round(false), this.schedule.intervalMs);
+          else this.bursts.deleteAndDispose(key);
+        },
+      };
+      (first ? this.firstRounds : this.repeatRounds).push(pending);
+      this.drain();
     };
-    this.bursts.set(key, { dispose: () => timer?.cancel() });
-    round();
+    this.bursts.set(key, {
+      dispose: () => {
+        timer?.cancel();
+        if (pending) pending.cancelled = true;
+      },
+    });
+    round(true);
   }
 
   /** One round now, outside any burst (a conflict defence). Never throws. */
   announceOnce(target: GarpTarget): void {
-    this.sendRound(target);
+    for (const frame of this.frames(target)) if (this.sendFrame(target, frame) === 'full') this.deps.log.debug({ ip: target.ip }, 'conflict defence frame dropped: the interface queue is full');
   }
 
   /** Stops a running burst (the IP was withdrawn). */
@@ -100,24 +172,69 @@ export class GarpAnnouncer implements Disposable {
     return this.bursts.size;
   }
 
-  private sendRound(t: GarpTarget): void {
+  /** Rounds waiting in the paced queue. */
+  get queuedRounds(): number {
+    return this.firstRounds.length + this.repeatRounds.length;
+  }
+
+  private frames(t: GarpTarget): Buffer[] {
+    return isIpv4(t.ip) ? [gratuitousRequest(t.mac, t.ip), gratuitousReply(t.mac, t.ip)] : [unsolicitedAdvertisement(t.mac, t.ip)];
+  }
+
+  /** Sends queued rounds in order (first rounds ahead) until the queue is empty, the turn's budget is spent or the interface is full. */
+  private drain(): void {
+    if (this.drainTimer) return; // a retry is due: keep the order
+    for (;;) {
+      const queue = this.firstRounds.length > 0 ? this.firstRounds : this.repeatRounds;
+      const r = queue.peek();
+      if (!r) return;
+      if (r.cancelled) {
+        queue.shift();
+        continue;
+      }
+      if (this.deps.held?.()) return this.retryIn(HELD_ROUND_RETRY_MS);
+      while (r.frames.length > 0) {
+        if (this.sentThisTurn >= FRAMES_PER_TURN) return this.retryIn(0);
+        if (this.sendFrame(r.target, r.frames[0]!) === 'full') {
+          this.deferred++;
+          return this.retryIn(FULL_QUEUE_RETRY_MS);
+        }
+        r.frames.shift();
+        if (this.sentThisTurn++ === 0) queueMicrotask(() => (this.sentThisTurn = 0));
+      }
+      queue.shift();
+      r.done();
+    }
+  }
+
+  private retryIn(ms: number): void {
+    this.drainTimer = this.deps.clock.setTimeout(() => {
+      this.drainTimer = undefined;
+      this.sentThisTurn = 0;
+      this.drain();
+    }, ms);
+  }
+
+  /** One frame: 'full' when the interface refused it for now (not counted), else sent or failed (counted, logged). */
+  private sendFrame(t: GarpTarget, frame: Buffer): 'sent' | 'failed' | 'full' {
     const counters = this.perIp.get(t.ip) ?? { sent: 0, failed: 0 };
     this.perIp.set(t.ip, counters);
-    const frames = isIpv4(t.ip) ? [gratuitousRequest(t.mac, t.ip), gratuitousReply(t.mac, t.ip)] : [unsolicitedAdvertisement(t.mac, t.ip)];
-    for (const frame of frames) {
-      try {
-        this.deps.sender.send(t.ifindex, frame);
-        this.stats.sent++;
-        counters.sent++;
-      } catch (e) {
-        this.stats.failed++;
-        counters.failed++;
-        this.deps.log.warn({ ip: t.ip, ifindex: t.ifindex, err: describeError(e) }, isIpv4(t.ip) ? 'gratuitous ARP send failed' : 'unsolicited neighbor advertisement send failed');
-      }
+    try {
+      if (this.deps.sender.send(t.ifindex, frame) === false) return 'full';
+      this.stats.sent++;
+      counters.sent++;
+      return 'sent';
+    } catch (e) {
+      this.stats.failed++;
+      counters.failed++;
+      this.deps.log.warn({ ip: t.ip, ifindex: t.ifindex, err: describeError(e) }, isIpv4(t.ip) ? 'gratuitous ARP send failed' : 'unsolicited neighbor advertisement send failed');
+      return 'failed';
     }
   }
 
   dispose(): void {
     this.bursts.dispose();
+    this.drainTimer?.cancel();
+    this.drainTimer = undefined;
   }
 }

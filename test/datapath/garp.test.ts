@@ -77,7 +77,7 @@ test('count 0 disables gratuitous ARP', () => {
 test('IPv6: each round of the burst is one unsolicited Neighbor Advertisement to all-nodes, on the same schedule', () => {
   const clock = new ManualClock();
   const frames: Array<{ at: number; frame: Buffer }> = [];
-  const garp = new GarpAnnouncer({ sender: { send: (_i, frame) => frames.push({ at: clock.now(), frame }) }, clock, log: silentLogger }, { count: 5, intervalMs: 1000 });
+  const garp = new GarpAnnouncer({ sender: { send: (_i, frame) => void frames.push({ at: clock.now(), frame }) }, clock, log: silentLogger }, { count: 5, intervalMs: 1000 });
   garp.announce({ ip: '2001:db8::7', ifindex: 4, mac: '02:00:5e:00:53:0a' });
   clock.advance(10_000);
   assert.deepEqual(frames.map((f) => f.at), [0, 1000, 2000, 3000, 4000]);
@@ -96,7 +96,7 @@ test('while the liveness gate is held, rounds wait (IPv4 and IPv6 alike) and res
   const frames: Array<{ at: number; frame: Buffer }> = [];
   let held = true;
   const garp = new GarpAnnouncer(
-    { sender: { send: (_i, frame) => frames.push({ at: clock.now(), frame }) }, clock, log: silentLogger, held: () => held },
+    { sender: { send: (_i, frame) => void frames.push({ at: clock.now(), frame }) }, clock, log: silentLogger, held: () => held },
     { count: 3, intervalMs: 1000 },
   );
   garp.announce(target);
@@ -111,4 +111,83 @@ test('while the liveness gate is held, rounds wait (IPv4 and IPv6 alike) and res
   assert.equal(v4.length, 6, 'all three ARP rounds (request + reply), after the hold');
   assert.ok(frames.every((f) => f.at >= 5000));
   assert.equal(garp.activeBursts, 0);
+});
+
+/** A sender whose queue holds `room` frames until drained, like a socket send buffer in front of a slow link. */
+class FullQueueSender implements FrameSender {
+  sent: Array<{ at: number; ip: string }> = [];
+  room: number;
+  constructor(private readonly clock: ManualClock, room: number, private readonly perMs: number) {
+    this.room = room;
+  }
+  send(_ifindex: number, frame: Buffer): boolean {
+    if (this.room === 0) return false;
+    this.room--;
+    this.sent.push({ at: this.clock.now(), ip: parseNdFrame(frame)!.target });
+    return true;
+  }
+  /** The link drains `perMs` frames a millisecond. */
+  tick(ms: number): void {
+    for (let i = 0; i < ms; i++) {
+      this.room += this.perMs;
+      this.clock.advance(1);
+    }
+  }
+}
+
+const v6 = (i: number) => ({ ip: `2001:db8:100::${i.toString(16)}`, ifindex: 4, mac: '02:00:5e:00:53:0a' });
+
+test('a full queue defers frames instead of losing them: every IP of a 1,000-IP burst goes out once, first rounds in order, none failed', () => {
+  const clock = new ManualClock();
+  const sender = new FullQueueSender(clock, 200, 50);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 1, intervalMs: 1000 });
+  for (let i = 1; i <= 1000; i++) garp.announce(v6(i));
+  assert.equal(sender.sent.length, 200, 'what the queue holds goes out at once');
+  sender.tick(30);
+  assert.deepEqual(
+    sender.sent.map((s) => s.ip),
+    Array.from({ length: 1000 }, (_, i) => v6(i + 1).ip),
+  );
+  assert.ok(sender.sent.at(-1)!.at <= 17, `the last IP went out ${sender.sent.at(-1)!.at} ms after the first (the link's pace)`);
+  assert.deepEqual(garp.stats, { sent: 1000, failed: 0 });
+  assert.ok(garp.deferred > 0);
+  assert.equal(garp.queuedRounds, 0);
+  assert.equal(garp.activeBursts, 0);
+});
+
+test('first rounds go ahead of repeat rounds; each repeat keeps its interval from when its round went out', () => {
+  const clock = new ManualClock();
+  const sender = new FullQueueSender(clock, 0, 10);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 2, intervalMs: 100 });
+  for (let i = 1; i <= 500; i++) garp.announce(v6(i)); // 50 ms at the link's pace
+  sender.tick(98); // the first IPs' repeats are due now, while the last first rounds wait
+  for (let i = 501; i <= 600; i++) garp.announce(v6(i));
+  sender.tick(300);
+  const firstAt = new Map<string, number>();
+  const order: string[] = [];
+  for (const s of sender.sent) {
+    if (!firstAt.has(s.ip)) firstAt.set(s.ip, s.at);
+    order.push(firstAt.get(s.ip) === s.at && order.filter((x) => x === s.ip).length === 0 ? `first ${s.ip}` : `repeat ${s.ip}`);
+  }
+  const lastFirst = order.lastIndexOf(`first ${v6(600).ip}`);
+  assert.ok(order.slice(0, lastFirst).filter((o) => o.startsWith('repeat')).length <= 10, 'the late first rounds jumped the queue of repeats');
+  for (let i = 1; i <= 600; i++) {
+    const times = sender.sent.filter((s) => s.ip === v6(i).ip).map((s) => s.at);
+    assert.equal(times.length, 2, `two rounds for ${v6(i).ip}`);
+    assert.ok(times[1]! - times[0]! >= 100, `${v6(i).ip}: repeat ${times[1]! - times[0]!} ms after its first`);
+  }
+  assert.equal(garp.stats.failed, 0);
+});
+
+test('a withdrawn IP waiting in the queue never goes out', () => {
+  const clock = new ManualClock();
+  const sender = new FullQueueSender(clock, 0, 1);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 3, intervalMs: 100 });
+  garp.announce(v6(1));
+  garp.announce(v6(2));
+  garp.cancel(v6(1).ip, 4);
+  sender.tick(1000);
+  assert.deepEqual([...new Set(sender.sent.map((s) => s.ip))], [v6(2).ip]);
+  assert.equal(sender.sent.length, 3);
+  assert.equal(clock.pending, 0);
 });

@@ -350,4 +350,32 @@ describe('etcd ownership', () => {
     assert.ok(used < 100, `${used} transactions for 1,000 IPs`);
     for (const ip of ips) assert.ok(a.owned.current.has(ip) !== b.owned.current.has(ip), `${ip}: exactly one owner`);
   });
+  test("a claim's contention transactions are in flight together, not one store round trip after another (a failover of 1,000 IPs answered its last chunk five round trips after its first)", async () => {
+    const a = await member('node-a', freshPrefix());
+    type Builder = { commit: () => Promise<unknown> };
+    const client = a.session.client as unknown as { if: (...args: unknown[]) => Builder };
+    const realIf = client.if.bind(client);
+    let inFlight = 0;
+    let peak = 0;
+    client.if = (...args: unknown[]) => {
+      const builder = realIf(...args);
+      // Contention: "owner key absent" compares.
+      if (!String(args[0]).includes('/owners/') || args[1] !== 'Create') return builder;
+      const commit = builder.commit.bind(builder);
+      builder.commit = async () => {
+        peak = Math.max(peak, ++inFlight);
+        try {
+          return await commit();
+        } finally {
+          inFlight--;
+        }
+      };
+      return builder;
+    };
+    const ips = Array.from({ length: 1000 }, (_, i) => `2001:db8::${(0x2000 + i).toString(16)}`);
+    a.own.setCandidates(new Map(ips.map((ip) => [ip, ['eth0']] as const)));
+    await waitFor(() => a.owned.current.size === ips.length, { timeoutMs: 60_000, what: 'every IP owned' });
+    assert.ok(peak > 1, `at most ${peak} contention transaction(s) in flight for 10 chunks`);
+    assert.ok(peak <= 8, `${peak} in flight: bounded`);
+  });
 });
