@@ -109,6 +109,7 @@ lab_tests=(
   test/datapath/policy/policy-lifecycle.lab.test.ts
   test/datapath/policy/policy-bgp.lab.test.ts
   test/api/view.lab.test.ts
+  test/api/view-bgp.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
