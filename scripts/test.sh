@@ -68,6 +68,7 @@ unit_tests=(
   test/api/metrics.test.ts
   test/api/view-server.test.ts
   test/api/view-model.test.ts
+  test/api/view-page.test.ts
   test/store/local-journal.test.ts
   test/api/grafana-dashboard.test.ts
   test/api/view-web.test.ts
