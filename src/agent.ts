@@ -750,6 +750,17 @@ export class Agent implements Disposable {
 
   /** What this node tells the other nodes' views (GET /v1/node): counters, rows not done, health. */
   private nodeReport(): NodeReport {
+    const connections = this.lbConnections();
+    return {
+      ...this.selfReport(),
+      replies: Object.fromEntries(this.replies()),
+      advertised: [...this.bgpAdvertised()],
+      ...(connections ? { connections: Object.fromEntries(connections) } : {}),
+    };
+  }
+
+  /** The report without its counters (the snapshot and the counters push read those once, themselves: a walk of the responders map each). */
+  private selfReport(): Omit<NodeReport, 'replies'> {
     const notDone = this.notDoneRows();
     const problems: string[] = [];
     for (const [name, h] of this.jobs.health()) if (h.level !== 'ok') problems.push(`${name}: ${h.level}${h.message ? ` (${h.message})` : ''}`);
@@ -757,16 +768,7 @@ export class Agent implements Disposable {
     if (errors > 0) problems.push(`${errors} row${errors === 1 ? '' : 's'} in error`);
     const lastError = this.controlPlane.status().lastError;
     if (lastError) problems.push(`last error: ${lastError}`);
-    const connections = this.lbConnections();
-    return {
-      node: this.config.node,
-      at: Date.now(),
-      replies: Object.fromEntries(this.replies()),
-      notDone,
-      health: problems.length ? problems.join('; ').slice(0, 500) : 'ok',
-      advertised: [...this.bgpAdvertised()],
-      ...(connections ? { connections: Object.fromEntries(connections) } : {}),
-    };
+    return { node: this.config.node, at: Date.now(), notDone, health: problems.length ? problems.join('; ').slice(0, 500) : 'ok' };
   }
 
   /** IPs this node advertises over BGP (its routes). */
@@ -782,7 +784,7 @@ export class Agent implements Disposable {
   /** The per-IP columns the snapshot and the counters push share. */
   private viewExtras(): Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies' | 'self' | 'peerReports' | 'details'> {
     const txn = this.db.readTxn();
-    const { replies: _r, ...self } = this.nodeReport();
+    const self = this.selfReport();
     const poolOf = this.poolOfIps();
     return {
       poolOf,
