@@ -93,6 +93,8 @@ describe('cluster view: BGP advertised by every node (lab, browser)', { skip: la
       throw new Error(`${e.message}\nmode cell: ${await mode.textContent().catch(() => '(no row)')}`);
     });
     console.log(`view-bgp: ${await mode.textContent()}`);
+    // No L2 announcement selects it: no owner, and that is not shown as a fault.
+    assert.equal(await page.locator('tr[data-ip]:has(td.services:text-is("default/web")) td.owner').textContent(), '-');
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, '4-bgp-advertised-by.png') });
     await page.evaluate('window.notReloaded = true');

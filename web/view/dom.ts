@@ -48,7 +48,8 @@ td.owner.none { color: #d9534f; font-weight: 600; }
 td.error, .rejected { color: #b52b27; }
 td.reconcile.pending { color: #a66a00; }
 td.reconcile.error { color: #b52b27; font-weight: 600; }
-td.lb { max-width: 16rem; }
+td.lb { max-width: 13rem; }
+.grid > div { overflow-x: auto; }
 #ips table { font-size: 12px; }
 #ips th, #ips td { padding: 2px 6px; }
 .scroller { max-height: 75vh; overflow-y: auto; border: 1px solid #e3e6eb; }

@@ -253,7 +253,7 @@ class Page {
         x.advertisedBy = now.get(ip) ?? [];
         x.mode = modeOf(x);
         const row = this.rows.get(ip);
-        if (row) row.children[C.mode]!.textContent = modeText(x);
+        if (row) this.fillRow(row, x, false);
       }
       this.advertised = new Set(now.keys());
     }
@@ -390,7 +390,7 @@ class Page {
     const r = x.reconcile;
     return (
       `<tr data-ip="${esc(x.ip)}"><td class="ip">${esc(x.ip)}</td><td class="services">${esc(x.services.join(', ') || '-')}</td><td class="pool">${esc(x.pool ?? '-')}</td><td>IPv${x.family}</td>` +
-      `<td class="mode">${esc(modeText(x))}</td><td class="${x.owner ? 'owner' : 'owner none'}">${esc(x.owner ?? 'nobody')}</td><td class="since">${esc(sinceText(x))}</td>` +
+      `<td class="mode">${esc(modeText(x))}</td><td class="${ownerClass(x)}">${esc(ownerText(x))}</td><td class="since">${esc(sinceText(x))}</td>` +
       `<td class="replies">${esc(answersText(x))}</td><td class="rate"></td><td class="lb" title="${esc(lbText(x))}">${esc(lbText(x))}</td><td class="conns">${esc(connectionsText(x))}</td><td class="policy">${policyText(x)}</td>` +
       `<td class="reconcile ${r.state}" data-state="${r.state}">${esc(reconcileText(x))}</td></tr>`
     );
@@ -399,8 +399,8 @@ class Page {
   private fillRow(row: HTMLTableRowElement, x: ViewIp, flash = true): void {
     const cells = row.children;
     cells[C.mode]!.textContent = modeText(x);
-    cells[C.owner]!.textContent = x.owner ?? 'nobody';
-    cells[C.owner]!.className = x.owner ? 'owner' : 'owner none';
+    cells[C.owner]!.textContent = ownerText(x);
+    cells[C.owner]!.className = ownerClass(x);
     cells[C.since]!.textContent = sinceText(x);
     // A flash through the Web Animations API: restarting a CSS animation needed a forced layout of the whole table per moved row.
     if (flash) cells[C.owner]!.animate?.([{ background: '#ffe08a' }, { background: 'transparent' }], { duration: 1200, easing: 'ease-out' });
@@ -466,6 +466,9 @@ function blankIp(ip: string): ViewIp {
   return { ip, family: ip.includes(':') ? 6 : 4, services: [], mode: 'L2', owner: null, advertisedBy: [], since: null, replies: null, answers: {}, pool: null, lb: [], policyRevision: null, connections: {}, reconcile: DONE };
 }
 
+/** An IP only advertised over BGP has no L2 owner, and that is not a fault ('nobody', in red, is one). */
+const ownerText = (x: ViewIp) => x.owner ?? (x.advertisedBy.length ? '-' : 'nobody');
+const ownerClass = (x: ViewIp) => (x.owner || x.advertisedBy.length ? 'owner' : 'owner none');
 /** L2 when someone owns it, BGP when some node advertises it (the agent's words). */
 const modeOf = (x: ViewIp) => (x.owner && x.advertisedBy.length ? 'L2+BGP' : x.advertisedBy.length ? 'BGP' : 'L2');
 const sumOf = (answers: Record<string, number>) => {
