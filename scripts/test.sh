@@ -72,6 +72,7 @@ unit_tests=(
   test/api/metrics.test.ts
   test/api/view-server.test.ts
   test/api/view-model.test.ts
+  test/api/view-page.test.ts
   test/store/local-journal.test.ts
   test/api/grafana-dashboard.test.ts
   test/api/view-web.test.ts
@@ -113,6 +114,7 @@ lab_tests=(
   test/datapath/policy/policy-lifecycle.lab.test.ts
   test/datapath/policy/policy-bgp.lab.test.ts
   test/api/view.lab.test.ts
+  test/api/view-bgp.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts

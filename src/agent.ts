@@ -120,6 +120,8 @@ export interface AgentConfig {
   viewListen?: { host: string; port: number };
   /** Bearer token required by the view (required beyond loopback). */
   viewToken?: string;
+  /** Where other nodes reach this view server (published on the node card; viewAdvertiseUrl() from --view-listen and --view-advertise-address). */
+  viewUrl?: string;
 }
 
 interface BgpStack {
@@ -721,8 +723,9 @@ export class Agent implements Disposable {
     };
   }
 
-  /** Where other nodes reach this node's view server: only when it listens beyond loopback on a definite address. */
+  /** Where other nodes reach this node's view server: as configured (the CLI derives it), else only when it listens beyond loopback on a definite address. */
   private viewUrl(): string | undefined {
+    if (this.config.viewUrl) return this.config.viewUrl;
     const l = this.config.viewListen;
     if (!l || isLoopback(l.host) || l.host === '0.0.0.0' || l.host === '::') return undefined;
     return `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
@@ -747,6 +750,17 @@ export class Agent implements Disposable {
 
   /** What this node tells the other nodes' views (GET /v1/node): counters, rows not done, health. */
   private nodeReport(): NodeReport {
+    const connections = this.lbConnections();
+    return {
+      ...this.selfReport(),
+      replies: Object.fromEntries(this.replies()),
+      advertised: [...this.bgpAdvertised()],
+      ...(connections ? { connections: Object.fromEntries(connections) } : {}),
+    };
+  }
+
+  /** The report without its counters (the snapshot and the counters push read those once, themselves: a walk of the responders map each). */
+  private selfReport(): Omit<NodeReport, 'replies'> {
     const notDone = this.notDoneRows();
     const problems: string[] = [];
     for (const [name, h] of this.jobs.health()) if (h.level !== 'ok') problems.push(`${name}: ${h.level}${h.message ? ` (${h.message})` : ''}`);
@@ -754,13 +768,23 @@ export class Agent implements Disposable {
     if (errors > 0) problems.push(`${errors} row${errors === 1 ? '' : 's'} in error`);
     const lastError = this.controlPlane.status().lastError;
     if (lastError) problems.push(`last error: ${lastError}`);
-    return { node: this.config.node, at: Date.now(), replies: Object.fromEntries(this.replies()), notDone, health: problems.length ? problems.join('; ').slice(0, 500) : 'ok' };
+    return { node: this.config.node, at: Date.now(), notDone, health: problems.length ? problems.join('; ').slice(0, 500) : 'ok' };
+  }
+
+  /** IPs this node advertises over BGP (its routes). */
+  private bgpAdvertised(): Set<string> {
+    return new Set(this.bgp ? this.bgp.control.status().routes.map((r) => r.ip) : []);
+  }
+
+  /** Live LB connections per VIP (the last count of the conntrack tables; undefined without the load balancer). */
+  private lbConnections(): ReadonlyMap<string, number> | undefined {
+    return this.lb?.stack.connections();
   }
 
   /** The per-IP columns the snapshot and the counters push share. */
   private viewExtras(): Pick<ViewInput, 'poolOf' | 'lbFrontends' | 'policies' | 'self' | 'peerReports' | 'details'> {
     const txn = this.db.readTxn();
-    const { replies: _r, ...self } = this.nodeReport();
+    const self = this.selfReport();
     const poolOf = this.poolOfIps();
     return {
       poolOf,
@@ -820,7 +844,15 @@ export class Agent implements Disposable {
       counters: () => {
         const cp = this.controlPlane.status();
         const extras = this.viewExtras();
-        return buildCounters({ node: this.config.node, replies: this.replies(), services: new Map([...(cp.ipam?.services ?? new Map())].map(([k, a]) => [k, a.ingress])), ...extras });
+        const connections = this.lbConnections();
+        return buildCounters({
+          node: this.config.node,
+          replies: this.replies(),
+          bgpAdvertised: this.bgpAdvertised(),
+          ...(connections ? { connections } : {}),
+          services: new Map([...(cp.ipam?.services ?? new Map())].map(([k, a]) => [k, a.ingress])),
+          ...extras,
+        });
       },
       nodeReport: () => this.nodeReport(),
       details: () => this.viewDetails(),
@@ -848,7 +880,7 @@ export class Agent implements Disposable {
     const cp = this.controlPlane.status();
     const session = this.session?.status();
     const card = this.nodeCard();
-    const routes = this.bgp ? this.bgp.control.status().routes : [];
+    const connections = this.lbConnections();
     return buildView({
       node: this.config.node,
       version: card.version,
@@ -859,8 +891,9 @@ export class Agent implements Disposable {
       interfaces: card.interfaces,
       services: new Map([...(cp.ipam?.services ?? new Map())].map(([k, a]) => [k, a.ingress])),
       owners: this.ownership.view().owners,
-      bgpAdvertised: new Set(routes.map((r) => r.ip)),
+      bgpAdvertised: this.bgpAdvertised(),
       replies: this.replies(),
+      ...(connections ? { connections } : {}),
       ...this.viewExtras(),
       peers: this.viewStore?.nodes() ?? new Map(),
       pools: [...(cp.ipam?.pools ?? new Map())].map(([pool, p]) => ({ pool, total: p.total.toString(), used: p.used.toString(), available: p.available.toString(), conflicting: p.conflicting, disabled: p.disabled })),

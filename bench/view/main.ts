@@ -90,7 +90,7 @@ function followTakes(socketPath: string, into: Array<{ ip: string; node: string;
 const rss = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
 
 interface Latency { moves: number; pushSeen: number; pushP50: number; pushP99: number; pushMax: number; pollSeen: number; pollP50: number; pollP99: number; agentP50: number; agentP99: number; pageP50: number; pageP99: number }
-interface Big { ips: number; interactiveFirstMs: number; interactiveMedianMs: number; snapshotBytes: number; snapshotMs: number; statusJsonBytes: number; statusMs: number; rssNoPageMB: number; rssOnePageMB: number; rssFivePagesMB: number }
+interface Big { ips: number; interactiveFirstMs: number; interactiveMedianMs: number; snapshotBytes: number; snapshotMs: number; compactBytes: number; compactMs: number; statusJsonBytes: number; statusMs: number; rssNoPageMB: number; rssOnePageMB: number; rssFivePagesMB: number; heapNoPageMB: number; heapOnePageMB: number; heapFivePagesMB: number }
 
 async function ownershipLatency(dir: string): Promise<Latency> {
   const lab = Lab.create({ nodes: 2, storeHost: true, tag: 'bv' });
@@ -214,7 +214,7 @@ async function tenThousand(dir: string): Promise<Big> {
       for (let k = f * 2000; k < Math.min(BIG, (f + 1) * 2000); k++) svcs.push(`apiVersion: v1\nkind: Service\nmetadata: { name: svc-${k}, namespace: ns-${k % 50} }\nspec:\n  type: LoadBalancer\n  ipFamilies: [IPv6]\n  ports: [{ port: 80 }]`);
       writeFileSync(join(mdir, `svc-${f}.yaml`), svcs.join('\n---\n') + '\n');
     }
-    const agent = await startAgentReady(n, ['--manifests', mdir, '--view-listen', '127.0.0.1:9470']);
+    const agent = await startAgentReady(n, ['--manifests', mdir, '--view-listen', '127.0.0.1:9470', '--metrics-listen', '127.0.0.1:9471']);
     // A busy agent (allocating 10k IPs) may answer late: not ready yet.
     // Ready when the view shows every IP owned (read over the status socket, without the CLI's 5 s timeout).
     const ownedNow = async () => ((await getJson(n.statusSocket, '/v1/view').catch(() => ({ ips: [] }))) as { ips: Array<{ owner: string | null }> }).ips.filter((x) => x.owner).length;
@@ -222,11 +222,18 @@ async function tenThousand(dir: string): Promise<Big> {
     await waitFor(async () => (owned = await ownedNow()) === BIG, { timeoutMs: 120_000, intervalMs: 1000, what: `${BIG} IPs owned`, onTimeout: () => `owned ${owned}\n${agent.text().slice(-3000)}` });
     const pid = agent.pid; // local store: bin/herald runs the agent in-process (no supervisor)
     await sleep(3000);
+    const inNs0 = (cmd: string, a: string[]) => spawnSync('nsenter', [`--net=/run/netns/${n.netns}`, '--', cmd, ...a], { encoding: 'utf8', maxBuffer: 1 << 28 });
+    // The V8 heap in use (prom-client's default metric): less noisy than the RSS, which keeps freed pages.
+    const heap = () => Number(/^herald_process_nodejs_heap_size_used_bytes (\S+)/m.exec(inNs0('curl', ['-s', 'http://127.0.0.1:9471/metrics']).stdout)?.[1] ?? NaN) / 1e6;
     const rss0 = rss(pid);
+    const heap0 = heap();
     const inNs = (cmd: string, a: string[]) => spawnSync('nsenter', [`--net=/run/netns/${n.netns}`, '--', cmd, ...a], { encoding: 'utf8', maxBuffer: 1 << 28 });
     let t = Date.now();
     const snap = inNs('curl', ['-s', 'http://127.0.0.1:9470/v1/view']).stdout;
     const snapshotMs = Date.now() - t;
+    t = Date.now();
+    const compact = inNs('curl', ['-s', 'http://127.0.0.1:9470/v1/view?compact=1']).stdout; // what the page loads
+    const compactMs = Date.now() - t;
     t = Date.now();
     const stRun = inNs('timeout', ['60', HERALD, 'status', '--json', '--status-socket', n.statusSocket]);
     const st = stRun.status === 0 ? stRun.stdout : '';
@@ -238,7 +245,9 @@ async function tenThousand(dir: string): Promise<Big> {
     for (let k = 0; k < 5; k++) {
       const page = await browser.newPage();
       await page.goto('http://127.0.0.1:9470/');
-      await page.locator(`tr[data-ip]`).nth(BIG - 1).waitFor({ state: 'attached', timeout: 60_000 });
+      // The table draws only the rows in view: interactive when its title counts every IP and the first rows are drawn.
+      await page.locator('#ips h2', { hasText: `Service IPs (${BIG})` }).waitFor({ timeout: 60_000 });
+      await page.locator('tr[data-ip]').first().waitFor({ timeout: 60_000 });
       interactive.push(Number(await page.evaluate(`performance.getEntriesByName('herald-view-rendered')[0].startTime`)));
       if (process.env['HERALD_BENCH_DEBUG'])
         console.log(`page ${k}: ${await page.evaluate(`['herald-view-answered', 'herald-view-parsed', 'herald-view-rendered'].map((n) => n + ' ' + Math.round(performance.getEntriesByName(n)[0].startTime)).join(', ')`)}`);
@@ -246,10 +255,12 @@ async function tenThousand(dir: string): Promise<Big> {
       if (k === 0) {
         await sleep(3000);
         (globalThis as { rss1?: number }).rss1 = rss(pid);
+        (globalThis as { heap1?: number }).heap1 = heap();
       }
     }
     await sleep(3000);
     const rss5 = rss(pid);
+    const heap5 = heap();
     const rss1 = (globalThis as { rss1?: number }).rss1 ?? NaN;
     return {
       ips: BIG,
@@ -257,11 +268,16 @@ async function tenThousand(dir: string): Promise<Big> {
       interactiveMedianMs: pct(interactive, 50),
       snapshotBytes: snap.length,
       snapshotMs,
+      compactBytes: compact.length,
+      compactMs,
       statusJsonBytes: st.length,
       statusMs,
       rssNoPageMB: rss0 / 1e6,
       rssOnePageMB: rss1 / 1e6,
       rssFivePagesMB: rss5 / 1e6,
+      heapNoPageMB: heap0,
+      heapOnePageMB: (globalThis as { heap1?: number }).heap1 ?? NaN,
+      heapFivePagesMB: heap5,
     };
   } finally {
     await browser?.close().catch(() => {});
@@ -286,7 +302,9 @@ try {
   if (args.includes('--json')) console.log(JSON.stringify({ big }, null, 2));
   console.log(`\nbench/view — ${big.ips} service IPs on one node`);
   console.log(`  page interactive (navigation → 10k-row table rendered): first ${f(big.interactiveFirstMs)} ms, median of 5 ${f(big.interactiveMedianMs)} ms`);
-  console.log(`  snapshot GET /v1/view: ${(big.snapshotBytes / 1e6).toFixed(2)} MB in ${f(big.snapshotMs)} ms (curl); herald status --json: ${big.statusJsonBytes ? `${(big.statusJsonBytes / 1e6).toFixed(2)} MB in ${f(big.statusMs)} ms (CLI start included)` : `no answer within its 5 s timeout (${f(big.statusMs)} ms)`}`);
+  console.log(`  snapshot the page loads, GET /v1/view?compact=1: ${(big.compactBytes / 1e6).toFixed(2)} MB in ${f(big.compactMs)} ms (curl)`);
+  console.log(`  snapshot GET /v1/view (one object per IP): ${(big.snapshotBytes / 1e6).toFixed(2)} MB in ${f(big.snapshotMs)} ms (curl); herald status --json: ${big.statusJsonBytes ? `${(big.statusJsonBytes / 1e6).toFixed(2)} MB in ${f(big.statusMs)} ms (CLI start included)` : `no answer within its 5 s timeout (${f(big.statusMs)} ms)`}`);
+  console.log(`  agent V8 heap in use: no page ${big.heapNoPageMB.toFixed(1)} MB, one page ${big.heapOnePageMB.toFixed(1)} MB (+${(big.heapOnePageMB - big.heapNoPageMB).toFixed(1)}), five pages ${big.heapFivePagesMB.toFixed(1)} MB (+${(big.heapFivePagesMB - big.heapNoPageMB).toFixed(1)})`);
   console.log(`  agent RSS: no page ${big.rssNoPageMB.toFixed(1)} MB, one page ${big.rssOnePageMB.toFixed(1)} MB (+${(big.rssOnePageMB - big.rssNoPageMB).toFixed(1)}), five pages ${big.rssFivePagesMB.toFixed(1)} MB (+${(big.rssFivePagesMB - big.rssNoPageMB).toFixed(1)})`);
   }
 } finally {

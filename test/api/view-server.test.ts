@@ -237,3 +237,60 @@ describe('--view-listen', () => {
     }
   });
 });
+
+describe('counters push', () => {
+  /** Reads the stream's `counters` pushes until `n` arrived. */
+  const pushes = (port: number, n: number) =>
+    new Promise<Array<Record<string, unknown>>>((resolve, reject) => {
+      const got: Array<Record<string, unknown>> = [];
+      const req = request({ host: '127.0.0.1', port, path: '/v1/events' }, (res) => {
+        let buf = '';
+        res.setEncoding('utf8').on('data', (c: string) => {
+          buf += c;
+          let i: number;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const block = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            if (!/^event: counters$/m.test(block)) continue;
+            got.push(JSON.parse(/^data: (.*)$/m.exec(block)![1]!) as Record<string, unknown>);
+            if (got.length >= n) {
+              req.destroy();
+              resolve(got);
+            }
+          }
+        });
+      });
+      req.on('error', (e) => (got.length >= n ? undefined : reject(e)));
+      req.end();
+    });
+
+  test("a stream's first push is whole, then only what changed; BGP advertisers only when they change", async () => {
+    let tick = 0;
+    const answers = () => ({ n1: { '198.51.100.10': 5, '198.51.100.11': tick }, n2: { '198.51.100.12': 1 } });
+    const src: ViewSource = {
+      ...source(new EventRing()),
+      counters: () => {
+        tick++;
+        return { answers: answers(), advertised: { '198.51.100.10': ['n1', 'n2'] }, connections: { n1: { '198.51.100.10': 4 } }, health: {}, reconcile: {} };
+      },
+    };
+    const server = new ViewServer({ host: '127.0.0.1', port: 0 }, new ViewHandler(src, { maxClientBytes: 1 << 20, countersMs: 40, maxClients: 8 }));
+    await server.start();
+    try {
+      const [first, second, third] = await pushes(server.address!.port, 3);
+      assert.equal(first!['full'], true);
+      assert.deepEqual((first!['answers'] as Record<string, unknown>)['n2'], { '198.51.100.12': 1 });
+      assert.deepEqual(first!['advertised'], { '198.51.100.10': ['n1', 'n2'] });
+      assert.deepEqual(first!['nodes'], ['n1', 'n2']);
+      for (const later of [second!, third!]) {
+        assert.equal(later['full'], undefined);
+        assert.deepEqual(Object.keys(later['answers'] as object), ['n1'], 'only the node whose answers changed');
+        assert.deepEqual(Object.keys((later['answers'] as Record<string, object>)['n1']!), ['198.51.100.11'], 'only the IP whose count changed');
+        assert.equal(later['advertised'], undefined, 'advertisers unchanged: not sent');
+        assert.deepEqual(later['connections'], { n1: { '198.51.100.10': 4 } });
+      }
+    } finally {
+      server.dispose();
+    }
+  });
+});

@@ -102,7 +102,16 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     env = await EtcdLab.create({
       nodes: 3,
       tag: 'vw',
-      agentArgs: (n) => ['--garp-interval', '200ms', '--lb-interfaces', 'eth0', '--view-listen', `${n.ip}:9470`, '--view-token-file', join(env.dir, 'token')],
+      // n1 on its address; n2 on 0.0.0.0 (its card names the address it derives); n3 on :: with --view-advertise-address.
+      agentArgs: (n) => [
+        '--garp-interval',
+        '200ms',
+        '--lb-interfaces',
+        'eth0',
+        ...(n === env.lab.nodes[1] ? ['--view-listen', '0.0.0.0:9470'] : n === env.lab.nodes[2] ? ['--view-listen', '[::]:9470', '--view-advertise-address', n.ip] : ['--view-listen', `${n.ip}:9470`]),
+        '--view-token-file',
+        join(env.dir, 'token'),
+      ],
     });
     ({ lab, etcd, dir, agents } = env);
     env.write('view.yaml', MANIFESTS);
@@ -171,7 +180,7 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     }
   });
 
-  test("every node's answer counters and health reach one node's page", async () => {
+  test("every node's answer counters and health reach one node's page (peers on a wildcard address publish a reachable URL)", async () => {
     // An IP owned away from n1 (whose page it is): its counter comes from the owner's view server.
     const n1 = lab.nodes[0]!.netns;
     await waitFor(() => [...owners()].some(([, [n]]) => n !== n1), { what: 'an IP owned away from n1', timeoutMs: 20_000 });
@@ -180,8 +189,29 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     const cell = page.locator(`tr[data-ip="${ip}"] td.replies`);
     await cell.filter({ hasText: new RegExp(`^${ownerName} [1-9]\\d*$`) }).waitFor({ timeout: 10_000 });
     console.log(`view: ${ip} answers on n1's page: ${await cell.textContent()}`);
+    // n2 listens on 0.0.0.0, n3 on :: — their health (fetched from the URL their cards publish) reaches n1's page.
     for (const n of lab.nodes) await page.locator(`tr[data-node="${n.netns}"] td.health`, { hasText: /^ok$/ }).waitFor({ timeout: 10_000 });
     await page.screenshot({ path: join(ARTIFACTS, '1-columns.png'), fullPage: true });
+  });
+
+  test('LB connections per IP: connections opened to a VIP show on the page, counted by the node that balances them', async () => {
+    const n1 = lab.nodes[0]!.netns;
+    const webIp = (await page.locator('tr[data-ip]:has(td.services:text-is("default/web"))').getAttribute('data-ip'))!;
+    const owner = owners().get(webIp)?.[0];
+    assert.ok(owner, `web's IP ${webIp} has an owner`);
+    // Three TCP connections (SYNs; the backends are not there to answer, the entries live for the SYN lifetime).
+    const clients = lab.client.spawn('view-conns', 'bash', ['-c', `for i in 1 2 3; do (exec 3<>/dev/tcp/${webIp}/80) 2>/dev/null & done; sleep 60`]);
+    try {
+      const cell = page.locator(`tr[data-ip="${webIp}"] td.conns`);
+      await cell.filter({ hasText: new RegExp(`^${owner} [3-9]$`) }).waitFor({ timeout: 15_000 }).catch(async (e: Error) => {
+        throw new Error(`${e.message}\ncell: ${await cell.textContent()}; owner ${owner}; page on ${n1}`);
+      });
+      console.log(`view: ${webIp} LB connections on n1's page: ${await cell.textContent()}`);
+      assert.equal(await page.locator('tr[data-ip]:has(td.services:text-is("default/db")) td.conns').textContent(), '-', 'no connections elsewhere');
+      await page.screenshot({ path: join(ARTIFACTS, '1-connections.png'), fullPage: true });
+    } finally {
+      await clients.stop('SIGKILL');
+    }
   });
 
   test('kill -9 of the owner agent: the IP moves on the open page without a reload; the timeline names cause and gap', async () => {

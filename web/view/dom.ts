@@ -28,6 +28,9 @@ export function sparkline(samples: readonly number[]): SVGSVGElement {
   return svg;
 }
 
+/** Height of an IP row in px (fixed, so the table can draw only the rows in view). */
+export const ROW_HEIGHT = 24;
+
 export const STYLE = `
 body { font: 13px/1.4 system-ui, sans-serif; margin: 1rem 1.5rem; color: #1d2430; background: #f7f8fa; }
 header { display: flex; gap: 1rem; align-items: baseline; flex-wrap: wrap; }
@@ -45,7 +48,15 @@ td.owner.none { color: #d9534f; font-weight: 600; }
 td.error, .rejected { color: #b52b27; }
 td.reconcile.pending { color: #a66a00; }
 td.reconcile.error { color: #b52b27; font-weight: 600; }
-td.lb { white-space: normal; max-width: 22rem; }
+td.lb { max-width: 13rem; }
+.grid > div { overflow-x: auto; }
+#ips table { font-size: 12px; }
+#ips th, #ips td { padding: 2px 6px; }
+.scroller { max-height: 75vh; overflow-y: auto; border: 1px solid #e3e6eb; }
+.scroller thead th { position: sticky; top: 0; z-index: 1; }
+#ips tr[data-ip] { height: ${ROW_HEIGHT}px; }
+#ips td { line-height: 18px; max-height: 18px; overflow: hidden; text-overflow: ellipsis; }
+#ips td.rate svg { display: block; }
 .quiet { color: #8a93a0; }
 ol.timeline { list-style: none; padding: 0; margin: 0; max-height: 26rem; overflow-y: auto; background: white; border: 1px solid #e3e6eb; }
 ol.timeline li { padding: 3px 8px; border-bottom: 1px solid #f0f2f5; display: flex; gap: .6rem; }

@@ -5,21 +5,39 @@
  * dist/view/app.js, which the agent serves.
  */
 import type { ClusterEvent } from '../../src/core/events.js';
-import type { CountersPush, ViewIp, ViewNode, ViewReconcile, ViewSnapshot } from '../../src/api/view/model.js';
+import { expandView, type CompactSnapshot, type CountersPush, type ViewIp, type ViewNode, type ViewReconcile, type ViewSnapshot } from '../../src/api/view/model.js';
 import { describeEvent } from '../../src/api/view/describe.js';
-import { el, sparkline, STYLE } from './dom.js';
+import { el, ROW_HEIGHT, sparkline, STYLE } from './dom.js';
 
 const token = new URLSearchParams(location.search).get('token');
 const withToken = (path: string) => (token ? `${path}${path.includes('?') ? '&' : '?'}token=${encodeURIComponent(token)}` : path);
 
 /** Samples of answers per second for the rate graph, per IP. */
 const HISTORY = 30;
+/** Rows drawn beyond the visible ones, above and below (the IP table draws only what can be seen: 10,000 rows took ~1 s to lay out). */
+const OVERSCAN = 40;
 
 class Page {
   private view!: ViewSnapshot;
   private readonly rows = new Map<string, HTMLTableRowElement>();
   private readonly rates = new Map<string, number[]>();
-  private lastCounters: { at: number; sums: Map<string, number> } | undefined;
+  /** Answers summed over nodes, per IP, as of the last push (the rate graph's baseline). */
+  private readonly sums = new Map<string, number>();
+  private lastCountersAt: number | undefined;
+  /** The nodes the answers came from (a push covering others drops theirs). */
+  private answerNodes = '';
+  /** IPs with LB connections, not reconciled, or advertised by BGP at the last push (what the next push may reset). */
+  private withConnections = new Set<string>();
+  private notDone = new Set<string>();
+  private advertised = new Set<string>();
+  /** The IP table: a scrolling box, one table whose body holds only the rows in view between two spacers. */
+  private readonly scroller = el('div', { class: 'scroller' });
+  private ipsBody: HTMLTableSectionElement | undefined;
+  private ipsTitle = el('h2', {});
+  /** Every IP row is this tall (the style sheet fixes it), so a scroll offset names a row. */
+  private readonly rowHeight = ROW_HEIGHT;
+  private window = { first: -1, last: -1 };
+  private windowQueued = false;
   private events: ClusterEvent[] = [];
   private source: EventSource | undefined;
   private readonly root = document.getElementById('app')!;
@@ -46,12 +64,25 @@ class Page {
   }
 
   private async load(): Promise<void> {
-    const res = await fetch(withToken('/v1/view'), { cache: 'no-store' });
+    // The compact form: columns with shared strings (a fifth of the rows' size for 10,000 IPs).
+    const res = await fetch(withToken('/v1/view?compact=1'), { cache: 'no-store' });
     if (!res.ok) throw new Error(`GET /v1/view: ${res.status}`);
     performance.mark('herald-view-answered');
-    this.view = (await res.json()) as ViewSnapshot;
+    this.view = expandView((await res.json()) as CompactSnapshot);
     performance.mark('herald-view-parsed');
     this.events = [...this.view.events];
+    this.ipsIndex = undefined;
+    this.sums.clear();
+    this.withConnections.clear();
+    this.notDone.clear();
+    this.advertised.clear();
+    for (const x of this.view.ips) {
+      const sum = sumOf(x.answers);
+      if (sum !== undefined) this.sums.set(x.ip, sum);
+      if (Object.keys(x.connections).length > 0) this.withConnections.add(x.ip);
+      if (x.reconcile.state !== 'done') this.notDone.add(x.ip);
+      if (x.advertisedBy.length > 0) this.advertised.add(x.ip);
+    }
     this.renderAll();
   }
 
@@ -126,6 +157,7 @@ class Page {
     if (item.owner === owner && item.since) return;
     item.owner = owner;
     item.since = since;
+    item.mode = modeOf(item);
     const row = this.rows.get(ip);
     if (row) this.fillRow(row, item);
   }
@@ -150,37 +182,96 @@ class Page {
   }
 
   private onCounters(c: CountersPush & { at: number }): void {
-    const prev = this.lastCounters;
     const index = this.ipIndex();
-    // Answers per IP and node, from every node reached.
-    const byIp = new Map<string, Record<string, number>>();
-    for (const [node, replies] of Object.entries(c.answers)) for (const [ip, n] of Object.entries(replies)) byIp.set(ip, { ...(byIp.get(ip) ?? {}), [node]: n });
-    const sums = new Map<string, number>();
-    for (const [ip, answers] of byIp) sums.set(ip, Object.values(answers).reduce((a, b) => a + b, 0));
-    this.lastCounters = { at: c.at, sums };
-    for (const item of this.view.ips) {
-      const answers = byIp.get(item.ip) ?? {};
-      const sum = sums.get(item.ip);
-      const before = prev?.sums.get(item.ip);
-      if (sum !== undefined) {
-        const rate = before === undefined || prev === undefined ? 0 : Math.max(0, (sum - before) / ((c.at - prev.at) / 1000));
-        const h = this.rates.get(item.ip) ?? [];
-        h.push(rate);
-        if (h.length > HISTORY) h.shift();
-        this.rates.set(item.ip, h);
-      }
-      const reconcile = c.reconcile[item.ip] ?? DONE;
-      const answersChanged = JSON.stringify(answers) !== JSON.stringify(item.answers);
-      const reconcileChanged = reconcile.state !== item.reconcile.state || reconcile.detail !== item.reconcile.detail;
-      if (!answersChanged && !reconcileChanged && sum === undefined) continue;
-      item.answers = answers;
-      item.reconcile = reconcile;
-      const row = this.rows.get(item.ip);
-      if (row) {
-        this.fillCounters(row, item);
-        if (reconcileChanged) this.fillReconcile(row, item);
-      }
+    const counted = new Set<ViewIp>();
+    // Answers: the first push has them all, later ones only what changed; a node no longer covered loses its counters.
+    const nodes = (c.nodes ?? Object.keys(c.answers)).sort().join(' ');
+    if (c.full || nodes !== this.answerNodes) {
+      const covered = new Set(nodes.split(' '));
+      for (const x of this.view.ips)
+        for (const node of Object.keys(x.answers))
+          if (c.full || !covered.has(node)) {
+            delete x.answers[node];
+            counted.add(x);
+          }
+      this.answerNodes = nodes;
     }
+    for (const [node, replies] of Object.entries(c.answers))
+      for (const [ip, n] of Object.entries(replies)) {
+        const x = index.get(ip);
+        if (!x) continue;
+        x.answers[node] = n;
+        counted.add(x);
+      }
+    // Rates: a changed sum gives a sample; IPs with a graph and no change get a zero.
+    const seconds = this.lastCountersAt === undefined ? 0 : (c.at - this.lastCountersAt) / 1000;
+    this.lastCountersAt = c.at;
+    const sampled = new Set<string>();
+    for (const x of counted) {
+      const sum = sumOf(x.answers);
+      const before = this.sums.get(x.ip);
+      if (sum === undefined) {
+        this.sums.delete(x.ip);
+        continue;
+      }
+      this.sums.set(x.ip, sum);
+      const rate = before === undefined || seconds <= 0 ? 0 : Math.max(0, (sum - before) / seconds);
+      if (rate === 0 && !this.rates.has(x.ip)) continue;
+      this.sample(x.ip, rate);
+      sampled.add(x.ip);
+    }
+    for (const [ip, h] of this.rates) {
+      if (sampled.has(ip)) continue;
+      this.sample(ip, 0);
+      if (h.every((r) => r === 0)) this.rates.delete(ip); // a flat line: no graph to keep
+      sampled.add(ip);
+    }
+    for (const ip of sampled) {
+      const x = index.get(ip);
+      if (x) counted.add(x);
+    }
+    // LB connections (sparse, whole every time).
+    const conns = new Map<string, Record<string, number>>();
+    for (const [node, perIp] of Object.entries(c.connections ?? {})) for (const [ip, n] of Object.entries(perIp)) conns.set(ip, { ...(conns.get(ip) ?? {}), [node]: n });
+    for (const ip of new Set([...this.withConnections, ...conns.keys()])) {
+      const x = index.get(ip);
+      if (!x) continue;
+      const now = conns.get(ip) ?? {};
+      if (JSON.stringify(now) === JSON.stringify(x.connections)) continue;
+      x.connections = now;
+      const row = this.rows.get(ip);
+      if (row) row.children[C.conns]!.textContent = connectionsText(x);
+    }
+    this.withConnections = new Set(conns.keys());
+    // BGP: every node advertising each IP (sent when it changed).
+    if (c.advertised) {
+      const now = new Map(Object.entries(c.advertised));
+      for (const ip of now.keys()) if (!index.has(ip)) this.setOwner(ip, null, null);
+      for (const ip of new Set([...this.advertised, ...now.keys()])) {
+        const x = index.get(ip) ?? this.ipIndex().get(ip);
+        if (!x) continue;
+        x.advertisedBy = now.get(ip) ?? [];
+        x.mode = modeOf(x);
+        const row = this.rows.get(ip);
+        if (row) this.fillRow(row, x, false);
+      }
+      this.advertised = new Set(now.keys());
+    }
+    for (const x of counted) {
+      const row = this.rows.get(x.ip);
+      if (row) this.fillCounters(row, x);
+    }
+    // Rows not done: those now, and those that were.
+    for (const ip of new Set([...this.notDone, ...Object.keys(c.reconcile)])) {
+      const x = index.get(ip);
+      if (!x) continue;
+      const reconcile = c.reconcile[ip] ?? DONE;
+      if (reconcile.state === x.reconcile.state && reconcile.detail === x.reconcile.detail) continue;
+      x.reconcile = reconcile;
+      const row = this.rows.get(ip);
+      if (row) this.fillReconcile(row, x);
+    }
+    this.notDone = new Set(Object.keys(c.reconcile));
     // Pool, LB backends, policy revision where they changed (the tables moved on since the snapshot).
     for (const [ip, d] of Object.entries(c.details ?? {})) {
       const item = index.get(ip);
@@ -200,6 +291,13 @@ class Page {
         cell.className = healthClass(h);
       }
     }
+  }
+
+  private sample(ip: string, rate: number): void {
+    const h = this.rates.get(ip) ?? [];
+    h.push(rate);
+    if (h.length > HISTORY) h.shift();
+    this.rates.set(ip, h);
   }
 
   private renderAll(): void {
@@ -243,21 +341,48 @@ class Page {
   }
 
   private renderIps(): void {
+    if (!this.ipsBody) {
+      const t = table(['IP', 'services', 'pool', 'family', 'mode (advertised by)', 'owner', 'since', 'answers (by node)', 'answers/s', 'LB backends', 'LB connections', 'policy', 'reconcile'], []);
+      this.ipsBody = t.querySelector('tbody')!;
+      this.scroller.replaceChildren(t);
+      this.scroller.addEventListener('scroll', () => this.queueWindow(), { passive: true });
+      addEventListener('resize', () => this.queueWindow());
+      this.parts.ips.replaceChildren(this.ipsTitle, this.scroller);
+    }
+    this.ipsTitle.textContent = `Service IPs (${this.view.ips.length})`;
+    this.window = { first: -1, last: -1 };
+    this.renderWindow();
+  }
+
+  private queueWindow(): void {
+    if (this.windowQueued) return;
+    this.windowQueued = true;
+    requestAnimationFrame(() => {
+      this.windowQueued = false;
+      this.renderWindow();
+    });
+  }
+
+  /** The rows in view (and OVERSCAN either side) as one HTML string between two spacer rows; the rest are not in the document. */
+  private renderWindow(): void {
+    const body = this.ipsBody!;
+    const n = this.view.ips.length;
+    const height = this.scroller.clientHeight || innerHeight;
+    const first = Math.max(0, Math.floor(this.scroller.scrollTop / this.rowHeight) - OVERSCAN);
+    const last = Math.min(n, first + Math.ceil(height / this.rowHeight) + 2 * OVERSCAN);
+    if (first === this.window.first && last === this.window.last) return;
+    this.window = { first, last };
     this.rows.clear();
-    // One HTML string with every cell filled (10,000 rows built element by element, or filled cell by cell afterwards, took seconds).
-    const body = el('tbody');
-    body.innerHTML = this.view.ips.map((x) => this.rowHtml(x)).join('');
-    const rows = body.children;
-    for (let k = 0; k < rows.length; k++) {
-      const row = rows[k] as HTMLTableRowElement;
-      const x = this.view.ips[k]!;
-      this.rows.set(x.ip, row);
-      const h = this.rates.get(x.ip);
+    const spacer = (rows: number) => (rows > 0 ? `<tr class="spacer" style="height:${rows * this.rowHeight}px"></tr>` : '');
+    let html = spacer(first);
+    for (let k = first; k < last; k++) html += this.rowHtml(this.view.ips[k]!);
+    body.innerHTML = html + spacer(n - last);
+    for (const row of body.querySelectorAll<HTMLTableRowElement>('tr[data-ip]')) {
+      const ip = row.dataset['ip']!;
+      this.rows.set(ip, row);
+      const h = this.rates.get(ip);
       if (h && h.length > 1) row.children[C.rate]!.replaceChildren(sparkline(h));
     }
-    const t = table(['IP', 'services', 'pool', 'family', 'mode', 'owner', 'since', 'answers (by node)', 'answers/s', 'LB backends', 'policy', 'reconcile'], []);
-    t.querySelector('tbody')!.replaceWith(body);
-    this.parts.ips.replaceChildren(el('h2', {}, `Service IPs (${this.view.ips.length})`), t);
   }
 
   /** A row as HTML, with the same texts fillRow(), fillCounters(), fillDetails() and fillReconcile() write. */
@@ -265,8 +390,8 @@ class Page {
     const r = x.reconcile;
     return (
       `<tr data-ip="${esc(x.ip)}"><td class="ip">${esc(x.ip)}</td><td class="services">${esc(x.services.join(', ') || '-')}</td><td class="pool">${esc(x.pool ?? '-')}</td><td>IPv${x.family}</td>` +
-      `<td class="mode">${esc(modeText(x))}</td><td class="${x.owner ? 'owner' : 'owner none'}">${esc(x.owner ?? 'nobody')}</td><td class="since">${esc(sinceText(x))}</td>` +
-      `<td class="replies">${esc(answersText(x))}</td><td class="rate"></td><td class="lb">${esc(lbText(x))}</td><td class="policy">${policyText(x)}</td>` +
+      `<td class="mode">${esc(modeText(x))}</td><td class="${ownerClass(x)}">${esc(ownerText(x))}</td><td class="since">${esc(sinceText(x))}</td>` +
+      `<td class="replies">${esc(answersText(x))}</td><td class="rate"></td><td class="lb" title="${esc(lbText(x))}">${esc(lbText(x))}</td><td class="conns">${esc(connectionsText(x))}</td><td class="policy">${policyText(x)}</td>` +
       `<td class="reconcile ${r.state}" data-state="${r.state}">${esc(reconcileText(x))}</td></tr>`
     );
   }
@@ -274,8 +399,8 @@ class Page {
   private fillRow(row: HTMLTableRowElement, x: ViewIp, flash = true): void {
     const cells = row.children;
     cells[C.mode]!.textContent = modeText(x);
-    cells[C.owner]!.textContent = x.owner ?? 'nobody';
-    cells[C.owner]!.className = x.owner ? 'owner' : 'owner none';
+    cells[C.owner]!.textContent = ownerText(x);
+    cells[C.owner]!.className = ownerClass(x);
     cells[C.since]!.textContent = sinceText(x);
     // A flash through the Web Animations API: restarting a CSS animation needed a forced layout of the whole table per moved row.
     if (flash) cells[C.owner]!.animate?.([{ background: '#ffe08a' }, { background: 'transparent' }], { duration: 1200, easing: 'ease-out' });
@@ -290,6 +415,7 @@ class Page {
   private fillDetails(row: HTMLTableRowElement, x: ViewIp): void {
     row.children[C.pool]!.textContent = x.pool ?? '-';
     row.children[C.lb]!.textContent = lbText(x);
+    row.children[C.lb]!.setAttribute('title', lbText(x));
     row.children[C.policy]!.textContent = policyText(x);
   }
 
@@ -333,13 +459,27 @@ class Page {
 }
 
 /** The IP table's columns. */
-const C = { ip: 0, services: 1, pool: 2, family: 3, mode: 4, owner: 5, since: 6, replies: 7, rate: 8, lb: 9, policy: 10, reconcile: 11 } as const;
+const C = { ip: 0, services: 1, pool: 2, family: 3, mode: 4, owner: 5, since: 6, replies: 7, rate: 8, lb: 9, conns: 10, policy: 11, reconcile: 12 } as const;
 const DONE: ViewReconcile = { state: 'done', detail: '' };
 
 function blankIp(ip: string): ViewIp {
-  return { ip, family: ip.includes(':') ? 6 : 4, services: [], mode: 'L2', owner: null, advertisedBy: [], since: null, replies: null, answers: {}, pool: null, lb: [], policyRevision: null, reconcile: DONE };
+  return { ip, family: ip.includes(':') ? 6 : 4, services: [], mode: 'L2', owner: null, advertisedBy: [], since: null, replies: null, answers: {}, pool: null, lb: [], policyRevision: null, connections: {}, reconcile: DONE };
 }
 
+/** An IP only advertised over BGP has no L2 owner, and that is not a fault ('nobody', in red, is one). */
+const ownerText = (x: ViewIp) => x.owner ?? (x.advertisedBy.length ? '-' : 'nobody');
+const ownerClass = (x: ViewIp) => (x.owner || x.advertisedBy.length ? 'owner' : 'owner none');
+/** L2 when someone owns it, BGP when some node advertises it (the agent's words). */
+const modeOf = (x: ViewIp) => (x.owner && x.advertisedBy.length ? 'L2+BGP' : x.advertisedBy.length ? 'BGP' : 'L2');
+const sumOf = (answers: Record<string, number>) => {
+  let sum: number | undefined;
+  for (const n of Object.values(answers)) sum = (sum ?? 0) + n;
+  return sum;
+};
+function connectionsText(x: ViewIp): string {
+  const c = Object.entries(x.connections).sort(([a], [b]) => a.localeCompare(b));
+  return c.length ? c.map(([node, n]) => `${node} ${n}`).join(', ') : '-';
+}
 const modeText = (x: ViewIp) => x.mode + (x.advertisedBy.length ? ` (${x.advertisedBy.join(', ')})` : '');
 /** One formatter for every time shown (toLocaleTimeString builds a new one per call: 10,000 rows paid for it). */
 const TIME = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });

@@ -29,7 +29,7 @@ export interface ViewIp {
   mode: string;
   /** The owning node (L2) or null when nobody owns it. */
   owner: string | null;
-  /** Advertising nodes (BGP). */
+  /** Advertising nodes (BGP): this node's own routes and every peer's report. */
   advertisedBy: string[];
   /** When the current owner took it (from the timeline), if known. */
   since: string | null;
@@ -43,6 +43,8 @@ export interface ViewIp {
   lb: ViewLbFrontend[];
   /** Revision of the traffic policy guarding it (service-policy table); null: no policy selects it. */
   policyRevision: number | null;
+  /** Load-balanced connections on it per node (live entries of that node's LB conntrack tables); {} when none. */
+  connections: Record<string, number>;
   /** Its rows' reconcile state on every node reached (row status): done, pending or error, with where and why. */
   reconcile: ViewReconcile;
 }
@@ -80,6 +82,10 @@ export interface NodeReport {
   notDone: NotDoneRow[];
   /** "ok", or what is wrong (failing jobs, rows in error, last error). */
   health: string;
+  /** IPs this node advertises over BGP. */
+  advertised?: string[];
+  /** Load-balanced connections per VIP on this node (its LB conntrack tables, last count). */
+  connections?: Record<string, number>;
 }
 
 /** A peer's report as the aggregating node last got it. */
@@ -123,6 +129,8 @@ export interface ViewInput {
   bgpAdvertised: ReadonlySet<string>;
   /** Answers per IP on this node. */
   replies: ReadonlyMap<string, number>;
+  /** Load-balanced connections per VIP on this node. */
+  connections?: ReadonlyMap<string, number>;
   /** IP → pool (whose blocks hold it). */
   poolOf?: ReadonlyMap<string, string>;
   /** lb-services rows. */
@@ -178,7 +186,16 @@ export function reconcileByIp(rows: Iterable<{ node: string; row: NotDoneRow }>,
 
 /** What is pushed every second: answers per node and IP, each node's health, the IPs whose rows are not done. */
 export interface CountersPush {
+  /** Answers per node and IP: in a stream's pushes after its first (`full`), only those that changed. */
   answers: Record<string, Record<string, number>>;
+  /** A stream's first push: everything; later ones carry only the answers that changed, and BGP advertisers only when they did. */
+  full?: boolean;
+  /** The nodes whose answers are known (a page drops the others'). */
+  nodes?: string[];
+  /** LB connections per node and VIP (nodes whose count is known). */
+  connections?: Record<string, Record<string, number>>;
+  /** IP → the nodes advertising it over BGP (IPs nobody advertises are absent). */
+  advertised?: Record<string, string[]>;
   health: Record<string, string>;
   reconcile: Record<string, ViewReconcile>;
   /** Pool, LB backends and policy revision of the IPs where they changed since the last push. */
@@ -237,8 +254,14 @@ function serviceIpsOf(i: Pick<ViewInput, 'services' | 'policies'>): Map<string, 
   return m;
 }
 
-export function buildCounters(i: Pick<ViewInput, 'node' | 'replies' | 'self' | 'peerReports' | 'services' | 'policies'>): CountersPush {
+export function buildCounters(i: Pick<ViewInput, 'node' | 'replies' | 'self' | 'peerReports' | 'services' | 'policies' | 'bgpAdvertised' | 'connections'>): CountersPush {
   const answers: Record<string, Record<string, number>> = { [i.node]: Object.fromEntries(i.replies) };
+  const connections: Record<string, Record<string, number>> = i.connections ? { [i.node]: Object.fromEntries(i.connections) } : {};
+  const advertisedBy = new Map<string, string[]>();
+  const advertise = (node: string, ips: Iterable<string>) => {
+    for (const ip of ips) advertisedBy.set(ip, [...(advertisedBy.get(ip) ?? []), node]);
+  };
+  advertise(i.node, i.bgpAdvertised ?? []);
   const health: Record<string, string> = { [i.node]: i.self?.health ?? 'ok' };
   const rows: Array<{ node: string; row: NotDoneRow }> = (i.self?.notDone ?? []).map((row) => ({ node: i.node, row }));
   for (const [node, peer] of i.peerReports ?? []) {
@@ -247,10 +270,51 @@ export function buildCounters(i: Pick<ViewInput, 'node' | 'replies' | 'self' | '
     // A peer that did not answer this time: its last counters would be stale, so none are shown (its health says why).
     if (!peer.report || peer.error) continue;
     answers[node] = peer.report.replies;
+    if (peer.report.connections) connections[node] = peer.report.connections;
+    advertise(node, peer.report.advertised ?? []);
     for (const row of peer.report.notDone) rows.push({ node, row });
   }
-  return { answers, health, reconcile: Object.fromEntries(reconcileByIp(rows, serviceIpsOf(i))) };
+  const advertised: Record<string, string[]> = {};
+  for (const [ip, nodes] of advertisedBy) advertised[ip] = [...new Set(nodes)].sort();
+  return { answers, connections, advertised, health, reconcile: Object.fromEntries(reconcileByIp(rows, serviceIpsOf(i))) };
 }
+
+/** Per IP, the per-node numbers of a node → IP → n map. */
+function byIp(perNode: Record<string, Record<string, number>> | undefined): Map<string, Record<string, number>> {
+  const out = new Map<string, Record<string, number>>();
+  for (const [node, values] of Object.entries(perNode ?? {}))
+    for (const [ip, n] of Object.entries(values)) {
+      let r = out.get(ip);
+      if (!r) out.set(ip, (r = {}));
+      r[node] = n;
+    }
+  return out;
+}
+
+/**
+ * The entries of `now` (node → IP → n) that differ from what was last sent;
+ * `sent` is updated. Nodes absent from `now` are forgotten (the push names the
+ * nodes it covers, so a page drops theirs).
+ */
+export function diffPerNode(sent: Map<string, Map<string, number>>, now: Record<string, Record<string, number>>): Record<string, Record<string, number>> {
+  const out: Record<string, Record<string, number>> = {};
+  for (const [node, values] of Object.entries(now)) {
+    let before = sent.get(node);
+    if (!before) sent.set(node, (before = new Map()));
+    let changed: Record<string, number> | undefined;
+    for (const [ip, n] of Object.entries(values)) {
+      if (before.get(ip) === n) continue;
+      before.set(ip, n);
+      (changed ??= {})[ip] = n;
+    }
+    if (changed) out[node] = changed;
+  }
+  for (const node of [...sent.keys()]) if (!(node in now)) sent.delete(node);
+  return out;
+}
+
+/** Parsed addresses, kept across snapshots (pruned to what the last snapshot held when it grows past twice that). */
+const parsedIps = new Map<string, ReturnType<typeof parseIp>>();
 
 export function buildView(i: ViewInput): ViewSnapshot {
   const servicesOf = new Map<string, string[]>();
@@ -261,12 +325,16 @@ export function buildView(i: ViewInput): ViewSnapshot {
   for (const e of i.events) if (e.kind === 'owner-took') since.set(e.ip, { node: e.node, at: e.at });
   const ownedCount = new Map<string, number>();
   for (const n of i.owners.values()) ownedCount.set(n, (ownedCount.get(n) ?? 0) + 1);
-  // IPv4 before IPv6, then numeric; each address parsed once (a locale-aware compare cost 1 s for 10k).
-  const parsed = new Map([...allIps].map((ip) => [ip, parseIp(ip)] as const));
   const counters = buildCounters(i);
-  const answersOf = new Map<string, Record<string, number>>();
-  for (const [node, replies] of Object.entries(counters.answers))
-    for (const [ip, n] of Object.entries(replies)) answersOf.set(ip, { ...(answersOf.get(ip) ?? {}), [node]: n });
+  // Peers' BGP routes too: an IP only another node advertises is still a row.
+  for (const ip of Object.keys(counters.advertised ?? {})) allIps.add(ip);
+  // IPv4 before IPv6, then numeric; each address parsed once (a locale-aware compare cost 1 s for 10k) and
+  // kept for the next snapshot (parsing 10,000 addresses took 120–370 ms of every snapshot).
+  if (parsedIps.size > 2 * allIps.size + 1024) for (const ip of [...parsedIps.keys()]) if (!allIps.has(ip)) parsedIps.delete(ip);
+  const parsed = parsedIps;
+  for (const ip of allIps) if (!parsed.has(ip)) parsed.set(ip, parseIp(ip));
+  const answersOf = byIp(counters.answers);
+  const connectionsOf = byIp(counters.connections);
   const details = i.details ?? buildDetails(i);
   const ips: ViewIp[] = [...allIps]
     .sort((a, b) => {
@@ -277,18 +345,20 @@ export function buildView(i: ViewInput): ViewSnapshot {
     .map((ip) => {
       const owner = i.owners.get(ip) ?? null;
       const s = since.get(ip);
-      const bgp = i.bgpAdvertised.has(ip);
+      const advertisedBy = counters.advertised?.[ip] ?? [];
+      const bgp = advertisedBy.length > 0;
       return {
         ip,
         family: ip.includes(':') ? 6 : 4,
         services: servicesOf.get(ip) ?? [],
         mode: owner && bgp ? 'L2+BGP' : bgp ? 'BGP' : 'L2',
         owner,
-        advertisedBy: bgp ? [i.node] : [],
+        advertisedBy,
         since: s && s.node === owner ? s.at : null,
         replies: i.replies.get(ip) ?? null,
         answers: answersOf.get(ip) ?? {},
         ...(details.get(ip) ?? NO_DETAILS),
+        connections: connectionsOf.get(ip) ?? {},
         reconcile: counters.reconcile[ip] ?? { state: 'done', detail: '' },
       };
     });
@@ -332,4 +402,105 @@ export function buildView(i: ViewInput): ViewSnapshot {
     garp: i.garp,
     events: i.events.slice(-SNAPSHOT_EVENTS),
   };
+}
+
+/**
+ * The IP rows as the page loads them (GET /v1/view?compact=1): one array per
+ * column, every repeated string (service lists, pools, modes, owners, since
+ * times, node names) kept once in `strings` and referred to by index (-1:
+ * none), and the sparse columns (BGP advertisers, LB backends and
+ * connections, policy revisions, rows not done) only for the rows that have
+ * them. The full rows repeat field names and defaults per IP: 10,000 IPs
+ * were 2.57 MB that way.
+ */
+export interface CompactIps {
+  strings: string[];
+  ip: string[];
+  /** The services joined by a space ('' when none). */
+  services: number[];
+  pool: number[];
+  mode: number[];
+  owner: number[];
+  since: number[];
+  /** Row → the advertising nodes joined by a space. */
+  advertisedBy: Record<number, number>;
+  /** Node → [row, n, row, n, …]. */
+  answers: Record<number, number[]>;
+  connections: Record<number, number[]>;
+  lb: Record<number, ViewLbFrontend[]>;
+  policyRevision: Record<number, number>;
+  reconcile: Record<number, ViewReconcile>;
+}
+
+export type CompactSnapshot = Omit<ViewSnapshot, 'ips'> & { ips: CompactIps };
+
+export function compactView(v: ViewSnapshot): CompactSnapshot {
+  const strings: string[] = [];
+  const index = new Map<string, number>();
+  const intern = (s: string | null): number => {
+    if (s === null) return -1;
+    let k = index.get(s);
+    if (k === undefined) {
+      index.set(s, (k = strings.length));
+      strings.push(s);
+    }
+    return k;
+  };
+  const c: CompactIps = { strings, ip: [], services: [], pool: [], mode: [], owner: [], since: [], advertisedBy: {}, answers: {}, connections: {}, lb: {}, policyRevision: {}, reconcile: {} };
+  const perNode = (into: Record<number, number[]>, row: number, values: Record<string, number>) => {
+    for (const [node, n] of Object.entries(values)) (into[intern(node)] ??= []).push(row, n);
+  };
+  v.ips.forEach((x, row) => {
+    c.ip.push(x.ip);
+    c.services.push(intern(x.services.join(' ')));
+    c.pool.push(intern(x.pool));
+    c.mode.push(intern(x.mode));
+    c.owner.push(intern(x.owner));
+    c.since.push(intern(x.since));
+    if (x.advertisedBy.length > 0) c.advertisedBy[row] = intern(x.advertisedBy.join(' '));
+    perNode(c.answers, row, x.answers);
+    perNode(c.connections, row, x.connections);
+    if (x.lb.length > 0) c.lb[row] = x.lb;
+    if (x.policyRevision !== null) c.policyRevision[row] = x.policyRevision;
+    if (x.reconcile.state !== 'done') c.reconcile[row] = x.reconcile;
+  });
+  return { ...v, ips: c };
+}
+
+const DONE_STATE: ViewReconcile = { state: 'done', detail: '' };
+
+/** The rows back from their columns (the page does this once per snapshot). */
+export function expandView(s: CompactSnapshot): ViewSnapshot {
+  const c = s.ips;
+  const str = (k: number | undefined) => (k === undefined || k < 0 ? null : (c.strings[k] ?? null));
+  const words = (k: number | undefined) => (str(k) || '').split(' ').filter(Boolean);
+  const ips: ViewIp[] = c.ip.map((ip, row) => ({
+    ip,
+    family: ip.includes(':') ? 6 : 4,
+    services: words(c.services[row]),
+    mode: str(c.mode[row]) ?? 'L2',
+    owner: str(c.owner[row]),
+    advertisedBy: words(c.advertisedBy[row]),
+    since: str(c.since[row]),
+    replies: null,
+    answers: {},
+    pool: str(c.pool[row]),
+    lb: c.lb[row] ?? [],
+    policyRevision: c.policyRevision[row] ?? null,
+    connections: {},
+    reconcile: c.reconcile[row] ?? DONE_STATE,
+  }));
+  const fill = (from: Record<number, number[]>, key: 'answers' | 'connections') => {
+    for (const [node, pairs] of Object.entries(from)) {
+      const name = str(Number(node)) ?? '';
+      for (let k = 0; k + 1 < pairs.length; k += 2) {
+        const x = ips[pairs[k]!];
+        if (x) x[key][name] = pairs[k + 1]!;
+      }
+    }
+  };
+  fill(c.answers, 'answers');
+  fill(c.connections, 'connections');
+  for (const x of ips) x.replies = x.answers[s.node] ?? null;
+  return { ...s, ips };
 }

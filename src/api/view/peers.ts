@@ -128,5 +128,16 @@ export function parseReport(text: string, node: string): NodeReport {
     .filter((r) => typeof r?.reconciler === 'string' && typeof r.key === 'string' && (r.kind === 'pending' || r.kind === 'error'))
     .slice(0, 10_000)
     .map((r) => ({ reconciler: r.reconciler.slice(0, 64), key: r.key.slice(0, 200), kind: r.kind, ...(typeof r.error === 'string' ? { error: r.error.slice(0, 500) } : {}) }));
-  return { node, at: typeof v.at === 'number' ? v.at : 0, replies, notDone, health: typeof v.health === 'string' ? v.health.slice(0, 500) : '' };
+  const advertised = (Array.isArray(v.advertised) ? v.advertised : []).filter((ip): ip is string => typeof ip === 'string').slice(0, 100_000).map((ip) => ip.slice(0, 64));
+  const connections: Record<string, number> = {};
+  for (const [ip, n] of Object.entries(typeof v.connections === 'object' && v.connections !== null ? v.connections : {})) if (typeof n === 'number' && Number.isFinite(n) && n >= 0) connections[ip.slice(0, 64)] = n;
+  return {
+    node,
+    at: typeof v.at === 'number' ? v.at : 0,
+    replies,
+    notDone,
+    health: typeof v.health === 'string' ? v.health.slice(0, 500) : '',
+    ...(advertised.length ? { advertised } : {}),
+    ...(v.connections !== undefined ? { connections } : {}),
+  };
 }

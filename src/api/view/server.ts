@@ -22,7 +22,7 @@ import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { HeraldError } from '../../core/errors.js';
 import type { ClusterEvent, EventRing, Follower } from '../../core/events.js';
-import { diffDetails, type CountersPush, type IpDetails, type NodeReport, type ViewSnapshot } from './model.js';
+import { compactView, diffDetails, diffPerNode, type CountersPush, type IpDetails, type NodeReport, type ViewSnapshot } from './model.js';
 
 export interface ViewSource {
   snapshot(): ViewSnapshot;
@@ -86,10 +86,43 @@ export function parseViewListen(text: string, token: string | undefined): { host
   return { host, port };
 }
 
+/**
+ * The URL other nodes' views fetch this node's report from (published on its
+ * node card): `--view-advertise-address HOST[:PORT]` when given (the port
+ * defaults to the listening one); else the listening address when it is a
+ * definite non-loopback one; else, for a wildcard (0.0.0.0, ::), this host's
+ * first global address (IPv4 first; only IPv4 for 0.0.0.0). A server on
+ * loopback only publishes nothing without an advertised address: peers could
+ * not reach it.
+ */
+export function viewAdvertiseUrl(
+  listen: { host: string; port: number } | undefined,
+  advertise: string | undefined,
+  addresses: readonly { address: string; family: 4 | 6; internal: boolean }[],
+): string | undefined {
+  if (!listen) return undefined;
+  const url = (host: string, port: number) => `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  if (advertise !== undefined) {
+    const m = /^(?:\[([^\]]+)\]|([^:[\]]+)|([0-9a-fA-F:]+))(?::(\d{1,5}))?$/.exec(advertise.includes(']') || advertise.split(':').length === 2 ? advertise : advertise.includes(':') ? `[${advertise}]` : advertise);
+    const host = m?.[1] ?? m?.[2] ?? m?.[3];
+    const port = m?.[4] !== undefined ? Number(m[4]) : listen.port;
+    const hostOk = host !== undefined && (isIP(host) !== 0 || /^[a-zA-Z0-9]([a-zA-Z0-9-]{0,62}\.)*[a-zA-Z0-9-]{1,63}$/.test(host));
+    if (!m || !hostOk || port < 1 || port > 65535) throw new HeraldError('HERALD_BAD_ARGUMENT', `--view-advertise-address ${advertise}: expected HOST or HOST:PORT ([v6]:PORT)`);
+    return url(host!, port);
+  }
+  if (isLoopback(listen.host)) return undefined;
+  if (listen.host !== '0.0.0.0' && listen.host !== '::') return url(listen.host, listen.port);
+  const global = addresses.filter((a) => !a.internal && !isLoopback(a.address) && !/^fe80:/i.test(a.address) && (listen.host === '::' || a.family === 4));
+  const pick = global.find((a) => a.family === 4) ?? global[0];
+  return pick ? url(pick.address, listen.port) : undefined;
+}
+
 interface Client {
   res: ServerResponse;
   follower: Follower;
   closed: boolean;
+  /** Not yet sent a counters push: its first one is whole (later ones carry only what changed). */
+  fresh: boolean;
 }
 
 export class ViewHandler {
@@ -101,6 +134,9 @@ export class ViewHandler {
   cutOff = 0;
   private lastDetails: ReadonlyMap<string, IpDetails> | undefined;
   private readonly sentDetails = new Map<string, string>();
+  /** What the last counters push left every page holding: answers and connections per node and IP, BGP advertisers. */
+  private readonly sentAnswers = new Map<string, Map<string, number>>();
+  private sentAdvertised = '';
 
   constructor(
     private readonly source: ViewSource,
@@ -144,9 +180,12 @@ export class ViewHandler {
       case '/app.js':
         res.writeHead(200, { ...headers, 'content-type': 'text/javascript; charset=utf-8' }).end(this.asset);
         return true;
-      case '/v1/view':
-        res.writeHead(200, { ...headers, 'content-type': 'application/json' }).end(JSON.stringify(this.source.snapshot()));
+      case '/v1/view': {
+        // ?compact=1 (the page): the rows as columns with shared strings; otherwise one object per IP.
+        const snapshot = this.source.snapshot();
+        res.writeHead(200, { ...headers, 'content-type': 'application/json' }).end(JSON.stringify(url.searchParams.get('compact') === '1' ? compactView(snapshot) : snapshot));
         return true;
+      }
       case '/v1/node':
         res.writeHead(200, { ...headers, 'content-type': 'application/json' }).end(JSON.stringify(this.source.nodeReport()));
         return true;
@@ -174,7 +213,7 @@ export class ViewHandler {
     const after = afterText !== undefined && /^\d{1,16}$/.test(afterText) ? Number(afterText) : undefined;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     res.socket?.setNoDelay(true);
-    const client: Client = { res, follower: undefined as unknown as Follower, closed: false };
+    const client: Client = { res, follower: undefined as unknown as Follower, closed: false, fresh: true };
     // Follow first, then replay: an event added in between is in both; ids filter it.
     let sentUpTo = after ?? 0;
     const flush = () => {
@@ -242,8 +281,39 @@ export class ViewHandler {
 
   private ensureCounters(): void {
     if (this.countersTimer) return;
-    this.countersTimer = setInterval(() => this.broadcast('counters', { at: Date.now(), ...this.source.counters(), ...this.changedDetails() }), this.opts.countersMs);
+    this.countersTimer = setInterval(() => this.pushCounters(), this.opts.countersMs);
     this.countersTimer.unref();
+  }
+
+  /**
+   * The counters push: answers only where they changed since the last push
+   * (LB connections are sparse: whole) (`nodes` names the nodes covered: a page drops the
+   * others'), BGP advertisers only when they changed; a client's first push
+   * is whole. 10,000 IPs' counters every second were 0.4 MB per page each
+   * time, and the page compared them all.
+   */
+  private pushCounters(): void {
+    if (this.clients.size === 0) return;
+    const c = this.source.counters();
+    const at = Date.now();
+    const details = this.changedDetails();
+    const answers = diffPerNode(this.sentAnswers, c.answers);
+    const advertisedText = JSON.stringify(c.advertised ?? {});
+    const advertisedChanged = advertisedText !== this.sentAdvertised;
+    this.sentAdvertised = advertisedText;
+    const common = { at, nodes: Object.keys(c.answers), health: c.health, reconcile: c.reconcile, ...details };
+    let deltaText: string | undefined;
+    let fullText: string | undefined;
+    for (const client of this.clients) {
+      if (client.fresh) {
+        client.fresh = false;
+        fullText ??= `event: counters\ndata: ${JSON.stringify({ ...common, full: true, answers: c.answers, connections: c.connections ?? {}, advertised: c.advertised ?? {} })}\n\n`;
+        this.write(client, fullText);
+      } else {
+        deltaText ??= `event: counters\ndata: ${JSON.stringify({ ...common, answers, connections: c.connections ?? {}, ...(advertisedChanged ? { advertised: c.advertised ?? {} } : {}) })}\n\n`;
+        this.write(client, deltaText);
+      }
+    }
   }
 
   /** The per-IP details that changed since the last push (pages hold the snapshot's and apply these on top). */

@@ -4,7 +4,8 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { HeraldError } from '../../core/errors.js';
-import { parseViewListen } from '../../api/view/server.js';
+import { parseViewListen, viewAdvertiseUrl } from '../../api/view/server.js';
+import { hostAddresses } from '../../os/host-addresses.js';
 import { Agent } from '../../agent.js';
 import { defaultStatusSocket } from '../../api/status-server.js';
 import { parseAnnouncement } from '../../controlplane/static-announcements.js';
@@ -52,6 +53,7 @@ interface AgentOptions {
   statusSocket?: string;
   metricsListen?: string;
   viewListen?: string;
+  viewAdvertiseAddress?: string;
   viewTokenFile?: string;
   onStoreLoss: 'withdraw' | 'keep';
   wireProbeInterval: number;
@@ -158,6 +160,7 @@ export function agentCommand(): Command {
     .option('--status-socket <path>', 'unix socket of the read-only status API (default /run/herald/<node>.sock)')
     .option('--metrics-listen <addr>', 'serve Prometheus metrics on host:port (off by default)')
     .option('--view-listen <addr>', 'serve the cluster view (page, JSON, event stream) on host:port; loopback unless --view-token-file is given (off by default; always on the status socket)')
+    .option('--view-advertise-address <host[:port]>', "where other nodes reach this node's view server (published on its node card); default: the --view-listen address, or for a wildcard one this host's first global address; needed for a loopback one behind a proxy")
     .option('--view-token-file <path>', 'bearer token the view requires (needed to bind --view-listen beyond loopback)')
     .addOption(
       new Option('--on-store-loss <mode>', 'etcd unreachable: withdraw (never two owners) or keep announcing (availability first)')
@@ -314,10 +317,15 @@ function parseRouterId(v: string): string {
 }
 
 /** --view-listen and its token: refused (coded error) when the address reaches beyond loopback without a token. */
-function viewOptions(opts: AgentOptions): { viewListen?: { host: string; port: number }; viewToken?: string } {
+function viewOptions(opts: AgentOptions): { viewListen?: { host: string; port: number }; viewToken?: string; viewUrl?: string } {
   const token = opts.viewTokenFile ? readViewToken(opts.viewTokenFile) : undefined;
-  if (!opts.viewListen) return token ? { viewToken: token } : {};
-  return { viewListen: parseViewListen(opts.viewListen, token), ...(token ? { viewToken: token } : {}) };
+  if (!opts.viewListen) {
+    if (opts.viewAdvertiseAddress !== undefined) throw new HeraldError('HERALD_BAD_ARGUMENT', '--view-advertise-address needs --view-listen');
+    return token ? { viewToken: token } : {};
+  }
+  const viewListen = parseViewListen(opts.viewListen, token);
+  const viewUrl = viewAdvertiseUrl(viewListen, opts.viewAdvertiseAddress, hostAddresses());
+  return { viewListen, ...(token ? { viewToken: token } : {}), ...(viewUrl ? { viewUrl } : {}) };
 }
 
 function readViewToken(path: string): string {

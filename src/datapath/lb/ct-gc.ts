@@ -9,8 +9,8 @@
  */
 import type { BpfMap } from '../../os/bpf-map.js';
 import type { FlushRequest } from './services.js';
-import { ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
-import { CT_EGRESS, CT_ENTRY_BACKEND_OFF, CT_ENTRY_EXPIRES_OFF, CT_ENTRY_SNAT_PORT_OFF, CT_KEY4_SIZE, CT_SNAT, type CtEntry, type CtKey } from './layout.js';
+import { bytesToIpv4, bytesToIpv6, ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
+import { CT_EGRESS, CT_SERVICE, CT_ENTRY_BACKEND_OFF, CT_ENTRY_EXPIRES_OFF, CT_ENTRY_SNAT_PORT_OFF, CT_KEY4_SIZE, CT_SNAT, type CtEntry, type CtKey } from './layout.js';
 
 export interface GcPassResult {
   scanned: number;
@@ -201,4 +201,38 @@ export function nextGcInterval(
   if (ratio > 0.25) return clamp(expected * (1 - Math.min(ratio, 0.9)));
   if (ratio < 0.05) return clamp(expected * 1.5);
   return clamp(expected);
+}
+
+/**
+ * Live load-balanced connections per VIP in one conntrack table: its
+ * unexpired client → VIP entries (dir CT_SERVICE; one per connection — the
+ * egress and SNAT entries of the same connection are not counted again).
+ * Read only, the same batched walk as a GC pass (yielding between batches),
+ * never a syscall per entry. What the cluster view shows per IP.
+ */
+export async function connectionsByVip(map: BpfMap<CtKey, CtEntry>, nowNs: bigint): Promise<Map<string, number>> {
+  const { keySize, valueSize } = map.rawCodec;
+  const w = keySize === CT_KEY4_SIZE ? 4 : 16;
+  const dirOff = 2 * w + 5;
+  const nowHi = Number(nowNs >> 32n);
+  const nowLo = Number(nowNs & 0xffffffffn);
+  const byAddr = new Map<string, number>();
+  await map.forEachBatchAsync(async ({ keys, values, count }) => {
+    for (let i = 0; i < count; i++) {
+      const k = i * keySize;
+      if (keys[k + dirOff] !== CT_SERVICE) continue;
+      const v = i * valueSize;
+      const hi = values.readUInt32LE(v + CT_ENTRY_EXPIRES_OFF + 4);
+      if (hi < nowHi || (hi === nowHi && values.readUInt32LE(v + CT_ENTRY_EXPIRES_OFF) < nowLo)) continue;
+      const addr = keys.toString('hex', k + w, k + 2 * w);
+      byAddr.set(addr, (byAddr.get(addr) ?? 0) + 1);
+    }
+    await new Promise((r) => setImmediate(r));
+  });
+  const out = new Map<string, number>();
+  for (const [hex, n] of byAddr) {
+    const b = Buffer.from(hex, 'hex');
+    out.set(w === 4 ? bytesToIpv4(b) : bytesToIpv6(b), n);
+  }
+  return out;
 }

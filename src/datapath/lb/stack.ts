@@ -12,7 +12,7 @@ import { Reconciler, type ReconcilerConfig } from '../../core/reconciler/reconci
 import type { StateDB } from '../../core/statedb/index.js';
 import type { Links } from '../../os/links.js';
 import { lbServicesTable, type LbServiceRow } from '../tables/lb-services.js';
-import { ConntrackGc, gcIntervalDefaults, nextGcInterval, type GcIntervalBounds, type GcPassResult } from './ct-gc.js';
+import { connectionsByVip, ConntrackGc, gcIntervalDefaults, nextGcInterval, type GcIntervalBounds, type GcPassResult } from './ct-gc.js';
 import { ctEvictions } from './layout.js';
 import { LbServiceOps } from './ops.js';
 import { LbProgram, defaultLifetimes, detachLb, type CtLifetimes } from './program.js';
@@ -104,6 +104,31 @@ export class LbStack implements Disposable {
       { name: 'lb-services', db: deps.db, table: lbServicesTable, ops: new LbServiceOps(writer), clock: deps.clock, log: deps.log },
       reconcilerConfig,
     );
+  }
+
+  private connectionCount: { at: number; byVip: ReadonlyMap<string, number>; running: boolean } = { at: -Infinity, byVip: new Map(), running: false };
+
+  /**
+   * Live connections per VIP (both conntrack tables), as of the last count:
+   * asking starts a new count when the last is older than `maxAgeMs` (one
+   * batched walk at a time, yielding between batches), so the cost is bounded
+   * by how often anyone looks — the cluster view asks once a second while a
+   * page is open — never by traffic.
+   */
+  connections(maxAgeMs = 2000): ReadonlyMap<string, number> {
+    const c = this.connectionCount;
+    const now = Date.now();
+    if (!c.running && now - c.at >= maxAgeMs) {
+      c.running = true;
+      const ns = this.deps.clock.monotonicNs();
+      void Promise.all([connectionsByVip(this.program.maps.ct4, ns), connectionsByVip(this.program.maps.ct6, ns)])
+        .then(([a, b]) => (this.connectionCount = { at: Date.now(), byVip: new Map([...a, ...b]), running: false }))
+        .catch((e: unknown) => {
+          this.deps.log.warn({ err: describeError(e) }, 'counting LB connections failed');
+          this.connectionCount = { ...this.connectionCount, at: Date.now(), running: false };
+        });
+    }
+    return c.byVip;
   }
 
   async start(): Promise<void> {
