@@ -119,6 +119,38 @@ export function readCanonicalIpv4(text: string, out: Uint8Array | undefined, off
   return part === 4;
 }
 
+const HEX_GROUP = /^[0-9a-f]{1,4}$/;
+
+/** Fast path for canonical IPv6 text (lower-case hex groups, at most one `::`, no dotted tail): its 16 bytes at `offset`. */
+export function readCanonicalIpv6(ip: string, buf: Uint8Array, offset: number): boolean {
+  const dbl = ip.indexOf('::');
+  const head = dbl < 0 ? ip : ip.slice(0, dbl);
+  const tail = dbl < 0 ? '' : ip.slice(dbl + 2);
+  const h = head === '' ? [] : head.split(':');
+  const t = tail === '' ? [] : tail.split(':');
+  if (dbl < 0 ? h.length !== 8 : h.length + t.length > 7) return false;
+  for (const g of h) if (!HEX_GROUP.test(g)) return false;
+  for (const g of t) if (!HEX_GROUP.test(g)) return false;
+  buf.fill(0, offset, offset + 16);
+  const put = (v: number, at: number) => {
+    buf[at] = v >> 8;
+    buf[at + 1] = v & 0xff;
+  };
+  h.forEach((g, i) => put(parseInt(g, 16), offset + i * 2));
+  t.forEach((g, i) => put(parseInt(g, 16), offset + 16 - (t.length - i) * 2));
+  return true;
+}
+
+/**
+ * An address's bytes (4 or 16) at `offset`: canonical text parsed in place
+ * (the hot loops: map keys, route messages by the ten thousand), anything
+ * else through the full parser; throws on a non-address.
+ */
+export function writeIp(ip: string, buf: Uint8Array, offset: number): void {
+  if (ip.includes(':') ? readCanonicalIpv6(ip, buf, offset) : readCanonicalIpv4(ip, buf, offset)) return;
+  buf.set(mustParseIp(ip).bytes, offset);
+}
+
 /** The dotted quad of 4 bytes at `offset` (the canonical text, as formatIpBytes gives it). */
 export function formatIpv4At(b: Uint8Array, offset: number): string {
   return `${b[offset]}.${b[offset + 1]}.${b[offset + 2]}.${b[offset + 3]}`;

@@ -29,7 +29,9 @@ import {
   compareIps,
   formatIpv4At,
   readCanonicalIpv4,
+  readCanonicalIpv6,
   specialRange,
+  writeIp,
 } from '../../src/core/addr.js';
 import { isHeraldError } from '../../src/core/errors.js';
 
@@ -230,6 +232,29 @@ describe('the fast IPv4 path and the small predicates', () => {
       }),
       { numRuns: 2000 },
     );
+  });
+
+  it('property: writeIp gives the strict parser\'s bytes for any address text (IPv6 canonical text on its fast path), and throws on a non-address', () => {
+    const text = fc.oneof(
+      fc.ipV6().map((t) => parseIp(t)?.text ?? t), // canonical: the fast path
+      fc.ipV6(), // any spelling (upper case, dotted tail): the full parser
+      fc.ipV4(),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        const buf = new Uint8Array(20).fill(9);
+        const p = parseIp(t)!;
+        writeIp(t, buf, 2);
+        assert.deepEqual([...buf.subarray(2, 2 + p.bytes.length)], [...p.bytes], t);
+        assert.equal(buf[2 + p.bytes.length], 9, 'nothing written past the address');
+        if (p.text === t && p.family === 'IPv6' && !t.includes('.')) assert.equal(readCanonicalIpv6(t, buf, 0), true, t);
+      }),
+      { numRuns: 2000 },
+    );
+    for (const bad of ['2001:db8::1::2', '2001:db8:0:0:0:0:0:0:1', '2001:DB8::1', '2001:db8::12345', '1:2:3:4:5:6:7', ':1::2', '2001:db8::g']) {
+      assert.equal(readCanonicalIpv6(bad, new Uint8Array(16), 0), false, bad);
+    }
+    assert.throws(() => writeIp('2001:db8::g', new Uint8Array(16), 0), (e) => isHeraldError(e), 'a non-address');
   });
 
   it('isIp / isIpv4 / normalizeIp / familyOf on good and bad text', () => {
