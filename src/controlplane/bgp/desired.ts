@@ -356,8 +356,10 @@ export class BgpDesiredEngine {
       (input.unhealthy ?? NONE_UNHEALTHY) === (last.unhealthy ?? NONE_UNHEALTHY);
     if (!policySame || !this.result) return this.full(input);
     const affected = new Set<string>();
-    for (const [k, v] of s.services) if (last.snapshot.services.get(k) !== v) affected.add(k);
-    for (const k of last.snapshot.services.keys()) if (!s.services.has(k)) affected.add(k);
+    if (s.services !== last.snapshot.services) {
+      for (const [k, v] of s.services) if (last.snapshot.services.get(k) !== v) affected.add(k);
+      for (const k of last.snapshot.services.keys()) if (!s.services.has(k)) affected.add(k);
+    }
     if (input.ingress !== last.ingress) {
       for (const [k, v] of input.ingress) {
         const old = last.ingress.get(k);
