@@ -251,7 +251,21 @@ describe('the fast IPv4 path and the small predicates', () => {
       }),
       { numRuns: 2000 },
     );
-    for (const bad of ['2001:db8::1::2', '2001:db8:0:0:0:0:0:0:1', '2001:DB8::1', '2001:db8::12345', '1:2:3:4:5:6:7', ':1::2', '2001:db8::g']) {
+    // Near-misses: whatever the fast path takes, the strict parser reads as the same IPv6 bytes.
+    const hex = fc.constantFrom('0', '1', 'a', 'f', 'ff', '1234', 'ffff', '12345', 'g', 'A', '', '1.2.3.4');
+    fc.assert(
+      fc.property(fc.array(hex, { minLength: 1, maxLength: 10 }), fc.constantFrom(':', '::'), fc.nat(9), (parts, sep, at) => {
+        const t = parts.map((g, i) => (i === at ? `${sep}${g}` : i === 0 ? g : `:${g}`)).join('');
+        const buf = new Uint8Array(16);
+        if (readCanonicalIpv6(t, buf, 0)) {
+          const p = parseIp(t);
+          assert.equal(p?.family, 'IPv6', t);
+          assert.deepEqual([...buf], [...p!.bytes], t);
+        }
+      }),
+      { numRuns: 3000 },
+    );
+    for (const bad of ['2001:db8::1::2', '2001:db8:0:0:0:0:0:0:1', '2001:DB8::1', '2001:db8::12345', '1:2:3:4:5:6:7', ':1::2', '2001:db8::g', '1:', ':1', '1:2:3:4:5:6:7:8:9', '::ffff:1.2.3.4', ':::']) {
       assert.equal(readCanonicalIpv6(bad, new Uint8Array(16), 0), false, bad);
     }
     assert.throws(() => writeIp('2001:db8::g', new Uint8Array(16), 0), (e) => isHeraldError(e), 'a non-address');

@@ -129,8 +129,11 @@ describe('BGP host routes in a real kernel (lab)', { skip: labSkipReason() }, ()
     const many = Array.from({ length: 2000 }, (_, i) => ({ prefix: `2001:db8:100::${(i + 1).toString(16)}/128`, nextHops: i % 2 ? ['2001:db8:2::10'] : ['2001:db8:2::10', '2001:db8:2::11'] }));
     // One unreachable next hop in the middle: only that route fails.
     const bad = { prefix: '2001:db8:100::ffff/128', nextHops: ['2001:db8:99::1'] };
-    const outcomes = await edge.replaceMany([...many.slice(0, 1000), bad, ...many.slice(1000)]);
-    assert.equal(outcomes.filter((o) => o !== undefined).length, 1);
+    // And a message that cannot be encoded (not an address): refused alone, before the kernel.
+    const garbled = { prefix: '2001:db8:100::zz/128', nextHops: ['2001:db8:2::10'] };
+    const outcomes = await edge.replaceMany([...many.slice(0, 1000), bad, ...many.slice(1000, 1500), garbled, ...many.slice(1500)]);
+    assert.equal(outcomes.filter((o) => o !== undefined).length, 2);
+    assert.match(String(outcomes[1501]), /2001:db8:100::zz/);
     assert.match(String(outcomes[1000]), /host route replace 2001:db8:100::ffff\/128: (EHOSTUNREACH|ENETUNREACH) /);
     const listed = await edge.list();
     assert.equal(listed.filter((r) => r.prefix.startsWith('2001:db8:100::')).length, 2000);
