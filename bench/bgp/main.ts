@@ -29,7 +29,7 @@
  * (counted on `ip monitor route` there); (2) per single readiness change
  * among 10,000: the agent's CPU (this process: control plane and
  * reconcilers; the static peer: rendering the file and birdc), BIRD's CPU
- * (/proc/<pid>/schedstat, ns) and children's (ip, birdc), and the time to
+ * (/proc/<pid>/schedstat, ns) and children's (birdc), and the time to
  * the router's FIB.
  *
  *   node --import tsx bench/bgp/main.ts [--case readiness|crash|scale] [--trials 30] [--ips 10000] [--json]
