@@ -16,7 +16,7 @@ import { birdConfigTable, type BfdOptions, type BirdConfigRow } from '../src/dat
 import { bgpRoutesTable, type BgpRouteRow } from '../src/datapath/tables/bgp-routes.js';
 import { parseManifests, type IntentSnapshot } from '../src/intent/index.js';
 import { BirdDaemon, birdDefaults } from '../src/os/bird.js';
-import { IprouteHostRoutes } from '../src/os/host-routes.js';
+import { NetlinkHostRoutes } from '../src/os/host-routes.js';
 
 export class HeraldBgpNode {
   readonly db = new StateDB([bgpRoutesTable, birdConfigTable]);
@@ -24,6 +24,7 @@ export class HeraldBgpNode {
   readonly control: BgpControlPlane;
   readonly routes: Reconciler<BgpRouteRow>;
   readonly birdReconciler: Reconciler<BirdConfigRow>;
+  private readonly hostRoutes: NetlinkHostRoutes;
 
   constructor(
     readonly opts: { netns: string; nodeName: string; routerId: string; stateDir: string; ingress: ReadonlyMap<string, readonly string[]>; bfd?: BfdOptions },
@@ -35,7 +36,7 @@ export class HeraldBgpNode {
       log: silentLogger,
     });
     const common = { db: this.db, clock: systemClock, log: silentLogger };
-    this.routes = new Reconciler<BgpRouteRow>({ ...common, name: 'host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(new IprouteHostRoutes({ netns: opts.netns })) }, reconcilerDefaults);
+    this.routes = new Reconciler<BgpRouteRow>({ ...common, name: 'host-routes', table: bgpRoutesTable, ops: new HostRoutesOps((this.hostRoutes = new NetlinkHostRoutes({ netns: opts.netns }))) }, reconcilerDefaults);
     this.birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(this.bird) }, reconcilerDefaults);
     this.routes.start();
     this.birdReconciler.start();
@@ -57,8 +58,9 @@ export class HeraldBgpNode {
   }
 
   async stop(): Promise<void> {
-    this.routes.dispose();
-    this.birdReconciler.dispose();
+    await this.routes.dispose();
+    await this.birdReconciler.dispose();
+    this.hostRoutes.dispose();
     await this.bird.stop();
   }
 }

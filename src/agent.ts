@@ -75,7 +75,7 @@ import { BirdDaemon, OperatorBird, birdDefaults } from './os/bird.js';
 import { HealthChecker } from './controlplane/health/checker.js';
 import { healthTargets } from './controlplane/health/targets.js';
 import { NetBackendProber } from './os/health-probe.js';
-import { IprouteHostRoutes } from './os/host-routes.js';
+import { NetlinkHostRoutes } from './os/host-routes.js';
 import { IprouteLocalRoutes } from './os/local-routes.js';
 import { LbControlPlane } from './controlplane/lb/controller.js';
 import { LbStack, type LbOptions } from './datapath/lb/stack.js';
@@ -293,9 +293,10 @@ export class Agent implements Disposable {
       ? new OperatorBird({ socketPath: op.socketPath, includePath: op.includePath ?? join(this.config.stateDir, 'bird', 'herald.conf'), birdcBin: birdDefaults.birdcBin }, { clock: this.clock, log })
       : new BirdDaemon({ ...birdDefaults, stateDir: join(this.config.stateDir, 'bird') }, { clock: this.clock, log });
     const common = { db: this.db, clock: this.clock, log };
-    const routes = new Reconciler<BgpRouteRow>({ ...common, name: 'bgp-host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(new IprouteHostRoutes()) }, this.config.reconciler);
+    const hostRoutes = new NetlinkHostRoutes();
+    const routes = new Reconciler<BgpRouteRow>({ ...common, name: 'bgp-host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(hostRoutes) }, this.config.reconciler);
     const birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(bird) }, this.config.reconciler);
-    this.jobs.hook('bgp-host-routes', { start: () => routes.start(), stop: () => routes.dispose() });
+    this.jobs.hook('bgp-host-routes', { start: () => routes.start(), stop: async () => { await routes.dispose(); hostRoutes.dispose(); } });
     // Stopped before the routes (jobs stop in reverse): sessions close, peers withdraw.
     this.jobs.hook('bird', { start: () => birdReconciler.start(), stop: async () => { birdReconciler.dispose(); await bird.stop(); } });
     // Session state for status, read from BIRD off the status path.

@@ -29,7 +29,7 @@
  * (counted on `ip monitor route` there); (2) per single readiness change
  * among 10,000: the agent's CPU (this process: control plane and
  * reconcilers; the static peer: rendering the file and birdc), BIRD's CPU
- * (/proc/<pid>/schedstat, ns) and children's (ip, birdc), and the time to
+ * (/proc/<pid>/schedstat, ns) and children's (birdc), and the time to
  * the router's FIB.
  *
  *   node --import tsx bench/bgp/main.ts [--case readiness|crash|scale] [--trials 30] [--ips 10000] [--json]
@@ -37,7 +37,9 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { HeraldBgpNode, parse } from '../../lab/bgp-node.js';
@@ -301,6 +303,8 @@ const cpuMs = () => {
 interface ScaleResult {
   allInFibMs: number;
   nodeKernelMs: number;
+  /** CPU from the intent to all in the router's FIB: the agent (this process, and for the static peer its birdc children) and the node's BIRD. */
+  initialCpu: { agentMs: number; birdMs: number };
   perChange: { agentCpuMs: number; birdCpuMs: number; childrenCpuMs: number; routerFibMs: { p50: number; p99: number; max: number } };
 }
 
@@ -351,11 +355,13 @@ protocol bgp node1 {
  * Polls the number of routes of a protocol under 2001:db8:100::/112 in a
  * namespace until it reaches `n`; the time of the first poll that saw them
  * all. (An `ip monitor` loses events when 10,000 routes arrive at once: its
- * netlink buffer overflows.) Each poll lists the table, tens of ms at 10,000.
+ * netlink buffer overflows.) Each poll lists the table, tens of ms at 10,000,
+ * so it polls every 25 ms (the resolution of the times it gives): polling
+ * more often took CPU from what it measures on a 2-core machine.
  */
 async function pollCount(ns: string, proto: string, n: number, timeoutMs = 120_000): Promise<number> {
   // A shell loop in its own process: polling from this one would take CPU from the control plane it measures.
-  const script = `while [ "$(ip -n ${ns} -6 route show root 2001:db8:100::/112 proto ${proto} | wc -l)" -lt ${n} ]; do sleep 0.005; done`;
+  const script = `while [ "$(ip -n ${ns} -6 route show root 2001:db8:100::/112 proto ${proto} | wc -l)" -lt ${n} ]; do sleep 0.025; done`;
   const child = spawn('sh', ['-c', script], { stdio: 'ignore' });
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
   return new Promise((resolve, reject) =>
@@ -369,6 +375,30 @@ async function pollCount(ns: string, proto: string, n: number, timeoutMs = 120_0
 }
 const CHANGES = Number(opt('changes', '20'));
 
+/**
+ * A full garbage collection before each arm's timed part: parsing 20,000
+ * manifests leaves hundreds of MB of garbage, which would otherwise be
+ * collected inside whichever arm runs first.
+ */
+setFlagsFromString('--expose-gc');
+const fullGc = runInNewContext('gc') as () => void;
+
+/** BENCH_PROF=<file>: a CPU profile (.cpuprofile, for Chrome DevTools) of this process from now until stop(). */
+async function cpuProfile(file: string): Promise<{ stop(): Promise<void> }> {
+  const { Session } = await import('node:inspector/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return {
+    async stop() {
+      const { profile } = await session.post('Profiler.stop');
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+    },
+  };
+}
+
 async function scaleHerald(base: IntentSnapshot, empty: IntentSnapshot): Promise<ScaleResult> {
   return withLab6(async ({ routerMon }) => {
     const ingress = new Map<string, string[]>();
@@ -377,17 +407,26 @@ async function scaleHerald(base: IntentSnapshot, empty: IntentSnapshot): Promise
     try {
       await node.set(empty); // BIRD up, the session comes up with nothing to advertise
       await waitEstablished(() => node.bird.sessions());
+      const prof = process.env.BENCH_PROF ? await cpuProfile(process.env.BENCH_PROF) : undefined; // the initial pass's CPU profile
+      const birdPid = node.bird.status().pid!;
+      fullGc();
+      const b0 = schedNs(birdPid);
       const t0 = performance.now();
+      const c0 = cpuMs();
       node.control.update({ snapshot: base, ingress, node: { name: 'node-1', labels: {} } });
       if (process.env.BENCH_DEBUG) {
         const t1 = performance.now();
-        void node.routes.settled().then(() => process.stderr.write(`initial: control plane ${(t1 - t0).toFixed(0)} ms, routes reconciled at ${(performance.now() - t0).toFixed(0)} ms\n`));
+        const c1 = cpuMs();
+        void node.routes.settled().then(() => process.stderr.write(`initial: control plane ${(t1 - t0).toFixed(0)} ms (cpu ${(c1 - c0).toFixed(0)}), routes reconciled at ${(performance.now() - t0).toFixed(0)} ms (cpu ${(cpuMs() - c0).toFixed(0)})\n`));
       }
-      const [nodeT, routerT] = await Promise.all([pollCount(NODE, '250', IPS), pollCount(ROUTER, 'bird', IPS)]);
+      // The node's kernel holds them all once the host-route reconciler has them acked (no second poller on the node).
+      const [nodeT, routerT] = await Promise.all([node.routes.settled({ timeoutMs: 120_000 }).then(() => performance.now()), pollCount(ROUTER, 'bird', IPS)]);
+      const initialCpu = { agentMs: +(cpuMs() - c0).toFixed(0), birdMs: +((schedNs(birdPid) - b0) / 1e6).toFixed(0) };
+      await prof?.stop();
       const nodeKernelMs = nodeT - t0;
       const allInFibMs = routerT - t0;
       await node.routes.settled();
-      return { allInFibMs, nodeKernelMs, perChange: await perChange(node.bird.status().pid!, routerMon, (i, ready) => {
+      return { allInFibMs, nodeKernelMs, initialCpu, perChange: await perChange(node.bird.status().pid!, routerMon, (i, ready) => {
         const snapshot = withReadiness(base, i, ready);
         return async () => {
           const a = cpuMs();
@@ -442,11 +481,14 @@ async function scaleStatic(): Promise<ScaleResult> {
         return [...stdout.matchAll(/^upstream\s+BGP\s+\S+\s+\S+\s+\S+\s+(\S+)/gm)].map((m) => ({ info: m[1]! }));
       };
       await waitEstablished(sessions);
+      fullGc();
+      const [b0, c0, ch0] = [schedNs(bird.pid!), cpuMs(), childrenMs()];
       const t0 = performance.now();
       await configure(render(() => true));
       const allInFibMs = (await pollCount(ROUTER, 'bird', IPS)) - t0;
+      const initialCpu = { agentMs: +(cpuMs() - c0 + childrenMs() - ch0).toFixed(0), birdMs: +((schedNs(bird.pid!) - b0) / 1e6).toFixed(0) };
       const notReady = new Set<number>();
-      return { allInFibMs, nodeKernelMs: NaN, perChange: await perChange(bird.pid!, routerMon, (i, ready) => async () => {
+      return { allInFibMs, nodeKernelMs: NaN, initialCpu, perChange: await perChange(bird.pid!, routerMon, (i, ready) => async () => {
         if (ready) notReady.delete(i);
         else notReady.add(i);
         await configure(render((j) => !notReady.has(j)));
@@ -490,6 +532,7 @@ async function waitEstablished(sessions: () => Promise<{ info: string }[]>): Pro
 }
 
 async function scaleCase(): Promise<void> {
+  const loadStart = loadavg().map((x) => +x.toFixed(1));
   const p0 = performance.now();
   const load = parseManifests(scaleIntent(), 'scale.yaml', { ...manifestLimitDefaults, maxBytes: 64 * 1024 * 1024, maxDocuments: 100_000 });
   if (load.errors.length > 0 || !load.snapshot) throw new Error(JSON.stringify(load.errors.slice(0, 3)));
@@ -501,14 +544,15 @@ async function scaleCase(): Promise<void> {
   if (process.env.BENCH_ONLY === "herald") return;
   const flock = await scaleStatic();
   process.stderr.write(`static reload: ${JSON.stringify(flock)}\n`);
-  const result = { ips: IPS, changes: CHANGES, parseMs: +parseMs.toFixed(0), herald, staticReload: flock };
+  const result = { ips: IPS, changes: CHANGES, parseMs: +parseMs.toFixed(0), loadAverage: { start: loadStart, end: loadavg().map((x) => +x.toFixed(1)) }, herald, staticReload: flock };
   if (args.includes('--json')) console.log(JSON.stringify(result, null, 2));
   else {
     const f = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(1));
-    console.log(`${IPS} anycast IPs (manifests parsed in ${result.parseMs} ms, not timed below)`);
+    console.log(`${IPS} anycast IPs (manifests parsed in ${result.parseMs} ms, not timed below); load average ${loadStart.join(' ')} → ${result.loadAverage.end.join(' ')}`);
     console.log(`                                   herald (kernel routes, BIRD learns)   static bird.conf + birdc configure (flock)`);
     console.log(`  intent → all in router FIB (ms)   ${f(herald.allInFibMs).padEnd(37)} ${f(flock.allInFibMs)}`);
     console.log(`  intent → all in node kernel (ms)  ${f(herald.nodeKernelMs)}`);
+    console.log(`  … CPU: agent / BIRD (ms)          ${`${herald.initialCpu.agentMs} / ${herald.initialCpu.birdMs}`.padEnd(37)} ${flock.initialCpu.agentMs} / ${flock.initialCpu.birdMs}`);
     console.log(`  per change, agent CPU (ms)        ${f(herald.perChange.agentCpuMs).padEnd(37)} ${f(flock.perChange.agentCpuMs)}`);
     console.log(`  per change, BIRD CPU (ms)         ${f(herald.perChange.birdCpuMs).padEnd(37)} ${f(flock.perChange.birdCpuMs)}`);
     console.log(`  per change, children CPU (ms)     ${f(herald.perChange.childrenCpuMs).padEnd(37)} ${f(flock.perChange.childrenCpuMs)}`);

@@ -119,6 +119,67 @@ export function readCanonicalIpv4(text: string, out: Uint8Array | undefined, off
   return part === 4;
 }
 
+const groups6 = new Uint16Array(8);
+
+/**
+ * Fast path for canonical IPv6 text (lower-case hex groups of 1–4 digits, at
+ * most one `::`, no dotted tail): writes its 16 bytes at `offset` and returns
+ * true; anything else returns false and the caller takes the full parser.
+ * One scan of the characters, no allocation (it runs per route message).
+ */
+export function readCanonicalIpv6(ip: string, buf: Uint8Array, offset: number): boolean {
+  const len = ip.length;
+  if (len < 2 || len > 39) return false;
+  let n = 0;
+  let gap = -1;
+  let i = 0;
+  if (ip.charCodeAt(0) === 58) {
+    if (ip.charCodeAt(1) !== 58) return false;
+    gap = 0;
+    i = 2;
+  }
+  while (i < len) {
+    let value = 0;
+    let digits = 0;
+    for (; i < len && digits <= 4; i++) {
+      const c = ip.charCodeAt(i);
+      if (c >= 48 && c <= 57) value = value * 16 + (c - 48);
+      else if (c >= 97 && c <= 102) value = value * 16 + (c - 87);
+      else break;
+      digits++;
+    }
+    if (digits === 0 || digits > 4 || n === 8) return false;
+    groups6[n++] = value;
+    if (i === len) break;
+    if (ip.charCodeAt(i) !== 58) return false; // a dot, an upper-case digit, anything else
+    i++;
+    if (i < len && ip.charCodeAt(i) === 58) {
+      if (gap >= 0) return false; // a second `::`
+      gap = n;
+      i++;
+    } else if (i === len) return false; // a trailing single colon
+  }
+  if (gap < 0 ? n !== 8 : n > 7) return false;
+  buf.fill(0, offset, offset + 16);
+  const tail = gap < 0 ? 0 : n - gap;
+  for (let g = 0; g < n; g++) {
+    const at = offset + (gap >= 0 && g >= gap ? 16 - (tail - (g - gap)) * 2 : g * 2);
+    buf[at] = groups6[g]! >> 8;
+    buf[at + 1] = groups6[g]! & 0xff;
+  }
+  return true;
+}
+
+/**
+ * An address's bytes (4 or 16) at `offset`: canonical text parsed in place
+ * (the hot loops: map keys, route messages by the ten thousand), anything
+ * else through the full parser; throws on a non-address.
+ */
+export function writeIp(ip: string, buf: Uint8Array, offset: number): void {
+  if (ip.includes(':') ? readCanonicalIpv6(ip, buf, offset) : readCanonicalIpv4(ip, buf, offset)) return;
+  buf.set(mustParseIp(ip).bytes, offset);
+}
+
 /** The dotted quad of 4 bytes at `offset` (the canonical text, as formatIpBytes gives it). */
 export function formatIpv4At(b: Uint8Array, offset: number): string {
   return `${b[offset]}.${b[offset + 1]}.${b[offset + 2]}.${b[offset + 3]}`;

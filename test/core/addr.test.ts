@@ -29,7 +29,9 @@ import {
   compareIps,
   formatIpv4At,
   readCanonicalIpv4,
+  readCanonicalIpv6,
   specialRange,
+  writeIp,
 } from '../../src/core/addr.js';
 import { isHeraldError } from '../../src/core/errors.js';
 
@@ -230,6 +232,43 @@ describe('the fast IPv4 path and the small predicates', () => {
       }),
       { numRuns: 2000 },
     );
+  });
+
+  it('property: writeIp gives the strict parser\'s bytes for any address text (IPv6 canonical text on its fast path), and throws on a non-address', () => {
+    const text = fc.oneof(
+      fc.ipV6().map((t) => parseIp(t)?.text ?? t), // canonical: the fast path
+      fc.ipV6(), // any spelling (upper case, dotted tail): the full parser
+      fc.ipV4(),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        const buf = new Uint8Array(20).fill(9);
+        const p = parseIp(t)!;
+        writeIp(t, buf, 2);
+        assert.deepEqual([...buf.subarray(2, 2 + p.bytes.length)], [...p.bytes], t);
+        assert.equal(buf[2 + p.bytes.length], 9, 'nothing written past the address');
+        if (p.text === t && p.family === 'IPv6' && !t.includes('.')) assert.equal(readCanonicalIpv6(t, buf, 0), true, t);
+      }),
+      { numRuns: 2000 },
+    );
+    // Near-misses: whatever the fast path takes, the strict parser reads as the same IPv6 bytes.
+    const hex = fc.constantFrom('0', '1', 'a', 'f', 'ff', '1234', 'ffff', '12345', 'g', 'A', '', '1.2.3.4');
+    fc.assert(
+      fc.property(fc.array(hex, { minLength: 1, maxLength: 10 }), fc.constantFrom(':', '::'), fc.nat(9), (parts, sep, at) => {
+        const t = parts.map((g, i) => (i === at ? `${sep}${g}` : i === 0 ? g : `:${g}`)).join('');
+        const buf = new Uint8Array(16);
+        if (readCanonicalIpv6(t, buf, 0)) {
+          const p = parseIp(t);
+          assert.equal(p?.family, 'IPv6', t);
+          assert.deepEqual([...buf], [...p!.bytes], t);
+        }
+      }),
+      { numRuns: 3000 },
+    );
+    for (const bad of ['2001:db8::1::2', '2001:db8:0:0:0:0:0:0:1', '2001:DB8::1', '2001:db8::12345', '1:2:3:4:5:6:7', ':1::2', '2001:db8::g', '1:', ':1', '1:2:3:4:5:6:7:8:9', '::ffff:1.2.3.4', ':::']) {
+      assert.equal(readCanonicalIpv6(bad, new Uint8Array(16), 0), false, bad);
+    }
+    assert.throws(() => writeIp('2001:db8::g', new Uint8Array(16), 0), (e) => isHeraldError(e), 'a non-address');
   });
 
   it('isIp / isIpv4 / normalizeIp / familyOf on good and bad text', () => {

@@ -13,7 +13,7 @@ import { Reconciler, reconcilerDefaults } from '../../src/core/reconciler/reconc
 import { StateDB } from '../../src/core/statedb/index.js';
 import { HostRoutesOps } from '../../src/datapath/routes/host-routes-ops.js';
 import { bgpRoutesTable, type BgpRouteRow } from '../../src/datapath/tables/bgp-routes.js';
-import { IprouteHostRoutes } from '../../src/os/host-routes.js';
+import { NetlinkHostRoutes } from '../../src/os/host-routes.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
 
 const NS = `hlbgprt${process.pid}`;
@@ -42,12 +42,15 @@ describe('BGP host routes in a real kernel (lab)', { skip: labSkipReason() }, ()
     const db = new StateDB([bgpRoutesTable]);
     const init = db.registerInitializer(bgpRoutesTable, 'test');
     if (initialized) init.done();
+    const edge = new NetlinkHostRoutes({ netns: NS });
     const reconciler = new Reconciler<BgpRouteRow>(
-      { name: 'host-routes', db, table: bgpRoutesTable, ops: new HostRoutesOps(new IprouteHostRoutes({ netns: NS })), clock: systemClock, log: silentLogger },
+      { name: 'host-routes', db, table: bgpRoutesTable, ops: new HostRoutesOps(edge), clock: systemClock, log: silentLogger },
       reconcilerDefaults,
     );
     reconciler.start();
-    disposers.push(() => reconciler.dispose());
+    disposers.push(() => {
+      void reconciler.dispose().then(() => edge.dispose());
+    });
     const put = (r: BgpRouteRow) => db.update([bgpRoutesTable], (t) => t.insert(bgpRoutesTable, r));
     const drop = (prefix: string) => db.update([bgpRoutesTable], (t) => t.delete(bgpRoutesTable, prefix));
     return { reconciler, put, drop, init };
@@ -108,7 +111,8 @@ describe('BGP host routes in a real kernel (lab)', { skip: labSkipReason() }, ()
   });
 
   test('deleting a route that is already gone, or whose interface vanished, is success', async () => {
-    const edge = new IprouteHostRoutes({ netns: NS });
+    const edge = new NetlinkHostRoutes({ netns: NS });
+    disposers.push(() => edge.dispose());
     await edge.del('203.0.113.99/32');
     await edge.replace({ prefix: '203.0.113.30/32', nextHops: ['192.0.2.30'] });
     ip('link', 'del', 'v0'); // takes the route with it
@@ -116,17 +120,21 @@ describe('BGP host routes in a real kernel (lab)', { skip: labSkipReason() }, ()
     assert.deepEqual(await edge.list(), []);
   });
 
-  test('many routes in one batch (one ip -batch for thousands): each route installed, a failing one reported alone, gone ones deleted', async () => {
+  test('many routes in one batch (thousands of messages, a few sendmsg calls): each route installed, a failing one reported alone, gone ones deleted', async () => {
     ip('link', 'add', 'w0', 'type', 'veth', 'peer', 'name', 'w1');
     ip('link', 'set', 'w0', 'up');
     ip('-6', 'addr', 'add', '2001:db8:2::1/64', 'dev', 'w0', 'nodad');
-    const edge = new IprouteHostRoutes({ netns: NS });
+    const edge = new NetlinkHostRoutes({ netns: NS });
+    disposers.push(() => edge.dispose());
     const many = Array.from({ length: 2000 }, (_, i) => ({ prefix: `2001:db8:100::${(i + 1).toString(16)}/128`, nextHops: i % 2 ? ['2001:db8:2::10'] : ['2001:db8:2::10', '2001:db8:2::11'] }));
     // One unreachable next hop in the middle: only that route fails.
     const bad = { prefix: '2001:db8:100::ffff/128', nextHops: ['2001:db8:99::1'] };
-    const outcomes = await edge.replaceMany([...many.slice(0, 1000), bad, ...many.slice(1000)]);
-    assert.equal(outcomes.filter((o) => o !== undefined).length, 1);
-    assert.match(String(outcomes[1000]), /2001:db8:100::ffff\/128 .*Nexthop has invalid gateway|No route to host|Network is unreachable/);
+    // And a message that cannot be encoded (not an address): refused alone, before the kernel.
+    const garbled = { prefix: '2001:db8:100::zz/128', nextHops: ['2001:db8:2::10'] };
+    const outcomes = await edge.replaceMany([...many.slice(0, 1000), bad, ...many.slice(1000, 1500), garbled, ...many.slice(1500)]);
+    assert.equal(outcomes.filter((o) => o !== undefined).length, 2);
+    assert.match(String(outcomes[1501]), /2001:db8:100::zz/);
+    assert.match(String(outcomes[1000]), /host route replace 2001:db8:100::ffff\/128: (EHOSTUNREACH|ENETUNREACH) /);
     const listed = await edge.list();
     assert.equal(listed.filter((r) => r.prefix.startsWith('2001:db8:100::')).length, 2000);
     assert.deepEqual(listed.find((r) => r.prefix === '2001:db8:100::1/128')?.nextHops, ['2001:db8:2::10', '2001:db8:2::11'], 'multipath in a batch');

@@ -8,13 +8,13 @@
  *                             └► birdPeers ─────────► bird-config (rendered by the datapath)
  */
 import type { Logger } from '../../core/logger.js';
-import type { Initializer, StateDB } from '../../core/statedb/index.js';
+import type { Initializer, StateDB, WriteTxn } from '../../core/statedb/index.js';
 import { birdConfigTable, type BirdConfigRow } from '../../datapath/tables/bird-config.js';
 import { bgpRoutesTable, type BgpRouteRow } from '../../datapath/tables/bgp-routes.js';
 import type { NodeIdentity } from '../../intent/node-labels.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
 import { BgpDesiredEngine, type BgpPolicyWarning, type Withheld } from './desired.js';
-import { birdPeers } from './peers.js';
+import { AdvertisedRoutes, birdPeers } from './peers.js';
 
 /**
  * What BIRD is told besides the peers: router ID, BFD, retry knobs; `fragment`
@@ -44,7 +44,9 @@ const sameRow = (a: BgpRouteRow | undefined, b: BgpRouteRow): boolean =>
 export class BgpControlPlane {
   private readonly routesInit: Initializer;
   private readonly birdInit: Initializer;
-  private last: BgpStatus = { routes: [], withheld: [], warnings: [] };
+  private last: { routes: ReadonlyMap<string, BgpRouteRow>; withheld: readonly Withheld[]; warnings: readonly BgpPolicyWarning[] } = { routes: new Map(), withheld: [], warnings: [] };
+  /** The routes in the bgp-routes table, counted per family and peer as rows change (for the peers' exports). */
+  private readonly advertised = new AdvertisedRoutes(() => this.last.routes.values());
   private readonly warned = new Set<string>();
   /** Incremental: one readiness change re-evaluates that service's IPs only. */
   private readonly engine = new BgpDesiredEngine();
@@ -65,31 +67,37 @@ export class BgpControlPlane {
   update(inputs: BgpInputs): void {
     this.lastInputs = inputs;
     const desired = this.engine.compute(inputs);
-    const routes = [...desired.routes.values()];
-    const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node, routes, desired.attributes);
-    const warnings = [...desired.warnings, ...skipped];
-    for (const w of warnings) {
-      const key = `${w.peer}\u0000${w.message}`;
-      if (!this.warned.has(key)) this.deps.log.warn(w, 'BGP peer not configured as written');
-      this.warned.add(key);
-    }
+    this.last = { ...this.last, routes: desired.routes };
     const { fragment, ...settings } = this.deps.bird;
-    const bird: BirdConfigRow | undefined =
-      peers.length > 0 ? { name: 'bird', ...settings, peers, ...(fragment ? { fragment: { prefixes: routes.map((r) => r.prefix).sort() } } : {}) } : undefined;
+    let warnings: readonly BgpPolicyWarning[] = desired.warnings;
+    const put = (t: WriteTxn, r: BgpRouteRow, old: BgpRouteRow | undefined) => {
+      if (sameRow(old, r)) return;
+      if (old) this.advertised.remove(old);
+      this.advertised.add(r);
+      t.insert(bgpRoutesTable, r);
+    };
+    const drop = (t: WriteTxn, old: BgpRouteRow) => {
+      this.advertised.remove(old);
+      t.delete(bgpRoutesTable, old);
+    };
     this.deps.db.update([bgpRoutesTable, birdConfigTable], (t) => {
       if (desired.changed !== undefined) {
         // Only the prefixes the engine re-evaluated can differ from the table.
         for (const prefix of desired.changed) {
           const r = desired.routes.get(prefix);
           const old = t.get(bgpRoutesTable, prefix);
-          if (r === undefined) {
-            if (old) t.delete(bgpRoutesTable, old);
-          } else if (!sameRow(old, r)) t.insert(bgpRoutesTable, r);
+          if (r !== undefined) put(t, r, old);
+          else if (old) drop(t, old);
         }
       } else {
-        for (const old of t.list(bgpRoutesTable)) if (!desired.routes.has(old.prefix)) t.delete(bgpRoutesTable, old);
-        for (const r of routes) if (!sameRow(t.get(bgpRoutesTable, r.prefix), r)) t.insert(bgpRoutesTable, r);
+        for (const old of t.list(bgpRoutesTable)) if (!desired.routes.has(old.prefix)) drop(t, old);
+        for (const r of desired.routes.values()) put(t, r, t.get(bgpRoutesTable, r.prefix));
       }
+      // The peers from the routes as just written: counted, not re-read (no pass over 10,000 routes per change).
+      const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node, this.advertised, desired.attributes);
+      warnings = [...desired.warnings, ...skipped];
+      const bird: BirdConfigRow | undefined =
+        peers.length > 0 ? { name: 'bird', ...settings, peers, ...(fragment ? { fragment: { prefixes: [...desired.routes.keys()].sort() } } : {}) } : undefined;
       const current = t.get(birdConfigTable, 'bird');
       if (bird === undefined) {
         if (current) t.delete(birdConfigTable, current);
@@ -97,12 +105,17 @@ export class BgpControlPlane {
         t.insert(birdConfigTable, bird);
       }
     });
+    for (const w of warnings) {
+      const key = `${w.peer}\u0000${w.message}`;
+      if (!this.warned.has(key)) this.deps.log.warn(w, 'BGP peer not configured as written');
+      this.warned.add(key);
+    }
     this.routesInit.done();
     this.birdInit.done();
-    this.last = { routes, withheld: desired.withheld, warnings };
+    this.last = { routes: desired.routes, withheld: desired.withheld, warnings };
   }
 
   status(): BgpStatus {
-    return this.last;
+    return { routes: [...this.last.routes.values()], withheld: this.last.withheld, warnings: this.last.warnings };
   }
 }

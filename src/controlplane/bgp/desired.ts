@@ -224,6 +224,9 @@ function mergeAttributes(list: readonly Attributes[]): Omit<AttributeGroup, 'pre
 
 /** Per peer, its selected IPs grouped by identical merged attributes. */
 function attributeGroups(selected: ReadonlyMap<string, Selection>): Map<string, AttributeGroup[]> {
+  let any = false;
+  for (const sel of selected.values()) if (sel.attributes.size > 0) any = true;
+  if (!any) return new Map(); // the common case: no sort of every selected IP
   const perPeer = new Map<string, Map<string, { attrs: Omit<AttributeGroup, 'prefixes'>; prefixes: string[] }>>();
   for (const [ip, sel] of [...selected].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     for (const [peer, list] of sel.attributes) {
@@ -356,8 +359,10 @@ export class BgpDesiredEngine {
       (input.unhealthy ?? NONE_UNHEALTHY) === (last.unhealthy ?? NONE_UNHEALTHY);
     if (!policySame || !this.result) return this.full(input);
     const affected = new Set<string>();
-    for (const [k, v] of s.services) if (last.snapshot.services.get(k) !== v) affected.add(k);
-    for (const k of last.snapshot.services.keys()) if (!s.services.has(k)) affected.add(k);
+    if (s.services !== last.snapshot.services) {
+      for (const [k, v] of s.services) if (last.snapshot.services.get(k) !== v) affected.add(k);
+      for (const k of last.snapshot.services.keys()) if (!s.services.has(k)) affected.add(k);
+    }
     if (input.ingress !== last.ingress) {
       for (const [k, v] of input.ingress) {
         const old = last.ingress.get(k);

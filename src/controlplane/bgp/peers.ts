@@ -19,14 +19,70 @@ export interface SkippedPeer {
 /** Prefixes come from the desired state (validated addresses): a colon is IPv6. */
 const afiOf = (prefix: string): 'ipv4' | 'ipv6' => (prefix.includes(':') ? 'ipv6' : 'ipv4');
 
+/**
+ * What birdPeers needs of the advertised routes, kept up to date row by row
+ * (add / remove as the bgp-routes table changes), so that a readiness change
+ * among 10,000 routes costs no pass over all of them: per family how many
+ * routes there are, per peer and family how many are exported to that peer,
+ * and — only for a peer owed fewer than all — their prefixes.
+ */
+export class AdvertisedRoutes {
+  private readonly perFamily = new Map<string, number>();
+  private readonly perPeer = new Map<string, number>();
+
+  /** `rows`: every advertised route now (read only to list a partial peer's prefixes). */
+  constructor(private readonly rows: () => Iterable<BgpRouteRow>) {}
+
+  static of(routes: readonly BgpRouteRow[]): AdvertisedRoutes {
+    const a = new AdvertisedRoutes(() => routes);
+    for (const r of routes) a.add(r);
+    return a;
+  }
+
+  add(r: BgpRouteRow): void {
+    this.adjust(r, 1);
+  }
+
+  remove(r: BgpRouteRow): void {
+    this.adjust(r, -1);
+  }
+
+  /** Routes of these families. */
+  count(families: readonly string[]): number {
+    return families.reduce((n, f) => n + (this.perFamily.get(f) ?? 0), 0);
+  }
+
+  /** Routes of these families exported to `peer`. */
+  countFor(peer: string, families: readonly string[]): number {
+    return families.reduce((n, f) => n + (this.perPeer.get(`${peer}\u0000${f}`) ?? 0), 0);
+  }
+
+  /** The prefixes of these families exported to `peer`, sorted. */
+  prefixesFor(peer: string, families: readonly string[]): string[] {
+    const out: string[] = [];
+    for (const r of this.rows()) if (families.includes(afiOf(r.prefix)) && r.peers.includes(peer)) out.push(r.prefix);
+    return out.sort();
+  }
+
+  private adjust(r: BgpRouteRow, d: number): void {
+    const afi = afiOf(r.prefix);
+    this.perFamily.set(afi, (this.perFamily.get(afi) ?? 0) + d);
+    for (const p of r.peers) {
+      const k = `${p}\u0000${afi}`;
+      this.perPeer.set(k, (this.perPeer.get(k) ?? 0) + d);
+    }
+  }
+}
+
 export function birdPeers(
   snapshot: IntentSnapshot,
   node: NodeIdentity,
-  routes: readonly BgpRouteRow[] = [],
+  routeRows: readonly BgpRouteRow[] | AdvertisedRoutes = [],
   attributes: ReadonlyMap<string, readonly AttributeGroup[]> = new Map(),
 ): { peers: BirdPeer[]; skipped: SkippedPeer[] } {
   const peers: BirdPeer[] = [];
   const skipped: SkippedPeer[] = [];
+  const routes = routeRows instanceof AdvertisedRoutes ? routeRows : AdvertisedRoutes.of(routeRows);
   const override = snapshot.bgpNodeOverrides.get(node.name);
   const configs = [...snapshot.bgpClusterConfigs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   for (const [configName, config] of configs) {
@@ -43,16 +99,11 @@ export function birdPeers(
         }
         const pc = peer.peerConfigRef ? snapshot.bgpPeerConfigs.get(peer.peerConfigRef.name) : undefined;
         const families = [...new Set((pc?.spec.families ?? [{ afi: 'ipv4', safi: 'unicast' }, { afi: 'ipv6', safi: 'unicast' }]).filter(isUnicastIp).map((f) => f.afi))].sort();
-        // Routes of its families it is owed, against all the node advertises in them.
-        // Counted first: the list is built (and sorted) only for a peer owed fewer than all (10,000 routes per change otherwise).
-        let ofFamilies = 0;
-        let owed = 0;
-        for (const r of routes) {
-          if (!families.includes(afiOf(r.prefix))) continue;
-          ofFamilies++;
-          if (r.peers.includes(id)) owed++;
-        }
-        const own = owed !== ofFamilies ? routes.filter((r) => families.includes(afiOf(r.prefix)) && r.peers.includes(id)).map((r) => r.prefix).sort() : [];
+        // Routes of its families it is owed, against all the node advertises in them (counted as the table
+        // changes): the list is built (and sorted) only for a peer owed fewer than all.
+        const ofFamilies = routes.count(families);
+        const owed = routes.countFor(id, families);
+        const own = owed !== ofFamilies ? routes.prefixesFor(id, families) : [];
         peers.push({
           id,
           protocol: `herald_peer${peers.length + 1}`,

@@ -3,7 +3,7 @@
  * Multi-byte integers are host order (little-endian on every platform herald
  * runs on) except addresses, which are network order.
  */
-import { mustParseIp, readCanonicalIpv4 } from '../../core/addr.js';
+import { mustParseIp, writeIp } from '../../core/addr.js';
 import type { MapCodec } from '../../os/bpf-map.js';
 import type { PolicyL4Entry } from '../tables/service-policy.js';
 
@@ -51,29 +51,8 @@ const svcValue = {
   },
 };
 
-const HEX_GROUP = /^[0-9a-f]{1,4}$/;
-
-/** Fast path for canonical IPv6 text (lower-case hex groups, at most one `::`, no dotted tail). */
-function readCanonicalIpv6(ip: string, buf: Buffer, offset: number): boolean {
-  const dbl = ip.indexOf('::');
-  const head = dbl < 0 ? ip : ip.slice(0, dbl);
-  const tail = dbl < 0 ? '' : ip.slice(dbl + 2);
-  const h = head === '' ? [] : head.split(':');
-  const t = tail === '' ? [] : tail.split(':');
-  if (dbl < 0 ? h.length !== 8 : h.length + t.length > 7) return false;
-  for (const g of h) if (!HEX_GROUP.test(g)) return false;
-  for (const g of t) if (!HEX_GROUP.test(g)) return false;
-  buf.fill(0, offset, offset + 16);
-  h.forEach((g, i) => buf.writeUInt16BE(parseInt(g, 16), offset + i * 2));
-  t.forEach((g, i) => buf.writeUInt16BE(parseInt(g, 16), offset + 16 - (t.length - i) * 2));
-  return true;
-}
-
-/** A service IP's bytes at `offset` (canonical text parsed in place; anything else through the full parser). */
-export function writeIp(ip: string, buf: Buffer, offset: number): void {
-  if (ip.includes(':') ? readCanonicalIpv6(ip, buf, offset) : readCanonicalIpv4(ip, buf, offset)) return;
-  buf.set(mustParseIp(ip).bytes, offset);
-}
+/** A service IP's bytes at `offset` (core/addr's writeIp: canonical text parsed in place). */
+export { writeIp };
 
 function svcCodec(keySize: 4 | 16, decodeKey: (b: Buffer) => string): MapCodec<string, SvcValue> {
   return {
