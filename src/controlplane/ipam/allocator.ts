@@ -48,10 +48,17 @@ import {
 } from './service-view.js';
 import { EMPTY_ALLOCATION_STATE, type AllocationState } from './state.js';
 import type { IpamResult, RequestReason } from './types.js';
+import { byString } from '../../core/order.js';
 
 interface Failure {
   readonly reason: RequestReason;
-  readonly message: string;
+  /**
+   * A message naming an IP's holders is rendered once every Service was
+   * served: holders that join later in the run (a sharing Service after a
+   * refused request) must be named as a restart, which imports them first,
+   * names them — the message may not depend on the order of the run.
+   */
+  readonly message: string | (() => string);
 }
 
 /**
@@ -78,7 +85,11 @@ export function allocate(
   // that another Service names in this same run.
   const specific = views.filter((v) => v.requested.length > 0);
   const generic = views.filter((v) => v.requested.length === 0);
-  const outcomes: ServiceOutcome[] = [...specific, ...generic].map((view) => ({ view, failures: run.serve(view) }));
+  const served = [...specific, ...generic].map((view) => ({ view, failures: run.serve(view) }));
+  const outcomes: ServiceOutcome[] = served.map(({ view, failures }) => ({
+    view,
+    failures: failures.map((f) => ({ reason: f.reason, message: typeof f.message === 'function' ? f.message() : f.message })),
+  }));
   return allocationResult(pools, run.ledger, outcomes);
 }
 
@@ -180,14 +191,13 @@ class Run {
     if (view.sharingKey === undefined) {
       return {
         reason: 'already_allocated',
-        message: `The IP '${text}' is already allocated to another service (${ownerKeys(holding)}); set a sharing key on both to share it`,
+        message: () => `The IP '${text}' is already allocated to another service (${ownerKeys(holding)}); set a sharing key on both to share it`,
       };
     }
-    const why = firstIncompatibility(holding, view);
-    if (why !== undefined) {
+    if (firstIncompatibility(holding, view) !== undefined) {
       return {
         reason: 'already_allocated_incompatible_service',
-        message: `The IP '${text}' is already allocated to an incompatible service: ${why}`,
+        message: () => `The IP '${text}' is already allocated to an incompatible service: ${firstIncompatibility(holding, view)}`,
       };
     }
     this.ledger.join(view, holding);
@@ -231,8 +241,9 @@ class Run {
   }
 }
 
+/** The first holder (by key) `view` may not share with, and why. */
 function firstIncompatibility(holding: Holding, view: ServiceView): string | undefined {
-  for (const owner of holding.owners) {
+  for (const owner of [...holding.owners].sort(byString((o) => o.key))) {
     const why = incompatibility(owner, view);
     if (why !== undefined) return `${owner.key}: ${why}`;
   }

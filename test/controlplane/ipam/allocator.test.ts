@@ -239,6 +239,24 @@ describe('LB-IPAM: sharing (isCompatible)', () => {
     assert.deepEqual(restarted, first);
     assert.match(first.services.get('default/s4')?.condition.message ?? '', /\(default\/s0, default\/s2\)/);
   });
+
+  it('a refused service names the holders the IP has at the end of the run, not those it had when refused (a restart changes no message)', () => {
+    // Found by the property test (seed -1924312394): s3's request was refused
+    // while only s0 held the IP; s1 joined it later in the same run (sharing
+    // key, another protocol), and a restart — which imports both first —
+    // named both.
+    const objects = [
+      pool('p0', { blocks: ['192.0.2.16/28'] }),
+      service('s0', { namespace: 'a', ports: [{ port: 53, protocol: 'TCP' }], sharingKey: 'k1', etp: 'Cluster', ingress: ['192.0.2.17'] }),
+      service('s1', { namespace: 'a', ports: [{ port: 53, protocol: 'UDP' }], sharingKey: 'k1', etp: 'Cluster' }),
+      service('s3', { namespace: 'a', ports: [{ port: 53, protocol: 'TCP' }], ips: '192.0.2.17', etp: 'Cluster' }),
+    ];
+    const first = allocate(snapshot(...objects));
+    assert.deepEqual(first.services.get('a/s1')?.ingress, ['192.0.2.17']);
+    assert.match(first.services.get('a/s3')?.condition.message ?? '', /\(a\/s0, a\/s1\)/);
+    const restarted = allocate(snapshot(...objects), JSON.parse(JSON.stringify(first.state)));
+    assert.deepEqual(restarted, first);
+  });
 });
 
 describe('LB-IPAM: which services, and IP families', () => {
