@@ -151,10 +151,17 @@ describe('herald agent --lb-interfaces: manifests to balanced traffic', { skip: 
       base += n;
       return got.every((b, i) => b !== null && (i === 0 || b !== got[i - 1]));
     };
-    await waitFor(() => alternates(4), { timeoutMs: 15_000, what: 'round robin in force' });
+    // In force once the status says so (waiting on alternation itself passed by chance under Maglev, one try in eight).
+    const inForce = (algorithm: string) =>
+      waitFor(() => (JSON.parse(node.must(HERALD, ['status', '--json', '--status-socket', node.statusSocket])).lb?.frontends ?? []).every((f: { algorithm?: string }) => f.algorithm === algorithm), {
+        timeoutMs: 15_000,
+        what: `${algorithm} in the status`,
+      });
+    await inForce('round-robin');
+    await waitFor(() => alternates(4), { timeoutMs: 15_000, what: 'round robin in the datapath (the row reaches it just after the status)' });
     assert.ok(alternates(10), 'ten new flows in turn: b1, b2, b1, …');
     annotate('service.cilium.io/lb-algorithm: random');
-    await waitFor(() => (JSON.parse(node.must(HERALD, ['status', '--json', '--status-socket', node.statusSocket])).lb?.frontends ?? []).every((f: { algorithm?: string }) => f.algorithm === 'random'), { timeoutMs: 15_000, what: 'random in the status' });
+    await inForce('random');
     const spread = udpProbe(Array.from({ length: 16 }, (_, i) => 33000 + i));
     assert.ok(spread.every((r) => r.backend === 'b1' || r.backend === 'b2'));
     writeFileSync(join(dir, 'intent.yaml'), intent);

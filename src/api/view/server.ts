@@ -307,7 +307,8 @@ export class ViewHandler {
     for (const client of this.clients) {
       if (client.fresh) {
         client.fresh = false;
-        fullText ??= `event: counters\ndata: ${JSON.stringify({ ...common, full: true, answers: c.answers, connections: c.connections ?? {}, advertised: c.advertised ?? {} })}\n\n`;
+        // Whole, details too: the page's snapshot may predate the baseline the deltas start from.
+        fullText ??= `event: counters\ndata: ${JSON.stringify({ ...common, full: true, details: Object.fromEntries(this.source.details()), answers: c.answers, connections: c.connections ?? {}, advertised: c.advertised ?? {} })}\n\n`;
         this.write(client, fullText);
       } else {
         deltaText ??= `event: counters\ndata: ${JSON.stringify({ ...common, answers, connections: c.connections ?? {}, ...(advertisedChanged ? { advertised: c.advertised ?? {} } : {}) })}\n\n`;

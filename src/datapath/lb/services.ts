@@ -113,7 +113,13 @@ export class LbServiceWriter {
     const flags =
       (row.mode === 'snat' ? SVC_F_SNAT : row.mode === 'dsr' ? SVC_F_DSR : 0) |
       (algorithm === 'random' ? SVC_F_RANDOM : algorithm === 'round-robin' ? SVC_F_ROUND_ROBIN : 0);
-    services.update(fk, { id, backends: active.length, flags, affinityTimeoutS: row.affinity === 'ClientIP' ? row.affinityTimeoutS : 0 });
+    const value: ServiceValue = { id, backends: active.length, flags, affinityTimeoutS: row.affinity === 'ClientIP' ? row.affinityTimeoutS : 0 };
+    // An unchanged frontend is not rewritten: a rewrite restarts the datapath's
+    // round-robin counter, and full reconciliations come every few minutes.
+    const current = services.lookup(fk);
+    if (!current || current.id !== value.id || current.backends !== value.backends || current.flags !== value.flags || current.affinityTimeoutS !== value.affinityTimeoutS) {
+      services.update(fk, value);
+    }
     services.update({ vip: row.vip, port: 0, proto: 0 }, { id: 0, backends: 0, flags: 0, affinityTimeoutS: 0 });
     const before = this.uses.get(k) ?? new Set<number>();
     this.uses.set(k, wanted);
