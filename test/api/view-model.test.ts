@@ -175,6 +175,9 @@ describe('view model: the compact snapshot and the counters deltas', () => {
     assert.deepEqual(diffPerNode(sent, { n1: { a: 1, b: 3 } }), {});
     assert.equal(sent.has('n2'), false);
     assert.deepEqual(diffPerNode(sent, { n1: { a: 1, b: 3 }, n2: { a: 0 } }), { n2: { a: 0 } }, 'a node back: all of its answers again');
+     // An IP that moved away from n1: the page is told to drop n1's counter for it (-1), once.
+    assert.deepEqual(diffPerNode(sent, { n1: { a: 1 }, n2: { a: 0, b: 5 } }), { n1: { b: -1 }, n2: { b: 5 } });
+    assert.deepEqual(diffPerNode(sent, { n1: { a: 1 }, n2: { a: 0, b: 5 } }), {});
   });
 });
 

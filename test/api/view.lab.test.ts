@@ -187,7 +187,9 @@ describe('cluster view in a browser: three nodes on etcd (lab)', { skip: labSkip
     const [ip, [ownerName]] = [...owners()].find(([, [n]]) => n !== n1)! as [string, string[]];
     assert.equal(arping(lab.client, ip, { count: 3 }).received, 3, `the client gets answers for ${ip}`);
     const cell = page.locator(`tr[data-ip="${ip}"] td.replies`);
-    await cell.filter({ hasText: new RegExp(`^${ownerName} [1-9]\\d*$`) }).waitFor({ timeout: 10_000 });
+    await cell.filter({ hasText: new RegExp(`^${ownerName} [1-9]\\d*$`) }).waitFor({ timeout: 10_000 }).catch(async (e: Error) => {
+      throw new Error(`${e.message}\ncell: ${await cell.textContent().catch(() => '?')}; owners: ${JSON.stringify([...owners()])}; row: ${await page.locator(`tr[data-ip="${ip}"]`).innerHTML().catch(() => '?')}`);
+    });
     console.log(`view: ${ip} answers on n1's page: ${await cell.textContent()}`);
     // n2 listens on 0.0.0.0, n3 on :: — their health (fetched from the URL their cards publish) reaches n1's page.
     for (const n of lab.nodes) await page.locator(`tr[data-node="${n.netns}"] td.health`, { hasText: /^ok$/ }).waitFor({ timeout: 10_000 });

@@ -200,7 +200,8 @@ class Page {
       for (const [ip, n] of Object.entries(replies)) {
         const x = index.get(ip);
         if (!x) continue;
-        x.answers[node] = n;
+        if (n < 0) delete x.answers[node]; // the node no longer counts it (the IP moved away)
+        else x.answers[node] = n;
         counted.add(x);
       }
     // Rates: a changed sum gives a sample; IPs with a graph and no change get a zero.

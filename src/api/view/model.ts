@@ -307,6 +307,12 @@ export function diffPerNode(sent: Map<string, Map<string, number>>, now: Record<
       before.set(ip, n);
       (changed ??= {})[ip] = n;
     }
+    // An IP the node no longer counts (it moved away): -1 tells the page to drop it.
+    for (const ip of [...before.keys()]) {
+      if (Object.hasOwn(values, ip)) continue;
+      before.delete(ip);
+      (changed ??= {})[ip] = -1;
+    }
     if (changed) out[node] = changed;
   }
   for (const node of [...sent.keys()]) if (!(node in now)) sent.delete(node);
