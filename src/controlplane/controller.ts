@@ -76,6 +76,9 @@ export interface PolicyWarning {
 export class ControlPlane implements Disposable {
   private snapshot: IntentSnapshot = emptySnapshot;
   private snapshotLoaded = false;
+  /** The snapshot the queued recompute will take (the latest one given). */
+  private nextSnapshot: IntentSnapshot | undefined;
+  private queuedRecompute: Promise<void> | undefined;
   private ipam: IpamResult | undefined;
   private links: LinkInfo[] = [];
   private candidates = new Map<string, Candidate>();
@@ -100,10 +103,7 @@ export class ControlPlane implements Disposable {
   async start(): Promise<void> {
     await this.deps.ipam.start(() => {
       // The persisted state or the allocator role changed (another node wrote it).
-      if (this.snapshotLoaded) void this.enqueue(async () => {
-        await this.runIpam();
-        this.recomputeCandidates();
-      });
+      if (this.snapshotLoaded) void this.recompute();
     });
     this.links = await this.deps.links.list();
     await this.deps.ownership.start((view) => this.enqueue(() => this.onOwnership(view)).then(() => this.deps.applied?.()));
@@ -111,12 +111,32 @@ export class ControlPlane implements Disposable {
 
   /** A new complete, valid snapshot from the intent source. */
   setSnapshot(snapshot: IntentSnapshot): Promise<void> {
-    return this.enqueue(async () => {
-      this.snapshot = snapshot;
-      this.snapshotLoaded = true;
+    this.nextSnapshot = snapshot;
+    return this.recompute();
+  }
+
+  /**
+   * LB-IPAM and candidates again, from the latest snapshot. Coalesced: while a
+   * recompute waits in the queue, further requests (a burst of snapshots from
+   * an informer, IPAM state changes) join it instead of queueing one pass
+   * each, so a pass that takes longer than changes arrive never builds a
+   * backlog — the next pass takes the latest snapshot.
+   */
+  private recompute(): Promise<void> {
+    if (this.queuedRecompute) return this.queuedRecompute;
+    const run = this.enqueue(async () => {
+      this.queuedRecompute = undefined;
+      if (this.nextSnapshot) {
+        this.snapshot = this.nextSnapshot;
+        this.nextSnapshot = undefined;
+        this.snapshotLoaded = true;
+      }
+      if (!this.snapshotLoaded) return;
       await this.runIpam();
       this.recomputeCandidates();
     });
+    this.queuedRecompute = run;
+    return run;
   }
 
   /** Links changed (carrier, up/down, added/removed): debounced re-read. */
@@ -142,6 +162,11 @@ export class ControlPlane implements Disposable {
       policyWarnings: this.policyWarnings,
       ...(this.lastError ? { lastError: this.lastError } : {}),
     };
+  }
+
+  /** The Services (`namespace/name`) this node would announce `ip` for (empty when not a candidate). */
+  servicesFor(ip: string): readonly string[] {
+    return this.candidates.get(ip)?.services ?? [];
   }
 
   /** Resolves when every queued update has been applied. */

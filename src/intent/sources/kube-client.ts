@@ -7,8 +7,14 @@
  *
  * Errors are HERALD_KUBE_API with the HTTP status in `status` (0 = no answer)
  * and the API server's Status `reason` (Conflict, Forbidden, NotFound, …).
+ *
+ * Requests share keep-alive connections: client-node makes a new agent (a new
+ * TLS handshake) per request; here one keep-alive agent is kept per set of
+ * credentials (a new one when they change, e.g. a rotated certificate), so
+ * a burst of status writes costs no handshake each on either side.
  */
-import { request } from 'node:https';
+import { createHash } from 'node:crypto';
+import { Agent, request } from 'node:https';
 import type * as k8s from '@kubernetes/client-node';
 import { HeraldError } from '../../core/errors.js';
 
@@ -58,6 +64,7 @@ export class KubeClient {
   private readonly timeoutMs: number;
   /** Requests sent, by verb (for tests and status). */
   readonly sent = new Map<string, number>();
+  private agent: { key: string; agent: Agent } | undefined;
 
   private constructor(
     readonly k8s: KubeModule,
@@ -87,6 +94,7 @@ export class KubeClient {
   async request<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
     const opts: Parameters<typeof request>[1] = { method, headers: { accept: 'application/json' } };
     await this.kc.applyToHTTPSOptions(opts as never);
+    opts.agent = this.keepAlive(opts.agent as Agent | undefined);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) opts.headers = { ...opts.headers, 'content-type': contentType, 'content-length': String(Buffer.byteLength(payload)) };
     this.sent.set(method, (this.sent.get(method) ?? 0) + 1);
@@ -116,6 +124,28 @@ export class KubeClient {
       if (payload !== undefined) req.write(payload);
       req.end();
     });
+  }
+
+  /** One keep-alive agent per set of TLS options (client-node's fresh agent is replaced). */
+  private keepAlive(fresh: Agent | undefined): Agent | undefined {
+    if (!fresh || fresh.constructor !== Agent) return fresh; // a proxy agent (proxy-url): left as client-node made it
+    const o = fresh.options as Record<string, unknown>;
+    const h = createHash('sha1');
+    for (const f of ['ca', 'cert', 'key', 'pfx', 'passphrase', 'servername', 'rejectUnauthorized']) h.update(f).update('\u0000').update(String(o[f] ?? '')).update('\u0000');
+    const key = h.digest('hex');
+    fresh.destroy();
+    if (this.agent?.key === key) return this.agent.agent;
+    this.agent?.agent.destroy();
+    const options: Record<string, unknown> = { keepAlive: true, maxSockets: 16, maxFreeSockets: 8 };
+    for (const f of ['ca', 'cert', 'key', 'pfx', 'passphrase', 'servername', 'rejectUnauthorized']) if (o[f] !== undefined) options[f] = o[f];
+    this.agent = { key, agent: new Agent(options) };
+    return this.agent.agent;
+  }
+
+  /** Closes the kept connections (idle ones do not hold the process open either way). */
+  close(): void {
+    this.agent?.agent.destroy();
+    this.agent = undefined;
   }
 
   /** A whole collection, page by page (500 a page), at one resourceVersion. */
