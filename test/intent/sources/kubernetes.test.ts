@@ -80,6 +80,7 @@ async function bindAgents(group: string): Promise<void> {
 
 test('the generated CRDs are current, and the API server enforces them (strict fields refused, valid objects stored)', async () => {
   assert.equal(readFileSync(new URL('deploy/kubernetes/crds.yaml', ROOT), 'utf8'), renderCrds(), 'run node --import tsx scripts/gen-crds.ts');
+  assert.equal(readFileSync(new URL('deploy/helm/herald/crds/crds.yaml', ROOT), 'utf8'), renderCrds(), 'the Helm chart\'s CRDs: run node --import tsx scripts/gen-crds.ts');
   const bad = await kube.api('POST', '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools?fieldValidation=Strict', {
     apiVersion: 'cilium.io/v2alpha1',
     kind: 'CiliumLoadBalancerIPPool',
