@@ -94,7 +94,8 @@ test('a refused Service, pool and policy each get one Warning Event InvalidInten
     for (const name of ['ev-bad-svc', 'ev-bad-pool', 'ev-bad-policy']) assert.equal((await eventsFor(name, EVENT_REASONS.rejected)).length, 1, name);
   } finally {
     for (const n of nodes) n.crash();
-    for (const path of ['/api/v1/namespaces/default/services/ev-bad-svc', '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools/ev-bad-pool', '/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/ev-bad-policy']) await kube.api('DELETE', path);
+    // Everything this test made goes (the next test's Service must draw from its own pool only).
+    for (const path of ['/api/v1/namespaces/default/services/ev-bad-svc', '/api/v1/namespaces/default/services/ev-good-svc', '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools/ev-bad-pool', '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools/ev-good', '/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/ev-bad-policy']) await kube.api('DELETE', path);
   }
 });
 
