@@ -99,7 +99,19 @@ export class KubeClient {
     if (payload !== undefined) opts.headers = { ...opts.headers, 'content-type': contentType, 'content-length': String(Buffer.byteLength(payload)) };
     this.sent.set(method, (this.sent.get(method) ?? 0) + 1);
     const where = `${method} ${path}`;
-    return await new Promise<T>((resolve, reject) => {
+    // A kept connection the server closed just as we reused it fails before the request was read
+    // (ECONNRESET/EPIPE on a reused socket): sent once more on a fresh one, as Node's docs advise.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.send<T>(path, opts, payload, where);
+      } catch (e) {
+        if (attempt > 0 || !(e instanceof KubeApiError) || !(e as KubeApiError & { staleSocket?: boolean }).staleSocket) throw e;
+      }
+    }
+  }
+
+  private send<T>(path: string, opts: Parameters<typeof request>[1], payload: string | undefined, where: string): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
       const req = request(`${this.server}${path}`, opts, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -120,7 +132,12 @@ export class KubeClient {
         });
       });
       req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
-      req.on('error', (e) => reject(new KubeApiError(0, 'ConnectionError', `kubernetes: ${where}: ${e.message}`, { cause: e })));
+      req.on('error', (e) => {
+        const err = new KubeApiError(0, 'ConnectionError', `kubernetes: ${where}: ${e.message}`, { cause: e });
+        const code = (e as NodeJS.ErrnoException).code;
+        if (req.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE')) Object.assign(err, { staleSocket: true });
+        reject(err);
+      });
       if (payload !== undefined) req.write(payload);
       req.end();
     });
@@ -136,7 +153,8 @@ export class KubeClient {
     fresh.destroy();
     if (this.agent?.key === key) return this.agent.agent;
     this.agent?.agent.destroy();
-    const options: Record<string, unknown> = { keepAlive: true, maxSockets: 16, maxFreeSockets: 8 };
+    // Idle kept connections are closed after 30 s, before the API server's own idle timeout.
+    const options: Record<string, unknown> = { keepAlive: true, maxSockets: 32, maxFreeSockets: 8, timeout: 30_000 };
     for (const f of ['ca', 'cert', 'key', 'pfx', 'passphrase', 'servername', 'rejectUnauthorized']) if (o[f] !== undefined) options[f] = o[f];
     this.agent = { key, agent: new Agent(options) };
     return this.agent.agent;
