@@ -96,7 +96,7 @@ async function main(): Promise<void> {
     const leaderIndex = polls.findIndex((p) => p.leader);
     const satisfied = (p: Poll) => p.satisfied >= N;
     // Creates over one keep-alive client (as kubectl or a controller would), not a TLS handshake each.
-    admin = await KubeClient.create({ kubeconfig: kube.kubeconfig('admin', ['system:masters']) });
+    admin = await KubeClient.create({ kubeconfig: kube.kubeconfig('admin', ['system:masters']), keepAlive: true });
     const m0 = await kube.metrics();
     const t0 = Date.now();
     // Applied 10 at a time, as a controller or kubectl apply of a big file would.

@@ -8,10 +8,10 @@
  * Errors are HERALD_KUBE_API with the HTTP status in `status` (0 = no answer)
  * and the API server's Status `reason` (Conflict, Forbidden, NotFound, …).
  *
- * Requests share keep-alive connections: client-node makes a new agent (a new
- * TLS handshake) per request; here one keep-alive agent is kept per set of
- * credentials (a new one when they change, e.g. a rotated certificate), so
- * a burst of status writes costs no handshake each on either side.
+ * With `keepAlive` (bulk clients), requests share connections: client-node
+ * makes a new agent (a new TLS handshake) per request; then one keep-alive
+ * agent is kept per set of credentials (a new one when they change, e.g. a
+ * rotated certificate). The agent itself does not use it (see the option).
  */
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'node:https';
@@ -57,6 +57,14 @@ export interface KubeClientOptions {
   readonly kubeconfig?: string;
   /** Deadline of one request (not of watches). */
   readonly timeoutMs?: number;
+  /**
+   * Reuse connections (off by default). Off, every request has its own TLS
+   * connection, as client-node does: a kept connection that a middlebox
+   * dropped silently would hold a node Lease renewal until its deadline
+   * (seen in the lab, whose agents reach the API server through a bridge).
+   * Bulk clients (bench/k8s) turn it on.
+   */
+  readonly keepAlive?: boolean;
 }
 
 export class KubeClient {
@@ -65,6 +73,7 @@ export class KubeClient {
   /** Requests sent, by verb (for tests and status). */
   readonly sent = new Map<string, number>();
   private agent: { key: string; agent: Agent } | undefined;
+  private readonly reuse: boolean;
 
   private constructor(
     readonly k8s: KubeModule,
@@ -75,6 +84,7 @@ export class KubeClient {
     if (!cluster) throw new HeraldError('HERALD_BAD_ARGUMENT', 'kubernetes: the kubeconfig names no current cluster');
     this.server = cluster.server.replace(/\/+$/, '');
     this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.reuse = opts.keepAlive ?? false;
   }
 
   /** Loads client-node (only Kubernetes agents pay for it) and the credentials. */
@@ -94,7 +104,7 @@ export class KubeClient {
   async request<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
     const opts: Parameters<typeof request>[1] = { method, headers: { accept: 'application/json' } };
     await this.kc.applyToHTTPSOptions(opts as never);
-    opts.agent = this.keepAlive(opts.agent as Agent | undefined);
+    if (this.reuse) opts.agent = this.keepAlive(opts.agent as Agent | undefined);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) opts.headers = { ...opts.headers, 'content-type': contentType, 'content-length': String(Buffer.byteLength(payload)) };
     this.sent.set(method, (this.sent.get(method) ?? 0) + 1);
