@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the real kube-apiserver (from the Go module k8s.io/kubernetes at a pinned release) and
-# a current etcd (from its Go module) for herald's Kubernetes tests. The binaries are cached
+# Builds the real kube-apiserver (from the Go module k8s.io/kubernetes at a pinned release),
+# a current etcd (from its Go module) and helm (from helm.sh/helm/v3) for herald's Kubernetes tests. The binaries are cached
 # OUTSIDE the clone, keyed by version, so a rerun is instant:
 #   $HERALD_KUBE_CACHE/kube-apiserver-<ver>, $HERALD_KUBE_CACHE/etcd-<ver>
 # Only the Go module proxy is needed. Runs niced and with GOFLAGS=-p=1 so a shared machine
@@ -8,6 +8,7 @@
 set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+HELM_VERSION="${HELM_VERSION:-v3.19.5}"
 CACHE="${HERALD_KUBE_CACHE:-/var/cache/herald-test}"
 mkdir -p "$CACHE"
 export GOFLAGS="${GOFLAGS_BUILD:--p=1} -buildvcs=false -trimpath"
@@ -66,8 +67,21 @@ build_apiserver() {
   echo "build-kube: kube-apiserver $KUBE_VERSION built in $((SECONDS - t0)) s -> $out"
 }
 
+# helm (no Debian package): from its Go module, to render and lint deploy/helm/herald in the tests.
+build_helm() {
+  local out="$CACHE/helm-$HELM_VERSION"
+  [ -x "$out" ] && { echo "build-kube: helm $HELM_VERSION cached at $out"; return; }
+  local dir; dir="$(mktemp -d)"
+  trap 'rm -rf "$dir"' RETURN
+  local t0=$SECONDS
+  GOBIN="$dir" nice -n 15 go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  mv "$dir/helm" "$out"
+  echo "build-kube: helm $HELM_VERSION built in $((SECONDS - t0)) s -> $out"
+}
+
 case "${1:-all}" in
   etcd) build_etcd ;;
   apiserver) build_apiserver ;;
-  all) build_etcd; build_apiserver ;;
+  helm) build_helm ;;
+  all) build_etcd; build_apiserver; build_helm ;;
 esac

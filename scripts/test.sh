@@ -89,6 +89,8 @@ unit_tests=(
   test/store/etcd-ipam.test.ts
   test/store/kubernetes-store.test.ts
   test/store/kubernetes-ipam.test.ts
+  test/store/kubernetes-events.test.ts
+  test/store/kubernetes-helm.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts
   test/net/ndp.test.ts

@@ -58,6 +58,8 @@ import type { KubeModules } from './agent-kube.js';
 import type { KubeClient } from './intent/sources/kube-client.js';
 import type { KubernetesIntentSource } from './intent/sources/kubernetes.js';
 import type { PoolStatusWriter, ServiceStatusWriter } from './store/kubernetes/service-status.js';
+import type { KubeIntentEvents } from './store/kubernetes/events.js';
+import type { IntentKind } from './intent/kinds.js';
 import type { LeaderElection, LeaseOwnership } from './store/kubernetes/lease-ownership.js';
 import type { IpamResult } from './controlplane/ipam/types.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
@@ -152,6 +154,8 @@ export class Agent implements Disposable {
   private readonly ipamElection: LeaderElection | undefined;
   /** Kubernetes mode: LB-IPAM pool conditions written to CiliumLoadBalancerIPPool status. */
   private readonly poolStatusWriter: PoolStatusWriter | undefined;
+  /** Kubernetes mode: Events for ownership moves and refused objects. */
+  private readonly kubeEvents: KubeIntentEvents | undefined;
   private readonly session: EtcdSession | undefined;
   private readonly ownerWatch: PacketOwnerWatch | undefined;
   private routes: Reconciler<L2AnnounceRow> | undefined;
@@ -231,6 +235,7 @@ export class Agent implements Disposable {
         : undefined;
     this.poolStatusWriter =
       kube && this.source instanceof kube.modules.KubernetesIntentSource ? this.store.add(makePoolStatusWriter(kube, this.source, this.ipamElection, log.child({ module: 'pool-status' }))) : undefined;
+    this.kubeEvents = kube && this.source instanceof kube.modules.KubernetesIntentSource ? makeKubeEvents(kube, this.source, (ip) => this.controlPlane.servicesFor(ip), this.kubeOwnership, this.ipamElection, config.node, log.child({ module: 'kube-events' })) : undefined;
     this.controlPlane = this.store.add(
       new ControlPlane({
         db: this.db,
@@ -460,6 +465,7 @@ export class Agent implements Disposable {
         onError: (problem) => {
           const text = 'errors' in problem ? formatErrors(problem.errors) : describeError(problem.error);
           if ('errors' in problem) this.intentReport.rejectedErrors(problem.errors, new Date());
+          if ('errors' in problem) this.kubeEvents?.rejected(problem.errors);
           else this.intentReport.rejectedError(problem.error, new Date());
           this.log.error({ source: source.name, errors: text }, 'intent rejected; the previous good state stays in force');
           // With etcd every node reads the same intent: the allocator alone records the rejection (once on the timeline).
@@ -928,6 +934,18 @@ function makeStatusWriter(kube: { modules: KubeModules; client: KubeClient }, so
     log,
     ...(election ? { active: () => election.isLeader() } : {}),
   });
+}
+
+function makeKubeEvents(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, servicesOf: (ip: string) => readonly string[], ownership: LeaseOwnership | undefined, election: LeaderElection | undefined, node: string, log: Logger): KubeIntentEvents {
+  const events = new kube.modules.KubeIntentEvents({
+    events: new kube.modules.EventRecorder({ client: kube.client, node, log }),
+    servicesOf,
+    cached: (kind, name, namespace) => source.cached(kind as IntentKind, name, namespace),
+    resources: kube.modules.KUBE_RESOURCES,
+    active: () => election?.isLeader() ?? true,
+  });
+  ownership?.onMove((m) => events.moved(m));
+  return events;
 }
 
 function makePoolStatusWriter(kube: { modules: KubeModules; client: KubeClient }, source: KubernetesIntentSource, election: LeaderElection | undefined, log: Logger): PoolStatusWriter {

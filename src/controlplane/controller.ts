@@ -9,7 +9,7 @@
  * never handed out twice across a crash) and the ownership backend. The
  * controller is the only writer of the l2-announce table.
  */
-import type { Clock, TimerHandle } from '../core/clock.js';
+import { monotonicMs, type Clock, type TimerHandle } from '../core/clock.js';
 import type { Disposable } from '../core/disposable.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
@@ -76,6 +76,11 @@ export interface PolicyWarning {
 export class ControlPlane implements Disposable {
   private snapshot: IntentSnapshot = emptySnapshot;
   private snapshotLoaded = false;
+  /** The snapshot the queued recompute will take (the latest one given). */
+  private nextSnapshot: IntentSnapshot | undefined;
+  private queuedRecompute: Promise<void> | undefined;
+  /** When the last recompute ended and how long it took (monotonic ms). */
+  private lastPass = { end: 0, took: 0 };
   private ipam: IpamResult | undefined;
   private links: LinkInfo[] = [];
   private candidates = new Map<string, Candidate>();
@@ -100,10 +105,7 @@ export class ControlPlane implements Disposable {
   async start(): Promise<void> {
     await this.deps.ipam.start(() => {
       // The persisted state or the allocator role changed (another node wrote it).
-      if (this.snapshotLoaded) void this.enqueue(async () => {
-        await this.runIpam();
-        this.recomputeCandidates();
-      });
+      if (this.snapshotLoaded) void this.recompute();
     });
     this.links = await this.deps.links.list();
     await this.deps.ownership.start((view) => this.enqueue(() => this.onOwnership(view)).then(() => this.deps.applied?.()));
@@ -111,12 +113,45 @@ export class ControlPlane implements Disposable {
 
   /** A new complete, valid snapshot from the intent source. */
   setSnapshot(snapshot: IntentSnapshot): Promise<void> {
-    return this.enqueue(async () => {
-      this.snapshot = snapshot;
-      this.snapshotLoaded = true;
-      await this.runIpam();
-      this.recomputeCandidates();
-    });
+    this.nextSnapshot = snapshot;
+    return this.recompute();
+  }
+
+  /**
+   * LB-IPAM and candidates again, from the latest snapshot. Coalesced: while a
+   * recompute waits in the queue, further requests (a burst of snapshots from
+   * an informer, IPAM state changes) join it instead of queueing one pass
+   * each, so a pass that takes longer than changes arrive never builds a
+   * backlog — the next pass takes the latest snapshot. A pass that took d ms
+   * is followed by at least d ms without one (waited outside the queue, so
+   * ownership changes are never held up): under a stream of changes the
+   * recomputes use at most half a core, however many Services there are.
+   */
+  private recompute(): Promise<void> {
+    if (this.queuedRecompute) return this.queuedRecompute;
+    const gap = this.lastPass.end + this.lastPass.took - monotonicMs(this.deps.clock);
+    const waited = gap > 0 ? new Promise<void>((resolve) => this.deps.clock.setTimeout(resolve, gap)) : Promise.resolve();
+    const run = waited.then(() =>
+      this.enqueue(async () => {
+        this.queuedRecompute = undefined;
+        if (this.nextSnapshot) {
+          this.snapshot = this.nextSnapshot;
+          this.nextSnapshot = undefined;
+          this.snapshotLoaded = true;
+        }
+        if (!this.snapshotLoaded) return;
+        const t0 = monotonicMs(this.deps.clock);
+        try {
+          await this.runIpam();
+          this.recomputeCandidates();
+        } finally {
+          const end = monotonicMs(this.deps.clock);
+          this.lastPass = { end, took: end - t0 };
+        }
+      }),
+    );
+    this.queuedRecompute = run;
+    return run;
   }
 
   /** Links changed (carrier, up/down, added/removed): debounced re-read. */
@@ -142,6 +177,11 @@ export class ControlPlane implements Disposable {
       policyWarnings: this.policyWarnings,
       ...(this.lastError ? { lastError: this.lastError } : {}),
     };
+  }
+
+  /** The Services (`namespace/name`) this node would announce `ip` for (empty when not a candidate). */
+  servicesFor(ip: string): readonly string[] {
+    return this.candidates.get(ip)?.services ?? [];
   }
 
   /** Resolves when every queued update has been applied. */

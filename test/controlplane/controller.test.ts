@@ -240,3 +240,18 @@ test('wired to the datapath reconciler as the agent does, a give-up completes on
   await giveUp;
   assert.deepEqual([...map.entries], []);
 });
+
+test('snapshots arriving faster than a recompute are coalesced: one pass takes the latest, none is left queued per snapshot', async () => {
+  const s = await setup();
+  await s.ownership.own(WEB, DB);
+  const before = s.cp.stats.recomputes;
+  // Ten snapshots in one turn (an informer burst): the first queued pass takes the last one.
+  const without = MANIFESTS.slice(0, MANIFESTS.lastIndexOf('---'));
+  const pending = [];
+  for (let i = 0; i < 10; i++) pending.push(s.cp.setSnapshot(snapshot(i % 2 === 0 ? MANIFESTS : without)));
+  await Promise.all(pending);
+  assert.equal(s.cp.stats.recomputes - before, 1, 'one recompute for the burst');
+  assert.deepEqual(s.announced(), [`${WEB}@eth0 service:default/web`], 'the latest snapshot (without db) is in force');
+  assert.deepEqual(s.cp.servicesFor(WEB), ['default/web']);
+  assert.deepEqual(s.cp.servicesFor(DB), [], 'db is no candidate any more');
+});

@@ -12,7 +12,9 @@ import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
 import { KubeClient } from '../../src/intent/sources/kube-client.js';
 import { KUBE_RESOURCES, KubernetesIntentSource } from '../../src/intent/sources/kubernetes.js';
 import { FakeLinks } from '../../src/os/fake/links.js';
-import { EventRecorder } from '../../src/store/kubernetes/events.js';
+import { EventRecorder, KubeIntentEvents } from '../../src/store/kubernetes/events.js';
+import type { ManifestDiagnostic } from '../../src/intent/diagnostics.js';
+import type { IntentKind } from '../../src/intent/kinds.js';
 import { IPAM_ELECTION, KubeIpamCoordinator } from '../../src/store/kubernetes/ipam.js';
 import { LeaseOwnership, type LeaseOwnershipOptions } from '../../src/store/kubernetes/lease-ownership.js';
 import { PoolStatusWriter, ServiceStatusWriter, serviceStatusDefaults, type ServiceStatusOptions } from '../../src/store/kubernetes/service-status.js';
@@ -20,7 +22,7 @@ import type { KubeServer } from './kube.js';
 
 export type KubeControlPlane = Awaited<ReturnType<typeof kubeControlPlane>>;
 
-export async function kubeControlPlane(kube: KubeServer, node: string, opts: { lease: LeaseOwnershipOptions; status?: ServiceStatusOptions; resyncMs?: number; debounceMs?: number }) {
+export async function kubeControlPlane(kube: KubeServer, node: string, opts: { lease: LeaseOwnershipOptions; status?: ServiceStatusOptions; resyncMs?: number; debounceMs?: number; /** Fake Ethernet links (up, carrier): a policy naming them makes this node a candidate. */ links?: readonly string[] }) {
   const client = await KubeClient.create({ kubeconfig: kube.kubeconfig(`herald:${node}`, ['herald:agents']) });
   const log = silentLogger;
   const source = new KubernetesIntentSource({ client, log, debounceMs: opts.debounceMs ?? 20 });
@@ -33,10 +35,16 @@ export async function kubeControlPlane(kube: KubeServer, node: string, opts: { l
   const poolRes = KUBE_RESOURCES.find((r) => r.kind === 'CiliumLoadBalancerIPPool')!;
   const pools = new PoolStatusWriter({ client, cached: (name) => source.cached('CiliumLoadBalancerIPPool', name), collection: poolRes.path, apiVersion: poolRes.apiVersion, log, active, resyncMs });
   const ipam = new KubeIpamCoordinator(election, () => source.objects('Service'));
+  // As agent.ts wires it: ownership moves and refused objects as Events.
+  const intentEvents = new KubeIntentEvents({ events, servicesOf: (ip) => cp.servicesFor(ip), cached: (kind, name, namespace) => source.cached(kind as IntentKind, name, namespace), resources: KUBE_RESOURCES, active });
+  ownership.onMove((m) => intentEvents.moved(m));
+  const links = new FakeLinks();
+  for (const name of opts.links ?? []) links.add(name);
+  const rejected: ManifestDiagnostic[][] = [];
   const cp = new ControlPlane({
     db: new StateDB([l2AnnounceTable]),
     nodeName: node,
-    links: new FakeLinks(),
+    links,
     ownership,
     ipam,
     staticAnnouncements: [],
@@ -55,13 +63,22 @@ export async function kubeControlPlane(kube: KubeServer, node: string, opts: { l
     pools.dispose();
     cp.dispose();
     ownership.dispose();
+    client.close();
   };
   try {
     await cp.start();
-    await source.start({ onSnapshot: (s) => void cp.setSnapshot(s), onError: () => {} });
+    await source.start({
+      onSnapshot: (s) => void cp.setSnapshot(s),
+      onError: (problem) => {
+        if ('errors' in problem) {
+          rejected.push([...problem.errors]);
+          intentEvents.rejected(problem.errors);
+        }
+      },
+    });
   } catch (e) {
     crash();
     throw e;
   }
-  return { node, client, election, writer, pools, events, cp, crash };
+  return { node, client, source, ownership, election, writer, pools, events, rejected, cp, crash };
 }

@@ -25,6 +25,8 @@ export const KUBE_ETCD_VERSION = process.env.ETCD_VERSION ?? 'v3.6.16';
 export const KUBE_CACHE = process.env.HERALD_KUBE_CACHE ?? '/var/cache/herald-test';
 export const KUBE_APISERVER_BINARY = join(KUBE_CACHE, `kube-apiserver-${KUBE_VERSION}`);
 export const KUBE_ETCD_BINARY = join(KUBE_CACHE, `etcd-${KUBE_ETCD_VERSION}`);
+/** helm, built from its Go module by scripts/build-kube.sh (no Debian package). */
+export const HELM_BINARY = join(KUBE_CACHE, `helm-${process.env.HELM_VERSION ?? 'v3.19.5'}`);
 /** Cluster IPs come from here (data only: never configured on an interface). */
 export const KUBE_SERVICE_CIDR = '203.0.113.192/26';
 

@@ -7,8 +7,14 @@
  *
  * Errors are HERALD_KUBE_API with the HTTP status in `status` (0 = no answer)
  * and the API server's Status `reason` (Conflict, Forbidden, NotFound, …).
+ *
+ * With `keepAlive` (bulk clients), requests share connections: client-node
+ * makes a new agent (a new TLS handshake) per request; then one keep-alive
+ * agent is kept per set of credentials (a new one when they change, e.g. a
+ * rotated certificate). The agent itself does not use it (see the option).
  */
-import { request } from 'node:https';
+import { createHash } from 'node:crypto';
+import { Agent, request } from 'node:https';
 import type * as k8s from '@kubernetes/client-node';
 import { HeraldError } from '../../core/errors.js';
 
@@ -51,6 +57,14 @@ export interface KubeClientOptions {
   readonly kubeconfig?: string;
   /** Deadline of one request (not of watches). */
   readonly timeoutMs?: number;
+  /**
+   * Reuse connections (off by default). Off, every request has its own TLS
+   * connection, as client-node does: a kept connection that a middlebox
+   * dropped silently would hold a node Lease renewal until its deadline
+   * (seen in the lab, whose agents reach the API server through a bridge).
+   * Bulk clients (bench/k8s) turn it on.
+   */
+  readonly keepAlive?: boolean;
 }
 
 export class KubeClient {
@@ -58,6 +72,8 @@ export class KubeClient {
   private readonly timeoutMs: number;
   /** Requests sent, by verb (for tests and status). */
   readonly sent = new Map<string, number>();
+  private agent: { key: string; agent: Agent } | undefined;
+  private readonly reuse: boolean;
 
   private constructor(
     readonly k8s: KubeModule,
@@ -68,6 +84,7 @@ export class KubeClient {
     if (!cluster) throw new HeraldError('HERALD_BAD_ARGUMENT', 'kubernetes: the kubeconfig names no current cluster');
     this.server = cluster.server.replace(/\/+$/, '');
     this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.reuse = opts.keepAlive ?? false;
   }
 
   /** Loads client-node (only Kubernetes agents pay for it) and the credentials. */
@@ -87,11 +104,24 @@ export class KubeClient {
   async request<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
     const opts: Parameters<typeof request>[1] = { method, headers: { accept: 'application/json' } };
     await this.kc.applyToHTTPSOptions(opts as never);
+    if (this.reuse) opts.agent = this.keepAlive(opts.agent as Agent | undefined);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) opts.headers = { ...opts.headers, 'content-type': contentType, 'content-length': String(Buffer.byteLength(payload)) };
     this.sent.set(method, (this.sent.get(method) ?? 0) + 1);
     const where = `${method} ${path}`;
-    return await new Promise<T>((resolve, reject) => {
+    // A kept connection the server closed just as we reused it fails before the request was read
+    // (ECONNRESET/EPIPE on a reused socket): sent once more on a fresh one, as Node's docs advise.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.send<T>(path, opts, payload, where);
+      } catch (e) {
+        if (attempt > 0 || !(e instanceof KubeApiError) || !(e as KubeApiError & { staleSocket?: boolean }).staleSocket) throw e;
+      }
+    }
+  }
+
+  private send<T>(path: string, opts: Parameters<typeof request>[1], payload: string | undefined, where: string): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
       const req = request(`${this.server}${path}`, opts, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -112,10 +142,38 @@ export class KubeClient {
         });
       });
       req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
-      req.on('error', (e) => reject(new KubeApiError(0, 'ConnectionError', `kubernetes: ${where}: ${e.message}`, { cause: e })));
+      req.on('error', (e) => {
+        const err = new KubeApiError(0, 'ConnectionError', `kubernetes: ${where}: ${e.message}`, { cause: e });
+        const code = (e as NodeJS.ErrnoException).code;
+        if (req.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE')) Object.assign(err, { staleSocket: true });
+        reject(err);
+      });
       if (payload !== undefined) req.write(payload);
       req.end();
     });
+  }
+
+  /** One keep-alive agent per set of TLS options (client-node's fresh agent is replaced). */
+  private keepAlive(fresh: Agent | undefined): Agent | undefined {
+    if (!fresh || fresh.constructor !== Agent) return fresh; // a proxy agent (proxy-url): left as client-node made it
+    const o = fresh.options as Record<string, unknown>;
+    const h = createHash('sha1');
+    for (const f of ['ca', 'cert', 'key', 'pfx', 'passphrase', 'servername', 'rejectUnauthorized']) h.update(f).update('\u0000').update(String(o[f] ?? '')).update('\u0000');
+    const key = h.digest('hex');
+    fresh.destroy();
+    if (this.agent?.key === key) return this.agent.agent;
+    this.agent?.agent.destroy();
+    // Idle kept connections are closed after 30 s, before the API server's own idle timeout.
+    const options: Record<string, unknown> = { keepAlive: true, maxSockets: 32, maxFreeSockets: 8, timeout: 30_000 };
+    for (const f of ['ca', 'cert', 'key', 'pfx', 'passphrase', 'servername', 'rejectUnauthorized']) if (o[f] !== undefined) options[f] = o[f];
+    this.agent = { key, agent: new Agent(options) };
+    return this.agent.agent;
+  }
+
+  /** Closes the kept connections (idle ones do not hold the process open either way). */
+  close(): void {
+    this.agent?.agent.destroy();
+    this.agent = undefined;
   }
 
   /** A whole collection, page by page (500 a page), at one resourceVersion. */

@@ -19,6 +19,15 @@
  * JSON) under the key `kubernetes/<Kind>/<namespace or _cluster>/<name>`, and
  * the whole set is offered to the SnapshotPublisher (debounced), which
  * publishes it when it is new and valid.
+ *
+ * Incremental: informer events mark their object's key dirty; a pass (the
+ * debounced Trigger) turns only the dirty keys into stored form and validates
+ * only those whose stored form changed (a status-only write to a pool, a
+ * Node heartbeat: nothing to validate), keeps each key's outcome (objects,
+ * errors, warnings) and assembles the snapshot from the kept outcomes. A
+ * relist marks every key of its kind dirty (objects gone meanwhile are
+ * dropped). The content hash is built from per-key digests, so a pass costs
+ * O(changed objects) validation plus O(objects) map assembly.
  */
 import type * as k8s from '@kubernetes/client-node';
 import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
@@ -31,9 +40,14 @@ import { manifestLimitDefaults, tooLargeError, type ManifestLimits } from '../li
 import type { ManifestLoad } from '../parse.js';
 import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from './kube-client.js';
 import type { ParseJob } from './parse-job.js';
-import { SnapshotPublisher, contentHash } from './publisher.js';
+import { SnapshotPublisher } from './publisher.js';
+import { createHash } from 'node:crypto';
+import { buildSnapshot } from '../snapshot.js';
+import type { IgnoredObject } from '../parse.js';
+import type { IntentObject } from '../kinds.js';
+import type { ManifestWarning } from '../diagnostics.js';
 import type { IntentSource, IntentSourceHandlers } from './source.js';
-import { storageKey, storedValueOf } from './stored-manifest.js';
+import { CLUSTER_SEGMENT, storageKey, storedValueOf } from './stored-manifest.js';
 import { parseManifestJob } from './worker-parser.js';
 
 export interface KubeResource {
@@ -105,6 +119,28 @@ interface Informer {
   missing: boolean;
 }
 
+/** One object's validation outcome, kept until its stored form changes. */
+interface KeyOutcome {
+  readonly kind: IntentKind;
+  /** sha1 of the stored form (what the content hash is built from). */
+  readonly digest: string;
+  readonly value: string;
+  readonly objects: readonly IntentObject[];
+  readonly ignored: readonly IgnoredObject[];
+  readonly errors: readonly ManifestError[];
+  readonly warnings: readonly ManifestWarning[];
+}
+
+/** Counters of the incremental passes (status, bench). */
+export interface KubernetesSourceStats {
+  /** Passes that looked at dirty keys. */
+  passes: number;
+  /** Objects whose stored form was computed (dirty keys). */
+  looked: number;
+  /** Objects validated (stored form changed). */
+  validated: number;
+}
+
 export interface KubernetesSourceStatus {
   readonly synced: boolean;
   readonly informers: readonly { kind: string; synced: boolean; lists: number; errors: number; objects: number; resourceVersion: string; missing?: true }[];
@@ -128,6 +164,11 @@ export class KubernetesIntentSource implements IntentSource {
   private publisher: SnapshotPublisher | undefined;
   private firstTry: (() => void) | undefined;
   private disposed = false;
+  /** Each key's outcome, by storage key. */
+  private readonly outcomes = new Map<string, KeyOutcome>();
+  /** Keys to look at in the next pass: informer + name/namespace of the object. */
+  private readonly dirty = new Map<string, { inf: Informer; name: string; namespace: string | undefined }>();
+  readonly stats: KubernetesSourceStats = { passes: 0, looked: 0, validated: 0 };
 
   constructor(opts: KubernetesIntentSourceOptions) {
     this.client = opts.client;
@@ -222,7 +263,8 @@ export class KubernetesIntentSource implements IntentSource {
       const lw = new k8s.ListWatch<KubeObject>(resource.path, watcher as unknown as k8s.Watch, listFn as never, false);
       informer = { resource, lw, synced: false, tried: false, retryDelay: this.retryMinMs, retryTimer: undefined, lists: 0, errors: 0, missing: false };
       const inf = informer;
-      const changed = (): void => {
+      const changed = (obj: KubeObject): void => {
+        if (obj?.metadata?.name) this.markDirty(inf, obj.metadata.name, obj.metadata.namespace);
         if (inf.synced) this.applies.trigger();
       };
       lw.on('add', changed);
@@ -264,7 +306,9 @@ export class KubernetesIntentSource implements IntentSource {
     this.tried(inf);
     if (first && this.synced) this.log.info({ kinds: this.informers.map((i) => i.resource.kind) }, 'kubernetes informers synced');
     // A (re)list may have changed the cache without add/update/delete events for
-    // objects seen before: look at the whole set again.
+    // objects seen before: look at every key of this kind again (gone ones too).
+    for (const [key, o] of this.outcomes) if (o.kind === inf.resource.kind) this.dirty.set(key, this.dirtyEntryOf(inf, key));
+    for (const obj of inf.lw.list()) this.markDirty(inf, obj.metadata.name, obj.metadata.namespace);
     this.applies.trigger();
   }
 
@@ -296,29 +340,106 @@ export class KubernetesIntentSource implements IntentSource {
     }, delay);
   }
 
+  private keyOf(inf: Informer, name: string, namespace: string | undefined): string {
+    return storageKey(KUBE_KEY_PREFIX, inf.resource.kind, objectKey(inf.resource.kind, name, namespace));
+  }
+
+  private markDirty(inf: Informer, name: string, namespace: string | undefined): void {
+    this.dirty.set(this.keyOf(inf, name, namespace), { inf, name, namespace });
+  }
+
+  /** The dirty entry of a kept key (its name and namespace read back from the key). */
+  private dirtyEntryOf(inf: Informer, key: string): { inf: Informer; name: string; namespace: string | undefined } {
+    const rest = key.slice(KUBE_KEY_PREFIX.length + inf.resource.kind.length + 1).split('/');
+    return rest[0] === CLUSTER_SEGMENT || rest.length < 2 ? { inf, name: rest[rest.length - 1]!, namespace: undefined } : { inf, name: rest[1]!, namespace: rest[0] };
+  }
+
+  /**
+   * Brings the kept outcomes up to date with the dirty keys: the stored form
+   * of each, validated (one parse job, in a worker when large) only when it
+   * changed. False when the parser failed as a whole (the keys stay dirty).
+   */
+  private async refresh(): Promise<boolean> {
+    if (this.dirty.size === 0) return true;
+    const batch = [...this.dirty];
+    this.dirty.clear();
+    this.stats.passes++;
+    this.stats.looked += batch.length;
+    const kvs: { key: string; value: string }[] = [];
+    const pending = new Map<string, { kind: IntentKind; digest: string; value: string }>();
+    for (const [key, { inf, name, namespace }] of batch) {
+      const obj = inf.lw.get(name, namespace);
+      if (!obj) {
+        this.outcomes.delete(key);
+        continue;
+      }
+      const { resource } = inf;
+      const raw: Record<string, unknown> = { ...obj, apiVersion: resource.apiVersion, kind: resource.kind };
+      for (const f of resource.drop ?? []) delete raw[f];
+      const value = storedValueOf(raw, resource.kind);
+      if (this.outcomes.get(key)?.value === value) continue;
+      const digest = createHash('sha1').update(value).digest('hex');
+      const bytes = Buffer.byteLength(value);
+      if (bytes > this.limits.maxBytes) {
+        this.outcomes.set(key, { kind: resource.kind, digest, value, objects: [], ignored: [], errors: [tooLargeError(key, bytes, this.limits, 'stored value')], warnings: [] });
+        continue;
+      }
+      pending.set(key, { kind: resource.kind, digest, value });
+      kvs.push({ key, value });
+    }
+    if (kvs.length === 0) return true;
+    kvs.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const load = await this.parse({ kind: 'stored', prefix: KUBE_KEY_PREFIX, kvs, ioErrors: [], limits: this.limits });
+    const foreign = load.errors.find((e) => !pending.has(e.file));
+    if (foreign) {
+      // The parser failed as a whole (stopped, crashed): nothing of this batch is kept.
+      for (const [key, entry] of batch) if (!this.dirty.has(key)) this.dirty.set(key, entry);
+      this.publisher?.fail(new Error(`kubernetes: validating ${kvs.length} objects failed: ${foreign.message}`));
+      return false;
+    }
+    this.stats.validated += kvs.length;
+    const by = <T>(items: readonly T[], fileOf: (t: T) => string): Map<string, T[]> => {
+      const m = new Map<string, T[]>();
+      for (const t of items) {
+        const f = fileOf(t);
+        const list = m.get(f);
+        if (list) list.push(t);
+        else m.set(f, [t]);
+      }
+      return m;
+    };
+    const objects = by(load.objects, (o) => o.source.file);
+    const ignored = by(load.ignored, (o) => o.source.file);
+    const errors = by(load.errors, (e) => e.file);
+    const warnings = by(load.warnings, (w) => w.file);
+    for (const [key, p] of pending) {
+      this.outcomes.set(key, { ...p, objects: objects.get(key) ?? [], ignored: ignored.get(key) ?? [], errors: errors.get(key) ?? [], warnings: warnings.get(key) ?? [] });
+    }
+    return true;
+  }
+
   private async publish(): Promise<void> {
     const publisher = this.publisher;
     if (!publisher || this.disposed || !this.synced) return;
-    const entries: [string, string][] = [];
-    const ioErrors: ManifestError[] = [];
-    for (const { resource, lw } of this.informers) {
-      for (const obj of lw.list()) {
-        const raw: Record<string, unknown> = { ...obj, apiVersion: resource.apiVersion, kind: resource.kind };
-        for (const f of resource.drop ?? []) delete raw[f];
-        const meta = obj.metadata;
-        const key = storageKey(KUBE_KEY_PREFIX, resource.kind, objectKey(resource.kind, meta.name, meta.namespace));
-        entries.push([key, storedValueOf(raw, resource.kind)]);
+    if (!(await this.refresh()) || this.disposed) return;
+    const keys = [...this.outcomes.keys()].sort();
+    const h = createHash('sha256');
+    for (const key of keys) h.update(key).update('\u0000').update(this.outcomes.get(key)!.digest).update('\u0000');
+    const hash = h.digest('hex');
+    const outcome = await publisher.offer(hash, () => {
+      const objects: IntentObject[] = [];
+      const ignored: IgnoredObject[] = [];
+      const errors: ManifestError[] = [];
+      const warnings: ManifestWarning[] = [];
+      for (const key of keys) {
+        const o = this.outcomes.get(key)!;
+        objects.push(...o.objects);
+        ignored.push(...o.ignored);
+        errors.push(...o.errors);
+        warnings.push(...o.warnings);
       }
-    }
-    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    const kvs: { key: string; value: string }[] = [];
-    for (const [key, value] of entries) {
-      const bytes = Buffer.byteLength(value);
-      if (bytes > this.limits.maxBytes) ioErrors.push(tooLargeError(key, bytes, this.limits, 'stored value'));
-      else kvs.push({ key, value });
-    }
-    const hash = contentHash(entries);
-    const outcome = await publisher.offer(hash, () => this.parse({ kind: 'stored', prefix: KUBE_KEY_PREFIX, kvs, ioErrors, limits: this.limits }));
-    if (outcome !== 'same') this.log.debug({ objects: entries.length, outcome }, 'intent read from kubernetes');
+      return { objects, ignored, errors, warnings, snapshot: errors.length === 0 ? buildSnapshot(objects) : undefined };
+    });
+    if (outcome !== 'same') this.log.debug({ objects: keys.length, outcome }, 'intent read from kubernetes');
   }
 }

@@ -116,6 +116,32 @@ export interface LeaseOwnershipStatus {
   leaders: Record<string, string | null>;
 }
 
+/**
+ * An IP Lease this node wrote to a new holder (the writer knows why): claimed
+ * while free — first owner, or `from` released it (deleted its Lease on a
+ * clean stop or because it no longer qualified) —, taken over because the
+ * holder's node Lease expired, or handed to its preferred node.
+ */
+export interface OwnershipMove {
+  readonly ip: string;
+  readonly to: string;
+  readonly from?: string;
+  readonly cause: 'free' | 'released' | 'expired' | 'handover';
+}
+
+/** One line for logs and Events: `node-b now announces 192.0.2.10: …`. */
+export function describeMove(m: OwnershipMove): string {
+  const why =
+    m.cause === 'expired'
+      ? `took it over from ${m.from}, whose node Lease expired`
+      : m.cause === 'handover'
+        ? `handed over by ${m.from} (${m.to} is its preferred node)`
+        : m.cause === 'released'
+          ? `claimed it after ${m.from} released it`
+          : 'claimed it while free (no node held it)';
+  return `${m.to} now announces ${m.ip}: ${why}`;
+}
+
 /** One election: who leads now, and whether it is us (fenced on our own clock). */
 export interface LeaderElection {
   readonly name: string;
@@ -152,6 +178,9 @@ export class LeaseOwnership implements OwnershipBackend {
   private candidates: ReadonlyMap<string, readonly string[]> = new Map();
   private owned: ReadonlySet<string> = new Set();
   private onChange: ((view: OwnershipView) => void | Promise<void>) | undefined;
+  private readonly moveListeners: ((move: OwnershipMove) => void)[] = [];
+  /** The holder of each IP Lease we saw deleted (a release), so the next claim can say whose it was. */
+  private readonly releasedBy = new Map<string, string>();
   private lw: k8s.ListWatch<KubeObject> | undefined;
   private watchingSince = 0;
   private synced = false;
@@ -416,9 +445,29 @@ export class LeaseOwnership implements OwnershipBackend {
     if (!name.startsWith('ip-')) return;
     const ip = (obj.metadata.annotations as Record<string, string> | undefined)?.['herald.dev/ip'];
     if (!ip) return;
-    if (deleted) this.ips.delete(ip);
-    else this.ips.set(ip, obj);
+    if (deleted) {
+      const holder = holderOf(obj);
+      if (holder) this.releasedBy.set(ip, holder);
+      if (this.releasedBy.size > 100_000) this.releasedBy.clear(); // bounded; only the message loses the name
+      this.ips.delete(ip);
+    } else this.ips.set(ip, obj);
     this.evaluate.trigger();
+  }
+
+  /** Told every IP Lease this node writes to a new holder, with the cause. */
+  onMove(fn: (move: OwnershipMove) => void): void {
+    this.moveListeners.push(fn);
+  }
+
+  private moved(move: OwnershipMove): void {
+    this.deps.log.info({ ip: move.ip, to: move.to, ...(move.from ? { from: move.from } : {}), cause: move.cause }, describeMove(move));
+    for (const fn of this.moveListeners) {
+      try {
+        fn(move);
+      } catch (e) {
+        this.deps.log.warn({ err: describeError(e) }, 'an ownership move listener failed');
+      }
+    }
   }
 
   /** A node's Lease is valid by our observation (our own: by our own clock). */
@@ -565,6 +614,8 @@ export class LeaseOwnership implements OwnershipBackend {
           spec: { holderIdentity: this.node, acquireTime: now, leaseTransitions: 0 },
         });
         this.counters.claims++;
+        const from = this.releasedBy.get(ip);
+        this.moved(from && from !== this.node ? { ip, to: this.node, from, cause: 'released' } : { ip, to: this.node, cause: 'free' });
       } else {
         const spec = lease.spec as { leaseTransitions?: number };
         // PUT carries the resourceVersion we saw: 409 if anyone wrote since.
@@ -573,8 +624,10 @@ export class LeaseOwnership implements OwnershipBackend {
           spec: { ...spec, holderIdentity: this.node, acquireTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 },
         });
         this.counters.takeovers++;
-        this.deps.log.info({ ip, from: holderOf(lease) }, 'took over an IP whose holder expired');
+        const from = holderOf(lease);
+        this.moved(from ? { ip, to: this.node, from, cause: 'expired' } : { ip, to: this.node, cause: 'free' });
       }
+      this.releasedBy.delete(ip);
       this.ips.set(ip, result);
       this.freeSince.delete(ip);
     } catch (e) {
@@ -596,6 +649,7 @@ export class LeaseOwnership implements OwnershipBackend {
       });
       this.counters.handovers++;
       this.ips.set(ip, result);
+      this.moved({ ip, to, from: this.node, cause: 'handover' });
     } catch (e) {
       if (isConflict(e) || isNotFound(e)) return;
       throw e;

@@ -80,6 +80,7 @@ async function bindAgents(group: string): Promise<void> {
 
 test('the generated CRDs are current, and the API server enforces them (strict fields refused, valid objects stored)', async () => {
   assert.equal(readFileSync(new URL('deploy/kubernetes/crds.yaml', ROOT), 'utf8'), renderCrds(), 'run node --import tsx scripts/gen-crds.ts');
+  assert.equal(readFileSync(new URL('deploy/helm/herald/crds/crds.yaml', ROOT), 'utf8'), renderCrds(), 'the Helm chart\'s CRDs: run node --import tsx scripts/gen-crds.ts');
   const bad = await kube.api('POST', '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools?fieldValidation=Strict', {
     apiVersion: 'cilium.io/v2alpha1',
     kind: 'CiliumLoadBalancerIPPool',
@@ -120,8 +121,21 @@ test('informers: nothing is published before every kind has listed (RBAC denial:
     // Watch: add, change and delete flow through.
     await applyObject(kube, service('api'));
     await waitFor('api added', () => rec.last()?.services.has('default/api'));
+    // Incremental: a change validates that one object, not the whole set.
+    const validated = source.stats.validated;
     await applyObject(kube, node('node-a', { zone: 'b' }));
     await waitFor('node relabelled', () => rec.last()?.nodes.get('node-a')?.metadata.labels.zone === 'b');
+    assert.equal(source.stats.validated, validated + 1, 'only the changed Node was validated');
+    // A status-only write to a Node (a heartbeat; status is not read) is looked at, not validated, and publishes nothing.
+    const looked = source.stats.looked;
+    const published = rec.snapshots.length;
+    const cur = (await kube.api('GET', '/api/v1/nodes/node-a')).body;
+    const put = await kube.api('PUT', '/api/v1/nodes/node-a/status', { ...cur, status: { ...cur.status, conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'heartbeat', lastHeartbeatTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), lastTransitionTime: '2026-01-01T00:00:00Z' }] } });
+    assert.equal(put.status, 200, put.text);
+    await waitFor('the heartbeat looked at', () => source.stats.looked > looked);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(source.stats.validated, validated + 1, 'a status-only change is not validated again');
+    assert.equal(rec.snapshots.length, published, 'nor published');
     await deleteObject(kube, service('api'));
     await waitFor('api deleted', () => !rec.last()?.services.has('default/api'));
   } finally {
