@@ -394,6 +394,21 @@ static __always_inline __u16 tcp_flags_to_ct(__u8 tf, int reply)
 	return f;
 }
 
+/* A reply on a tracked connection (e: its client → backend entry): the TCP
+ * state, the lifetime and the reverse counters; returns the new expiry. */
+static __always_inline __u64 ct_touch_reply(struct ct_entry *e, __u8 proto, __u8 tcpflags, __u32 len)
+{
+	__u16 f = e->flags;
+	if (proto == IPPROTO_TCP)
+		f |= tcp_flags_to_ct(tcpflags, 1);
+	e->flags = f;
+	__u64 exp = bpf_ktime_get_ns() + lifetime(proto, f);
+	e->expires_ns = exp;
+	__sync_fetch_and_add(&e->packets_rev, 1);
+	__sync_fetch_and_add(&e->bytes_rev, len);
+	return exp;
+}
+
 struct l4_info {
 	__u32 l4off;  /* offset of the TCP/UDP header */
 	__u32 csumoff; /* offset of its checksum */
@@ -721,16 +736,7 @@ static __always_inline int snat_reply4(struct __sk_buff *skb, struct l4_info *l4
 	struct ct_entry *e = bpf_map_lookup_elem(&ct4, &ekey);
 	if (!e)
 		return PASS;
-	__u64 now = bpf_ktime_get_ns();
-	__u16 f = e->flags;
-	if (l4->proto == IPPROTO_TCP)
-		f |= tcp_flags_to_ct(l4->tcpflags, 1);
-	e->flags = f;
-	__u64 exp = now + lifetime(l4->proto, f);
-	e->expires_ns = exp;
-	r->expires_ns = exp;
-	__sync_fetch_and_add(&e->packets_rev, 1);
-	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	r->expires_ns = ct_touch_reply(e, l4->proto, l4->tcpflags, skb->len);
 	__be32 vip = *(__be32 *)e->nat_addr;
 	__be16 vport = e->nat_port;
 	if (rewrite4(skb, l4, 1, daddr, client, l4->dport, cport) < 0 || rewrite4(skb, l4, 0, saddr, vip, l4->sport, vport) < 0)
@@ -1022,16 +1028,7 @@ static __always_inline int snat_reply6(struct __sk_buff *skb, struct l4_info *l4
 	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &ekey);
 	if (!e)
 		return PASS;
-	__u64 now = bpf_ktime_get_ns();
-	__u16 f = e->flags;
-	if (l4->proto == IPPROTO_TCP)
-		f |= tcp_flags_to_ct(l4->tcpflags, 1);
-	e->flags = f;
-	__u64 exp = now + lifetime(l4->proto, f);
-	e->expires_ns = exp;
-	r->expires_ns = exp;
-	__sync_fetch_and_add(&e->packets_rev, 1);
-	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	r->expires_ns = ct_touch_reply(e, l4->proto, l4->tcpflags, skb->len);
 	__u32 vip[4];
 	__builtin_memcpy(vip, e->nat_addr, 16);
 	__be16 vport = e->nat_port;
@@ -1518,14 +1515,7 @@ static __always_inline int lb6_egress(struct __sk_buff *skb)
 	struct ct_entry *e = bpf_map_lookup_elem(&ct6, &ekey);
 	if (!e)
 		return PASS;
-	__u64 now = bpf_ktime_get_ns();
-	__u16 f = e->flags;
-	if (l4.proto == IPPROTO_TCP)
-		f |= tcp_flags_to_ct(l4.tcpflags, 1);
-	e->flags = f;
-	e->expires_ns = now + lifetime(l4.proto, f);
-	__sync_fetch_and_add(&e->packets_rev, 1);
-	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	ct_touch_reply(e, l4.proto, l4.tcpflags, skb->len);
 	__u32 vip[4];
 	__builtin_memcpy(vip, e->nat_addr, 16);
 	__be16 vport = e->nat_port;
@@ -1766,14 +1756,7 @@ int herald_lb_egress(struct __sk_buff *skb)
 	struct ct_entry *e = bpf_map_lookup_elem(&ct4, &ekey);
 	if (!e)
 		return PASS;
-	__u64 now = bpf_ktime_get_ns();
-	__u16 f = e->flags;
-	if (l4.proto == IPPROTO_TCP)
-		f |= tcp_flags_to_ct(l4.tcpflags, 1);
-	e->flags = f;
-	e->expires_ns = now + lifetime(l4.proto, f);
-	__sync_fetch_and_add(&e->packets_rev, 1);
-	__sync_fetch_and_add(&e->bytes_rev, skb->len);
+	ct_touch_reply(e, l4.proto, l4.tcpflags, skb->len);
 	__be32 vip = *(__be32 *)e->nat_addr;
 	__be16 vport = e->nat_port;
 	if (rewrite4(skb, &l4, 0, baddr, vip, l4.sport, vport) < 0)
