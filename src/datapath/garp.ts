@@ -19,7 +19,7 @@
  */
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { DisposableMap, type Disposable } from '../core/disposable.js';
-import { describeError } from '../core/errors.js';
+import { describeError, HeraldError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { isIpv4 } from '../core/addr.js';
 import { gratuitousReply, gratuitousRequest } from '../net/arp.js';
@@ -119,7 +119,9 @@ export class GarpAnnouncer implements Disposable {
     private readonly deps: { sender: FrameSender; clock: Clock; log: Logger; held?: () => boolean },
     private readonly schedule: GarpSchedule,
   ) {
-    if (schedule.count < 0 || schedule.intervalMs < 0) throw new Error('gARP count and interval must be >= 0');
+    if (!(schedule.count >= 0) || !(schedule.intervalMs >= 0)) {
+      throw new HeraldError('HERALD_BAD_ARGUMENT', `gratuitous ARP count and interval must be >= 0 (got count ${schedule.count}, interval ${schedule.intervalMs} ms)`);
+    }
   }
 
   /** Starts (or restarts) the burst for one (IP, interface); its first round goes out now unless frames are waiting. Never throws. */

@@ -191,3 +191,52 @@ test('a withdrawn IP waiting in the queue never goes out', () => {
   assert.equal(sender.sent.length, 3);
   assert.equal(clock.pending, 0);
 });
+
+test('a bad schedule is refused with a code; count 0 and interval 0 are allowed', () => {
+  const clock = new ManualClock();
+  const deps = { sender: new RecordingSender(clock), clock, log: silentLogger };
+  assert.throws(() => new GarpAnnouncer(deps, { count: -1, intervalMs: 1000 }), { code: 'HERALD_BAD_ARGUMENT', message: /count -1, interval 1000 ms/ });
+  assert.throws(() => new GarpAnnouncer(deps, { count: 3, intervalMs: -5 }), { code: 'HERALD_BAD_ARGUMENT' });
+  assert.throws(() => new GarpAnnouncer(deps, { count: Number.NaN, intervalMs: 5 }), { code: 'HERALD_BAD_ARGUMENT' });
+  new GarpAnnouncer(deps, { count: 0, intervalMs: 0 }).dispose();
+  const g = new GarpAnnouncer(deps, { count: 2, intervalMs: 0 });
+  g.announce(target);
+  clock.advance(1);
+  assert.equal(deps.sender.sent.length, 4, 'interval 0: both rounds at once');
+});
+
+test('announceOnce (conflict defence): one round now, outside any burst; a full queue drops it (not a failure)', () => {
+  const clock = new ManualClock();
+  const sender = new FullQueueSender(clock, 1, 1);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 5, intervalMs: 1000 });
+  garp.announceOnce(v6(1));
+  garp.announceOnce(v6(2)); // the queue is full: dropped, not retried
+  sender.tick(50);
+  assert.deepEqual(sender.sent.map((s) => s.ip), [v6(1).ip]);
+  assert.deepEqual(garp.stats, { sent: 1, failed: 0 });
+  assert.equal(garp.activeBursts, 0);
+  assert.equal(clock.pending, 0);
+});
+
+test('dispose stops every burst and the paced queue: nothing goes out after it', () => {
+  const clock = new ManualClock();
+  const sender = new FullQueueSender(clock, 0, 1);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 3, intervalMs: 100 });
+  for (let i = 1; i <= 5; i++) garp.announce(v6(i));
+  sender.tick(2);
+  const before = sender.sent.length;
+  garp.dispose();
+  sender.tick(1000);
+  assert.equal(sender.sent.length, before);
+  assert.equal(clock.pending, 0);
+});
+
+test('a long queue is drained in order across its compaction (5,000 first rounds)', () => {
+  const clock = new ManualClock();
+  const sender = new FullQueueSender(clock, 300, 300);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 1, intervalMs: 1000 });
+  for (let i = 1; i <= 5000; i++) garp.announce(v6(i));
+  sender.tick(40);
+  assert.deepEqual(sender.sent.map((s) => s.ip), Array.from({ length: 5000 }, (_, i) => v6(i + 1).ip));
+  assert.equal(garp.queuedRounds, 0);
+});
