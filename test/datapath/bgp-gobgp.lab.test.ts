@@ -56,8 +56,15 @@ describe('herald BGP with GoBGP as the upstream peer (lab)', { skip: labSkipReas
   let gobgpd: ChildProcess | undefined;
   let gobgpLog = '';
   let node: HeraldBgpNode | undefined;
-  const rib = (): string => execFileSync('ip', ['netns', 'exec', PEER, 'gobgp', 'global', 'rib', '-a', 'ipv4'], { encoding: 'utf8' });
-  const explain = () => `gobgp rib:\n${rib()}\ngobgpd:\n${gobgpLog.slice(-3000)}\nbird.conf:\n${node?.birdConf() ?? ''}`;
+  /** GoBGP's IPv4 RIB, or undefined while gobgpd is still starting (its API not up yet: the CLI fails). */
+  const rib = (): string | undefined => {
+    try {
+      return execFileSync('ip', ['netns', 'exec', PEER, 'gobgp', 'global', 'rib', '-a', 'ipv4'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch {
+      return undefined;
+    }
+  };
+  const explain = () => `gobgp rib:\n${rib() ?? '(gobgp not answering)'}\ngobgpd:\n${gobgpLog.slice(-3000)}\nbird.conf:\n${node?.birdConf() ?? ''}`;
 
   before(() => {
     for (const ns of [PEER, NODE]) {
@@ -108,9 +115,9 @@ describe('herald BGP with GoBGP as the upstream peer (lab)', { skip: labSkipReas
 
   test('GoBGP learns the service IP with the node as next hop, and loses it when the endpoint is not ready', async () => {
     await node!.set(intent(true));
-    await waitFor(() => /203\.0\.113\.20\/32\s+192\.0\.2\.2\s+65000/.test(rib()), { timeoutMs: 40_000, what: 'route in GoBGP', onTimeout: explain });
+    await waitFor(() => /203\.0\.113\.20\/32\s+192\.0\.2\.2\s+65000/.test(rib() ?? ''), { timeoutMs: 40_000, what: 'route in GoBGP', onTimeout: explain });
     await node!.set(intent(false));
-    await waitFor(() => !rib().includes('203.0.113.20/32'), { timeoutMs: 20_000, what: 'route withdrawn from GoBGP', onTimeout: explain });
+    await waitFor(() => rib()?.includes('203.0.113.20/32') === false, { timeoutMs: 20_000, what: 'route withdrawn from GoBGP', onTimeout: explain });
     assert.equal(ipIn(NODE, 'route', 'show', `${VIP}/32`).trim(), '');
   });
 });
