@@ -411,6 +411,7 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
    */
   private async restore(): Promise<void> {
     this.restoring = true;
+    let retry = false;
     this.onChange();
     this.log.warn({ reason: this.behind, waitMs: this.restoreWaitMs }, "collecting live agents' copies of the allocation state before restoring");
     try {
@@ -436,6 +437,7 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
       );
       if (!(await this.write(restored))) {
         this.log.warn({}, 'restoring the allocation state was fenced off; re-reading');
+        retry = true;
         await this.refresh();
         return;
       }
@@ -447,10 +449,14 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
       await this.accept(restored, 'restored', best.node);
       await this.publishOffer();
     } catch (e) {
-      this.log.warn({ err: describeError(e) }, 'restoring the allocation state failed; retrying on the next change');
+      retry = true;
+      this.log.warn({ err: describeError(e) }, 'restoring the allocation state failed; retrying');
     } finally {
       this.restoring = false;
       this.onChange();
+      // Fenced off or failed: reads made meanwhile could not start another restore, and no
+      // change may come to start one (the store holds still); try again (each try waits restoreWaitMs).
+      if (retry) this.restoreIfNeeded();
     }
   }
 
