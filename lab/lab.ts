@@ -54,7 +54,8 @@ function installExitHooks(): void {
 }
 
 function run(cmd: string, args: string[], input?: string): ExecResult {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', input });
+  // A status of thousands of IPs is megabytes: the 1 MiB default would cut it off.
+  const r = spawnSync(cmd, args, { encoding: 'utf8', input, maxBuffer: 256 * 1024 * 1024 });
   return { code: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? (r.error ? String(r.error) : '') };
 }
 

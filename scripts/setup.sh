@@ -7,7 +7,8 @@ packages=(
   clang llvm libbpf-dev libbpf1 bpftool   # build and load the eBPF datapath
   iproute2 ethtool                        # tc, netns, links
   iputils-arping iputils-ping tcpdump python3-scapy    # tests, benchmarks and the demo's client
-  netsniff-ng                             # trafgen: the ARP flood in bench/wire-filter
+  netsniff-ng                             # trafgen: the ARP flood in bench/wire-filter and bench/failover/spurious
+  stress-ng                               # bench/failover/spurious: both cores saturated
   ndisc6                                  # ndisc6: IPv6 neighbour discovery from the client (NDP tests)
   nftables                                # bench/policy: the interval-set peer of the policy datapath
   etcd-server keepalived bird2 gobgpd     # coordination store, the peers we measure against, a second BGP implementation

@@ -73,6 +73,11 @@ export interface TrialOptions {
   httpTimeoutMs?: number;
   /** Extra attempts for a trial whose setup failed or whose pre-failure window was not steady (default 2). */
   retries?: number;
+  /**
+   * Run the probe at this nice value (default 0). The spurious-move bench saturates the CPU on
+   * purpose; the instrument must not be the one starved, or its own lateness reads as gaps.
+   */
+  probeNice?: number;
 }
 
 export interface Trial extends TrialResult {
@@ -167,6 +172,7 @@ export class FailoverBench {
       intervalMs: options.intervalMs ?? 10,
       httpTimeoutMs: options.httpTimeoutMs ?? 200,
       retries: options.retries ?? 2,
+      probeNice: options.probeNice ?? 0,
     };
     if (o.preMs - o.phaseJitterMs / 2 < 200) throw new Error(`${caseName}: preMs − phaseJitterMs/2 must leave ≥ 200 ms of steady window`);
     const started = Date.now();
@@ -218,8 +224,8 @@ export class FailoverBench {
     // The probe starts while the cluster comes up (node + tsx take ~0.5 s); only
     // the window from (trigger − preMs) on is analysed, and it must be steady.
     const maxMs = 120_000 + o.preMs + o.postMs;
-    const probe = this.lab.client.spawn('probe', process.execPath, [
-      '--import', 'tsx', PROBE,
+    const probe = this.lab.client.spawn('probe', 'nice', [
+      '-n', String(o.probeNice), process.execPath, '--import', 'tsx', PROBE,
       '--iface', 'eth0', '--src-ip', this.family === 6 ? PROBE_SRC_IP6 : PROBE_SRC_IP, '--src-mac', PROBE_SRC_MAC, '--target', this.vip,
       '--interval-ms', String(o.intervalMs), '--duration-ms', String(maxMs),
       '--http-port', String(this.httpPort), '--http-timeout-ms', String(o.httpTimeoutMs), '--out-json', out,

@@ -75,7 +75,9 @@ spec:
   ports: [{ port: ${port} }]${family === 6 ? '\n  ipFamilies: [IPv6]' : ''}
 `;
 
-const heraldSetup = (extraArgs: readonly string[] = []): Setup => async (bench: FailoverBench): Promise<HeraldScenario> => {
+/** extraManifests: more YAML files applied after the bench's service (etcd takes ≤ 128 objects per apply). */
+/** anyOwner: whichever node ends up owning the VIP is the owner (with many IPs the spread, not rendezvous alone, places it). */
+export const heraldSetup = (extraArgs: readonly string[] = [], extraManifests: readonly string[] = [], anyOwner = false): Setup => async (bench: FailoverBench): Promise<HeraldScenario> => {
   if (!etcd) {
     etcd = new LabEtcd(bench.lab.store!);
     await etcd.start();
@@ -86,11 +88,16 @@ const heraldSetup = (extraArgs: readonly string[] = []): Setup => async (bench: 
   writeFileSync(file, manifests(bench.vip, bench.httpPort, bench.family));
   const nodes = bench.nodes;
   nodes[0]!.must(HERALD, ['apply', '-f', file, '--etcd', etcd.endpoint, '--prefix', `${prefix}manifests/`]);
+  extraManifests.forEach((text, i) => {
+    const extra = join(tmp, `m${trial}-${i}.yaml`);
+    writeFileSync(extra, text);
+    nodes[0]!.must(HERALD, ['apply', '-f', extra, '--etcd', etcd!.endpoint, '--prefix', `${prefix}manifests/`]);
+  });
   const agents = new Map<Host, LabProcess>();
   for (const n of nodes) {
     agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes', ...(process.env.HERALD_FAILOVER_AGENT_ARGS?.split(' ').filter(Boolean) ?? []), ...(process.env.HERALD_FAILOVER_TRACE ? ['--log-format', 'json', '--log-level', process.env.HERALD_FAILOVER_TRACE === 'debug' ? 'debug' : 'info'] : []), ...extraArgs], `agent-t${trial}`));
   }
-  const owner = nodes.reduce((best, n) => (rendezvousScore(n.netns, bench.vip) > rendezvousScore(best.netns, bench.vip) ? n : best));
+  let owner = nodes.reduce((best, n) => (rendezvousScore(n.netns, bench.vip) > rendezvousScore(best.netns, bench.vip) ? n : best));
   const owns = (n: Host) => {
     const r = n.exec(HERALD, ['status', '--json', '--status-socket', n.statusSocket]);
     return r.code === 0 && (JSON.parse(r.stdout) as { owned: Array<{ ip: string }> }).owned.some((o) => o.ip === bench.vip);
@@ -103,6 +110,22 @@ const heraldSetup = (extraArgs: readonly string[] = []): Setup => async (bench: 
     }
   };
   try {
+    if (anyOwner) {
+      await waitFor(() => nodes.filter(owns).length === 1, {
+        timeoutMs: 120_000,
+        intervalMs: 1000, // a status of ~1,000 IPs costs the agent real CPU: do not poll it back to back
+        what: `one node to own ${bench.vip}`,
+        onTimeout: () =>
+          nodes
+            .map((n) => {
+              const r = n.exec(HERALD, ['status', '--status-socket', n.statusSocket]);
+              const problems = agents.get(n)!.text().split('\n').filter((l) => /WARN|ERROR|FATAL/.test(l)).slice(-8).join('\n');
+              return `${n.name}: status exit ${r.code}: ${r.stdout.slice(0, 600)} ${r.stderr.slice(0, 300)}\n${problems}`;
+            })
+            .join('\n'),
+      });
+      owner = nodes.find(owns)!;
+    }
     await waitFor(() => owns(owner) && nodes.every((n) => n === owner || !owns(n)), { timeoutMs: 30_000, what: `${owner.name} to own ${bench.vip}` });
   } catch (e) {
     // A failed setup must not leave its agents answering into the next attempt.
