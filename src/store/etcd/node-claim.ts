@@ -55,14 +55,24 @@ export class NodeClaim implements Disposable {
       }
       await new Promise<void>((r) => this.deps.clock.setTimeout(r, this.opts.pollMs));
     }
-    // A new lease after a store outage: the key went with the old one; take it back.
+    // A new lease after a store outage: the key went with the old one (or is still on it); take it back.
     this.subscription ??= this.session.onState((s) => {
-      if (s !== 'live') return;
-      void this.tryOnce().then(
-        (holder) => holder !== undefined && this.deps.log.error({ node: this.node, holder }, 'node name taken by another agent while our lease was lost'),
-        (e: unknown) => this.deps.log.warn({ err: describeError(e) }, 'could not re-claim the node name'),
-      );
+      if (s === 'live') void this.reclaim(this.session.leaseId);
     });
+  }
+
+  /** Re-claims on `lease` until it succeeds, another agent holds the name, or the lease is replaced (a slow store must not leave the name unheld). */
+  private async reclaim(lease: string | undefined): Promise<void> {
+    for (let attempt = 1; !this.disposed && lease !== undefined && this.session.leaseId === lease && this.session.state === 'live'; attempt++) {
+      try {
+        const holder = await this.tryOnce();
+        if (holder !== undefined) this.deps.log.error({ node: this.node, holder }, 'node name taken by another agent while our lease was lost');
+        return;
+      } catch (e) {
+        this.deps.log.warn({ err: describeError(e), attempt }, 'could not re-claim the node name; retrying');
+        await new Promise<void>((r) => this.deps.clock.setTimeout(r, this.opts.pollMs));
+      }
+    }
   }
 
   /** undefined when the key is ours now; else the holder's value. */
@@ -82,7 +92,10 @@ export class NodeClaim implements Disposable {
     return kv.value.toString();
   }
 
+  private disposed = false;
+
   dispose(): void {
+    this.disposed = true;
     this.subscription?.dispose();
   }
 }
