@@ -590,6 +590,7 @@ export class Agent implements Disposable {
       ownershipChanges: () => this.controlPlane.stats.ownershipChanges,
       ownedIps: () => this.ownership.view().owned.size,
       lb: () => this.lb?.stack.stats,
+      lbDatapath: () => this.lb?.stack.program.stats(),
       ha: () => {
         const ha = this.haStatus(); // not status(): that reads the whole responder map
         if (!ha) return undefined;

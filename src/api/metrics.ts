@@ -21,6 +21,8 @@ export interface MetricsSource {
   pools(): Array<{ pool: string; total: number; used: number; available: number }>;
   /** The load balancer's connection tracking (only with --lb). */
   lb?(): { ctEntries: number; ct6Entries?: number; ctMax: number; gcDeleted: number; ctEvicted?: number; gcPasses: number; gcIntervalMs: number } | undefined;
+  /** The load balancer's datapath counters since its maps were created (only with --lb): forwarded, snat_exhausted, … */
+  lbDatapath?(): Record<string, bigint> | undefined;
   /** Service traffic policy: subscribe to each change's implementation delay (enqueue → enforced in the datapath). */
   onPolicyDelay?(listener: (seconds: number, source: string) => void): void;
   /** Store session and fencing (etcd store only). */
@@ -190,6 +192,20 @@ export function buildRegistry(src: MetricsSource): Registry {
         if (v) this.set(v.ctEvicted ?? 0);
       },
     });
+    if (src.lbDatapath) {
+      const counters = src.lbDatapath;
+      new Counter({
+        name: 'herald_lb_datapath_events_total',
+        help: "The load balancer datapath's counters by event: forwarded, revnat, no_backend, ct_full, snat_exhausted (a SNAT flow dropped: every port probed was taken — widen --lb-snat-ports), …",
+        labelNames: ['event'],
+        registers: [registry],
+        collect() {
+          const v = counters();
+          this.reset();
+          if (v) for (const [event, n] of Object.entries(v)) this.inc({ event }, Number(n));
+        },
+      });
+    }
     new Gauge({
       name: 'herald_ct_gc_interval_seconds',
       help: 'The GC interval chosen after the last pass',

@@ -36,10 +36,12 @@ test('load balancer: entries and pressure per table (ct4, ct6), LRU evictions', 
     reconciler: () => undefined,
     pools: () => [],
     lb: () => ({ ctEntries: 50, ct6Entries: 25, ctMax: 100, gcDeleted: 7, ctEvicted: 12, gcPasses: 3, gcIntervalMs: 10_000 }),
+    lbDatapath: () => ({ forwarded: 1000n, snat_exhausted: 2n }),
   };
   const text = await buildRegistry(src).metrics();
   const lines = text.split('\n');
   assert.ok(lines.includes('herald_ct_entries{map="ct4"} 50') && lines.includes('herald_ct_entries{map="ct6"} 25'));
   assert.ok(lines.includes('herald_ct_map_pressure{map="ct4"} 0.5') && lines.includes('herald_ct_map_pressure{map="ct6"} 0.25'));
   assert.ok(lines.includes('herald_ct_lru_evicted 12'), text.split('\n').filter((l) => l.includes('herald_ct')).join('\n'));
+  assert.ok(lines.includes('herald_lb_datapath_events_total{event="snat_exhausted"} 2') && lines.includes('herald_lb_datapath_events_total{event="forwarded"} 1000'));
 });

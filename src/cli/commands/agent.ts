@@ -75,6 +75,7 @@ interface AgentOptions {
   lbGcMinInterval: number;
   lbSnatAddress?: string;
   lbSnatAddress6?: string;
+  lbSnatPorts?: { min: number; max: number };
   supervisor: boolean;
 }
 
@@ -201,6 +202,13 @@ export function agentCommand(): Command {
       if (!ip || ip.family !== 'IPv6') throw new InvalidArgumentError(`--lb-snat-address6 ${v}: expected an IPv6 address`);
       return ip.text;
     })
+    .option('--lb-snat-ports <min-max>', 'load balancing: source ports SNAT flows take, e.g. 32768-60999 (the default); a new flow whose probed ports are all taken is dropped and counted (herald_lb_datapath_events_total{event="snat_exhausted"})', (v: string) => {
+      const m = /^(\d{1,5})-(\d{1,5})$/.exec(v);
+      const min = Number(m?.[1]);
+      const max = Number(m?.[2]);
+      if (!m || min < 1 || max > 65535 || min > max) throw new InvalidArgumentError(`--lb-snat-ports ${v}: expected MIN-MAX with 1 ≤ MIN ≤ MAX ≤ 65535`);
+      return { min, max };
+    })
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
@@ -272,6 +280,7 @@ export function agentCommand(): Command {
                     gc: { minMs: opts.lbGcMinInterval, maxMs: Math.max(opts.lbGcMinInterval, lbDefaults.gc.maxMs) },
                     ...(opts.lbSnatAddress ? { snatAddress: opts.lbSnatAddress } : {}),
                     ...(opts.lbSnatAddress6 ? { snatAddress6: opts.lbSnatAddress6 } : {}),
+                    ...(opts.lbSnatPorts ? { snatPorts: opts.lbSnatPorts } : {}),
                   },
                 }
               : {}),

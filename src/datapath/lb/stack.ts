@@ -30,6 +30,8 @@ export interface LbOptions {
   snatAddress?: string;
   /** The node's IPv6, the same for IPv6 service IPs. */
   snatAddress6?: string;
+  /** SNAT source ports [min, max] (default 32768–60999, the kernel's ephemeral range). */
+  snatPorts?: { min: number; max: number };
 }
 
 export const lbDefaults = { ctMapSize: 262_144, maglevSize: 16381, lifetimes: defaultLifetimes, gc: gcIntervalDefaults };
@@ -67,6 +69,7 @@ export class LbStack implements Disposable {
     this.program.setLifetimes(opts.lifetimes);
     this.program.setSnatAddress(opts.snatAddress, 4);
     this.program.setSnatAddress(opts.snatAddress6, 6);
+    if (opts.snatPorts) this.program.setSnatPortRange(opts.snatPorts.min, opts.snatPorts.max);
     this.gc = new ConntrackGc(this.program.maps.ct4, {
       monotonicNs: () => deps.clock.monotonicNs(),
       snatAddress: () => opts.snatAddress,
