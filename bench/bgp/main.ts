@@ -33,7 +33,15 @@
  * (/proc/<pid>/schedstat, ns) and children's (birdc), and the time to
  * the router's FIB.
  *
- *   node --import tsx bench/bgp/main.ts [--case readiness|crash|scale] [--trials 30] [--ips 10000] [--json]
+ * `--nice N`: the whole bench — both arms, their BIRDs and the router's,
+ * which inherit it — at CPU priority N, as the agent runs (`herald agent`
+ * takes -10 by default, and under systemd its session's autogroup too). Start
+ * the bench with `setsid` so that it leads its own session and the autogroup's
+ * nice is set as well; otherwise only the threads' nice changes, which on an
+ * autogroup kernel orders them only against the other processes of the same
+ * session. Default: not changed (0).
+ *
+ *   node --import tsx bench/bgp/main.ts [--case readiness|crash|scale] [--trials 30] [--ips 10000] [--nice N] [--json]
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -46,6 +54,7 @@ import { performance } from 'node:perf_hooks';
 import { HeraldBgpNode, parse } from '../../lab/bgp-node.js';
 import { parseManifests, type IntentSnapshot } from '../../src/intent/index.js';
 import { manifestLimitDefaults } from '../../src/intent/limits.js';
+import { applyNice, leadsSession, parseNice } from '../../src/cli/nice.js';
 
 const execAsync = promisify(execFile);
 
@@ -55,6 +64,14 @@ const opt = (name: string, def: string) => {
   return i >= 0 ? args[i + 1]! : def;
 };
 const CASE = opt('case', 'readiness');
+const NICE = args.includes('--nice') ? parseNice(opt('nice', '0')) : undefined;
+/** What the priority is, for the header: nice, and whether the session's autogroup has it too. */
+const priority = (() => {
+  if (NICE === undefined) return 'nice 0 (not changed)';
+  const failed = applyNice(NICE);
+  if (failed) throw new Error(`--nice ${NICE}: ${failed}`);
+  return `nice ${NICE}${leadsSession() ? ' (own session: autogroup too)' : ' (threads only: not a session leader, start with setsid)'}`;
+})();
 const TRIALS = Number(opt('trials', CASE === 'crash' ? '10' : '30'));
 const ROUTER = `hlbbgpr${process.pid}`;
 const NODE = `hlbbgpn${process.pid}`;
@@ -211,6 +228,7 @@ async function readinessCase(): Promise<void> {
   const tick = await readinessTrials(TICK_MS);
   const result = {
     trials: TRIALS,
+    priority,
     loadAverage: { start: loadStart, end: loadavg().map((x) => +x.toFixed(1)) },
     eventDriven: { nodeKernelMs: summary(events.nodeMs), routerFibMs: summary(events.routerMs) },
     tickOnly: { tickMs: TICK_MS, nodeKernelMs: summary(tick.nodeMs), routerFibMs: summary(tick.routerMs) },
@@ -218,7 +236,7 @@ async function readinessCase(): Promise<void> {
   if (args.includes('--json')) console.log(JSON.stringify(result, null, 2));
   else {
     const row = (name: string, r: { p50: number; p99: number; max: number }) => console.log(`  ${name.padEnd(40)} p50 ${String(r.p50).padStart(8)}  p99 ${String(r.p99).padStart(8)}  max ${String(r.max).padStart(8)}`);
-    console.log(`readiness lost → route gone, ${TRIALS} trials per arm (ms); load average ${loadStart.join(' ')} → ${result.loadAverage.end.join(' ')}`);
+    console.log(`readiness lost → route gone, ${TRIALS} trials per arm (ms); ${priority}; load average ${loadStart.join(' ')} → ${result.loadAverage.end.join(' ')}`);
     row('event-driven: node kernel', result.eventDriven.nodeKernelMs);
     row('event-driven: router FIB (end to end)', result.eventDriven.routerFibMs);
     row(`tick-only ${TICK_MS} ms: node kernel`, result.tickOnly.nodeKernelMs);
@@ -570,11 +588,11 @@ async function scaleCase(): Promise<void> {
   if (process.env.BENCH_ONLY === "herald") return;
   const flock = await scaleStatic();
   process.stderr.write(`static reload: ${JSON.stringify(flock)}\n`);
-  const result = { ips: IPS, changes: CHANGES, parseMs: +parseMs.toFixed(0), loadAverage: { start: loadStart, end: loadavg().map((x) => +x.toFixed(1)) }, herald, staticReload: flock };
+  const result = { ips: IPS, changes: CHANGES, priority, parseMs: +parseMs.toFixed(0), loadAverage: { start: loadStart, end: loadavg().map((x) => +x.toFixed(1)) }, herald, staticReload: flock };
   if (args.includes('--json')) console.log(JSON.stringify(result, null, 2));
   else {
     const f = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(1));
-    console.log(`${IPS} anycast IPs (manifests parsed in ${result.parseMs} ms, not timed below); load average ${loadStart.join(' ')} → ${result.loadAverage.end.join(' ')}`);
+    console.log(`${IPS} anycast IPs (manifests parsed in ${result.parseMs} ms, not timed below); ${priority}; load average ${loadStart.join(' ')} → ${result.loadAverage.end.join(' ')}`);
     console.log(`                                   herald (kernel routes, BIRD learns)   static bird.conf + birdc configure (flock)`);
     console.log(`  intent → all in router FIB (ms)   ${f(herald.allInFibMs).padEnd(37)} ${f(flock.allInFibMs)}`);
     console.log(`  intent → all in node kernel (ms)  ${f(herald.nodeKernelMs)}`);

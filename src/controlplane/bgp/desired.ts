@@ -70,6 +70,8 @@ export interface BgpDesiredInput {
 }
 
 const sorted = (s: Iterable<string>): string[] => [...s].sort();
+/** sorted() without the sort for one element (nearly every route: one next hop, one service, one peer). */
+const sortedList = (s: ReadonlySet<string>): string[] => (s.size === 1 ? [...s] : [...s].sort());
 /**
  * The family of an address intent or LB-IPAM already validated: a colon is
  * IPv6. (Parsing each address again cost more than the rest of a pass at
@@ -155,22 +157,24 @@ function memoAdvertisedIps(advert: BgpAdvertisementManifest, svc: ServiceManifes
   return ips;
 }
 
+function addAttributes(ips: Map<string, Attributes[]>, ip: string, attrs: Attributes | undefined): void {
+  let list = ips.get(ip);
+  if (list === undefined) ips.set(ip, (list = []));
+  if (attrs !== undefined) list.push(attrs);
+}
+
 /** The IPs of `svc` that one CiliumBGPAdvertisement object selects, with the attributes of the entries that selected each. */
 function advertisedIps(advert: BgpAdvertisementManifest, svc: ServiceManifest, ingress: readonly string[]): Map<string, Attributes[]> {
   const ips = new Map<string, Attributes[]>();
-  const add = (ip: string, attrs: Attributes | undefined) => {
-    const list = ips.get(ip) ?? [];
-    if (attrs !== undefined) list.push(attrs);
-    ips.set(ip, list);
-  };
+  let labels: ReturnType<typeof serviceSelectorLabels> | undefined;
   for (const a of advert.spec.advertisements) {
     if (a.advertisementType !== 'Service' || a.service === undefined || a.selector === undefined) continue;
-    if (!matchesSelector(a.selector, serviceSelectorLabels(svc))) continue;
+    if (!matchesSelector(a.selector, (labels ??= serviceSelectorLabels(svc)))) continue;
     const cls = svc.spec.loadBalancerClass;
     if (a.service.addresses.includes('LoadBalancerIP') && svc.spec.type === 'LoadBalancer' && (cls === undefined || cls === BGP_CONTROL_PLANE_CLASS)) {
-      for (const ip of ingress) add(ip, a.attributes);
+      for (const ip of ingress) addAttributes(ips, ip, a.attributes);
     }
-    if (a.service.addresses.includes('ExternalIP')) for (const ip of svc.spec.externalIPs) add(ip, a.attributes);
+    if (a.service.addresses.includes('ExternalIP')) for (const ip of svc.spec.externalIPs) addAttributes(ips, ip, a.attributes);
   }
   return ips;
 }
@@ -254,7 +258,7 @@ function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: Re
         for (const ep of slice.endpoints) {
           if (!endpointReady(ep)) continue;
           for (const a of ep.addresses) {
-            if (unhealthy.has(healthKey(svc, a))) continue;
+            if (unhealthy.size > 0 && unhealthy.has(healthKey(svc, a))) continue;
             all.push(a);
             if (ep.nodeName === nodeName) local.push(a);
           }
@@ -278,18 +282,21 @@ function evaluateIp(ip: string, sel: Selection, services: IntentSnapshot['servic
   const family = fam(ip);
   const hops = new Set<string>();
   let anyReady = false;
+  const v6 = family === 'IPv6';
   for (const svcKey of sel.services) {
-    const svc = services.get(svcKey);
     const b = backends.get(svcKey);
-    const local = [...(b?.local ?? [])].filter((a) => fam(a) === family);
-    const all = [...(b?.all ?? [])].filter((a) => fam(a) === family);
-    if (all.length > 0) anyReady = true;
-    const useHops = svc?.spec.externalTrafficPolicy === 'Local' ? local : local.length > 0 ? local : all;
-    for (const h of useHops) hops.add(h);
+    if (b === undefined) continue;
+    let local = 0;
+    for (const a of b.local) if (a.includes(':') === v6) (local++, hops.add(a));
+    let all = 0;
+    for (const a of b.all) if (a.includes(':') === v6) all++;
+    if (all > 0) anyReady = true;
+    // Cluster: the local ready backends, or every ready one when none is local.
+    if (local === 0 && services.get(svcKey)?.spec.externalTrafficPolicy !== 'Local') for (const a of b.all) if (a.includes(':') === v6) hops.add(a);
   }
   if (hops.size === 0) return { ip, services: sorted(sel.services), reason: anyReady ? 'no-local-ready-backend' : 'no-ready-backend' };
-  const prefix = `${ip}/${family === 'IPv4' ? 32 : 128}`;
-  return { ip, prefix, nextHops: sorted(hops), services: sorted(sel.services), peers: sorted(sel.peers) };
+  const prefix = `${ip}/${v6 ? 128 : 32}`;
+  return { ip, prefix, nextHops: sortedList(hops), services: sortedList(sel.services), peers: sortedList(sel.peers) };
 }
 
 const isRow = (r: BgpRouteRow | Withheld): r is BgpRouteRow => 'prefix' in r;
@@ -401,7 +408,7 @@ export class BgpDesiredEngine {
         for (const ep of slice.endpoints) {
           if (!endpointReady(ep)) continue;
           for (const a of ep.addresses) {
-            if (unhealthy.has(healthKey(svc, a))) continue;
+            if (unhealthy.size > 0 && unhealthy.has(healthKey(svc, a))) continue;
             e.all.add(a);
             if (ep.nodeName === input.node.name) e.local.add(a);
           }

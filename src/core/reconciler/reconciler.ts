@@ -31,6 +31,7 @@ import {
   rowsInError,
   rowsNotDone,
   statusKey,
+  statusesOf,
   waitForRow,
   waitOnTables,
   type RowStatus,
@@ -164,6 +165,11 @@ export class Reconciler<Row> implements Disposable {
   private graceExpired = false;
   private fullDue = false;
   private nextFullAt = Infinity;
+  /**
+   * Keys this round has applied, with the revision: a full round right after the partial that
+   * applied them (the first one, as the table becomes initialized) does not write them again.
+   */
+  private appliedThisRound = new Map<string, number>();
   /** Tick-only mode: when the next tick is due (clock ms). */
   private nextTickAt = 0;
   private wake: (() => void) | undefined;
@@ -319,6 +325,7 @@ export class Reconciler<Row> implements Disposable {
 
   /** setStatus(done) without building the row when the stored status already says so. */
   private setDone(key: string, revision: number): void {
+    this.appliedThisRound.set(key, revision);
     const stored = this.stored.get(key);
     if (stored !== undefined && stored.kind === 'done' && stored.op === 'upsert' && stored.revision === revision) {
       this.statusWrites.delete(key);
@@ -339,6 +346,7 @@ export class Reconciler<Row> implements Disposable {
     while (!this.disposed) {
       // Event-driven: every round takes the changes committed since the last. Tick-only: only a due tick does.
       const tick = tickMs === undefined || this.deps.clock.now() >= this.nextTickAt;
+      this.appliedThisRound.clear();
       try {
         // The next tick on the same phase; ticks missed while a round ran are dropped (as Go's time.Ticker).
         if (tick && tickMs !== undefined) this.nextTickAt += tickMs * Math.max(1, Math.ceil((this.deps.clock.now() - this.nextTickAt + 1) / tickMs));
@@ -516,12 +524,14 @@ export class Reconciler<Row> implements Disposable {
       const keys: string[] = [];
       const rows: Row[] = [];
       const revisions: number[] = [];
+      let skipped = 0;
       txn.forEachWithRevision(table, (key, row, revision) => {
+        if (this.appliedThisRound.get(key) === revision && !this.retries.has(key)) return void skipped++; // written moments ago
         keys.push(key);
         rows.push(row);
         revisions.push(revision);
       });
-      rowCount = rows.length;
+      rowCount = rows.length + skipped;
       for (const key of keys) this.retries.delete(key);
       const snapshotRevision = txn.revision(table);
       errors = await this.applyMany('upsert', keys, rows, revisions);
@@ -589,7 +599,7 @@ export class Reconciler<Row> implements Disposable {
     // Its statuses say nothing once it is gone (and a successor may take the name).
     const { status, progress } = reconcileStatusWritable;
     this.deps.db.update([status, progress], (txn) => {
-      for (const row of txn.listBy(status, 'reconciler', this.deps.name)) txn.delete(status, row);
+      for (const row of statusesOf(txn, this.deps.name)) txn.delete(status, row);
       txn.delete(progress, this.deps.name);
     });
   }
