@@ -95,8 +95,17 @@ type Attributes = NonNullable<BgpAdvertisementManifest['spec']['advertisements']
 interface Selection {
   services: Set<string>;
   peers: Set<string>;
-  /** peer id → the attributes of every advertisement entry that selected this IP for it. */
+  /** peer id → the attributes of every advertisement entry that selected this IP for it (NO_ATTRIBUTES, shared, until one has some). */
   attributes: Map<string, Attributes[]>;
+}
+
+/** The attributes of a selection without any: one shared empty map, replaced by the selection's own on the first entry with attributes. */
+const NO_ATTRIBUTES: ReadonlyMap<string, Attributes[]> = new Map();
+const newSelection = (): Selection => ({ services: new Set(), peers: new Set(), attributes: NO_ATTRIBUTES as Map<string, Attributes[]> });
+function addSelectionAttributes(sel: Selection, peerId: string, attrs: readonly Attributes[]): void {
+  if (attrs.length === 0) return;
+  if (sel.attributes === NO_ATTRIBUTES) sel.attributes = new Map();
+  sel.attributes.set(peerId, [...(sel.attributes.get(peerId) ?? []), ...attrs]);
 }
 
 /** Every (peer, family, advertisement object) the policy gives this node: what a service's IPs are matched against. */
@@ -137,10 +146,10 @@ function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<
       for (const [ip, attrs] of memoAdvertisedIps(pair.advert, svc, input.ingress.get(svcKey) ?? [])) {
         if (fam(ip) !== pair.ipFamily) continue;
         let e = out.get(ip);
-        if (!e) out.set(ip, (e = { services: new Set(), peers: new Set(), attributes: new Map() }));
+        if (!e) out.set(ip, (e = newSelection()));
         e.services.add(svcKey);
         e.peers.add(pair.peerId);
-        if (attrs.length > 0) e.attributes.set(pair.peerId, [...(e.attributes.get(pair.peerId) ?? []), ...attrs]);
+        addSelectionAttributes(e, pair.peerId, attrs);
       }
     }
   }
@@ -245,9 +254,15 @@ function attributeGroups(selected: ReadonlyMap<string, Selection>): Map<string, 
   return new Map([...perPeer].map(([peer, groups]) => [peer, [...groups.values()].map((g) => ({ prefixes: g.prefixes, ...g.attrs }))]));
 }
 
+/** A service's ready backend addresses: on this node, and all. (The slice memo's arrays for a service with one slice: no copy.) */
+interface Backends {
+  readonly local: Iterable<string>;
+  readonly all: Iterable<string>;
+}
+
 /** Ready backend addresses per service: local (on this node) and all. */
-function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: ReadonlySet<string>): Map<string, { local: Set<string>; all: Set<string> }> {
-  const out = new Map<string, { local: Set<string>; all: Set<string> }>();
+function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: ReadonlySet<string>): Map<string, Backends> {
+  const out = new Map<string, Backends>();
   for (const slice of snapshot.endpointSlices.values()) {
     let m = sliceMemo.get(slice);
     if (!m || m.nodeName !== nodeName || m.unhealthy !== unhealthy) {
@@ -267,10 +282,13 @@ function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: Re
       sliceMemo.set(slice, (m = { nodeName, unhealthy, svc: slice.addressType === 'FQDN' ? undefined : svc, local, all }));
     }
     if (m.svc === undefined) continue;
-    let e = out.get(m.svc);
-    if (!e) out.set(m.svc, (e = { local: new Set(), all: new Set() }));
-    for (const a of m.all) e.all.add(a);
-    for (const a of m.local) e.local.add(a);
+    const e = out.get(m.svc);
+    if (e === undefined) {
+      out.set(m.svc, { local: m.local, all: m.all }); // read only by evaluateIp, which collects into a set (a repeated address is harmless)
+      continue;
+    }
+    // A second slice of the service: the union, as sets.
+    out.set(m.svc, { local: new Set([...e.local, ...m.local]), all: new Set([...e.all, ...m.all]) });
   }
   return out;
 }
@@ -278,7 +296,7 @@ function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: Re
 const NONE_UNHEALTHY: ReadonlySet<string> = new Set();
 
 /** One selected IP's host route, or why it is withheld. */
-function evaluateIp(ip: string, sel: Selection, services: IntentSnapshot['services'], backends: ReadonlyMap<string, { local: Set<string>; all: Set<string> }>): BgpRouteRow | Withheld {
+function evaluateIp(ip: string, sel: Selection, services: IntentSnapshot['services'], backends: ReadonlyMap<string, Backends>): BgpRouteRow | Withheld {
   const family = fam(ip);
   const hops = new Set<string>();
   let anyReady = false;
@@ -343,7 +361,7 @@ export class BgpDesiredEngine {
   private last: BgpDesiredInput | undefined;
   private result: BgpDesired | undefined;
   private selected = new Map<string, Selection>();
-  private backends = new Map<string, { local: Set<string>; all: Set<string> }>();
+  private backends = new Map<string, Backends>();
   private routesByIp = new Map<string, BgpRouteRow>();
   private withheld = new Map<string, Withheld>();
   /** service key → the IPs it selects (any peer). */
@@ -438,7 +456,7 @@ export class BgpDesiredEngine {
       const before = this.selected.get(ip);
       if (before && before.attributes.size > 0) attributesTouched = true;
       const candidates = new Set([...(before?.services ?? []), ...(now.get(ip) ?? [])]);
-      const sel: Selection = { services: new Set(), peers: new Set(), attributes: new Map() };
+      const sel = newSelection();
       for (const svc of candidates) {
         const obj = s.services.get(svc);
         if (!obj) continue;
@@ -448,7 +466,7 @@ export class BgpDesiredEngine {
           if (attrs === undefined) continue;
           sel.services.add(svc);
           sel.peers.add(pair.peerId);
-          if (attrs.length > 0) sel.attributes.set(pair.peerId, [...(sel.attributes.get(pair.peerId) ?? []), ...attrs]);
+          addSelectionAttributes(sel, pair.peerId, attrs);
         }
       }
       const prefix = `${ip}/${fam(ip) === 'IPv4' ? 32 : 128}`;
@@ -492,10 +510,10 @@ export class BgpDesiredEngine {
         for (const [ip, attrs] of memoAdvertisedIps(pair.advert, svc, input.ingress.get(svcKey) ?? [])) {
           if (fam(ip) !== pair.ipFamily) continue;
           let e = this.selected.get(ip);
-          if (!e) this.selected.set(ip, (e = { services: new Set(), peers: new Set(), attributes: new Map() }));
+          if (!e) this.selected.set(ip, (e = newSelection()));
           e.services.add(svcKey);
           e.peers.add(pair.peerId);
-          if (attrs.length > 0) e.attributes.set(pair.peerId, [...(e.attributes.get(pair.peerId) ?? []), ...attrs]);
+          addSelectionAttributes(e, pair.peerId, attrs);
           (this.svcIps.get(svcKey) ?? this.svcIps.set(svcKey, new Set()).get(svcKey)!).add(ip);
         }
       }
