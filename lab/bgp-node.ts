@@ -27,7 +27,7 @@ export class HeraldBgpNode {
   private readonly hostRoutes: NetlinkHostRoutes;
 
   constructor(
-    readonly opts: { netns: string; nodeName: string; routerId: string; stateDir: string; ingress: ReadonlyMap<string, readonly string[]>; bfd?: BfdOptions },
+    readonly opts: { netns: string; nodeName: string; routerId: string; stateDir: string; ingress: ReadonlyMap<string, readonly string[]>; bfd?: BfdOptions; /** Tick-only reconcilers (the agent's --bgp-tick-only). */ tickMs?: number },
   ) {
     this.bird = new BirdDaemon({ ...birdDefaults, stateDir: opts.stateDir, netns: opts.netns }, { clock: systemClock, log: silentLogger });
     this.control = new BgpControlPlane({
@@ -36,8 +36,9 @@ export class HeraldBgpNode {
       log: silentLogger,
     });
     const common = { db: this.db, clock: systemClock, log: silentLogger };
-    this.routes = new Reconciler<BgpRouteRow>({ ...common, name: 'host-routes', table: bgpRoutesTable, ops: new HostRoutesOps((this.hostRoutes = new NetlinkHostRoutes({ netns: opts.netns }))) }, reconcilerDefaults);
-    this.birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(this.bird) }, reconcilerDefaults);
+    const config = opts.tickMs ? { ...reconcilerDefaults, tickMs: opts.tickMs } : reconcilerDefaults;
+    this.routes = new Reconciler<BgpRouteRow>({ ...common, name: 'host-routes', table: bgpRoutesTable, ops: new HostRoutesOps((this.hostRoutes = new NetlinkHostRoutes({ netns: opts.netns }))) }, config);
+    this.birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(this.bird) }, config);
     this.routes.start();
     this.birdReconciler.start();
   }

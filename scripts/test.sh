@@ -28,6 +28,7 @@ unit_tests=(
   test/core/reconciler/retry.test.ts
   test/core/reconciler/backoff.test.ts
   test/core/reconciler/full.test.ts
+  test/core/reconciler/tick.test.ts
   test/core/addr.test.ts
   test/os/links.test.ts
   test/core/reconciler/settled.test.ts

@@ -115,7 +115,7 @@ export interface AgentConfig {
   lbClasses?: string[];
   metricsListen?: { host: string; port: number };
   /** BGP anycast through herald's own BIRD (state under stateDir/bird); off when unset. */
-  bgp?: { routerId: string; bfd?: BfdOptions; operatorBird?: { socketPath: string; includePath?: string } };
+  bgp?: { routerId: string; bfd?: BfdOptions; operatorBird?: { socketPath: string; includePath?: string }; /** --bgp-tick-only: BGP reconcilers act on this tick only. */ tickMs?: number };
   /** L4 load balancing of service IPs in eBPF (--lb-interfaces); off when unset. */
   lb?: LbOptions;
   /** The cluster view over TCP (a browser); loopback unless a token is given. */
@@ -299,8 +299,9 @@ export class Agent implements Disposable {
       : new BirdDaemon({ ...birdDefaults, stateDir: join(this.config.stateDir, 'bird') }, { clock: this.clock, log });
     const common = { db: this.db, clock: this.clock, log };
     const hostRoutes = new NetlinkHostRoutes();
-    const routes = new Reconciler<BgpRouteRow>({ ...common, name: 'bgp-host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(hostRoutes) }, this.config.reconciler);
-    const birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(bird) }, this.config.reconciler);
+    const reconcile = bgp.tickMs ? { ...this.config.reconciler, tickMs: bgp.tickMs } : this.config.reconciler;
+    const routes = new Reconciler<BgpRouteRow>({ ...common, name: 'bgp-host-routes', table: bgpRoutesTable, ops: new HostRoutesOps(hostRoutes) }, reconcile);
+    const birdReconciler = new Reconciler<BirdConfigRow>({ ...common, name: 'bird', table: birdConfigTable, ops: new BirdOps(bird) }, reconcile);
     this.jobs.hook('bgp-host-routes', { start: () => routes.start(), stop: async () => { await routes.dispose(); hostRoutes.dispose(); } });
     // Stopped before the routes (jobs stop in reverse): sessions close, peers withdraw.
     this.jobs.hook('bird', { start: () => birdReconciler.start(), stop: async () => { birdReconciler.dispose(); await bird.stop(); } });

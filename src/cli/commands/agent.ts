@@ -66,6 +66,7 @@ interface AgentOptions {
   lbClasses?: string[];
   bgpRouterId?: string;
   bgpBfd?: number;
+  bgpTickOnly?: number;
   birdSocket?: string;
   birdInclude?: string;
   lbInterfaces?: string[];
@@ -185,6 +186,7 @@ export function agentCommand(): Command {
       if (!Number.isInteger(n) || n < 10 || n > 60_000) throw new Error(`--bgp-bfd ${v}: expected milliseconds between 10 and 60000`);
       return n;
     })
+    .addOption(durationOption('--bgp-tick-only <duration>', "BGP anycast: apply route changes only on a tick this often (e.g. 2s, flock's ticker) instead of at once; bounds churn, adds up to one tick of delay (default: event-driven)"))
     .option('--bird-socket <path>', "BGP anycast through a BIRD the operator runs, reconfigured through this control socket: herald starts no BIRD and owns only the include file (--bird-include)")
     .option('--bird-include <file>', "with --bird-socket: the file herald writes and the operator's bird.conf includes (default: --state-dir/bird/herald.conf)")
     .option('--lb-interfaces <names>', 'L4 load balancing of service IPs in eBPF on these (announcing) interfaces, comma-separated (off by default)', parseInterfaceList)
@@ -264,6 +266,7 @@ export function agentCommand(): Command {
                   bgp: {
                     routerId: opts.bgpRouterId,
                     ...(opts.bgpBfd ? { bfd: { intervalMs: opts.bgpBfd, multiplier: 3 } } : {}),
+                    ...(opts.bgpTickOnly ? { tickMs: opts.bgpTickOnly } : {}),
                     ...(opts.birdSocket ? { operatorBird: { socketPath: opts.birdSocket, ...(opts.birdInclude ? { includePath: opts.birdInclude } : {}) } } : {}),
                   },
                 }

@@ -58,6 +58,8 @@ export class BgpControlPlane {
   }
 
   private lastInputs: BgpInputs | undefined;
+  /** The bgp-routes table holds exactly this.last.routes (false while an update is under way, and after one threw). */
+  private inSync = true;
 
   /** Recomputes from the last inputs with a new set of unhealthy backends (a health check changed). */
   healthChanged(unhealthy: ReadonlySet<string>): void {
@@ -66,6 +68,10 @@ export class BgpControlPlane {
 
   update(inputs: BgpInputs): void {
     this.lastInputs = inputs;
+    // The rows in the table now: this control plane is the table's only writer, so they are the last routes it wrote
+    // (read before compute: an incremental pass edits that map in place). No read of 10,000 rows back from the table.
+    const written = this.inSync ? this.last.routes : undefined;
+    this.inSync = false;
     const desired = this.engine.compute(inputs);
     this.last = { ...this.last, routes: desired.routes };
     const { fragment, ...settings } = this.deps.bird;
@@ -89,9 +95,13 @@ export class BgpControlPlane {
           if (r !== undefined) put(t, r, old);
           else if (old) drop(t, old);
         }
-      } else {
+      } else if (written === undefined || written === desired.routes) {
+        // A write that threw before (or a map edited in place): compared with the table itself.
         for (const old of t.list(bgpRoutesTable)) if (!desired.routes.has(old.prefix)) drop(t, old);
         for (const r of desired.routes.values()) put(t, r, t.get(bgpRoutesTable, r.prefix));
+      } else {
+        for (const old of written.values()) if (!desired.routes.has(old.prefix)) drop(t, old);
+        for (const r of desired.routes.values()) put(t, r, written.get(r.prefix));
       }
       // The peers from the routes as just written: counted, not re-read (no pass over 10,000 routes per change).
       const { peers, skipped } = birdPeers(inputs.snapshot, inputs.node, this.advertised, desired.attributes);
@@ -110,6 +120,7 @@ export class BgpControlPlane {
       if (!this.warned.has(key)) this.deps.log.warn(w, 'BGP peer not configured as written');
       this.warned.add(key);
     }
+    this.inSync = true;
     this.routesInit.done();
     this.birdInit.done();
     this.last = { routes: desired.routes, withheld: desired.withheld, warnings };

@@ -70,6 +70,8 @@ export interface BgpDesiredInput {
 }
 
 const sorted = (s: Iterable<string>): string[] => [...s].sort();
+/** sorted() without the sort for one element (nearly every route: one next hop, one service, one peer). */
+const sortedList = (s: ReadonlySet<string>): string[] => (s.size === 1 ? [...s] : [...s].sort());
 /**
  * The family of an address intent or LB-IPAM already validated: a colon is
  * IPv6. (Parsing each address again cost more than the rest of a pass at
@@ -93,8 +95,17 @@ type Attributes = NonNullable<BgpAdvertisementManifest['spec']['advertisements']
 interface Selection {
   services: Set<string>;
   peers: Set<string>;
-  /** peer id → the attributes of every advertisement entry that selected this IP for it. */
+  /** peer id → the attributes of every advertisement entry that selected this IP for it (NO_ATTRIBUTES, shared, until one has some). */
   attributes: Map<string, Attributes[]>;
+}
+
+/** The attributes of a selection without any: one shared empty map, replaced by the selection's own on the first entry with attributes. */
+const NO_ATTRIBUTES: ReadonlyMap<string, Attributes[]> = new Map();
+const newSelection = (): Selection => ({ services: new Set(), peers: new Set(), attributes: NO_ATTRIBUTES as Map<string, Attributes[]> });
+function addSelectionAttributes(sel: Selection, peerId: string, attrs: readonly Attributes[]): void {
+  if (attrs.length === 0) return;
+  if (sel.attributes === NO_ATTRIBUTES) sel.attributes = new Map();
+  sel.attributes.set(peerId, [...(sel.attributes.get(peerId) ?? []), ...attrs]);
 }
 
 /** Every (peer, family, advertisement object) the policy gives this node: what a service's IPs are matched against. */
@@ -135,10 +146,10 @@ function selectedIps(input: BgpDesiredInput, warnings: BgpPolicyWarning[]): Map<
       for (const [ip, attrs] of memoAdvertisedIps(pair.advert, svc, input.ingress.get(svcKey) ?? [])) {
         if (fam(ip) !== pair.ipFamily) continue;
         let e = out.get(ip);
-        if (!e) out.set(ip, (e = { services: new Set(), peers: new Set(), attributes: new Map() }));
+        if (!e) out.set(ip, (e = newSelection()));
         e.services.add(svcKey);
         e.peers.add(pair.peerId);
-        if (attrs.length > 0) e.attributes.set(pair.peerId, [...(e.attributes.get(pair.peerId) ?? []), ...attrs]);
+        addSelectionAttributes(e, pair.peerId, attrs);
       }
     }
   }
@@ -155,22 +166,24 @@ function memoAdvertisedIps(advert: BgpAdvertisementManifest, svc: ServiceManifes
   return ips;
 }
 
+function addAttributes(ips: Map<string, Attributes[]>, ip: string, attrs: Attributes | undefined): void {
+  let list = ips.get(ip);
+  if (list === undefined) ips.set(ip, (list = []));
+  if (attrs !== undefined) list.push(attrs);
+}
+
 /** The IPs of `svc` that one CiliumBGPAdvertisement object selects, with the attributes of the entries that selected each. */
 function advertisedIps(advert: BgpAdvertisementManifest, svc: ServiceManifest, ingress: readonly string[]): Map<string, Attributes[]> {
   const ips = new Map<string, Attributes[]>();
-  const add = (ip: string, attrs: Attributes | undefined) => {
-    const list = ips.get(ip) ?? [];
-    if (attrs !== undefined) list.push(attrs);
-    ips.set(ip, list);
-  };
+  let labels: ReturnType<typeof serviceSelectorLabels> | undefined;
   for (const a of advert.spec.advertisements) {
     if (a.advertisementType !== 'Service' || a.service === undefined || a.selector === undefined) continue;
-    if (!matchesSelector(a.selector, serviceSelectorLabels(svc))) continue;
+    if (!matchesSelector(a.selector, (labels ??= serviceSelectorLabels(svc)))) continue;
     const cls = svc.spec.loadBalancerClass;
     if (a.service.addresses.includes('LoadBalancerIP') && svc.spec.type === 'LoadBalancer' && (cls === undefined || cls === BGP_CONTROL_PLANE_CLASS)) {
-      for (const ip of ingress) add(ip, a.attributes);
+      for (const ip of ingress) addAttributes(ips, ip, a.attributes);
     }
-    if (a.service.addresses.includes('ExternalIP')) for (const ip of svc.spec.externalIPs) add(ip, a.attributes);
+    if (a.service.addresses.includes('ExternalIP')) for (const ip of svc.spec.externalIPs) addAttributes(ips, ip, a.attributes);
   }
   return ips;
 }
@@ -241,9 +254,15 @@ function attributeGroups(selected: ReadonlyMap<string, Selection>): Map<string, 
   return new Map([...perPeer].map(([peer, groups]) => [peer, [...groups.values()].map((g) => ({ prefixes: g.prefixes, ...g.attrs }))]));
 }
 
+/** A service's ready backend addresses: on this node, and all. (The slice memo's arrays for a service with one slice: no copy.) */
+interface Backends {
+  readonly local: Iterable<string>;
+  readonly all: Iterable<string>;
+}
+
 /** Ready backend addresses per service: local (on this node) and all. */
-function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: ReadonlySet<string>): Map<string, { local: Set<string>; all: Set<string> }> {
-  const out = new Map<string, { local: Set<string>; all: Set<string> }>();
+function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: ReadonlySet<string>): Map<string, Backends> {
+  const out = new Map<string, Backends>();
   for (const slice of snapshot.endpointSlices.values()) {
     let m = sliceMemo.get(slice);
     if (!m || m.nodeName !== nodeName || m.unhealthy !== unhealthy) {
@@ -254,7 +273,7 @@ function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: Re
         for (const ep of slice.endpoints) {
           if (!endpointReady(ep)) continue;
           for (const a of ep.addresses) {
-            if (unhealthy.has(healthKey(svc, a))) continue;
+            if (unhealthy.size > 0 && unhealthy.has(healthKey(svc, a))) continue;
             all.push(a);
             if (ep.nodeName === nodeName) local.push(a);
           }
@@ -263,10 +282,13 @@ function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: Re
       sliceMemo.set(slice, (m = { nodeName, unhealthy, svc: slice.addressType === 'FQDN' ? undefined : svc, local, all }));
     }
     if (m.svc === undefined) continue;
-    let e = out.get(m.svc);
-    if (!e) out.set(m.svc, (e = { local: new Set(), all: new Set() }));
-    for (const a of m.all) e.all.add(a);
-    for (const a of m.local) e.local.add(a);
+    const e = out.get(m.svc);
+    if (e === undefined) {
+      out.set(m.svc, { local: m.local, all: m.all }); // read only by evaluateIp, which collects into a set (a repeated address is harmless)
+      continue;
+    }
+    // A second slice of the service: the union, as sets.
+    out.set(m.svc, { local: new Set([...e.local, ...m.local]), all: new Set([...e.all, ...m.all]) });
   }
   return out;
 }
@@ -274,22 +296,25 @@ function readyBackends(snapshot: IntentSnapshot, nodeName: string, unhealthy: Re
 const NONE_UNHEALTHY: ReadonlySet<string> = new Set();
 
 /** One selected IP's host route, or why it is withheld. */
-function evaluateIp(ip: string, sel: Selection, services: IntentSnapshot['services'], backends: ReadonlyMap<string, { local: Set<string>; all: Set<string> }>): BgpRouteRow | Withheld {
+function evaluateIp(ip: string, sel: Selection, services: IntentSnapshot['services'], backends: ReadonlyMap<string, Backends>): BgpRouteRow | Withheld {
   const family = fam(ip);
   const hops = new Set<string>();
   let anyReady = false;
+  const v6 = family === 'IPv6';
   for (const svcKey of sel.services) {
-    const svc = services.get(svcKey);
     const b = backends.get(svcKey);
-    const local = [...(b?.local ?? [])].filter((a) => fam(a) === family);
-    const all = [...(b?.all ?? [])].filter((a) => fam(a) === family);
-    if (all.length > 0) anyReady = true;
-    const useHops = svc?.spec.externalTrafficPolicy === 'Local' ? local : local.length > 0 ? local : all;
-    for (const h of useHops) hops.add(h);
+    if (b === undefined) continue;
+    let local = 0;
+    for (const a of b.local) if (a.includes(':') === v6) (local++, hops.add(a));
+    let all = 0;
+    for (const a of b.all) if (a.includes(':') === v6) all++;
+    if (all > 0) anyReady = true;
+    // Cluster: the local ready backends, or every ready one when none is local.
+    if (local === 0 && services.get(svcKey)?.spec.externalTrafficPolicy !== 'Local') for (const a of b.all) if (a.includes(':') === v6) hops.add(a);
   }
   if (hops.size === 0) return { ip, services: sorted(sel.services), reason: anyReady ? 'no-local-ready-backend' : 'no-ready-backend' };
-  const prefix = `${ip}/${family === 'IPv4' ? 32 : 128}`;
-  return { ip, prefix, nextHops: sorted(hops), services: sorted(sel.services), peers: sorted(sel.peers) };
+  const prefix = `${ip}/${v6 ? 128 : 32}`;
+  return { ip, prefix, nextHops: sortedList(hops), services: sortedList(sel.services), peers: sortedList(sel.peers) };
 }
 
 const isRow = (r: BgpRouteRow | Withheld): r is BgpRouteRow => 'prefix' in r;
@@ -336,7 +361,7 @@ export class BgpDesiredEngine {
   private last: BgpDesiredInput | undefined;
   private result: BgpDesired | undefined;
   private selected = new Map<string, Selection>();
-  private backends = new Map<string, { local: Set<string>; all: Set<string> }>();
+  private backends = new Map<string, Backends>();
   private routesByIp = new Map<string, BgpRouteRow>();
   private withheld = new Map<string, Withheld>();
   /** service key → the IPs it selects (any peer). */
@@ -401,7 +426,7 @@ export class BgpDesiredEngine {
         for (const ep of slice.endpoints) {
           if (!endpointReady(ep)) continue;
           for (const a of ep.addresses) {
-            if (unhealthy.has(healthKey(svc, a))) continue;
+            if (unhealthy.size > 0 && unhealthy.has(healthKey(svc, a))) continue;
             e.all.add(a);
             if (ep.nodeName === input.node.name) e.local.add(a);
           }
@@ -431,7 +456,7 @@ export class BgpDesiredEngine {
       const before = this.selected.get(ip);
       if (before && before.attributes.size > 0) attributesTouched = true;
       const candidates = new Set([...(before?.services ?? []), ...(now.get(ip) ?? [])]);
-      const sel: Selection = { services: new Set(), peers: new Set(), attributes: new Map() };
+      const sel = newSelection();
       for (const svc of candidates) {
         const obj = s.services.get(svc);
         if (!obj) continue;
@@ -441,7 +466,7 @@ export class BgpDesiredEngine {
           if (attrs === undefined) continue;
           sel.services.add(svc);
           sel.peers.add(pair.peerId);
-          if (attrs.length > 0) sel.attributes.set(pair.peerId, [...(sel.attributes.get(pair.peerId) ?? []), ...attrs]);
+          addSelectionAttributes(sel, pair.peerId, attrs);
         }
       }
       const prefix = `${ip}/${fam(ip) === 'IPv4' ? 32 : 128}`;
@@ -485,10 +510,10 @@ export class BgpDesiredEngine {
         for (const [ip, attrs] of memoAdvertisedIps(pair.advert, svc, input.ingress.get(svcKey) ?? [])) {
           if (fam(ip) !== pair.ipFamily) continue;
           let e = this.selected.get(ip);
-          if (!e) this.selected.set(ip, (e = { services: new Set(), peers: new Set(), attributes: new Map() }));
+          if (!e) this.selected.set(ip, (e = newSelection()));
           e.services.add(svcKey);
           e.peers.add(pair.peerId);
-          if (attrs.length > 0) e.attributes.set(pair.peerId, [...(e.attributes.get(pair.peerId) ?? []), ...attrs]);
+          addSelectionAttributes(e, pair.peerId, attrs);
           (this.svcIps.get(svcKey) ?? this.svcIps.set(svcKey, new Set()).get(svcKey)!).add(ip);
         }
       }

@@ -31,6 +31,7 @@ import {
   rowsInError,
   rowsNotDone,
   statusKey,
+  statusesOf,
   waitForRow,
   waitOnTables,
   type RowStatus,
@@ -71,6 +72,14 @@ export interface ReconcilerConfig {
   retryMaxMs: number;
   /** Prune anyway when the table is still not initialized after this long. */
   initGraceMs: number;
+  /**
+   * Tick-only: table changes are applied only on a tick every `tickMs` (the
+   * first at start), all changes since the last tick in one round — the way
+   * a periodic control loop (flock's 2 s ticker) works — instead of as they
+   * commit. The full round also waits for a tick; retries of failed rows keep
+   * their own backoff. Absent: event-driven (the default).
+   */
+  tickMs?: number;
 }
 
 export const reconcilerDefaults: ReconcilerConfig = {
@@ -156,6 +165,13 @@ export class Reconciler<Row> implements Disposable {
   private graceExpired = false;
   private fullDue = false;
   private nextFullAt = Infinity;
+  /**
+   * Keys this round has applied, with the revision: a full round right after the partial that
+   * applied them (the first one, as the table becomes initialized) does not write them again.
+   */
+  private appliedThisRound = new Map<string, number>();
+  /** Tick-only mode: when the next tick is due (clock ms). */
+  private nextTickAt = 0;
   private wake: (() => void) | undefined;
   private readonly timers: TimerHandle[] = [];
   private loop: Promise<void> | undefined;
@@ -173,6 +189,7 @@ export class Reconciler<Row> implements Disposable {
     private readonly config: ReconcilerConfig = reconcilerDefaults,
   ) {
     for (const [k, v] of Object.entries(config)) {
+      if (k === 'tickMs' && v === undefined) continue;
       if (!(typeof v === 'number' && v > 0)) throw new Error(`reconciler ${deps.name}: ${k} must be > 0, got ${v}`);
     }
     if (config.retryMinMs > config.retryMaxMs) throw new Error(`reconciler ${deps.name}: retryMinMs must be <= retryMaxMs`);
@@ -186,6 +203,7 @@ export class Reconciler<Row> implements Disposable {
       throw new HeraldError('HERALD_BAD_ARGUMENT', `another reconciler named ${this.deps.name} runs on this database`);
     }
     this.iterator = this.deps.db.changes(table);
+    this.nextTickAt = this.deps.clock.now();
     this.timers.push(
       this.deps.clock.setTimeout(() => {
         this.graceExpired = true;
@@ -307,6 +325,7 @@ export class Reconciler<Row> implements Disposable {
 
   /** setStatus(done) without building the row when the stored status already says so. */
   private setDone(key: string, revision: number): void {
+    this.appliedThisRound.set(key, revision);
     const stored = this.stored.get(key);
     if (stored !== undefined && stored.kind === 'done' && stored.op === 'upsert' && stored.revision === revision) {
       this.statusWrites.delete(key);
@@ -323,11 +342,19 @@ export class Reconciler<Row> implements Disposable {
 
   private async run(): Promise<void> {
     const table = this.deps.table as Table<Row>;
+    const tickMs = this.config.tickMs;
     while (!this.disposed) {
+      // Event-driven: every round takes the changes committed since the last. Tick-only: only a due tick does.
+      const tick = tickMs === undefined || this.deps.clock.now() >= this.nextTickAt;
+      this.appliedThisRound.clear();
       try {
-        const batch = this.iterator!.next();
-        if (batch.changes.length > 0) await this.partial(batch.changes);
-        this.flush(batch.revision);
+        // The next tick on the same phase; ticks missed while a round ran are dropped (as Go's time.Ticker).
+        if (tick && tickMs !== undefined) this.nextTickAt += tickMs * Math.max(1, Math.ceil((this.deps.clock.now() - this.nextTickAt + 1) / tickMs));
+        if (tick) {
+          const batch = this.iterator!.next();
+          if (batch.changes.length > 0) await this.partial(batch.changes);
+          this.flush(batch.revision);
+        }
         await this.runDueRetries();
         this.flush(this.appliedRevision);
         if (!this.initialized && (this.deps.db.isInitialized(table) || this.graceExpired)) {
@@ -337,7 +364,7 @@ export class Reconciler<Row> implements Disposable {
             this.deps.log.warn({ reconciler: this.deps.name }, 'table not initialized within the grace period: pruning anyway');
           }
         }
-        if (this.initialized && (this.fullDue || this.deps.clock.now() >= this.nextFullAt)) {
+        if (tick && this.initialized && (this.fullDue || this.deps.clock.now() >= this.nextFullAt)) {
           await this.full();
           this.flush(this.appliedRevision);
         }
@@ -347,7 +374,7 @@ export class Reconciler<Row> implements Disposable {
         await this.sleep(this.config.retryMinMs);
       }
       if (this.disposed) break;
-      if (this.iterator!.hasUnseen || this.fullDue) continue;
+      if (tickMs === undefined ? this.iterator!.hasUnseen || this.fullDue : this.deps.clock.now() >= this.nextTickAt) continue;
       await this.waitForWork();
     }
   }
@@ -361,12 +388,16 @@ export class Reconciler<Row> implements Disposable {
         for (const t of timers) t.cancel();
         resolve();
       };
-      const wakeAt = Math.min(this.nextRetryAt(), this.initialized ? this.nextFullAt : Infinity);
+      const ticking = this.config.tickMs !== undefined;
+      // Tick-only: the next tick is the only wake-up besides retries (a full round waits for a tick too).
+      const wakeAt = ticking ? Math.min(this.nextRetryAt(), this.nextTickAt) : Math.min(this.nextRetryAt(), this.initialized ? this.nextFullAt : Infinity);
       if (wakeAt !== Infinity) timers.push(this.deps.clock.setTimeout(() => this.kick(), Math.max(0, wakeAt - this.deps.clock.now())));
-      this.iterator!.wait(AbortSignal.any([ac.signal, this.abort.signal])).then(
-        () => this.kick(),
-        () => {},
-      );
+      if (!ticking) {
+        this.iterator!.wait(AbortSignal.any([ac.signal, this.abort.signal])).then(
+          () => this.kick(),
+          () => {},
+        );
+      }
     });
   }
 
@@ -493,12 +524,14 @@ export class Reconciler<Row> implements Disposable {
       const keys: string[] = [];
       const rows: Row[] = [];
       const revisions: number[] = [];
+      let skipped = 0;
       txn.forEachWithRevision(table, (key, row, revision) => {
+        if (this.appliedThisRound.get(key) === revision && !this.retries.has(key)) return void skipped++; // written moments ago
         keys.push(key);
         rows.push(row);
         revisions.push(revision);
       });
-      rowCount = rows.length;
+      rowCount = rows.length + skipped;
       for (const key of keys) this.retries.delete(key);
       const snapshotRevision = txn.revision(table);
       errors = await this.applyMany('upsert', keys, rows, revisions);
@@ -566,7 +599,7 @@ export class Reconciler<Row> implements Disposable {
     // Its statuses say nothing once it is gone (and a successor may take the name).
     const { status, progress } = reconcileStatusWritable;
     this.deps.db.update([status, progress], (txn) => {
-      for (const row of txn.listBy(status, 'reconciler', this.deps.name)) txn.delete(status, row);
+      for (const row of statusesOf(txn, this.deps.name)) txn.delete(status, row);
       txn.delete(progress, this.deps.name);
     });
   }

@@ -72,11 +72,12 @@ export interface RowStatusEntry extends RowStatus {
 
 export const statusKey = (reconciler: string, key: string): string => `${reconciler}\u0000${key}`;
 
-const reconcileStatus = defineTable<StatusRow, 'reconciler' | 'error'>({
+const reconcileStatus = defineTable<StatusRow, 'error'>({
   name: 'reconcile-status',
   primaryKey: (r) => statusKey(r.reconciler, r.key),
+  // No index by reconciler: an index entry per row was a third of writing 10,000 statuses, and only
+  // rowsNotDone (a status page, which lists the desired table anyway) and dispose look rows up that way.
   indexes: {
-    reconciler: (r) => r.reconciler,
     // Only rows in error are indexed: "which rows fail" is a lookup, not a scan.
     error: (r) => (r.kind === 'error' ? [r.reconciler] : []),
   },
@@ -92,7 +93,12 @@ const reconcileProgress = defineTable<ProgressRow>({
 });
 
 /** Read-only handles; only the reconciler (reconciler.ts) writes them, through reconcileStatusWritable. */
-export const reconcileStatusTable: Table<StatusRow, 'reconciler' | 'error'> = reconcileStatus;
+export const reconcileStatusTable: Table<StatusRow, 'error'> = reconcileStatus;
+
+/** Every stored status of one reconciler (a scan: see the table's indexes). */
+export function statusesOf(txn: ReadTxn, reconciler: string): StatusRow[] {
+  return txn.list(reconcileStatus).filter((s) => s.reconciler === reconciler);
+}
 export const reconcileProgressTable: Table<ProgressRow> = reconcileProgress;
 /** @internal The writable handles, for reconciler.ts only. */
 export const reconcileStatusWritable = { status: reconcileStatus, progress: reconcileProgress };
@@ -129,7 +135,7 @@ export function rowStatus<Row>(txn: ReadTxn, reconciler: string, table: Table<Ro
 /** Every row of `reconciler` that is not done: pending writes and deletes, and errors. Sorted by key. */
 export function rowsNotDone<Row>(txn: ReadTxn, reconciler: string, table: Table<Row>): RowStatusEntry[] {
   const keys = new Set<string>(txn.list(table).map((row) => table.primaryKey(row)));
-  for (const s of txn.listBy(reconcileStatus, 'reconciler', reconciler)) keys.add(s.key);
+  for (const s of statusesOf(txn, reconciler)) keys.add(s.key);
   const out: RowStatusEntry[] = [];
   for (const key of [...keys].sort()) {
     const s = rowStatus(txn, reconciler, table, key);

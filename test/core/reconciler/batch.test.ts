@@ -154,3 +154,34 @@ test('a full-pass batch with a failing row records that row only; the next succe
   assert.deepEqual(reconciler.errors(), []);
   assert.equal(reconciler.status('k0005')?.kind, 'done');
 });
+
+test('an agent start: the first full round does not write again the rows the same round has just written (it still prunes)', async () => {
+  const clock = new ManualClock();
+  const db = new StateDB([testRows]);
+  const target = new BatchTarget(db);
+  const init = db.registerInitializer(testRows, 'test');
+  target.entries.set('stale', { key: 'stale', value: 0 }); // left by the previous run
+  const reconciler = new Reconciler<TestRow>({ name: 'test', db, table: testRows, ops: target, clock, log: silentLogger }, reconcilerDefaults);
+  reconciler.start();
+  disposers.push(() => reconciler.dispose());
+  await turns();
+  // The source fills the table and says it is complete in one go (as the BGP control plane does), before the next round.
+  const n = BATCH_MIN_ROWS * 2;
+  db.update([testRows], (t) => {
+    for (let i = 0; i < n; i++) t.insert(testRows, { key: `k${i}`, value: 1 });
+  });
+  init.done();
+  await reconciler.settled();
+  await turns();
+  assert.equal(reconciler.health().fullRounds, 1);
+  assert.deepEqual(target.batches, [{ op: 'update', rows: n }], 'written once, by the partial round');
+  assert.equal(target.entries.has('stale'), false, 'pruned');
+  assert.equal(reconciler.health().lastFull?.rows, n);
+
+  // A later full round writes every row again (it repairs drift).
+  target.entries.delete('k0');
+  reconciler.triggerFull();
+  await turns();
+  assert.deepEqual(target.batches.at(-1), { op: 'update', rows: n });
+  assert.ok(target.entries.has('k0'));
+});
