@@ -23,9 +23,9 @@
  *     of each round's own cost ratio (the shared machine's rate swings
  *     several-fold between rounds, far more than the filters differ).
  *
- *   node --import tsx bench/policy/main.ts [--services 10000] [--changes 200] [--frames 1000000] [--gap-ms 20] [--only pipeline|nft|testrun|wire] [--json]
+ *   node --import tsx bench/policy/main.ts [--nice -10] [--services 10000] [--changes 200] [--frames 1000000] [--gap-ms 20] [--only pipeline|nft|testrun|wire] [--json]
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,8 +44,22 @@ import { buildFrame } from '../../lab/ip-frame.js';
 import { compilePolicy, toPrefixEntries } from '../../src/controlplane/policy/compile.js';
 import { PolicyMapOps } from '../../src/datapath/policy/ops.js';
 import { PolicyProgram } from '../../src/datapath/policy/program.js';
+import { AGENT_NICE_DEFAULT, applyNice, leadsSession } from '../../src/cli/nice.js';
 
 const args = process.argv.slice(2);
+/**
+ * --nice N (default: the agent's default, -10): the bench runs at the CPU
+ * priority the agent runs at, both arms alike (nft, trafgen and the lab's
+ * processes are its children and inherit it). With autogroup scheduling the
+ * priority only counts against other sessions through the session's group,
+ * so the bench re-runs itself as a session leader (setsid) first.
+ */
+const NICE = args.includes('--nice') ? Number(args[args.indexOf('--nice') + 1]) : AGENT_NICE_DEFAULT;
+if (NICE !== 0 && !leadsSession() && process.env.HERALD_BENCH_SETSID !== '1') {
+  const r = spawnSync('setsid', ['--wait', process.execPath, ...process.execArgv, process.argv[1]!, ...args], { stdio: 'inherit', env: { ...process.env, HERALD_BENCH_SETSID: '1' } });
+  process.exit(r.status ?? 1);
+}
+const niceProblem = NICE !== 0 ? applyNice(NICE) : undefined;
 const opt = (name: string, def: number) => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? Number(args[i + 1]) : def;
@@ -108,6 +122,8 @@ function cnp(i: number, prefix: Prefix): RuleSetInput {
     ],
   };
 }
+
+log(`CPU priority: nice ${NICE}${niceProblem ? ` NOT applied (${niceProblem})` : ''} (the agent's default is ${AGENT_NICE_DEFAULT}; --nice 0 for none)`);
 
 async function pipelineBench() {
   const db = new StateDB([servicePolicyTable]);
