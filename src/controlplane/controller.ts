@@ -43,6 +43,8 @@ export interface ControlPlaneDeps {
   lbClasses?: readonly string[];
   /** Resolves when the datapath has applied the table (awaited before an IP is given away). */
   applied?: () => Promise<void>;
+  /** A new intent warning about an object (logged once): Kubernetes mode makes it a Warning Event on that object. */
+  onIntentWarning?: (w: { kind: string; name: string; namespace?: string; message: string }) => void;
   /** Told the service IPs (intent, LB-IPAM results, this node) on every recompute: the BGP control plane's input. */
   onServiceIps?: (inputs: { snapshot: IntentSnapshot; ingress: ReadonlyMap<string, readonly string[]>; node: NodeIdentity; ipam?: IpamResult }) => void;
   /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
@@ -284,6 +286,9 @@ export class ControlPlane implements Disposable {
     for (const w of missingCidrGroups(this.snapshot)) {
       warnings.push({ policy: w.policy, kind: 'cidr-group', message: w.message });
       once(`cidr-group\u0000${w.policy}\u0000${w.path}\u0000${w.group}`, () => this.deps.log.warn({ policy: w.policy, rule: w.path, group: w.group }, w.message));
+      // Every pass (a node that becomes the leader later reports it too); the Event recorder does not repeat an Event within 5 min.
+      const ns = (w.object.metadata as { namespace?: string }).namespace;
+      this.deps.onIntentWarning?.({ kind: w.object.kind, name: w.object.metadata.name, ...(ns !== undefined ? { namespace: ns } : {}), message: w.message });
     }
     this.warned = now;
     this.policyWarnings = warnings;
