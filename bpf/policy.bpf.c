@@ -12,6 +12,19 @@
  *   drops             per-CPU packet counts per (svc_id, rule) of drops;
  *                     rule 0 = default deny (selected, nothing allowed).
  *
+ *   vcache            per-CPU, direct-mapped verdict cache (VC_SLOTS entries
+ *                     per CPU): (svc_id, family, source, protocol, L4 key)
+ *                     -> the verdict and rule, stamped with the generation
+ *                     of the service's rule set it was computed from. The
+ *                     common case — more packets of a flow already decided
+ *                     — costs one probe instead of the LPM walk (whose depth
+ *                     grows with the number of prefixes). An entry answers
+ *                     only while its stamp equals the svc entry's `gen`: the
+ *                     agent gives every revision it flips to a generation
+ *                     never used before (a pinned high-water mark carries
+ *                     them across restarts), so a new revision is never
+ *                     answered from an old verdict. Not pinned: a new
+ *                     program starts with an empty cache.
  *   frags             LRU: (family, proto, fragment id, src, dst) -> the
  *                     L4 key of a fragmented datagram's first fragment, so
  *                     its later fragments (no L4 header) are decided as the
@@ -71,6 +84,24 @@ struct svc_key6 {
 struct svc_val {
 	__u32 slot;   /* LPM slot of the revision in force */
 	__u32 svc_id; /* counter key */
+	__u64 gen;    /* generation of that revision: unique across revisions and runs */
+};
+
+#define VC_SLOTS 4096 /* verdict cache entries per CPU (power of two) */
+#define VC_HAS_L4 1
+#define VC_V6 2
+
+struct vc_entry {
+	__u32 seq;    /* odd while being written */
+	__u32 svc_id;
+	__u64 gen;    /* svc_val.gen the verdict was computed under; 0 = empty */
+	__u64 src[2]; /* source address (IPv4: first 4 bytes, rest zero) */
+	__u16 l4;     /* L4 key (port or ICMP type) */
+	__u8 proto;
+	__u8 kind;    /* VC_HAS_L4 | VC_V6 */
+	__u32 rule;   /* deciding rule (0 = default deny) */
+	__u32 deny;
+	__u32 pad;
 };
 
 struct lpm_key4 {
@@ -158,6 +189,24 @@ struct {
 	__uint(max_entries, 16384);
 } frags SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct vc_entry);
+	__uint(max_entries, VC_SLOTS);
+} vcache SEC(".maps");
+
+/*
+ * The agent's generation high-water mark (pinned; never read here): every
+ * generation it has handed out, in this run or an earlier one, is below it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} gen_hw SEC(".maps");
+
 static __always_inline int drop(__u32 svc_id, __u32 rule)
 {
 	struct drop_key k = { .svc_id = svc_id, .rule = rule };
@@ -177,6 +226,22 @@ static __always_inline int drop(__u32 svc_id, __u32 rule)
  */
 static __always_inline int read_l4(struct __sk_buff *skb, __u32 off, __u8 proto, __u8 icmp, __u16 *key)
 {
+	/* The L4 header in the linear data (the common case): read in place, no helper call. */
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	if (off < 4096) {
+		__u8 *l4 = data + off;
+		if ((void *)(l4 + 4) <= data_end) {
+			if (proto == icmp) {
+				*key = l4[0];
+				return 1;
+			}
+			if (proto != IPPROTO_TCP && proto != IPPROTO_UDP && proto != IPPROTO_SCTP_)
+				return 0;
+			*key = ((__u16)l4[2] << 8) | l4[3];
+			return 1;
+		}
+	}
 	if (proto == icmp) {
 		__u8 type;
 		if (bpf_skb_load_bytes(skb, off, &type, 1) < 0)
@@ -208,11 +273,12 @@ static __always_inline int frag_l4(struct frag_key *fk, int first, int has_l4, _
 	return 1;
 }
 
-static __always_inline int decide(const struct pol_val *pv, const struct svc_val *sv, __u8 proto, int has_l4,
-				  __u16 dport)
+/* The verdict of an entry list: 1 = deny (with *rule), 0 = allow. */
+static __always_inline int decide(const struct pol_val *pv, __u8 proto, int has_l4, __u16 dport, __u32 *rule)
 {
+	*rule = 0;
 	if (!pv)
-		return drop(sv->svc_id, 0);
+		return 1;
 	__u32 n = pv->n;
 	for (int i = 0; i < MAX_L4; i++) {
 		if (i >= n)
@@ -222,11 +288,76 @@ static __always_inline int decide(const struct pol_val *pv, const struct svc_val
 			    (has_l4 && e->proto == proto && dport >= e->lo && dport <= e->hi);
 		if (!match)
 			continue;
-		if (e->flags & F_DENY)
-			return drop(sv->svc_id, e->rule);
-		return PASS;
+		*rule = e->rule;
+		return (e->flags & F_DENY) ? 1 : 0;
 	}
-	return drop(sv->svc_id, 0);
+	return 1;
+}
+
+#define BARRIER() asm volatile("" ::: "memory")
+
+/*
+ * The cache slot of a (service, source, L4) key: a per-CPU array element, so
+ * lookups are inlined and writes need no lock. Only this CPU writes its
+ * entries; `seq` (odd while written) keeps a run that interrupted a write on
+ * the same CPU from reading or writing a torn entry.
+ */
+static __always_inline struct vc_entry *vc_slot(__u32 svc_id, const __u64 *src, __u32 l4w)
+{
+	/* Fibonacci hashing of the folded key: one multiply (a collision only costs a miss). */
+	__u64 x = src[0] ^ (src[1] * 0xff51afd7ed558ccdULL) ^ (((__u64)l4w << 32) | svc_id);
+	x ^= x >> 29;
+	__u32 idx = (__u32)((x * 0x9e3779b97f4a7c15ULL) >> 52) & (VC_SLOTS - 1);
+	return bpf_map_lookup_elem(&vcache, &idx);
+}
+
+/*
+ * The service's verdict for the packet: from the cache when an entry of the
+ * same key holds the current generation, else from the LPM trie (then cached).
+ */
+static __always_inline int verdict(const struct svc_val *sv, void *lpm, const void *lpm_key, const __u64 *src,
+				   __u8 kind, __u8 proto, int has_l4, __u16 dport)
+{
+	__u16 l4 = has_l4 ? dport : 0;
+	kind |= has_l4 ? VC_HAS_L4 : 0;
+	__u32 l4w = (__u32)l4 | ((__u32)proto << 16) | ((__u32)kind << 24);
+	__u32 svc_id = sv->svc_id;
+	__u64 gen = sv->gen;
+#ifdef HERALD_NO_VCACHE /* bench/policy's comparison build: every packet walks the LPM trie */
+	struct vc_entry *e = 0;
+#else
+	struct vc_entry *e = vc_slot(svc_id, src, l4w);
+#endif
+	__u32 s = 1;
+	if (e) {
+		s = *(volatile __u32 *)&e->seq;
+		BARRIER();
+		if (!(s & 1) && gen != 0 && e->gen == gen && e->svc_id == svc_id && e->src[0] == src[0] && e->src[1] == src[1] &&
+		    e->l4 == l4 && e->proto == proto && e->kind == kind) {
+			__u32 rule = e->rule, deny = e->deny;
+			BARRIER();
+			if (*(volatile __u32 *)&e->seq == s)
+				return deny ? drop(svc_id, rule) : PASS;
+		}
+	}
+	__u32 rule;
+	int deny = decide(bpf_map_lookup_elem(lpm, lpm_key), proto, has_l4, dport, &rule);
+	if (e && !(s & 1) && gen != 0) {
+		*(volatile __u32 *)&e->seq = s + 1;
+		BARRIER();
+		e->svc_id = svc_id;
+		e->gen = gen;
+		e->src[0] = src[0];
+		e->src[1] = src[1];
+		e->l4 = l4;
+		e->proto = proto;
+		e->kind = kind;
+		e->rule = rule;
+		e->deny = deny;
+		BARRIER();
+		*(volatile __u32 *)&e->seq = s + 2;
+	}
+	return deny ? drop(svc_id, rule) : PASS;
 }
 
 SEC("tc")
@@ -258,7 +389,8 @@ int herald_policy(struct __sk_buff *skb)
 			has_l4 = frag_l4(&fk, first, has_l4, &dport);
 		}
 		struct lpm_key4 k = { .prefixlen = 64, .slot = sv->slot, .addr = ip->saddr };
-		return decide(bpf_map_lookup_elem(&lpm_v4, &k), sv, proto, has_l4, dport);
+		__u64 src[2] = { ip->saddr, 0 };
+		return verdict(sv, &lpm_v4, &k, src, 0, proto, has_l4, dport);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -310,7 +442,9 @@ int herald_policy(struct __sk_buff *skb)
 		}
 		struct lpm_key6 k = { .prefixlen = 160, .slot = sv->slot };
 		__builtin_memcpy(k.addr, &ip6->saddr, 16);
-		return decide(bpf_map_lookup_elem(&lpm_v6, &k), sv, proto, has_l4, dport);
+		__u64 src[2];
+		__builtin_memcpy(src, &ip6->saddr, 16);
+		return verdict(sv, &lpm_v6, &k, src, VC_V6, proto, has_l4, dport);
 	}
 	return PASS;
 }

@@ -269,6 +269,7 @@ export class Agent implements Disposable {
         onCandidateInterfaces: (names) => {
           for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
         },
+        onIntentWarning: (w) => this.kubeEvents?.warned(w),
         clock,
         log: log.child({ module: 'control-plane' }),
       }),

@@ -19,6 +19,7 @@ import { emptySnapshot, type IntentSnapshot } from '../intent/snapshot.js';
 import type { LinkInfo, Links } from '../os/links.js';
 import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate, type NodeIdentity } from './announce/candidates.js';
 import { knownNodes, unmatchedNodeSelectors } from '../intent/node-labels.js';
+import { missingCidrGroups } from './policy/intake.js';
 import type { Labels } from '../intent/selector.js';
 import { allocate } from './ipam/allocator.js';
 import type { IpamCoordinator, IpamStateStatus } from './ipam/coordinator.js';
@@ -42,6 +43,8 @@ export interface ControlPlaneDeps {
   lbClasses?: readonly string[];
   /** Resolves when the datapath has applied the table (awaited before an IP is given away). */
   applied?: () => Promise<void>;
+  /** A new intent warning about an object (logged once): Kubernetes mode makes it a Warning Event on that object. */
+  onIntentWarning?: (w: { kind: string; name: string; namespace?: string; message: string }) => void;
   /** Told the service IPs (intent, LB-IPAM results, this node) on every recompute: the BGP control plane's input. */
   onServiceIps?: (inputs: { snapshot: IntentSnapshot; ingress: ReadonlyMap<string, readonly string[]>; node: NodeIdentity; ipam?: IpamResult }) => void;
   /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
@@ -66,7 +69,7 @@ export interface ControlPlaneStatus {
 
 export interface PolicyWarning {
   policy: string;
-  kind: 'node-selector' | 'interfaces';
+  kind: 'node-selector' | 'interfaces' | 'cidr-group';
   message: string;
   /** For `interfaces`: the patterns, and every interface seen on this node. */
   interfaces?: readonly string[];
@@ -278,6 +281,14 @@ export class ControlPlane implements Disposable {
       });
       const key = `interfaces\u0000${u.policy}\u0000${JSON.stringify(u.patterns)}\u0000${u.eligible.join(',')}`;
       once(key, () => this.deps.log.warn({ policy: u.policy, interfaces: u.patterns, eligible: u.eligible, seen: u.seen }, message));
+    }
+    // Service traffic policy: a fromCIDRSet naming a CiliumCIDRGroup that does not exist (the rule goes without its CIDRs).
+    for (const w of missingCidrGroups(this.snapshot)) {
+      warnings.push({ policy: w.policy, kind: 'cidr-group', message: w.message });
+      once(`cidr-group\u0000${w.policy}\u0000${w.path}\u0000${w.group}`, () => this.deps.log.warn({ policy: w.policy, rule: w.path, group: w.group }, w.message));
+      // Every pass (a node that becomes the leader later reports it too); the Event recorder does not repeat an Event within 5 min.
+      const ns = (w.object.metadata as { namespace?: string }).namespace;
+      this.deps.onIntentWarning?.({ kind: w.object.kind, name: w.object.metadata.name, ...(ns !== undefined ? { namespace: ns } : {}), message: w.message });
     }
     this.warned = now;
     this.policyWarnings = warnings;

@@ -253,6 +253,8 @@ const policyRule = z
     ingress: z.array(ingressRule).optional(),
     ingressDeny: z.array(ingressRule).optional(),
     description: z.string().optional(),
+    // Cilium's default-deny switch per direction (absent: on for a direction with rules); herald polices ingress.
+    enableDefaultDeny: z.looseObject({ ingress: z.boolean().optional(), egress: z.boolean().optional() }).optional(),
   })
   .check((ctx) => {
     const v = ctx.value as Record<string, unknown>;
@@ -292,7 +294,8 @@ export type PortProtocolSpec = z.output<typeof portProtocol>;
 /** Entities that mean "any source address" for traffic to a service. */
 export const WORLD_ENTITIES = new Set(['world', 'all']);
 
-const KNOWN_RULE = new Set(['endpointSelector', 'ingress', 'ingressDeny', 'description']);
+const KNOWN_RULE = new Set(['endpointSelector', 'ingress', 'ingressDeny', 'description', 'enableDefaultDeny']);
+const KNOWN_DEFAULT_DENY = new Set(['ingress']);
 const KNOWN_INGRESS = new Set(['fromCIDR', 'fromCIDRSet', 'fromEntities', 'toPorts', 'icmps']);
 const KNOWN_ICMP_RULE = new Set(['fields']);
 const KNOWN_ICMP_FIELD = new Set(['family', 'type']);
@@ -313,6 +316,7 @@ export function networkPolicyWarnings(obj: NetworkPolicyManifest): { path: strin
   (obj.specs ?? []).forEach((r, i) => rules.push([r, ['specs', i]]));
   for (const [rule, path] of rules) {
     warnExtra(rule, KNOWN_RULE, path, 'it polices traffic to service IPs: ingress and ingressDeny only');
+    if (rule.enableDefaultDeny !== undefined) warnExtra(rule.enableDefaultDeny, KNOWN_DEFAULT_DENY, [...path, 'enableDefaultDeny'], 'herald polices ingress to service IPs only');
     if (rule.endpointSelector === undefined) out.push({ path: formatPath([...path, 'nodeSelector']), message: 'a rule selecting nodes selects no service: this rule has no effect in herald' });
     for (const section of ['ingress', 'ingressDeny'] as const) {
       (rule[section] ?? []).forEach((ing, i) => {

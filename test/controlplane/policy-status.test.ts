@@ -180,6 +180,28 @@ test('a nodeSelector matching no known node is a warning in status and the log',
   assert.equal(s.warns('nodeSelector matches no node').length, 1);
 });
 
+test('a traffic policy naming a CiliumCIDRGroup that does not exist is a warning in status and the log (policy, rule, group); gone once the group exists', async () => {
+  const CNP = `---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDRSet: [{cidrGroupRef: office}]
+`;
+  const s = await setup(POOL + CNP);
+  const st = agentStatus(s.cp);
+  assert.deepEqual(st.warnings.map((w) => [w.policy, w.kind, w.message]), [
+    ['CiliumNetworkPolicy shop/web-in', 'cidr-group', 'spec.ingress[0].fromCIDRSet[0].cidrGroupRef: CiliumCIDRGroup "office" does not exist: this rule allows from none of its CIDRs until it is created (as Cilium)'],
+  ]);
+  assert.match(renderStatus(st), /^warning: policy CiliumNetworkPolicy shop\/web-in: spec.ingress\[0\].fromCIDRSet\[0\].cidrGroupRef: CiliumCIDRGroup "office" does not exist/m);
+  assert.equal(s.warns('CiliumCIDRGroup "office" does not exist').length, 1);
+  assert.deepEqual(s.warns('CiliumCIDRGroup "office" does not exist')[0]!.obj.group, 'office');
+  await s.load(POOL + CNP + '---\napiVersion: cilium.io/v2alpha1\nkind: CiliumCIDRGroup\nmetadata: {name: office}\nspec:\n  externalCIDRs: [192.0.2.0/29]\n');
+  assert.deepEqual(agentStatus(s.cp).warnings, []);
+});
+
 test('a policy that selects this node has no warning', async () => {
   const s = await setup(POOL + policy('linux', '  nodeSelector: { matchLabels: { kubernetes.io/os: linux } }\n  interfaces: ["^eth"]'));
   assert.deepEqual(agentStatus(s.cp).warnings, []);

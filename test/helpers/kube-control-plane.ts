@@ -53,6 +53,7 @@ export async function kubeControlPlane(kube: KubeServer, node: string, opts: { l
       writer.update(inputs.ingress, new Map([...(inputs.ipam?.services ?? [])].map(([k, v]) => [k, v.condition] as const)));
       if (inputs.ipam && !inputs.ipam.dormant) pools.update(inputs.ipam.pools);
     },
+    onIntentWarning: (w) => intentEvents.warned(w),
     clock: systemClock,
     log,
   });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatErrors } from '../../src/intent/diagnostics.js';
 import { parseManifests } from '../../src/intent/parse.js';
-import { ruleSetsFromSnapshot } from '../../src/controlplane/policy/intake.js';
+import { missingCidrGroups, ruleSetsFromSnapshot } from '../../src/controlplane/policy/intake.js';
 import { formatPrefix } from '../../src/controlplane/policy/model.js';
 
 const CNP = (spec: string, kind = 'CiliumNetworkPolicy') =>
@@ -139,6 +139,37 @@ spec:
       [['192.0.2.0/29', ['192.0.2.5/32']], ['2001:db8::/120', []]],
       [['192.0.2.0/29', []], ['2001:db8::/120', []], ['203.0.113.0/24', []]],
     ], 'the rule naming only a missing group has no sources: it allows nothing and is left out');
+  });
+
+  it('a cidrGroupRef naming a CiliumCIDRGroup that does not exist is reported with policy, rule and group (the rule goes without it, as Cilium)', () => {
+    const group = 'apiVersion: cilium.io/v2alpha1\nkind: CiliumCIDRGroup\nmetadata: {name: office, labels: {site: hq}}\nspec:\n  externalCIDRs: [192.0.2.0/29]\n---\n';
+    const r = load(group + CNP('  ingress:\n  - fromCIDRSet: [{cidrGroupRef: office}, {cidrGroupRef: vpn}]\n  ingressDeny:\n  - fromCIDRSet: [{cidrGroupSelector: {matchLabels: {site: branch}}}]\n  - fromCIDRSet: [{cidrGroupSelector: {matchLabels: {site: hq}}}]\n'));
+    assert.equal(formatErrors(r.errors), '');
+    assert.deepEqual(
+      missingCidrGroups(r.snapshot!).map((w) => [w.policy, w.message]),
+      [
+        ['CiliumNetworkPolicy shop/web-in', 'spec.ingress[0].fromCIDRSet[1].cidrGroupRef: CiliumCIDRGroup "vpn" does not exist: this rule allows from none of its CIDRs until it is created (as Cilium)'],
+        ['CiliumNetworkPolicy shop/web-in', 'spec.ingressDeny[0].fromCIDRSet[0].cidrGroupSelector: selects no CiliumCIDRGroup ({"matchLabels":{"site":"branch"},"matchExpressions":[]}): this deny rule denies none of its CIDRs until one is created (as Cilium)'],
+      ],
+    );
+    // Once the group exists, nothing is reported.
+    const ok = load(group + 'apiVersion: cilium.io/v2alpha1\nkind: CiliumCIDRGroup\nmetadata: {name: vpn}\nspec:\n  externalCIDRs: [203.0.113.0/24]\n---\n' + CNP('  ingress:\n  - fromCIDRSet: [{cidrGroupRef: office}, {cidrGroupRef: vpn}]\n'));
+    assert.deepEqual(missingCidrGroups(ok.snapshot!), []);
+  });
+
+  it('enableDefaultDeny: {ingress: false} marks the rules (the service is not default deny through them); true selects even without ingress rules; egress is reported as not policed', () => {
+    const off = load(CNP('  enableDefaultDeny: {ingress: false, egress: false}\n  ingress:\n  - fromCIDR: [192.0.2.0/24]\n  ingressDeny:\n  - fromCIDR: [192.0.2.128/25]\n'));
+    assert.equal(formatErrors(off.errors), '');
+    assert.deepEqual(off.warnings.map((w) => [w.path, w.message]), [['spec.enableDefaultDeny.egress', 'ignored by herald (herald polices ingress to service IPs only)']]);
+    const rules = ruleSetsFromSnapshot(off.snapshot!)[0]!.rules;
+    assert.deepEqual(rules.map((x) => [x.verdict, x.defaultDeny]), [['deny', false], ['allow', false]]);
+    // Only a switch, no rules: nothing selected (as a spec without ingress rules).
+    assert.deepEqual(ruleSetsFromSnapshot(load(CNP('  enableDefaultDeny: {ingress: false}\n  ingress: []\n')).snapshot!)[0]!.rules, []);
+    // ingress: true with no ingress rule selects its services into default deny (Cilium).
+    const on = ruleSetsFromSnapshot(load(CNP('  enableDefaultDeny: {ingress: true}\n')).snapshot!)[0]!.rules;
+    assert.equal(on.length, 1);
+    assert.deepEqual(on[0]!.peers, []);
+    assert.equal(on[0]!.defaultDeny, undefined);
   });
 
   it('an ingress section whose rules name no source herald sees still selects (default deny), as in Cilium', () => {

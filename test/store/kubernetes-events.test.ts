@@ -99,6 +99,32 @@ test('a refused Service, pool and policy each get one Warning Event InvalidInten
   }
 });
 
+test('a CiliumNetworkPolicy naming a CiliumCIDRGroup that does not exist gets a Warning Event IntentWarning naming rule and group, from the leader only', { timeout: 120_000 }, async () => {
+  const nodes: KubeControlPlane[] = [];
+  try {
+    for (const name of ['node-w1', 'node-w2']) nodes.push(await kubeControlPlane(kube, name, { lease: OPTS }));
+    await waitFor('a leader', () => nodes.some((n) => n.election.isLeader()));
+    const leader = nodes.find((n) => n.election.isLeader())!;
+    await applyObject(kube, {
+      apiVersion: 'cilium.io/v2',
+      kind: 'CiliumNetworkPolicy',
+      metadata: { name: 'ev-cidr-group', namespace: 'default' },
+      spec: { endpointSelector: { matchLabels: { app: 'web' } }, ingress: [{ fromCIDRSet: [{ cidrGroupRef: 'office' }] }] },
+    });
+    await waitFor('the IntentWarning Event', async () => (await eventsFor('ev-cidr-group', EVENT_REASONS.warning)).length > 0, 30_000);
+    const [ev, ...more] = await eventsFor('ev-cidr-group', EVENT_REASONS.warning);
+    assert.equal(more.length, 0);
+    assert.equal(ev!.type, 'Warning');
+    assert.equal(ev!.involvedObject.kind, 'CiliumNetworkPolicy');
+    assert.equal(ev!.source.host, leader.node, 'sent by the leader');
+    assert.equal(ev!.message, 'spec.ingress[0].fromCIDRSet[0].cidrGroupRef: CiliumCIDRGroup "office" does not exist: this rule allows from none of its CIDRs until it is created (as Cilium)');
+    for (const n of nodes) if (n !== leader) assert.equal(n.events.stats.sent, 0, `${n.node} sent no Event`);
+  } finally {
+    for (const n of nodes) n.crash();
+    await kube.api('DELETE', '/apis/cilium.io/v2/namespaces/default/ciliumnetworkpolicies/ev-cidr-group');
+  }
+});
+
 test('ownership moves are Events on the Service: who announces the IP now and why (claimed while free; taken over after the holder\'s node Lease expired)', { timeout: 120_000 }, async () => {
   await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'ev-moves' }, spec: { blocks: [{ cidr: '203.0.113.16/29' }], serviceSelector: { matchLabels: { ev: 'moves' } } } });
   await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumL2AnnouncementPolicy', metadata: { name: 'ev-moves' }, spec: { interfaces: ['^eth0$'], loadBalancerIPs: true, serviceSelector: { matchLabels: { ev: 'moves' } } } });

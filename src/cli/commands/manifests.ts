@@ -24,6 +24,7 @@ import {
 import { defaultNodeName, durationOption, parseByteSize, parseDuration, parseNodeName } from '../options.js';
 import { knownNodes, nodeIdentity, parseNodeLabels, unmatchedNodeSelectors } from '../../intent/node-labels.js';
 import type { IntentSnapshot } from '../../intent/snapshot.js';
+import { missingCidrGroups } from '../../controlplane/policy/intake.js';
 
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
@@ -83,7 +84,7 @@ export async function validatePaths(
     ignored.push(...load.ignored);
     errors.push(...load.errors);
     warnings.push(...load.warnings);
-    if (load.snapshot) warnings.push(...selectorWarnings(load.snapshot, node));
+    if (load.snapshot) warnings.push(...selectorWarnings(load.snapshot, node), ...cidrGroupWarnings(load.snapshot));
   }
   return { files, objects, ignored, errors, warnings };
 }
@@ -100,6 +101,17 @@ function selectorWarnings(snapshot: IntentSnapshot, node: { readonly name: strin
       message: u.message,
     };
   });
+}
+
+/** fromCIDRSet entries naming a CiliumCIDRGroup that does not exist (the rule goes without those CIDRs, as in Cilium). */
+function cidrGroupWarnings(snapshot: IntentSnapshot): ManifestWarning[] {
+  return missingCidrGroups(snapshot).map((w) => ({
+    severity: 'warning' as const,
+    ...(w.object.source ?? { file: '' }),
+    object: { kind: w.object.kind, name: w.policy.slice(w.object.kind.length + 1) },
+    path: `${w.path}.${w.field}`,
+    message: w.detail,
+  }));
 }
 
 export interface StoreWriteOptions {

@@ -3,7 +3,7 @@
  * possible, rule by rule. The datapath (via compile.ts) must agree with it on
  * every packet; the property test checks exactly that.
  */
-import { prefixContains, type Decision, type Packet, type PeerBlock, type PolicyRule } from './model.js';
+import { NO_DEFAULT_DENY_RULE, prefixContains, type Decision, type Packet, type PeerBlock, type PolicyRule } from './model.js';
 
 export function peerMatches(block: PeerBlock, packet: Packet): boolean {
   if (!prefixContains(block.cidr, packet.family, packet.src)) return false;
@@ -29,5 +29,7 @@ export function evaluate(rules: readonly PolicyRule[], packet: Packet): Decision
   }
   if (deny !== undefined) return { verdict: 'deny', rule: deny };
   if (allow !== undefined) return { verdict: 'allow', rule: allow };
+  // Selected only by policies with enableDefaultDeny.ingress false: not default deny.
+  if (rules.length > 0 && rules.every((r) => r.defaultDeny === false)) return { verdict: 'allow', rule: NO_DEFAULT_DENY_RULE };
   return { verdict: 'deny', rule: 0 };
 }

@@ -49,6 +49,8 @@ export type Selection =
 
 export interface RuleInput {
   readonly verdict: Verdict;
+  /** false: its policy sets enableDefaultDeny.ingress false (model.ts). */
+  readonly defaultDeny?: false;
   readonly peers: readonly PeerBlock[];
   readonly ports?: readonly PortRange[];
   /** Named ports (resolved per service; `ports` is then at least []). */
@@ -155,6 +157,8 @@ function policyRuleSets(obj: Sourced<NetworkPolicyManifest>, groups: ReadonlyMap
       selector: spec.endpointSelector,
     };
     const before = rules.length;
+    // enableDefaultDeny.ingress false: this spec's rules do not put their services into default deny (model.ts).
+    const dd = spec.enableDefaultDeny?.ingress === false ? { defaultDeny: false as const } : {};
     for (const section of ['ingressDeny', 'ingress'] as const) {
       (spec[section] ?? []).forEach((ing, i) => {
         const peers = peersOf(ing, groups);
@@ -165,13 +169,16 @@ function policyRuleSets(obj: Sourced<NetworkPolicyManifest>, groups: ReadonlyMap
           peers,
           ...ports,
           selection,
+          ...dd,
           origin: `${obj.kind} ${name} ${at}.${section}[${i}]`,
         });
       });
     }
     // An ingress section selects its services into default deny (as Cilium) even when none of its
     // rules names a source herald sees (only fromEndpoints, a CIDR group that does not exist …).
-    if (rules.length === before && (spec.ingress !== undefined || spec.ingressDeny !== undefined)) {
+    // enableDefaultDeny.ingress true does so without any ingress rule (Cilium); false never adds the marker.
+    const selectsIngress = spec.enableDefaultDeny?.ingress ?? (spec.ingress !== undefined || spec.ingressDeny !== undefined);
+    if (rules.length === before && selectsIngress) {
       rules.push({ verdict: 'allow', peers: [], selection, origin: `${obj.kind} ${name} ${at} (selects: default deny; no rule names a source herald sees)` });
     }
   }
@@ -236,6 +243,57 @@ export function ruleSetsFromSnapshot(snapshot: IntentSnapshot): RuleSetInput[] {
   for (const [key, svc] of snapshot.services) {
     const ranges = serviceSourceRanges(svc as Sourced<ServiceManifest>);
     if (ranges.length > 0) out.push(sourceRangeRuleSet(key, ranges));
+  }
+  return out;
+}
+
+export interface CidrGroupWarning {
+  /** `CiliumNetworkPolicy ns/name` or `CiliumClusterwideNetworkPolicy name`. */
+  readonly policy: string;
+  readonly object: Sourced<NetworkPolicyManifest>;
+  /** The fromCIDRSet entry, e.g. `spec.ingress[0].fromCIDRSet[1]`. */
+  readonly path: string;
+  /** The field: `cidrGroupRef` or `cidrGroupSelector`. */
+  readonly field: 'cidrGroupRef' | 'cidrGroupSelector';
+  /** The group named (cidrGroupRef), or the selector (cidrGroupSelector) as JSON. */
+  readonly group: string;
+  /** What is wrong and its effect (without the path). */
+  readonly detail: string;
+  /** `<path>.<field>: <detail>`. */
+  readonly message: string;
+}
+
+/**
+ * fromCIDRSet entries whose cidrGroupRef names a CiliumCIDRGroup that does
+ * not exist (or whose cidrGroupSelector selects none). The rule is applied
+ * without those sources, as Cilium does (the group may arrive later); this
+ * says so, naming the policy, the rule and the group.
+ */
+export function missingCidrGroups(snapshot: IntentSnapshot): CidrGroupWarning[] {
+  const out: CidrGroupWarning[] = [];
+  for (const obj of [...snapshot.networkPolicies.values(), ...snapshot.clusterwideNetworkPolicies.values()]) {
+    const name = obj.kind === 'CiliumNetworkPolicy' ? `${(obj.metadata as { namespace: string }).namespace}/${obj.metadata.name}` : obj.metadata.name;
+    const specs: [PolicyRuleSpec, string][] = [];
+    if (obj.spec) specs.push([obj.spec, 'spec']);
+    (obj.specs ?? []).forEach((sp, i) => specs.push([sp, `specs[${i}]`]));
+    for (const [spec, at] of specs) {
+      for (const section of ['ingress', 'ingressDeny'] as const) {
+        (spec[section] ?? []).forEach((ing, i) => {
+          (ing.fromCIDRSet ?? []).forEach((set, j) => {
+            const path = `${at}.${section}[${i}].fromCIDRSet[${j}]`;
+            const effect = section === 'ingress' ? 'this rule allows from none of its CIDRs' : 'this deny rule denies none of its CIDRs';
+            const add = (field: CidrGroupWarning['field'], group: string, detail: string) =>
+              out.push({ policy: `${obj.kind} ${name}`, object: obj, path, field, group, detail, message: `${path}.${field}: ${detail}` });
+            if (set.cidrGroupRef !== undefined && !snapshot.cidrGroups.has(set.cidrGroupRef)) {
+              add('cidrGroupRef', set.cidrGroupRef, `CiliumCIDRGroup "${set.cidrGroupRef}" does not exist: ${effect} until it is created (as Cilium)`);
+            } else if (set.cidrGroupSelector !== undefined && ![...snapshot.cidrGroups.values()].some((g) => endpointSelectorMatches(set.cidrGroupSelector!, g.metadata.labels))) {
+              const sel = JSON.stringify(set.cidrGroupSelector);
+              add('cidrGroupSelector', sel, `selects no CiliumCIDRGroup (${sel}): ${effect} until one is created (as Cilium)`);
+            }
+          });
+        });
+      }
+    }
   }
   return out;
 }

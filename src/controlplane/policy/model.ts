@@ -66,6 +66,15 @@ export interface PolicyRule {
   readonly namedPorts?: readonly NamedPort[];
   /** Where it came from, e.g. `CiliumNetworkPolicy default/web ingressDeny[0]`. */
   readonly origin: string;
+  /**
+   * false: from a policy with `enableDefaultDeny: {ingress: false}` — it does
+   * not put the services it selects into default deny. A service all of whose
+   * rules say so is not default deny: what no rule denies is allowed (its
+   * allow rules change nothing). One rule without it (any other policy, or
+   * loadBalancerSourceRanges) makes the service default deny, as Cilium does
+   * ("enabled if any policy requests it").
+   */
+  readonly defaultDeny?: false;
 }
 
 export interface Packet {
@@ -126,4 +135,22 @@ export function formatAddress(family: Family, addr: bigint): string {
   }
   if (best < 0) return groups.join(':');
   return `${groups.slice(0, best).join(':')}::${groups.slice(best + bestLen).join(':')}`;
+}
+
+/** The id of the allow-everything rule a service gets when no policy selecting it asks for default deny (repository ids are far below; shared.ts's synthesized ids above). */
+export const NO_DEFAULT_DENY_RULE = 0x7effffff;
+
+/**
+ * A service's rules with Cilium's `enableDefaultDeny` applied: when every
+ * rule selecting it comes from a policy with `enableDefaultDeny.ingress:
+ * false`, a last allow-everything rule (id NO_DEFAULT_DENY_RULE) follows
+ * them — deny rules still beat it, nothing falls to default deny. Pure.
+ */
+export function withDefaultDenySwitch<R extends PolicyRule>(rules: readonly R[]): readonly PolicyRule[] {
+  if (rules.length === 0 || rules.some((r) => r.defaultDeny !== false)) return rules;
+  const everywhere: PeerBlock[] = [
+    { cidr: { family: 4, addr: 0n, len: 0 }, except: [] },
+    { cidr: { family: 6, addr: 0n, len: 0 }, except: [] },
+  ];
+  return [...rules, { id: NO_DEFAULT_DENY_RULE, verdict: 'allow', peers: everywhere, origin: 'not default deny: every policy selecting it sets enableDefaultDeny.ingress false (what no rule denies is allowed)' }];
 }

@@ -26,7 +26,7 @@ import { Trigger } from '../../core/trigger.js';
 import type { ServicePolicyRow } from '../../datapath/tables/service-policy.js';
 import { compilePolicy, toPrefixEntries } from './compile.js';
 import type { RuleSetInput } from './intake.js';
-import { formatPrefix, PROTO_NAME, type PolicyRule } from './model.js';
+import { formatPrefix, PROTO_NAME, withDefaultDenySwitch, type PolicyRule } from './model.js';
 import { PolicyRepository, type StoredRule } from './repository.js';
 import { SelectionIndex, type ServiceInfo } from './selection.js';
 import { resolveNamedPorts } from './named-ports.js';
@@ -185,7 +185,7 @@ export class PolicyPipeline implements Disposable {
       for (const service of affected) {
         const info = this.index.service(service);
         const selecting = info ? [...this.index.rulesOf(service)].sort((a, b) => a.id - b.id) : [];
-        const rules = resolveNamedPorts(selecting, info?.ports ?? []);
+        const rules = withDefaultDenySwitch(resolveNamedPorts(selecting, info?.ports ?? []));
         const ownIps = (info?.ips ?? []).filter((ip) => !this.shared(ip));
         // Named ports resolve against the service's ports: those are part of its effective policy then.
         const named = selecting.some((r) => r.namedPorts !== undefined) ? JSON.stringify(info?.ports ?? []) : '';
@@ -251,7 +251,7 @@ export class PolicyPipeline implements Disposable {
       ? [...this.ipUsers.get(ip)!].sort().map((service) => ({
           service,
           ports: this.index.service(service)?.ports ?? [],
-          rules: resolveNamedPorts([...this.index.rulesOf(service)].sort((a, b) => a.id - b.id), this.index.service(service)?.ports ?? []),
+          rules: withDefaultDenySwitch(resolveNamedPorts([...this.index.rulesOf(service)].sort((a, b) => a.id - b.id), this.index.service(service)?.ports ?? [])),
         }))
       : [];
     const fingerprint = JSON.stringify(sharers.map((s) => [s.service, s.ports, s.rules.map((r) => r.id)]));

@@ -93,5 +93,5 @@ export class PolicyRepository {
 }
 
 function contentKey(r: RuleInput): string {
-  return JSON.stringify([r.verdict, r.peers, r.ports, r.namedPorts, r.selection, r.origin], (_k, v: unknown) => (typeof v === 'bigint' ? v.toString(16) : v));
+  return JSON.stringify([r.verdict, r.peers, r.ports, r.namedPorts, r.selection, r.origin, r.defaultDeny], (_k, v: unknown) => (typeof v === 'bigint' ? v.toString(16) : v));
 }

@@ -13,6 +13,7 @@ export const MAP_SVC_V6 = 'svc_v6';
 export const MAP_LPM_V4 = 'lpm_v4';
 export const MAP_LPM_V6 = 'lpm_v6';
 export const MAP_DROPS = 'drops';
+export const MAP_GEN_HW = 'gen_hw';
 
 export const MAX_L4 = 16;
 const F_DENY = 1;
@@ -23,6 +24,8 @@ export const POL_VAL_SIZE = 8 + MAX_L4 * ENTRY_SIZE;
 export interface SvcValue {
   readonly slot: number;
   readonly svcId: number;
+  /** The generation of the revision in that slot: stamps the program's verdict cache (never reused, across runs too). */
+  readonly gen: bigint;
 }
 
 export interface LpmKey {
@@ -39,16 +42,35 @@ function bytesAddr(b: Buffer): bigint {
 }
 
 const svcValue = {
-  valueSize: 8,
+  valueSize: 16,
   encodeValue(v: SvcValue): Buffer {
-    const b = Buffer.alloc(8);
+    const b = Buffer.alloc(16);
     b.writeUInt32LE(v.slot, 0);
     b.writeUInt32LE(v.svcId, 4);
+    b.writeBigUInt64LE(v.gen, 8);
     return b;
   },
   decodeValue(b: Buffer): SvcValue {
-    return { slot: b.readUInt32LE(0), svcId: b.readUInt32LE(4) };
+    return { slot: b.readUInt32LE(0), svcId: b.readUInt32LE(4), gen: b.readBigUInt64LE(8) };
   },
+};
+
+/** gen_hw: one u64, the generation high-water mark. */
+export const genCodec: MapCodec<number, bigint> = {
+  keySize: 4,
+  valueSize: 8,
+  encodeKey(k) {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(k, 0);
+    return b;
+  },
+  decodeKey: (b) => b.readUInt32LE(0),
+  encodeValue(v) {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(v, 0);
+    return b;
+  },
+  decodeValue: (b) => b.readBigUInt64LE(0),
 };
 
 /** A service IP's bytes at `offset` (core/addr's writeIp: canonical text parsed in place). */

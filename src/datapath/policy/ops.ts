@@ -56,11 +56,33 @@ export class PolicyMapOps implements ReconcilerOps<ServicePolicyRow> {
   private readonly refs = new Map<number, number>();
   /** LPM keys present per slot (this run's writes and adopted ones). */
   private readonly slotKeys = new Map<number, LpmKey[]>();
+  /** The next generation to hand out, and the high-water mark written to gen_hw (every generation handed out is below it). */
+  private nextGen: bigint;
+  private reservedGen: bigint;
 
   constructor(
     private readonly maps: PolicyMaps,
     private readonly events: PolicyOpsEvents = {},
-  ) {}
+  ) {
+    // Generations start above every one an earlier run handed out (gen_hw is pinned with the maps); 0 is never used.
+    const hw = maps.genHw.lookup(0) ?? 0n;
+    this.nextGen = hw > 0n ? hw : 1n;
+    this.reservedGen = this.nextGen;
+  }
+
+  /**
+   * `n` fresh generations: the high-water mark is raised in the kernel before
+   * any of them is used, so a restart (even kill -9) never hands one out again.
+   */
+  private takeGens(n: number): bigint {
+    const first = this.nextGen;
+    this.nextGen += BigInt(n);
+    if (this.nextGen > this.reservedGen) {
+      this.reservedGen = this.nextGen + 4096n;
+      this.maps.genHw.update(0, this.reservedGen);
+    }
+    return first;
+  }
 
   /**
    * Learns what pinned maps already hold (a previous run's entries), so new
@@ -142,9 +164,12 @@ export class PolicyMapOps implements ReconcilerOps<ServicePolicyRow> {
     // 3. Flip every service IP of the rows written completely (one map update each), then drop the IPs they lost.
     const flips: Array<[string, SvcValue, Plan]> = [];
     const gone: Array<[string, Plan]> = [];
+    // Each revision flipped gets a generation never used before: the program's verdict cache answers only under the current one.
+    let gen = this.takeGens(ok().length);
     for (const p of ok()) {
       const ips = new Set(p.row.ips);
-      for (const ip of ips) flips.push([ip, { slot: p.slot, svcId: p.row.svcId }, p]);
+      const v: SvcValue = { slot: p.slot, svcId: p.row.svcId, gen: gen++ };
+      for (const ip of ips) flips.push([ip, v, p]);
       for (const ip of this.applied.get(p.row.service)?.ips ?? []) if (!ips.has(ip)) gone.push([ip, p]);
     }
     for (const family of [4, 6] as const) {

@@ -3,24 +3,26 @@
  * keeps enforcing), attaches it to tc ingress at priority 2, runs it on
  * crafted packets (BPF_PROG_TEST_RUN) and reads its drop counters.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Disposable } from '../../core/disposable.js';
 import { HeraldError } from '../../core/errors.js';
-import { BpfMap } from '../../os/bpf-map.js';
+import { BpfMap, mapInfoByFd, type MapCodec } from '../../os/bpf-map.js';
 import { ensurePinDir } from '../../os/bpffs.js';
 import { ERRNO, SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
 import { progTestRun, type TestRunResult } from '../../os/prog-test-run.js';
 import { attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
 import {
   MAP_DROPS,
+  MAP_GEN_HW,
   MAP_LPM_V4,
   MAP_LPM_V6,
   MAP_SVC_V4,
   MAP_SVC_V6,
   PROGRAM_NAME,
   decodeDropKey,
+  genCodec,
   lpm4Codec,
   lpm6Codec,
   svc4Codec,
@@ -37,7 +39,43 @@ export const POLICY_TC_SLOT: TcSlot = { handle: 0x4852, priority: 2 };
 export const DEFAULT_POLICY_OBJECT = fileURLToPath(new URL('../../../build/bpf/policy.bpf.o', import.meta.url));
 
 /** The maps a restarted agent reuses (file names `policy_<map>` in the pin directory). */
-export const PINNED_MAPS = [MAP_SVC_V4, MAP_SVC_V6, MAP_LPM_V4, MAP_LPM_V6] as const;
+export const PINNED_MAPS = [MAP_SVC_V4, MAP_SVC_V6, MAP_LPM_V4, MAP_LPM_V6, MAP_GEN_HW] as const;
+
+const PINNED_CODECS: Record<(typeof PINNED_MAPS)[number], MapCodec<unknown, unknown>> = {
+  [MAP_SVC_V4]: svc4Codec as MapCodec<unknown, unknown>,
+  [MAP_SVC_V6]: svc6Codec as MapCodec<unknown, unknown>,
+  [MAP_LPM_V4]: lpm4Codec as MapCodec<unknown, unknown>,
+  [MAP_LPM_V6]: lpm6Codec as MapCodec<unknown, unknown>,
+  [MAP_GEN_HW]: genCodec as MapCodec<unknown, unknown>,
+};
+
+/**
+ * Pinned maps of another layout (an older herald) are removed, all of them,
+ * so the load creates a fresh set: the old program keeps enforcing from the
+ * old set (it holds them) until the new one replaces it, and the new run
+ * never writes a slot the old maps still point at. Cilium's DeleteIfUpgradeNeeded.
+ */
+function removeIfUpgradeNeeded(pinDir: string): boolean {
+  const lib = libbpf();
+  let stale = false;
+  for (const name of PINNED_MAPS) {
+    const path = pinnedMapPath(pinDir, name);
+    if (!existsSync(path)) continue;
+    const fd = lib.objGet(path);
+    if (fd < 0) continue;
+    try {
+      const info = mapInfoByFd(fd);
+      const codec = PINNED_CODECS[name];
+      if (info.keySize !== codec.keySize || info.valueSize !== codec.valueSize) stale = true;
+    } finally {
+      lib.close(fd);
+    }
+  }
+  // A set without the generation mark predates the verdict cache: its generations are unknown.
+  if (!stale && existsSync(pinnedMapPath(pinDir, MAP_SVC_V4)) && !existsSync(pinnedMapPath(pinDir, MAP_GEN_HW))) stale = true;
+  if (stale) for (const name of PINNED_MAPS) rmSync(pinnedMapPath(pinDir, name), { force: true });
+  return stale;
+}
 
 export function pinnedMapPath(pinDir: string, map: (typeof PINNED_MAPS)[number]): string {
   return join(pinDir, `policy_${map}`);
@@ -47,6 +85,8 @@ export const TC_ACT_UNSPEC = -1;
 export const TC_ACT_SHOT = 2;
 
 export interface PolicyMaps {
+  /** The generation high-water mark (pinned with the others). */
+  genHw: BpfMap<number, bigint>;
   svc4: BpfMap<string, SvcValue>;
   svc6: BpfMap<string, SvcValue>;
   lpm4: BpfMap<LpmKey, readonly PolicyL4Entry[]>;
@@ -103,6 +143,7 @@ export class PolicyProgram implements Disposable {
     try {
       if (opts.pinDir !== undefined) {
         ensurePinDir(opts.pinDir);
+        removeIfUpgradeNeeded(opts.pinDir);
         // Not the drop counters: they are keyed by service and rule ids, which a new run assigns afresh.
         for (const name of PINNED_MAPS) {
           const map = checkPtr('HERALD_BPF_LOAD', `find map ${name}`, lib.objectFindMapByName(obj, name));
@@ -120,6 +161,7 @@ export class PolicyProgram implements Disposable {
       const fd = (name: string) =>
         check('HERALD_BPF_LOAD', `map fd ${name}`, lib.mapFd(checkPtr('HERALD_BPF_LOAD', name, lib.objectFindMapByName(obj, name))));
       const maps: PolicyMaps = {
+        genHw: BpfMap.fromObjectFd(MAP_GEN_HW, fd(MAP_GEN_HW), genCodec),
         svc4: BpfMap.fromObjectFd(MAP_SVC_V4, fd(MAP_SVC_V4), svc4Codec),
         svc6: BpfMap.fromObjectFd(MAP_SVC_V6, fd(MAP_SVC_V6), svc6Codec),
         lpm4: BpfMap.fromObjectFd(MAP_LPM_V4, fd(MAP_LPM_V4), lpm4Codec),

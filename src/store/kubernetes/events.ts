@@ -105,7 +105,7 @@ export class EventRecorder {
 }
 
 /** Reasons of the Events below (kubectl describe's Reason column). */
-export const EVENT_REASONS = { moved: 'IPOwnerChanged', rejected: 'InvalidIntent' } as const;
+export const EVENT_REASONS = { moved: 'IPOwnerChanged', rejected: 'InvalidIntent', warning: 'IntentWarning' } as const;
 
 /**
  * Events about intent and ownership, on the objects users look at:
@@ -119,7 +119,12 @@ export const EVENT_REASONS = { moved: 'IPOwnerChanged', rejected: 'InvalidIntent
  *   (field path and message), sent by the LB-IPAM leader only (every node
  *   reads the same objects and refuses them alike).
  *
- * Both go through the EventRecorder's limits (the same Event not repeated
+ * - `warned`: an accepted object herald applies with less effect than written
+ *   for a reason outside it (a CiliumNetworkPolicy naming a CiliumCIDRGroup
+ *   that does not exist) is a Warning Event `IntentWarning` on it, from the
+ *   LB-IPAM leader only, like `rejected`.
+ *
+ * All go through the EventRecorder's limits (the same Event not repeated
  * within 5 min; one token bucket for all), so a flapping object or a crash
  * moving a thousand IPs cannot flood the API server.
  */
@@ -162,6 +167,14 @@ export class KubeIntentEvents {
       const message = `herald refused this object (the intent in force before the change stays until it is fixed): ${text}`;
       this.deps.events.record({ ...obj, apiVersion: resource.apiVersion, kind: resource.kind }, 'Warning', EVENT_REASONS.rejected, message);
     }
+  }
+
+  warned(w: { kind: string; name: string; namespace?: string; message: string }): void {
+    if (!this.deps.active()) return;
+    const resource = this.deps.resources.find((r) => r.kind === w.kind);
+    const obj = resource && this.deps.cached(w.kind, w.name, w.namespace);
+    if (!resource || !obj) return;
+    this.deps.events.record({ ...obj, apiVersion: resource.apiVersion, kind: resource.kind }, 'Warning', EVENT_REASONS.warning, w.message);
   }
 
   /** `kubernetes/<Kind>/<namespace or _cluster>/<name>` → the cached object. */

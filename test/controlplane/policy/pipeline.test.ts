@@ -11,7 +11,7 @@ import { silentLogger } from '../../../src/core/logger.js';
 import { StateDB, type RWTable } from '../../../src/core/statedb/index.js';
 import { servicePolicyTable, type ServicePolicyRow } from '../../../src/datapath/tables/service-policy.js';
 import { sourceRangeRuleSet, toPrefix, type RuleInput, type RuleSetInput } from '../../../src/controlplane/policy/intake.js';
-import { prefixKey } from '../../../src/controlplane/policy/model.js';
+import { NO_DEFAULT_DENY_RULE, prefixKey } from '../../../src/controlplane/policy/model.js';
 import { PolicyPipeline } from '../../../src/controlplane/policy/pipeline.js';
 import type { ServiceInfo } from '../../../src/controlplane/policy/selection.js';
 
@@ -120,6 +120,35 @@ describe('policy pipeline', () => {
     await Promise.all(results.map((r) => r.realized));
     assert.equal(p.realizedRevision, 4);
     assert.equal(delays.length, 5);
+    p.dispose();
+  });
+  it('enableDefaultDeny {ingress: false}: a service only such policies select is not default deny (allow-all after its rules); one policy without it makes it default deny again', async () => {
+    const { p, rows } = setup();
+    await p.submit({ kind: 'services', upsert: [svc('shop', 'web', '198.51.100.10', { app: 'web' })] });
+    const soft = cnp('shop', 'soft', 'web', ['192.0.2.5/32'], 'deny');
+    const softSet: RuleSetInput = { key: soft.key, rules: soft.rules.map((r) => ({ ...r, defaultDeny: false as const })) };
+    await p.submit({ kind: 'rules', sets: [softSet] });
+    const decide = (src: string) => {
+      const row = rows()[0]!;
+      const rules = row.rules;
+      // The compiled table's longest prefix for the source decides: find it as trace does.
+      const addr = toPrefix(`${src}/32`).addr;
+      const hits = row.prefixes.filter((x) => x.family === 4 && (x.len === 0 || addr >> BigInt(32 - x.len) === x.addr >> BigInt(32 - x.len))).sort((a, b) => b.len - a.len);
+      const e = hits[0]?.entries.find((x) => x.any);
+      return { verdict: e ? (e.deny ? 'deny' : 'allow') : 'deny', rule: e?.rule ?? 0, ruleIds: rules.map((r) => r.id) };
+    };
+    assert.equal(decide('192.0.2.9').verdict, 'allow', 'no rule denies it: not default deny');
+    assert.equal(decide('192.0.2.9').rule, NO_DEFAULT_DENY_RULE);
+    assert.equal(decide('192.0.2.5').verdict, 'deny', 'the deny rule still applies');
+    await p.submit({ kind: 'rules', sets: [cnp('shop', 'strict', 'web', ['192.0.2.1/32'])] });
+    assert.equal(decide('192.0.2.9').verdict, 'deny', 'another policy asks for default deny');
+    assert.ok(!decide('192.0.2.9').ruleIds.includes(NO_DEFAULT_DENY_RULE));
+    assert.equal(decide('192.0.2.1').verdict, 'allow');
+    // The switch flipped on the same object (same rules otherwise): a new rule content, the service regenerated.
+    await p.submit({ kind: 'rules', sets: [{ key: 'CiliumNetworkPolicy/shop/strict', rules: [] }] });
+    const r = await p.submit({ kind: 'rules', sets: [soft] });
+    assert.deepEqual(r.regenerated, ['shop/web']);
+    assert.equal(decide('192.0.2.9').verdict, 'deny', 'without the switch: default deny');
     p.dispose();
   });
 });

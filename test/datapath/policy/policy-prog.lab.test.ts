@@ -5,10 +5,13 @@
  * deny) and random packets, across revision flips of the same service.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { compilePolicy, toPrefixEntries } from '../../../src/controlplane/policy/compile.js';
 import { evaluate } from '../../../src/controlplane/policy/evaluate.js';
-import { formatAddress, type PolicyRule, type Prefix } from '../../../src/controlplane/policy/model.js';
+import { formatAddress, withDefaultDenySwitch, type PolicyRule, type Prefix } from '../../../src/controlplane/policy/model.js';
 import { PolicyMapOps } from '../../../src/datapath/policy/ops.js';
 import { PolicyProgram, TC_ACT_SHOT, TC_ACT_UNSPEC } from '../../../src/datapath/policy/program.js';
 import type { ServicePolicyRow } from '../../../src/datapath/tables/service-policy.js';
@@ -31,7 +34,8 @@ function row(rules: PolicyRule[], revision: number): ServicePolicyRow {
     svcId: 7,
     ips: ['198.51.100.10', '2001:db8::10'],
     revision,
-    prefixes: toPrefixEntries(compilePolicy(rules)),
+    // As the pipeline compiles a service's rules (enableDefaultDeny applied).
+    prefixes: toPrefixEntries(compilePolicy([...withDefaultDenySwitch(rules)])),
     rules: rules.map((r) => ({ id: r.id, verdict: r.verdict, origin: r.origin, text: '' })),
   };
 }
@@ -49,20 +53,23 @@ test('the BPF program agrees with the reference evaluator (random rules × rando
   const ops = new PolicyMapOps(prog.maps);
   let cases = 0;
   const verdicts = { allow: 0, deny: 0, defaultDeny: 0 };
+  type Pkt = ReturnType<typeof randomPacket>;
+  // The previous revision's packets: replayed under the next one, whose verdicts the program's cache must not answer from.
+  let previous: Array<{ pkt: Pkt; ext: number[] | undefined; verdict: string }> = [];
+  let replayedChanged = 0;
   for (let set = 0; set < 60; set++) {
     const pool: Prefix[] = [];
-    const rules = randomRules(r, pool);
+    // One set in five comes only from policies with enableDefaultDeny {ingress: false}: not default deny.
+    const noDefaultDeny = r() < 0.2;
+    const rules = randomRules(r, pool).map((x) => (noDefaultDeny ? { ...x, defaultDeny: false as const } : x));
     ops.update(row(rules, set + 1));
-    for (let i = 0; i < 150; i++) {
-      const pkt = randomPacket(r, pool, rules);
+    const check = (pkt: Pkt, ext: number[] | undefined, how: string): string => {
       const expected = evaluate(rules, pkt.fragment ? { family: pkt.family, src: pkt.src, proto: pkt.proto } : pkt);
       const before = prog.drops().find((d) => d.svcId === 7 && d.rule === expected.rule)?.packets ?? 0n;
-      // IPv6: often behind a chain of extension headers the program must walk to find the L4 header.
-      const ext = pkt.family === 6 && r() < 0.4 ? Array.from({ length: 1 + Math.floor(r() * 3) }, () => [0, 43, 60, 51][Math.floor(r() * 4)]!) : undefined;
       const frame = buildFrame({ family: pkt.family, src: pkt.src, dst: pkt.family === 4 ? SVC4 : SVC6, proto: pkt.proto, ...(pkt.dport !== undefined ? { dport: pkt.dport } : {}), ...(pkt.fragment ? { fragment: true } : {}), ...(ext ? { ext } : {}) });
       const { retval } = prog.testRun(frame);
       const got = retval === TC_ACT_SHOT ? 'deny' : retval === TC_ACT_UNSPEC ? 'allow' : `retval ${retval}`;
-      const context = () => `seed ${seed}, set ${set}, ext ${JSON.stringify(ext)}, packet ${JSON.stringify(pkt, (_k, v) => (typeof v === 'bigint' ? formatAddress(pkt.family, v) : v))}\n${describe(rules)}`;
+      const context = () => `${how}: seed ${seed}, set ${set}, ext ${JSON.stringify(ext)}, packet ${JSON.stringify(pkt, (_k, v) => (typeof v === 'bigint' ? formatAddress(pkt.family, v) : v))}\n${describe(rules)}`;
       assert.equal(got, expected.verdict, context());
       if (expected.verdict === 'deny') {
         // The drop is counted against the deciding rule (0 = default deny).
@@ -72,13 +79,29 @@ test('the BPF program agrees with the reference evaluator (random rules × rando
         else verdicts.deny++;
       } else verdicts.allow++;
       cases++;
+      return `${expected.verdict}/${expected.rule}`;
+    };
+    // First the packets the previous revision decided (and cached): this revision decides them.
+    for (const old of previous) if (check(old.pkt, old.ext, 'replayed after a revision flip') !== old.verdict) replayedChanged++;
+    const now: typeof previous = [];
+    for (let i = 0; i < 150; i++) {
+      const pkt = randomPacket(r, pool, rules);
+      // IPv6: often behind a chain of extension headers the program must walk to find the L4 header.
+      const ext = pkt.family === 6 && r() < 0.4 ? Array.from({ length: 1 + Math.floor(r() * 3) }, () => [0, 43, 60, 51][Math.floor(r() * 4)]!) : undefined;
+      const verdict = check(pkt, ext, 'first packet');
+      // The same packet again: now answered from the verdict cache, the same way.
+      check(pkt, ext, 'repeated (verdict cache)');
+      now.push({ pkt, ext, verdict });
     }
+    previous = now;
     // Traffic to an address that is not a policed service is never touched.
     assert.equal(prog.testRun(buildFrame({ family: 4, src: 1n, dst: OTHER4, proto: 6, dport: 80 })).retval, TC_ACT_UNSPEC);
   }
-  assert.ok(cases >= 9000, `${cases} cases`);
+  assert.ok(cases >= 18000, `${cases} cases`);
   // The generator exercises every outcome (a broken generator would pass vacuously).
   assert.ok(verdicts.allow > 500 && verdicts.deny > 200 && verdicts.defaultDeny > 500, JSON.stringify(verdicts));
+  // Replays whose verdict the flip changed: a cache answering from the old revision would have failed on these.
+  assert.ok(replayedChanged > 500, `${replayedChanged} replayed packets changed verdict`);
 });
 
 test('Neighbor Discovery to a policed IPv6 service is never filtered; ICMPv6 echo is policed', () => {
@@ -143,6 +166,7 @@ test('a restarted writer adopts the pinned maps: never writes into the slot in f
   before.adopt();
   before.update(row([ALL], 1)); // the previous run: everything allowed, in force in one slot
   assert.equal(echo6(), TC_ACT_UNSPEC);
+  const oldGen = prog.maps.svc6.lookup('2001:db8::10')!.gen;
   const lpmBefore = prog.maps.lpm6.keys().length + prog.maps.lpm4.keys().length;
   // A new run over the same maps (pins) knows nothing in memory. Its first
   // revision (nothing allowed) must land in the other slot and be complete:
@@ -150,7 +174,10 @@ test('a restarted writer adopts the pinned maps: never writes into the slot in f
   const after = new PolicyMapOps(prog.maps);
   assert.deepEqual(after.adopt(), { ips: 2, prefixes: lpmBefore });
   after.update(row([], 2));
-  assert.equal(echo6(), TC_ACT_SHOT, 'the new revision is enforced, not a mix with the old one');
+  assert.equal(echo6(), TC_ACT_SHOT, 'the new revision is enforced, not a mix with the old one (nor the old verdict the cache holds)');
+  // The new run's generation is above every one the old run handed out (gen_hw): a cached verdict of the old run can never match it.
+  assert.ok(prog.maps.svc6.lookup('2001:db8::10')!.gen > oldGen, 'a generation above the old run\'s');
+  assert.ok(prog.maps.svc6.lookup('2001:db8::10')!.gen < prog.maps.genHw.lookup(0)!, 'below the high-water mark');
   // Another service took the old run's ids: its slots are the pair of id 7 on the old run's side.
   after.update({ ...row([ALL], 1), service: 'default/other', svcId: 8, ips: ['198.51.100.20'] });
   assert.equal(tcp4(OTHER4), TC_ACT_UNSPEC);
@@ -161,6 +188,34 @@ test('a restarted writer adopts the pinned maps: never writes into the slot in f
   after.prune([]);
   assert.equal(prog.maps.svc4.keys().length + prog.maps.svc6.keys().length + prog.maps.lpm4.keys().length + prog.maps.lpm6.keys().length, 0);
   assert.equal(echo6(), TC_ACT_UNSPEC, 'no row: open');
+});
+
+test('pinned maps of an older layout are replaced as a set; generations keep rising across loads', () => {
+  const dir = `/sys/fs/bpf/herald-test-policy-${process.pid}`;
+  mkdirSync(dir, { recursive: true });
+  try {
+    // An older herald's svc_v4 (8-byte values, no generation).
+    execFileSync('bpftool', ['map', 'create', join(dir, 'policy_svc_v4'), 'type', 'hash', 'key', '4', 'value', '8', 'entries', '64', 'name', 'svc_v4']);
+    const valueSize = () => (JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show', 'pinned', join(dir, 'policy_svc_v4')], { encoding: 'utf8' })) as { bytes_value: number }).bytes_value;
+    assert.equal(valueSize(), 8);
+    const gens: bigint[] = [];
+    for (let run = 0; run < 3; run++) {
+      const p = PolicyProgram.load({ pinDir: dir });
+      try {
+        const ops = new PolicyMapOps(p.maps);
+        ops.adopt();
+        ops.update(row([ALL], run + 1));
+        ops.update(row([], run + 2));
+        gens.push(p.maps.svc4.lookup('198.51.100.10')!.gen);
+      } finally {
+        p.dispose();
+      }
+    }
+    assert.equal(valueSize(), 16, 'recreated with this layout');
+    assert.ok(gens[0]! > 0n && gens[1]! > gens[0]! && gens[2]! > gens[1]!, `generations across loads: ${gens.join(', ')}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('a batch of rows decides exactly as the same rows written one by one; a row that cannot be written keeps its previous revision', () => {

@@ -179,6 +179,30 @@ spec:
   - fromCIDRSet: [{cidrGroupRef: office, except: [192.0.2.5/32]}]
 `;
 
+// Cilium's enableDefaultDeny: {ingress: false}: the allow rule changes nothing, the deny rule still drops;
+// a second policy without the switch makes the service default deny again ("enabled if any policy requests it").
+const NO_DEFAULT_DENY = `${SERVICE}---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-in, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  enableDefaultDeny: {ingress: false}
+  ingress:
+  - fromCIDR: [192.0.2.1/32]
+  ingressDeny:
+  - fromCIDR: [192.0.2.5/32]
+`;
+const AND_STRICT = `${NO_DEFAULT_DENY}---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: web-strict, namespace: shop}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingress:
+  - fromCIDR: [192.0.2.1/32]
+`;
+
 describe('service traffic policy with real traffic', { skip }, () => {
   let lab: Lab;
   let client: Host;
@@ -348,5 +372,16 @@ describe('service traffic policy with real traffic', { skip }, () => {
     assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).code, 28, 'carved out by except');
     await apply(GROUP.replace(/---\napiVersion: cilium.io\/v2alpha1\nkind: CiliumCIDRGroup\n[^-]*/, ''));
     assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).code, 28, 'the group is gone: its rule has no sources');
+  });
+
+  test('enableDefaultDeny {ingress: false}: what no rule denies passes, the deny rule drops; another policy without it brings default deny back', async () => {
+    await apply(NO_DEFAULT_DENY);
+    assert.equal(curl('192.0.2.3', `http://${VIP4}:8080/`).stdout, 'n1\n', 'no rule names it: not default deny');
+    assert.equal(curl('2001:db8::5', `http://[${VIP6}]:8080/`).stdout, 'n1\n', 'IPv6 too');
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).stdout, 'n1\n', 'allowed');
+    assert.equal(curl('192.0.2.5', `http://${VIP4}:8080/`).code, 28, 'the deny rule still drops');
+    await apply(AND_STRICT);
+    assert.equal(curl('192.0.2.3', `http://${VIP4}:8080/`).code, 28, 'a policy asking for default deny: dropped');
+    assert.equal(curl('192.0.2.1', `http://${VIP4}:8080/`).stdout, 'n1\n', 'allowed');
   });
 });
