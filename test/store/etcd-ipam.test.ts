@@ -263,7 +263,7 @@ describe('etcd LB-IPAM coordination: allocations are never lost or reassigned', 
       await waitFor(() => logged(b, 'warn', /ignored/), { what: 'node-b to ignore the older state', onTimeout: describeLogs(b) });
       assert.equal(b.ipam.current().generation, 2);
       assert.equal(allocs(b.ipam.current()), allocs(S2));
-      await waitFor(async () => (await storedState(prefix))?.generation === 2, { what: 'generation 2 written back' });
+      await waitFor(async () => (await storedState(prefix))?.generation === 2, { what: 'generation 2 written back', onTimeout: () => `node-a:\n${describeLogs(a)()}\nnode-b:\n${describeLogs(b)()}` });
       assert.equal(allocs(await storedState(prefix)), allocs(S2));
       assert.equal(copyOf(b).generation, 2, "node-b's copy never went back");
     }

@@ -227,7 +227,9 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
       this.store = viewOf(stateKv);
       this.judgeStore();
     } catch (e) {
-      this.log.debug({ err: describeError(e) }, 'etcd ipam refresh failed');
+      // No event may come to start another read (the store holds still): read again shortly.
+      this.log.debug({ err: describeError(e) }, 'etcd ipam refresh failed; reading again in 500 ms');
+      if (!this.disposed) this.reads.triggerAt(this.clock.now() + 500);
       return;
     }
     await this.publishOffer().catch((e) => this.log.warn({ err: describeError(e) }, 'cannot publish or withdraw the offer of the local copy'));
@@ -412,6 +414,9 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
   private async restore(): Promise<void> {
     this.restoring = true;
     let retry = false;
+    // The store's state key as this restore knows it: a change after that (a read made while we
+    // restored could not start another restore) is looked at again when this one ends.
+    let knownMod = this.storeMod;
     this.onChange();
     this.log.warn({ reason: this.behind, waitMs: this.restoreWaitMs }, "collecting live agents' copies of the allocation state before restoring");
     try {
@@ -446,6 +451,7 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
         `store wiped or rolled back: restored allocation generation ${generationOf(best.state)} from node ${best.node}`,
       );
       this.behind = undefined;
+      knownMod = this.storeMod;
       await this.accept(restored, 'restored', best.node);
       await this.publishOffer();
     } catch (e) {
@@ -454,9 +460,10 @@ export class EtcdIpamCoordinator implements IpamCoordinator {
     } finally {
       this.restoring = false;
       this.onChange();
-      // Fenced off or failed: reads made meanwhile could not start another restore, and no
-      // change may come to start one (the store holds still); try again (each try waits restoreWaitMs).
-      if (retry) this.restoreIfNeeded();
+      // Fenced off or failed, or the store changed again while we restored (reads made meanwhile
+      // could not start another restore, and no change may come to start one): restore again
+      // (each try waits restoreWaitMs). A store that holds still with nothing to restore from is not retried.
+      if (retry || this.storeMod !== knownMod) this.restoreIfNeeded();
     }
   }
 
