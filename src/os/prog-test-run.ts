@@ -13,7 +13,7 @@ interface TestRunOpts {
   data_out: Buffer | null;
   data_size_in: number;
   data_size_out: number;
-  ctx_in: null;
+  ctx_in: Buffer | null;
   ctx_out: null;
   ctx_size_in: number;
   ctx_size_out: number;
@@ -57,20 +57,33 @@ export interface TestRunResult {
   readonly retval: number;
   /** Average nanoseconds per run, as the kernel measured it. */
   readonly durationNs: number;
+  /** The packet as the program left it (when an output buffer was asked for). */
+  readonly dataOut?: Buffer;
 }
 
-/** Runs `progFd` on `packet` (an Ethernet frame) `repeat` times. */
-export function progTestRun(progFd: number, packet: Buffer, repeat = 1): TestRunResult {
+/**
+ * Runs `progFd` on `packet` (an Ethernet frame) `repeat` times; `withOutput`: the packet as the
+ * program left it; `xdpIngressIfindex`: an XDP program's ctx->ingress_ifindex (in the caller's netns).
+ */
+export function progTestRun(progFd: number, packet: Buffer, repeat = 1, withOutput = false, xdpIngressIfindex?: number): TestRunResult {
   const b = binding();
+  // struct xdp_md: data 0, data_end = the frame's length, data_meta 0, ingress_ifindex, rx_queue 0, egress 0.
+  let ctx: Buffer | null = null;
+  if (xdpIngressIfindex !== undefined) {
+    ctx = Buffer.alloc(24);
+    ctx.writeUInt32LE(packet.length, 4);
+    ctx.writeUInt32LE(xdpIngressIfindex, 12);
+  }
+  const out = withOutput ? Buffer.alloc(packet.length + 256) : null;
   const opts: TestRunOpts = {
     sz: koffi.sizeof(b.type),
     data_in: packet,
-    data_out: null,
+    data_out: out,
     data_size_in: packet.length,
-    data_size_out: 0,
-    ctx_in: null,
+    data_size_out: out ? out.length : 0,
+    ctx_in: ctx,
     ctx_out: null,
-    ctx_size_in: 0,
+    ctx_size_in: ctx ? ctx.length : 0,
     ctx_size_out: 0,
     retval: 0,
     repeat,
@@ -81,5 +94,6 @@ export function progTestRun(progFd: number, packet: Buffer, repeat = 1): TestRun
   };
   const rc = b.run(progFd, opts);
   if (rc < 0) throw new SyscallError('HERALD_BPF_LOAD', 'bpf_prog_test_run_opts', -rc);
-  return { retval: opts.retval | 0, durationNs: opts.duration };
+  const res = { retval: opts.retval | 0, durationNs: opts.duration };
+  return out ? { ...res, dataOut: out.subarray(0, opts.data_size_out) } : res;
 }
