@@ -274,6 +274,47 @@ async function pktBench(): Promise<Record<string, unknown>> {
       }
       await writer.update({ ...base, mode: 'snat', key: '198.51.100.11:80/TCP', vip: '198.51.100.11', backends: bes });
       measureNew('ipv4 maglev snat', '198.51.100.11', (i) => `192.0.2.${1 + Math.floor(i / 60000)}`);
+
+      // tc vs XDP on the whole forward path: routed backends with resolved neighbours, so both
+      // get a FIB answer and send the packet on themselves (tc: bpf_redirect; XDP: XDP_REDIRECT
+      // through lb_xdp_targets). Run in n1's namespace (the FIB is per namespace), XDP with
+      // ctx->ingress_ifindex = eth0. The kernel times the program only: what XDP saves besides
+      // (no skb allocated for the packets it sends on) shows on the wire, not here.
+      const routed = lab.addRoutedBackends(n1, 3, { xdpReady: true });
+      for (const b of routed) n1.must('ping', ['-c', '1', '-W', '2', b.ip]);
+      const targets = routed.map((_b, i) => n1.ifindex(`lbr${i + 1}`));
+      n1.enter(() => prog.setXdpTargets(targets)); // a devmap checks the interfaces in the writer's namespace
+      const eth0 = n1.ifindex('eth0');
+      await writer.update({ ...base, key: '198.51.100.10:80/TCP', vip: '198.51.100.10', backends: bes });
+      const fwd = (name: string, run: (frame: Buffer) => { retval: number; durationNs: number }, frameOf: (i: number) => Buffer, expect: number, fresh: boolean) => {
+        for (const [k] of prog.maps.ct4.entries()) prog.maps.ct4.delete(k);
+        const first = n1.enter(() => run(frameOf(0)));
+        if (first.retval !== expect) throw new Error(`${name}: return code ${first.retval}, expected ${expect}`);
+        const n = fresh ? NEW : CALLS;
+        const ns = n1.enter(() => {
+          const xs: number[] = [];
+          for (let i = 1; i <= n; i++) xs.push(run(frameOf(fresh ? i : 0)).durationNs);
+          return xs;
+        });
+        ns.sort((a, b) => a - b);
+        const p50 = ns[Math.floor(n / 2)]!;
+        const p99 = ns[Math.floor(n * 0.99)]!;
+        out[name] = { p50, p99 };
+        log(`forward path: ${name.padEnd(30)} ${p50.toFixed(0)} ns median, p99 ${p99.toFixed(0)} ns (${n} runs)`);
+      };
+      const tcRun = (f: Buffer) => progTestRun(prog.ingressFd, f, 1, { skbIfindex: eth0 });
+      const xdpRun = (f: Buffer) => progTestRun(prog.xdpFd, f, 1, { xdpIngressIfindex: eth0 });
+      const TC_ACT_REDIRECT = 7;
+      const XDP_REDIRECT = 4;
+      const XDP_PASS = 2;
+      const est = () => tcpFrame('192.0.2.1', '198.51.100.10', 40000, 80);
+      const syn = (i: number) => tcpFrame(`192.0.2.${1 + Math.floor(i / 60000)}`, '198.51.100.10', 1024 + (i % 60000), 80, 0x02);
+      fwd('tc established', tcRun, est, TC_ACT_REDIRECT, false);
+      fwd('xdp established', xdpRun, est, XDP_REDIRECT, false);
+      fwd('tc new connection', tcRun, syn, TC_ACT_REDIRECT, true);
+      fwd('xdp new connection', xdpRun, syn, XDP_REDIRECT, true);
+      // What a packet that is not for a service pays in front of tc with XDP on (then tc's own cost too).
+      fwd('xdp not a service (pass)', xdpRun, () => tcpFrame('192.0.2.1', '192.0.2.99', 40001, 80), XDP_PASS, false);
       return out;
     } finally {
       prog.dispose();

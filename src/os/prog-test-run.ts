@@ -61,20 +61,31 @@ export interface TestRunResult {
   readonly dataOut?: Buffer;
 }
 
-/**
- * Runs `progFd` on `packet` (an Ethernet frame) `repeat` times; `withOutput`: the packet as the
- * program left it; `xdpIngressIfindex`: an XDP program's ctx->ingress_ifindex (in the caller's netns).
- */
-export function progTestRun(progFd: number, packet: Buffer, repeat = 1, withOutput = false, xdpIngressIfindex?: number): TestRunResult {
+export interface TestRunOptions {
+  /** Return the packet as the program left it (dataOut). */
+  output?: boolean;
+  /** An XDP program's ctx->ingress_ifindex (an interface in the caller's namespace). */
+  xdpIngressIfindex?: number;
+  /** A tc program's skb: the device it arrives on (ifindex and ingress_ifindex). */
+  skbIfindex?: number;
+}
+
+/** Runs `progFd` on `packet` (an Ethernet frame) `repeat` times. */
+export function progTestRun(progFd: number, packet: Buffer, repeat = 1, o: TestRunOptions = {}): TestRunResult {
   const b = binding();
-  // struct xdp_md: data 0, data_end = the frame's length, data_meta 0, ingress_ifindex, rx_queue 0, egress 0.
+  const out = o.output ? Buffer.alloc(packet.length + 256) : null;
   let ctx: Buffer | null = null;
-  if (xdpIngressIfindex !== undefined) {
+  if (o.xdpIngressIfindex !== undefined) {
+    // struct xdp_md: data 0, data_end = the frame's length, data_meta 0, ingress_ifindex, rx_queue 0, egress 0.
     ctx = Buffer.alloc(24);
     ctx.writeUInt32LE(packet.length, 4);
-    ctx.writeUInt32LE(xdpIngressIfindex, 12);
+    ctx.writeUInt32LE(o.xdpIngressIfindex, 12);
+  } else if (o.skbIfindex !== undefined) {
+    // struct __sk_buff (192 bytes): ingress_ifindex at 36, ifindex at 40; the rest zero.
+    ctx = Buffer.alloc(192);
+    ctx.writeUInt32LE(o.skbIfindex, 36);
+    ctx.writeUInt32LE(o.skbIfindex, 40);
   }
-  const out = withOutput ? Buffer.alloc(packet.length + 256) : null;
   const opts: TestRunOpts = {
     sz: koffi.sizeof(b.type),
     data_in: packet,

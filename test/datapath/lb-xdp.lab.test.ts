@@ -263,7 +263,7 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
   test('BPF_PROG_TEST_RUN: XDP rewrites like tc (checksums from scratch, TTL, MACs, the same entries)', async () => {
     await flushAll();
     const frame = tcp4Frame('192.0.2.77', VIP, 41000, 80);
-    const x = node.enter(() => progTestRun(prog!.xdpFd, frame, 1, true, ifindex));
+    const x = node.enter(() => progTestRun(prog!.xdpFd, frame, 1, { output: true, xdpIngressIfindex: ifindex }));
     assert.equal(x.retval, XDP_REDIRECT, 'to a backend behind another interface: redirect');
     const out = x.dataOut!;
     const ip = out.subarray(14, 34);
@@ -290,7 +290,7 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
     assert.deepEqual(viaXdp.map((e) => e.dir), [CT_SERVICE, CT_EGRESS]);
     // The tc program on the same packet, after a flush: the same backend and entries.
     await flushAll();
-    const t = node.enter(() => progTestRun(prog!.ingressFd, frame, 1, true));
+    const t = node.enter(() => progTestRun(prog!.ingressFd, frame, 1, { output: true, skbIfindex: ifindex }));
     assert.notEqual(t.retval, 2 /* TC_ACT_SHOT */);
     assert.deepEqual(entries(), viaXdp);
     const tip = t.dataOut!.subarray(14, 34);
@@ -300,7 +300,7 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
     const frag = Buffer.from(frame);
     frag.writeUInt16BE(0x2000, 14 + 6);
     const pass = (f: Buffer, what: string) => {
-      const r = node.enter(() => progTestRun(prog!.xdpFd, f, 1, true, ifindex));
+      const r = node.enter(() => progTestRun(prog!.xdpFd, f, 1, { output: true, xdpIngressIfindex: ifindex }));
       assert.equal(r.retval, XDP_PASS, what);
       assert.deepEqual(r.dataOut, f, `${what}: unchanged`);
     };
