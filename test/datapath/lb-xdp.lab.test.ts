@@ -313,9 +313,19 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
     await writer.update(row(VIP_POLICED, 'TCP', 80, 8080, v4(), { mode: 'snat' }));
     pass(tcp4Frame('192.0.2.78', VIP_POLICED, 41002, 80), 'an SNAT service');
     await writer.update(row(VIP_POLICED, 'TCP', 80, 8080, v4()));
+    // A backend back out the interface the packet came in on (here: the client's own address
+    // on eth0's segment, its neighbour entry resolved): XDP_TX, MACs from the FIB.
+    node.must('ping', ['-c', '1', '-W', '2', client.ip]);
+    await writer.update(row('198.51.100.32', 'TCP', 80, 8080, [client.ip]));
+    const tx = node.enter(() => progTestRun(prog!.xdpFd, tcp4Frame('192.0.2.79', '198.51.100.32', 41003, 80), 1, { output: true, xdpIngressIfindex: ifindex }));
+    assert.equal(tx.retval, XDP_TX);
+    const clientMac = JSON.parse(client.must('ip', ['-j', 'link', 'show', 'dev', 'eth0']))[0].address as string;
+    const nodeMac = JSON.parse(node.must('ip', ['-j', 'link', 'show', 'dev', 'eth0']))[0].address as string;
+    assert.equal(mac(tx.dataOut!.subarray(0, 6)), clientMac);
+    assert.equal(mac(tx.dataOut!.subarray(6, 12)), nodeMac);
+    assert.equal(csum(tx.dataOut!.subarray(14, 34)), 0xffff);
+    await writer.delete(row('198.51.100.32', 'TCP', 80, 8080, [client.ip]));
     await flushAll();
-    // A backend back out the interface the packet came in on: XDP_TX.
-    void XDP_TX;
   });
 
   test('herald agent --lb-xdp: XDP attached with the tc programs, gone after a stop', async () => {
