@@ -328,38 +328,50 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
     await flushAll();
   });
 
-  test('herald agent --lb-xdp: XDP attached with the tc programs, gone after a stop', async () => {
+  test('herald agent --lb-xdp: XDP attached with the tc programs, a policed service still denied, gone after a stop', async () => {
     prog?.dispose();
     prog = undefined;
+    policy?.dispose(); // the agent loads its own policy program (the pinned maps stay)
+    policy = undefined;
     detachXdp();
     const dir = mkdtempSync(join(tmpdir(), 'herald-lbx-'));
-    try {
-      writeFileSync(
-        join(dir, 'intent.yaml'),
-        `apiVersion: cilium.io/v2
-kind: CiliumLoadBalancerIPPool
-metadata: { name: blue }
-spec: { blocks: [{ start: 198.51.100.40, stop: 198.51.100.40 }] }
----
-apiVersion: cilium.io/v2alpha1
-kind: CiliumL2AnnouncementPolicy
-metadata: { name: lan }
-spec: { loadBalancerIPs: true, interfaces: ['^eth0$'] }
----
-apiVersion: v1
+    const svc = (name: string, ip: string) => `apiVersion: v1
 kind: Service
-metadata: { name: web, namespace: default }
+metadata: { name: ${name}, namespace: default, labels: { app: ${name} }, annotations: { lbipam.cilium.io/ips: "${ip}" } }
 spec:
   type: LoadBalancer
   ports: [{ name: http, port: 80, targetPort: 8080 }]
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
-metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
+metadata: { name: ${name}-1, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
 addressType: IPv4
 ports: [{ name: http, port: 8080 }]
 endpoints:
 ${v4().map((ip) => `- { addresses: ["${ip}"], conditions: { ready: true } }`).join('\n')}
+`;
+    try {
+      writeFileSync(
+        join(dir, 'intent.yaml'),
+        `apiVersion: cilium.io/v2
+kind: CiliumLoadBalancerIPPool
+metadata: { name: blue }
+spec: { blocks: [{ start: 198.51.100.40, stop: 198.51.100.41 }] }
+---
+apiVersion: cilium.io/v2alpha1
+kind: CiliumL2AnnouncementPolicy
+metadata: { name: lan }
+spec: { loadBalancerIPs: true, interfaces: ['^eth0$'] }
+---
+${svc('web', '198.51.100.40')}---
+${svc('locked', '198.51.100.41')}---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: { name: locked-in, namespace: default }
+spec:
+  endpointSelector: { matchLabels: { app: locked } }
+  ingress:
+  - fromCIDR: [203.0.113.0/24]
 `,
       );
       const agent = await startAgentReady(node, ['--manifests', dir, '--lb-interfaces', 'eth0', '--lb-xdp', '--lb-xdp-targets', 'lbr1,lbr2,lbr3', '--lb-maglev-size', '1021']);
@@ -368,6 +380,14 @@ ${v4().map((ip) => `- { addresses: ["${ip}"], conditions: { ready: true } }`).jo
       assert.ok(node.enter(() => lbXdpProgramId(ifindex)) !== undefined, 'XDP attached by the agent');
       const status = JSON.parse(node.must(HERALD, ['status', '--json', '--status-socket', node.statusSocket]));
       assert.ok(status.lb.counters.xdp_forwarded > 0, JSON.stringify(status.lb.counters));
+      // The policed service: the client is not in its only source range; XDP must leave it to the policy.
+      client.must('ip', ['route', 'replace', '198.51.100.41/32', 'dev', 'eth0']);
+      await waitFor(() => node.exec(HERALD, ['policy', '--json', '--status-socket', node.statusSocket]).stdout.includes('198.51.100.41'), { timeoutMs: 15_000, what: 'the policy to be realized' });
+      const counters = () => JSON.parse(node.must(HERALD, ['status', '--json', '--status-socket', node.statusSocket])).lb.counters as Record<string, number>;
+      const x0 = counters().xdp_forwarded;
+      for (let i = 0; i < 3; i++) assert.notEqual(client.exec('curl', ['-sS', '--max-time', '1', 'http://198.51.100.41/']).code, 0, 'the policy denies the client');
+      assert.equal(counters().xdp_forwarded, x0, 'XDP forwarded nothing to the policed IP');
+      assert.equal(client.exec('curl', ['-sS', '--max-time', '3', 'http://198.51.100.40/']).code, 0, 'the open service still serves');
       await agent.stop();
       assert.equal(node.enter(() => lbXdpProgramId(ifindex)), undefined, 'no XDP program after the stop');
       assert.ok(!xdpOnLink());
