@@ -26,7 +26,7 @@ import { CT_EGRESS, CT_SERVICE } from '../../src/datapath/lb/layout.js';
 import type { LbServiceRow } from '../../src/datapath/tables/lb-services.js';
 import { PolicyProgram } from '../../src/datapath/policy/program.js';
 import { progTestRun } from '../../src/os/prog-test-run.js';
-import { ipv4ToBytes } from '../../src/net/addr.js';
+import { ipv4ToBytes, ipv6ToBytes } from '../../src/net/addr.js';
 
 const VIP = '198.51.100.30';
 const VIP_POLICED = '198.51.100.31';
@@ -80,6 +80,47 @@ function tcpChecksum(ip: Buffer, tcp: Buffer): number {
   t.writeUInt16BE(0, 16);
   const pseudo = Buffer.concat([ip.subarray(12, 20), Buffer.from([0, 6]), Buffer.from([0, t.length])]);
   return ~csum(t, csum(pseudo)) & 0xffff;
+}
+
+/** Ethernet + IPv6 + TCP SYN with a correct checksum. */
+function tcp6Frame(src: string, dst: string, sport: number, dport: number): Buffer {
+  const ip = Buffer.alloc(40);
+  ip[0] = 0x60;
+  ip.writeUInt16BE(20, 4);
+  ip[6] = 6;
+  ip[7] = 64;
+  ipv6ToBytes(src).copy(ip, 8);
+  ipv6ToBytes(dst).copy(ip, 24);
+  const tcp = Buffer.alloc(20);
+  tcp.writeUInt16BE(sport, 0);
+  tcp.writeUInt16BE(dport, 2);
+  tcp[12] = 5 << 4;
+  tcp[13] = 0x02;
+  tcp.writeUInt16BE(0xffff, 14);
+  tcp.writeUInt16BE(tcp6Checksum(ip, tcp), 16);
+  return Buffer.concat([Buffer.from([2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x86, 0xdd]), ip, tcp]);
+}
+
+function tcp6Checksum(ip: Buffer, tcp: Buffer): number {
+  const t = Buffer.from(tcp);
+  t.writeUInt16BE(0, 16);
+  const pseudo = Buffer.concat([ip.subarray(8, 40), Buffer.from([0, 0, 0, t.length, 0, 0, 0, 6])]);
+  return ~csum(t, csum(pseudo)) & 0xffff;
+}
+
+/** Ethernet + IPv4 + UDP without a checksum (0: none). */
+function udp4NoChecksum(src: string, dst: string, sport: number, dport: number): Buffer {
+  const f = tcp4Frame(src, dst, sport, dport);
+  const ip = f.subarray(14, 34);
+  ip[9] = 17;
+  ip.writeUInt16BE(28 + 8, 2);
+  ip.writeUInt16BE(0, 10);
+  ip.writeUInt16BE(~csum(ip) & 0xffff, 10);
+  const udp = Buffer.alloc(16);
+  udp.writeUInt16BE(sport, 0);
+  udp.writeUInt16BE(dport, 2);
+  udp.writeUInt16BE(16, 4);
+  return Buffer.concat([f.subarray(0, 34), udp]);
 }
 
 describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() }, () => {
@@ -313,6 +354,21 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
     await writer.update(row(VIP_POLICED, 'TCP', 80, 8080, v4(), { mode: 'snat' }));
     pass(tcp4Frame('192.0.2.78', VIP_POLICED, 41002, 80), 'an SNAT service');
     await writer.update(row(VIP_POLICED, 'TCP', 80, 8080, v4()));
+    // IPv6: hop limit − 1, the TCP checksum over the new pseudo header valid from scratch.
+    const x6 = node.enter(() => progTestRun(prog!.xdpFd, tcp6Frame(CLIENT6, VIP6, 41004, 80), 1, { output: true, xdpIngressIfindex: ifindex }));
+    assert.equal(x6.retval, XDP_REDIRECT);
+    const ip6h = x6.dataOut!.subarray(14, 54);
+    const tcp6 = x6.dataOut!.subarray(54, 74);
+    assert.equal(ip6h[7], 63, 'hop limit decremented');
+    assert.ok([0, 1, 2].map(ip6).some((a) => ipv6ToBytes(a).equals(ip6h.subarray(24, 40))), 'to a backend');
+    assert.equal(tcp6.readUInt16BE(2), 8080);
+    assert.equal(tcp6.readUInt16BE(16), tcp6Checksum(ip6h, tcp6), 'TCP checksum valid (IPv6 pseudo header)');
+    // IPv4 UDP without a checksum keeps none (0 stays 0).
+    const u = node.enter(() => progTestRun(prog!.xdpFd, udp4NoChecksum('192.0.2.80', VIP, 41005, 53), 1, { output: true, xdpIngressIfindex: ifindex }));
+    assert.equal(u.retval, XDP_REDIRECT);
+    assert.equal(u.dataOut!.readUInt16BE(34 + 2), 5353);
+    assert.equal(u.dataOut!.readUInt16BE(34 + 6), 0, 'no UDP checksum stays none');
+    assert.equal(csum(u.dataOut!.subarray(14, 34)), 0xffff);
     // A backend back out the interface the packet came in on (here: the client's own address
     // on eth0's segment, its neighbour entry resolved): XDP_TX, MACs from the FIB.
     node.must('ping', ['-c', '1', '-W', '2', client.ip]);
