@@ -382,7 +382,7 @@ export class Lab {
       must('ip', ['-n', node.netns, 'link', 'set', port, 'up']);
       must('ip', ['-n', b.netns, 'addr', 'add', `${b.ip}/32`, 'peer', '203.0.113.129/32', 'dev', 'eth0']);
       must('ip', ['-n', b.netns, 'link', 'set', 'eth0', 'up']);
-      must('ip', ['-n', b.netns, 'route', 'add', 'default', 'via', '203.0.113.129']);
+      must('ip', ['-n', b.netns, 'route', 'add', 'default', 'via', '203.0.113.129', 'dev', 'eth0', 'onlink']);
       if (opts.xdpReady) must('ip', ['netns', 'exec', b.netns, 'ethtool', '-K', 'eth0', 'gro', 'on']);
       this.backends.push(b);
       out.push(b);

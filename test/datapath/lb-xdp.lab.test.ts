@@ -170,7 +170,7 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
     backends.forEach((b, i) => {
       node.must('ip', ['-6', 'addr', 'add', '2001:db8:1::1/128', 'peer', `${ip6(i)}/128`, 'dev', `lbr${i + 1}`, 'nodad']);
       b.must('ip', ['-6', 'addr', 'add', `${ip6(i)}/128`, 'peer', '2001:db8:1::1/128', 'dev', 'eth0', 'nodad']);
-      b.must('ip', ['-6', 'route', 'add', 'default', 'via', '2001:db8:1::1']);
+      b.must('ip', ['-6', 'route', 'add', 'default', 'via', '2001:db8:1::1', 'dev', 'eth0', 'onlink']); // onlink: no wait for the peer route
     });
     client.must('ip', ['route', 'replace', '198.51.100.0/24', 'via', node.ip, 'dev', 'eth0']);
     client.must('ip', ['-6', 'route', 'replace', '2001:db8:100::/64', 'via', NODE6, 'dev', 'eth0']);
@@ -265,6 +265,26 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
     assert.deepEqual(probe(VIP, 53, fresh).map((p) => p.backend), freshXdp, 'flows started under XDP keep their backend under tc');
     attachXdp();
     await writer.update(row(VIP, 'UDP', 53, 5353, v4()));
+  });
+
+  test('round robin and ClientIP affinity through XDP: the same state as tc keeps', async () => {
+    await flushAll();
+    await writer.update(row(VIP, 'UDP', 53, 5353, v4(), { algorithm: 'round-robin' }));
+    const x0 = xdpCount();
+    const rr = probe(VIP, 53, Array.from({ length: 9 }, (_, i) => 34000 + i)).map((p) => p.backend);
+    assert.ok(xdpCount() - x0 >= 9, 'through XDP');
+    for (let i = 0; i + 1 < rr.length; i++) assert.notEqual(rr[i], rr[i + 1], `strict turn: ${rr}`);
+    for (let i = 0; i + 3 < rr.length; i++) assert.equal(rr[i], rr[i + 3], `a cycle of three: ${rr}`);
+    await flushAll();
+    await writer.update(row(VIP, 'UDP', 53, 5353, v4(), { affinity: 'ClientIP', affinityTimeoutS: 60 }));
+    const aff = probe(VIP, 53, Array.from({ length: 12 }, (_, i) => 35000 + i)).map((p) => p.backend);
+    assert.equal(new Set(aff).size, 1, `one backend for the client: ${aff}`);
+    // The affinity XDP wrote holds for tc too.
+    detachXdp();
+    assert.deepEqual(probe(VIP, 53, [35100, 35101]).map((p) => p.backend), [aff[0], aff[0]]);
+    attachXdp();
+    await writer.update(row(VIP, 'UDP', 53, 5353, v4()));
+    await flushAll();
   });
 
   test('a policed service IP is left to the tc policy: default deny holds with XDP on', async () => {
