@@ -5,6 +5,7 @@
  * would cost more than the tc program it is meant to beat. One program per
  * interface and mode: an attach replaces what is there.
  */
+import { execFileSync } from 'node:child_process';
 import { HeraldError } from '../core/errors.js';
 import { ERRNO, SyscallError, libbpf } from './libbpf.js';
 
@@ -37,4 +38,15 @@ export function detachXdp(ifindex: number): boolean {
   if (rc === -19) return false;
   if (rc < 0) throw new SyscallError('HERALD_TC_ATTACH', 'bpf_xdp_detach', -rc);
   return true;
+}
+
+/** The name of the interface's XDP program (`ip -j -d link`), or undefined when none or unknown. */
+export function xdpProgramName(ifname: string): string | undefined {
+  try {
+    const out = execFileSync('ip', ['-j', '-d', 'link', 'show', 'dev', ifname], { encoding: 'utf8' });
+    const links = JSON.parse(out || '[]') as Array<{ xdp?: { prog?: { name?: string } } }>;
+    return links[0]?.xdp?.prog?.name;
+  } catch {
+    return undefined;
+  }
 }

@@ -21,7 +21,7 @@ export function datapathCommand(): Command {
         for (const [ifindex, name] of names) {
           if (lbAttachedProgramId(ifindex) === undefined) continue;
           detachLb(ifindex, name);
-          detachLbXdp(ifindex); // --lb-xdp's program, attached only where the load balancer is
+          detachLbXdp(ifindex, name); // --lb-xdp's program (by name: another XDP program stays)
           detached++;
         }
         try {

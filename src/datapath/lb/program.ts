@@ -19,7 +19,7 @@ import { ensurePinDir } from '../../os/bpffs.js';
 import { SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
 import { BPF_TC_EGRESS } from '../../os/libbpf.js';
 import { attachEgress, attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
-import { attachXdp, detachXdp, queryXdp } from '../../os/xdp.js';
+import { attachXdp, detachXdp, queryXdp, xdpProgramName } from '../../os/xdp.js';
 import { pinnedMapPath as policyPinnedMapPath } from '../policy/program.js';
 import { ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
 import {
@@ -420,7 +420,12 @@ export function lbXdpProgramId(ifindex: number): number | undefined {
   return queryXdp(ifindex);
 }
 
-export function detachLbXdp(ifindex: number): boolean {
+/**
+ * Removes the load balancer's XDP program from an interface. With `ifname`,
+ * only when the program there is ours (by name): another XDP program is left.
+ */
+export function detachLbXdp(ifindex: number, ifname?: string): boolean {
+  if (ifname !== undefined && xdpProgramName(ifname) !== LB_XDP_PROGRAM) return false;
   return detachXdp(ifindex);
 }
 

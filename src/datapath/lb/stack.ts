@@ -65,7 +65,7 @@ export class LbStack implements Disposable {
   private live = { 4: 0, 6: 0 };
   readonly reconciler: Reconciler<LbServiceRow>;
   private readonly ifindexes: Array<{ name: string; ifindex: number }> = [];
-  private readonly xdpIfindexes: number[] = [];
+  private readonly xdpAttached: Array<{ name: string; ifindex: number }> = [];
   readonly stats: LbStats;
 
   constructor(
@@ -164,7 +164,7 @@ export class LbStack implements Disposable {
       this.program.setXdpTargets(targets);
       for (const { name, ifindex } of this.ifindexes) {
         this.program.attachXdp(ifindex);
-        this.xdpIfindexes.push(ifindex);
+        this.xdpAttached.push({ name, ifindex });
         this.deps.log.info({ iface: name, targets: this.opts.xdp.targets }, 'load balancer XDP attached (native; tc keeps everything XDP passes)');
       }
       // A stop leaves no XDP program behind: the tc programs (which stay, with the pinned maps,
@@ -197,9 +197,9 @@ export class LbStack implements Disposable {
 
   /** Detaches the programs (a clean stop). The pinned maps stay for the next agent. */
   detachXdp(): void {
-    for (const ifindex of this.xdpIfindexes.splice(0)) {
+    for (const { name, ifindex } of this.xdpAttached.splice(0)) {
       try {
-        detachLbXdp(ifindex);
+        detachLbXdp(ifindex, name);
       } catch {
         /* the interface is gone */
       }
