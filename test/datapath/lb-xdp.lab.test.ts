@@ -404,7 +404,7 @@ describe('eBPF load balancer: the XDP path (XDP+tc)', { skip: labSkipReason() },
     await flushAll();
   });
 
-  test('herald agent --lb-xdp: XDP attached with the tc programs, a policed service still denied, gone after a stop', async () => {
+  test('herald agent --lb-xdp: XDP attached with the tc programs, a policed service still denied, gone after a stop and after datapath remove', async () => {
     prog?.dispose();
     prog = undefined;
     policy?.dispose(); // the agent loads its own policy program (the pinned maps stay)
@@ -469,6 +469,16 @@ spec:
       assert.ok(!xdpOnLink());
       // The tc programs stay (connections survive a restart): the VIP still serves.
       assert.equal(client.exec('curl', ['-sS', '--max-time', '3', 'http://198.51.100.40/']).code, 0);
+      // `herald datapath remove` takes XDP away with the tc programs.
+      const again = node.enter(() => {
+        const p = LbProgram.load({ pinDir: node.pinDir, ctMapSize: 4096, maglevSize: 1021 });
+        p.attachXdp(ifindex);
+        return p;
+      });
+      again.dispose();
+      assert.ok(xdpOnLink());
+      node.must(HERALD, ['datapath', 'remove', '--bpf-pin-dir', node.pinDir]);
+      assert.ok(!xdpOnLink(), 'datapath remove detached XDP');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
