@@ -168,7 +168,9 @@ enum lb_stat {
 	ST_CT_DELETED = 10,
 	ST_CT_USER_DELETED = 11, /* written by user space only (slot of CPU 0) */
 	ST_SNAT_EXHAUSTED = 12, /* new SNAT connections dropped: every probed node port toward the backend was taken */
-	ST_SLOTS = 13,
+	ST_XDP_FORWARDED = 13, /* of ST_FORWARDED: packets the XDP program DNATed and sent on itself (XDP_TX / redirect) */
+	ST_XDP_PASS = 14, /* service packets XDP handed to tc unchanged: no usable FIB answer or target not in lb_xdp_targets */
+	ST_SLOTS = 15,
 };
 
 struct {
@@ -1763,6 +1765,367 @@ int herald_lb_egress(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	count(ST_REVNAT);
 	return PASS;
+}
+
+/* ---------------------------------------------------------------------------
+ * XDP (opt-in, `--lb-xdp`): the hot path of DNAT services — the forward
+ * packets of new and tracked IPv4/IPv6 TCP/UDP flows — handled before an skb
+ * exists, with the SAME maps as the tc program (services, Maglev tables, ct4/6,
+ * affinity, counters), so a flow the one starts the other continues.
+ * Everything else is passed up untouched (XDP_PASS) for the tc programs to
+ * handle as without XDP: ARP/NDP, SNAT and DSR services, SNAT replies,
+ * fragments, IPv4 options, IPv6 extension headers, ICMP, TTL/hop limit ≤ 1,
+ * a flow whose backend is gone, no backend, and every packet to a service IP
+ * the service policy polices (its own pinned svc_v4/svc_v6 maps, shared here
+ * as pol_svc_v4/pol_svc_v6: the policy runs at tc ingress before the load
+ * balancer and XDP must never bypass it). Nothing is written before the
+ * packet is known to be sent on: the backend is chosen, the FIB asked, the
+ * egress checked (the ingress interface: XDP_TX; else it must be in
+ * lb_xdp_targets, the interfaces the operator said accept XDP frames), and
+ * only then the connection state written and the packet rewritten, its
+ * checksums updated incrementally (RFC 1624).
+ * ------------------------------------------------------------------------- */
+
+/* The service policy's svc_v4 / svc_v6 (bpf/policy.bpf.c): the same pinned maps. */
+struct pol_svc_val { /* must stay policy.bpf.c's struct svc_val: whichever loads first creates the pinned map */
+	__u32 slot;
+	__u32 svc_id;
+	__u64 gen;
+};
+struct pol_svc_key6 {
+	__u8 ip6[16];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct pol_svc_val);
+	__uint(max_entries, 65536);
+} pol_svc_v4 SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct pol_svc_key6);
+	__type(value, struct pol_svc_val);
+	__uint(max_entries, 65536);
+} pol_svc_v6 SEC(".maps");
+
+/* Interfaces XDP may redirect to (ifindex → ifindex). */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 256);
+} lb_xdp_targets SEC(".maps");
+
+static __always_inline __u16 csum16_add(__u16 a, __u16 b)
+{
+	__u16 r = a + b;
+	return r + (r < b);
+}
+
+/* RFC 1624 eqn. 3 on raw 16-bit words (byte order does not matter when all are read alike). */
+static __always_inline __u16 csum_replace2(__u16 check, __u16 from, __u16 to)
+{
+	return (__u16)~csum16_add(csum16_add((__u16)~check, (__u16)~from), to);
+}
+
+static __always_inline __u16 csum_replace_words(__u16 check, const __u16 *from, const __u16 *to, int words)
+{
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		if (i < words)
+			check = csum_replace2(check, from[i], to[i]);
+	return check;
+}
+
+/* A new flow's backend without side effects (round robin's counter steps in pick_commit). */
+static __always_inline __u32 pick_peek(struct lb_service *svc, __u32 service_id, __u32 hash)
+{
+	if (!(svc->flags & (LB_SVC_F_RANDOM | LB_SVC_F_RR)))
+		return maglev_pick(service_id, hash);
+	__u32 n = svc->backends;
+	if (n == 0)
+		return 0;
+	__u32 i = (svc->flags & LB_SVC_F_RR) ? svc->rr_next : bpf_get_prandom_u32();
+	void *table = bpf_map_lookup_elem(&lb_maglev, &service_id);
+	if (!table)
+		return 0;
+	__u32 idx = i % n;
+	__u32 *id = bpf_map_lookup_elem(table, &idx);
+	return id ? *id : 0;
+}
+
+/* The XDP path's one decision, per family: where the packet goes (0: not ours to send, pass). */
+struct xdp_plan {
+	__u32 backend_id;
+	__u32 service_id;
+	__u32 out_ifindex;
+	__u8 dmac[ETH_ALEN];
+	__u8 smac[ETH_ALEN];
+	int tx;
+};
+
+static __always_inline int xdp_egress_ok(struct xdp_md *ctx, struct bpf_fib_lookup *fib, long frc, struct xdp_plan *p)
+{
+	if (frc != BPF_FIB_LKUP_RET_SUCCESS)
+		return 0;
+	p->tx = fib->ifindex == ctx->ingress_ifindex;
+	if (!p->tx && !bpf_map_lookup_elem(&lb_xdp_targets, &fib->ifindex))
+		return 0;
+	p->out_ifindex = fib->ifindex;
+	__builtin_memcpy(p->dmac, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(p->smac, fib->smac, ETH_ALEN);
+	return 1;
+}
+
+/* The connection state the tc path writes for a forward packet of a DNAT service (its steps 1 and 2). */
+static __always_inline void xdp_ct_forward(void *map, void *skey, struct ct_entry *sent, void *ekey, struct lb_service *svc,
+					   struct lb_backend *be, struct xdp_plan *p, const void *vaddr16, __be16 vport, __u8 proto,
+					   __u8 tcpflags, __u32 len, __u64 now, void *akey, void *amap)
+{
+	if (!sent) {
+		if (svc->flags & LB_SVC_F_RR)
+			__sync_fetch_and_add(&svc->rr_next, 1);
+		if (svc->affinity_timeout_s)
+			affinity_set(amap, akey, p->backend_id, now);
+	}
+	struct ct_entry *eent = bpf_map_lookup_elem(map, ekey);
+	__u16 tf = proto == IPPROTO_TCP ? tcp_flags_to_ct(tcpflags, 0) : 0;
+	__u64 life;
+	if (eent) {
+		__u16 f = eent->flags | tf;
+		if (proto == IPPROTO_TCP && (tcpflags & 0x12) == 0x02 && (eent->flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING)))
+			f = CT_F_SYN_SEEN;
+		eent->flags = f;
+		life = lifetime(proto, f);
+		eent->expires_ns = now + life;
+		__sync_fetch_and_add(&eent->packets_fwd, 1);
+		__sync_fetch_and_add(&eent->bytes_fwd, len);
+	} else {
+		life = lifetime(proto, tf);
+		struct ct_entry *e = ct_build(p->backend_id, p->service_id, vaddr16, vport, tf, 1, len, now, now + life, 0);
+		if (e)
+			ct_create(map, ekey, e);
+	}
+	ct_touch_service(map, sent, skey, p->backend_id, p->service_id, be->addr, be->port, tf, len, now, life);
+}
+
+static __always_inline int xdp_send(struct ethhdr *eth, struct xdp_plan *p)
+{
+	__builtin_memcpy(eth->h_dest, p->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, p->smac, ETH_ALEN);
+	count(ST_FORWARDED);
+	count(ST_XDP_FORWARDED);
+	if (p->tx)
+		return XDP_TX;
+	return bpf_redirect_map(&lb_xdp_targets, p->out_ifindex, 0);
+}
+
+static __always_inline int xdp_pass_counted(void)
+{
+	count(ST_XDP_PASS);
+	return XDP_PASS;
+}
+
+static __attribute__((noinline)) int xdp_lb4(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end)
+		return XDP_PASS;
+	if (ip->version != 4 || ip->ihl != 5 || (ip->frag_off & bpf_htons(IP_MF_ | IP_OFFSET_)))
+		return XDP_PASS; /* options, fragments: tc */
+	if ((ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP) || ip->ttl <= 1)
+		return XDP_PASS;
+	struct l4_info l4 = {};
+	if (parse_ports(data, data_end, ETH_HLEN + sizeof(struct iphdr), ip->protocol, &l4))
+		return XDP_PASS;
+	__be32 saddr = ip->saddr, vip = ip->daddr;
+	struct lb4_key sk = { .vip = vip, .port = l4.dport, .proto = l4.proto };
+	struct lb_service *svc = bpf_map_lookup_elem(&lb4_services, &sk);
+	if (!svc || (svc->flags & (LB_SVC_F_SNAT | LB_SVC_F_DSR)) || svc->backends == 0)
+		return XDP_PASS;
+	if (bpf_map_lookup_elem(&pol_svc_v4, &vip))
+		return XDP_PASS; /* a policed service IP: the policy at tc decides first */
+	struct xdp_plan p = { .service_id = svc->id };
+	__u64 now = bpf_ktime_get_ns();
+	struct ct_key4 skey = { .saddr = saddr, .daddr = vip, .sport = l4.sport, .dport = l4.dport, .proto = l4.proto, .dir = CT_SERVICE };
+	struct ct_entry *sent = bpf_map_lookup_elem(&ct4, &skey);
+	struct affinity_key4 akey = { .client = saddr, .service_id = p.service_id };
+	if (sent) {
+		p.backend_id = sent->backend_id;
+	} else {
+		__u32 timeout_s = svc->affinity_timeout_s;
+		p.backend_id = timeout_s ? affinity_get(&lb4_affinity, &akey, timeout_s, now) : 0;
+		if (!p.backend_id)
+			p.backend_id = pick_peek(svc, p.service_id, flow_hash4(saddr, vip, l4.sport, l4.dport, l4.proto));
+	}
+	struct lb_backend *be = bpf_map_lookup_elem(&lb_backends, &p.backend_id);
+	if (!be || be->family != 4)
+		return XDP_PASS; /* gone (tc re-picks and deletes) or none: tc counts it */
+	__be32 baddr = *(__be32 *)be->addr;
+	__be16 bport = be->port;
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET_;
+	fib.tos = ip->tos;
+	fib.l4_protocol = l4.proto;
+	fib.tot_len = bpf_ntohs(ip->tot_len);
+	fib.ipv4_src = saddr;
+	fib.ipv4_dst = baddr;
+	fib.ifindex = ctx->ingress_ifindex;
+	long frc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (!xdp_egress_ok(ctx, &fib, frc, &p))
+		return xdp_pass_counted();
+	__u32 len = (__u32)(data_end - data);
+	struct ct_key4 ekey = { .saddr = saddr, .daddr = baddr, .sport = l4.sport, .dport = bport, .proto = l4.proto, .dir = CT_EGRESS };
+	__u8 vaddr[16] = {};
+	*(__be32 *)vaddr = vip;
+	xdp_ct_forward(&ct4, &skey, sent, &ekey, svc, be, &p, vaddr, l4.dport, l4.proto, l4.tcpflags, len, now, &akey, &lb4_affinity);
+
+	/* DNAT + TTL, checksums incrementally. Pointers again from ctx (the verifier's view after the calls). */
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end)
+		return XDP_DROP;
+	__u16 csum = ip->check;
+	__u16 oldttl = *(__u16 *)&ip->ttl;
+	ip->ttl--;
+	csum = csum_replace2(csum, oldttl, *(__u16 *)&ip->ttl);
+	csum = csum_replace_words(csum, (__u16 *)&vip, (__u16 *)&baddr, 2);
+	ip->check = csum;
+	ip->daddr = baddr;
+	__u16 *l4csum;
+	__be16 *dport;
+	if (l4.proto == IPPROTO_TCP) {
+		struct tcphdr *th = (void *)(ip + 1);
+		if ((void *)(th + 1) > data_end)
+			return XDP_DROP;
+		l4csum = (__u16 *)&th->check;
+		dport = &th->dest;
+	} else {
+		struct udphdr *uh = (void *)(ip + 1);
+		if ((void *)(uh + 1) > data_end)
+			return XDP_DROP;
+		l4csum = (__u16 *)&uh->check;
+		dport = &uh->dest;
+	}
+	__u16 c = *l4csum;
+	if (l4.proto == IPPROTO_TCP || c != 0) { /* UDP without a checksum keeps none */
+		c = csum_replace_words(c, (__u16 *)&vip, (__u16 *)&baddr, 2);
+		c = csum_replace2(c, l4.dport, bport);
+		if (l4.proto == IPPROTO_UDP && c == 0)
+			c = 0xffff;
+		*l4csum = c;
+	}
+	*dport = bport;
+	return xdp_send(eth, &p);
+}
+
+static __attribute__((noinline)) int xdp_lb6(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	if ((void *)(ip6 + 1) > data_end)
+		return XDP_PASS;
+	if (ip6->version != 6 || (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP) || ip6->hop_limit <= 1)
+		return XDP_PASS; /* extension headers (fragments too), ICMPv6/NDP: tc */
+	struct l4_info l4 = {};
+	if (parse_ports(data, data_end, ETH_HLEN + sizeof(struct ipv6hdr), ip6->nexthdr, &l4))
+		return XDP_PASS;
+	struct lb6_key sk = { .port = l4.dport, .proto = l4.proto };
+	__builtin_memcpy(sk.vip, &ip6->daddr, 16);
+	struct lb_service *svc = bpf_map_lookup_elem(&lb6_services, &sk);
+	if (!svc || (svc->flags & (LB_SVC_F_SNAT | LB_SVC_F_DSR)) || svc->backends == 0)
+		return XDP_PASS;
+	if (bpf_map_lookup_elem(&pol_svc_v6, sk.vip))
+		return XDP_PASS; /* a policed service IP: the policy at tc decides first */
+	struct xdp_plan p = { .service_id = svc->id };
+	__u64 now = bpf_ktime_get_ns();
+	struct ct_key6 skey = { .sport = l4.sport, .dport = l4.dport, .proto = l4.proto, .dir = CT_SERVICE };
+	__builtin_memcpy(skey.saddr, &ip6->saddr, 16);
+	__builtin_memcpy(skey.daddr, sk.vip, 16);
+	struct ct_entry *sent = bpf_map_lookup_elem(&ct6, &skey);
+	struct affinity_key6 akey = { .service_id = p.service_id };
+	__builtin_memcpy(akey.client, skey.saddr, 16);
+	if (sent) {
+		p.backend_id = sent->backend_id;
+	} else {
+		__u32 timeout_s = svc->affinity_timeout_s;
+		p.backend_id = timeout_s ? affinity_get(&lb6_affinity, &akey, timeout_s, now) : 0;
+		if (!p.backend_id)
+			p.backend_id = pick_peek(svc, p.service_id,
+						 flow_hash6((__u32 *)skey.saddr, (__u32 *)skey.daddr, l4.sport, l4.dport, l4.proto));
+	}
+	struct lb_backend *be = bpf_map_lookup_elem(&lb_backends, &p.backend_id);
+	if (!be || be->family != 6)
+		return XDP_PASS;
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET6_;
+	fib.l4_protocol = l4.proto;
+	fib.tot_len = bpf_ntohs(ip6->payload_len) + sizeof(struct ipv6hdr);
+	__builtin_memcpy(fib.ipv6_src, skey.saddr, 16);
+	__builtin_memcpy(fib.ipv6_dst, be->addr, 16);
+	fib.ifindex = ctx->ingress_ifindex;
+	long frc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (!xdp_egress_ok(ctx, &fib, frc, &p))
+		return xdp_pass_counted();
+	__u32 len = (__u32)(data_end - data);
+	struct ct_key6 ekey = { .sport = l4.sport, .dport = be->port, .proto = l4.proto, .dir = CT_EGRESS };
+	__builtin_memcpy(ekey.saddr, skey.saddr, 16);
+	__builtin_memcpy(ekey.daddr, be->addr, 16);
+	xdp_ct_forward(&ct6, &skey, sent, &ekey, svc, be, &p, sk.vip, l4.dport, l4.proto, l4.tcpflags, len, now, &akey, &lb6_affinity);
+
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	ip6 = (void *)(eth + 1);
+	if ((void *)(ip6 + 1) > data_end)
+		return XDP_DROP;
+	__be16 bport = be->port;
+	ip6->hop_limit--;
+	__u16 *l4csum;
+	__be16 *dport;
+	if (l4.proto == IPPROTO_TCP) {
+		struct tcphdr *th = (void *)(ip6 + 1);
+		if ((void *)(th + 1) > data_end)
+			return XDP_DROP;
+		l4csum = (__u16 *)&th->check;
+		dport = &th->dest;
+	} else {
+		struct udphdr *uh = (void *)(ip6 + 1);
+		if ((void *)(uh + 1) > data_end)
+			return XDP_DROP;
+		l4csum = (__u16 *)&uh->check;
+		dport = &uh->dest;
+	}
+	__u16 c = csum_replace_words(*l4csum, (__u16 *)sk.vip, (__u16 *)be->addr, 8);
+	c = csum_replace2(c, l4.dport, bport);
+	if (l4.proto == IPPROTO_UDP && c == 0)
+		c = 0xffff; /* IPv6 UDP: zero means none */
+	*l4csum = c;
+	*dport = bport;
+	__builtin_memcpy(&ip6->daddr, be->addr, 16);
+	return xdp_send(eth, &p);
+}
+
+SEC("xdp")
+int herald_lb_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return XDP_PASS;
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		return xdp_lb4(ctx);
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return xdp_lb6(ctx);
+	return XDP_PASS; /* ARP and the rest: tc */
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -360,6 +360,37 @@ export class Lab {
     return out;
   }
 
+  /**
+   * Backends behind `node`, each on its own veth and routed (no bridge): the
+   * node's `lbrN` holds 203.0.113.129/32 with a peer route to the backend's
+   * address. What an XDP program can redirect to (a bridge takes no XDP
+   * frames). `xdpReady` turns GRO on at the backend's end of the veth, which
+   * gives it the NAPI context a veth needs to receive redirected XDP frames.
+   */
+  addRoutedBackends(node: Host, count: number, opts: { xdpReady?: boolean } = {}): Host[] {
+    if (count < 1 || count > 100) throw new Error('backends must be 1..100');
+    node.must('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
+    const start = this.backends.length;
+    const out: Host[] = [];
+    for (let i = start; i < start + count; i++) {
+      const b = new Host(this, `b${i + 1}`, `${this.id}-b${i + 1}`, `203.0.113.${130 + i}`, undefined);
+      this.addNetns(b.netns);
+      const port = `lbr${i + 1}`;
+      const tmp = `t${randomBytes(4).toString('hex')}`;
+      must('ip', ['-n', node.netns, 'link', 'add', port, 'type', 'veth', 'peer', 'name', tmp, 'netns', b.netns]);
+      must('ip', ['-n', b.netns, 'link', 'set', tmp, 'name', 'eth0']);
+      must('ip', ['-n', node.netns, 'addr', 'add', '203.0.113.129/32', 'peer', `${b.ip}/32`, 'dev', port]);
+      must('ip', ['-n', node.netns, 'link', 'set', port, 'up']);
+      must('ip', ['-n', b.netns, 'addr', 'add', `${b.ip}/32`, 'peer', '203.0.113.129/32', 'dev', 'eth0']);
+      must('ip', ['-n', b.netns, 'link', 'set', 'eth0', 'up']);
+      must('ip', ['-n', b.netns, 'route', 'add', 'default', 'via', '203.0.113.129', 'dev', 'eth0', 'onlink']);
+      if (opts.xdpReady) must('ip', ['netns', 'exec', b.netns, 'ethtool', '-K', 'eth0', 'gro', 'on']);
+      this.backends.push(b);
+      out.push(b);
+    }
+    return out;
+  }
+
   track(proc: LabProcess): void {
     this.processes.add(proc);
     void proc.exited.then(() => this.processes.delete(proc));

@@ -133,6 +133,7 @@ lab_tests=(
   test/datapath/lb.lab.test.ts
   test/datapath/lb-dsr-failover.lab.test.ts
   test/datapath/lb-select.lab.test.ts
+  test/datapath/lb-xdp.lab.test.ts
   test/controlplane/lb-agent.lab.test.ts
   test/controlplane/agent.lab.test.ts
   test/controlplane/bgp-agent.lab.test.ts

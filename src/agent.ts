@@ -317,7 +317,9 @@ export class Agent implements Disposable {
   private makeLb(opts: LbOptions): { control: LbControlPlane; stack: LbStack } {
     const log = this.log.child({ module: 'lb' });
     const control = new LbControlPlane({ db: this.db, log });
-    const stack = this.store.add(new LbStack({ db: this.db, links: this.links, clock: this.clock, log, jobs: this.jobs }, opts, this.config.reconciler));
+    // XDP reads the service policy's own pinned maps (it must never bypass a policed IP).
+    const lbOpts: LbOptions = opts.xdp ? { ...opts, policyPinDir: join(this.config.datapath.pinDir, 'policy') } : opts;
+    const stack = this.store.add(new LbStack({ db: this.db, links: this.links, clock: this.clock, log, jobs: this.jobs }, lbOpts, this.config.reconciler));
     return { control, stack };
   }
 

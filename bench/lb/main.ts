@@ -2,10 +2,11 @@
  * bench/lb — herald's eBPF L4 load balancer side by side with nftables DNAT +
  * the kernel's conntrack (IPVS is unavailable here), in one lab and one run:
  *
- *   n1  herald: bpf/lb.bpf.c on eth0 (tc ingress DNAT + egress reverse NAT, Maglev)
+ *   n1  herald: bpf/lb.bpf.c on eth0 (tc ingress DNAT + egress reverse NAT, Maglev), measured
+ *       twice: tc only, and XDP+tc (the XDP program in front, redirecting to the backends' veths)
  *   n2  nftables: `dnat to numgen random mod 3 map { … }` at prerouting, kernel conntrack
  *
- * Each node has three backend namespaces behind it (bench/lb/server.ts, keep-alive HTTP).
+ * Each node has three routed backend namespaces behind it (bench/lb/server.ts, keep-alive HTTP).
  * wrk runs in the client against each VIP in turn, rounds interleaved, medians reported:
  * keep-alive (requests/s, p99) and a new connection per request (Connection: close).
  * Then, without traffic: a GC pass over 1,000,000 connection entries (half expired)
@@ -25,7 +26,7 @@ import { Lab, type Host } from '../../lab/lab.js';
 import { ConntrackGc } from '../../src/datapath/lb/ct-gc.js';
 import { CT_EGRESS, CT_ENTRY_SIZE, CT_KEY4_SIZE, ct4Codec } from '../../src/datapath/lb/layout.js';
 import { maglevTable, movedFraction } from '../../src/datapath/lb/maglev.js';
-import { LbProgram } from '../../src/datapath/lb/program.js';
+import { LbProgram, detachLbXdp } from '../../src/datapath/lb/program.js';
 import { LbServiceWriter } from '../../src/datapath/lb/services.js';
 import { CT_EGRESS as EGRESS } from '../../src/datapath/lb/layout.js';
 import { progTestRun } from '../../src/os/prog-test-run.js';
@@ -77,23 +78,34 @@ const median = (xs: number[]) => {
   return s[Math.floor(s.length / 2)]!;
 };
 
+type Arm = 'herald-tc' | 'herald-xdp' | 'nftables';
+const ARMS: readonly Arm[] = ['herald-tc', 'herald-xdp', 'nftables'];
+
 async function traffic(): Promise<Record<string, unknown>> {
   const lab = Lab.create({ nodes: 2, tag: 'blb' });
   try {
     const [n1, n2] = lab.nodes as [Host, Host];
-    const b1 = lab.addBackends(n1, 3);
-    const b2 = lab.addBackends(n2, 3);
+    // Routed backends (each on its own veth): what XDP can redirect to (a bridge takes no XDP
+    // frames); GRO on at n1's backends' ends gives those veths the NAPI context redirected
+    // frames need. nftables gets the same topology.
+    const b1 = lab.addRoutedBackends(n1, 3, { xdpReady: true });
+    const b2 = lab.addRoutedBackends(n2, 3);
     const procs = [...b1, ...b2].map((b) => b.spawn('http', process.execPath, ['--import', 'tsx', SERVER, '--port', '8080', '--name', b.name]));
     for (const p of procs) await p.waitForOutput('listening', 30_000);
     lab.client.must('ip', ['route', 'replace', `${VIP_HERALD}/32`, 'via', n1.ip, 'dev', 'eth0']);
     lab.client.must('ip', ['route', 'replace', `${VIP_NFT}/32`, 'via', n2.ip, 'dev', 'eth0']);
     // Plenty of ephemeral ports and quick reuse for the connection-per-request runs, on both paths alike.
     lab.client.must('sysctl', ['-q', '-w', 'net.ipv4.ip_local_port_range=10000 65000', 'net.ipv4.tcp_tw_reuse=1']);
-    // herald on n1
+    // Over veth a socket's packets carry a partial checksum (TX offload) that XDP cannot finish:
+    // the client computes full checksums, as a real NIC delivers them (all three arms alike).
+    lab.client.must('ethtool', ['-K', 'eth0', 'tx', 'off']);
+    // herald on n1: tc always; XDP attached for the herald-xdp arm only.
     const ifindex = n1.ifindex('eth0');
+    const targets = b1.map((_b, i) => n1.ifindex(`lbr${i + 1}`));
     const prog = n1.enter(() => {
       const p = LbProgram.load({ pinDir: n1.pinDir, ctMapSize: 262_144, maglevSize: 16381 });
       p.attach(ifindex);
+      p.setXdpTargets(targets);
       return p;
     });
     const gc = new ConntrackGc(prog.maps.ct4);
@@ -102,31 +114,50 @@ async function traffic(): Promise<Record<string, unknown>> {
     // nftables on n2
     const map = b2.map((b, i) => `${i} : ${b.ip}`).join(', ');
     n2.must('nft', ['-f', '-'], `table ip hlb {\n chain pre { type nat hook prerouting priority dstnat; policy accept;\n  ip daddr ${VIP_NFT} tcp dport 80 dnat to numgen random mod 3 map { ${map} } : 8080\n }\n}\n`);
-    for (const vip of [VIP_HERALD, VIP_NFT]) {
-      const r = lab.client.exec('curl', ['-sS', '--max-time', '3', `http://${vip}/`]);
-      if (r.code !== 0) throw new Error(`warm-up to ${vip} failed: ${r.stderr}`);
+    const xdp = (on: boolean) => n1.enter(() => (on ? prog.attachXdp(ifindex) : void detachLbXdp(ifindex)));
+    for (const on of [true, false]) {
+      xdp(on);
+      for (const vip of [VIP_HERALD, VIP_NFT]) {
+        const r = lab.client.exec('curl', ['-sS', '--max-time', '3', `http://${vip}/`]);
+        if (r.code !== 0) throw new Error(`warm-up to ${vip} (XDP ${on}) failed: ${r.stderr}`);
+      }
     }
-    const res: Record<string, Record<string, WrkResult[]>> = { herald: { keepalive: [], close: [] }, nftables: { keepalive: [], close: [] } };
+    const res: Record<Arm, Record<'keepalive' | 'close', WrkResult[]>> = {
+      'herald-tc': { keepalive: [], close: [] },
+      'herald-xdp': { keepalive: [], close: [] },
+      nftables: { keepalive: [], close: [] },
+    };
+    const xdpForwarded: number[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       for (const mode of ['keepalive', 'close'] as const) {
-        const order = round % 2 === 0 ? (['herald', 'nftables'] as const) : (['nftables', 'herald'] as const);
+        const order = [...ARMS.slice(round % 3), ...ARMS.slice(0, round % 3)]; // rotated each round
         for (const who of order) {
-          const r = wrk(lab.client, who === 'herald' ? VIP_HERALD : VIP_NFT, mode === 'close');
-          res[who]![mode]!.push(r);
-          log(`round ${round + 1} ${mode.padEnd(9)} ${who.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99Ms.toFixed(2)} ms  errors ${r.errors}`);
+          xdp(who === 'herald-xdp');
+          const x0 = Number(prog.stats().xdp_forwarded);
+          const r = wrk(lab.client, who === 'nftables' ? VIP_NFT : VIP_HERALD, mode === 'close');
+          if (who === 'herald-xdp') xdpForwarded.push(Number(prog.stats().xdp_forwarded) - x0);
+          res[who][mode].push(r);
+          log(`round ${round + 1} ${mode.padEnd(9)} ${who.padEnd(10)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99Ms.toFixed(2)} ms  errors ${r.errors}`);
         }
       }
     }
+    xdp(false);
     const summary: Record<string, unknown> = {};
     for (const mode of ['keepalive', 'close'] as const) {
-      const h = res.herald![mode]!;
-      const n = res.nftables![mode]!;
-      const hr = median(h.map((x) => x.rps));
-      const nr = median(n.map((x) => x.rps));
-      const hp = median(h.map((x) => x.p99Ms));
-      const np = median(n.map((x) => x.p99Ms));
-      summary[mode] = { herald: { rps: hr, p99Ms: hp, errors: h.reduce((a, x) => a + x.errors, 0) }, nftables: { rps: nr, p99Ms: np, errors: n.reduce((a, x) => a + x.errors, 0) }, rpsRatio: hr / nr, p99Ratio: hp / np };
+      const m = (who: Arm) => ({ rps: median(res[who][mode].map((x) => x.rps)), p99Ms: median(res[who][mode].map((x) => x.p99Ms)), errors: res[who][mode].reduce((a, x) => a + x.errors, 0) });
+      const tc = m('herald-tc');
+      const xd = m('herald-xdp');
+      const nf = m('nftables');
+      summary[mode] = {
+        'herald-tc': tc,
+        'herald-xdp': xd,
+        nftables: nf,
+        xdpOverTc: { rps: xd.rps / tc.rps, p99: xd.p99Ms / tc.p99Ms },
+        tcOverNft: { rps: tc.rps / nf.rps, p99: tc.p99Ms / nf.p99Ms },
+        xdpOverNft: { rps: xd.rps / nf.rps, p99: xd.p99Ms / nf.p99Ms },
+      };
     }
+    summary['xdpForwardedPerRun'] = xdpForwarded;
     summary['heraldStats'] = Object.fromEntries(Object.entries(prog.stats()).map(([k, v]) => [k, Number(v)]));
     prog.dispose();
     return summary;
@@ -274,6 +305,47 @@ async function pktBench(): Promise<Record<string, unknown>> {
       }
       await writer.update({ ...base, mode: 'snat', key: '198.51.100.11:80/TCP', vip: '198.51.100.11', backends: bes });
       measureNew('ipv4 maglev snat', '198.51.100.11', (i) => `192.0.2.${1 + Math.floor(i / 60000)}`);
+
+      // tc vs XDP on the whole forward path: routed backends with resolved neighbours, so both
+      // get a FIB answer and send the packet on themselves (tc: bpf_redirect; XDP: XDP_REDIRECT
+      // through lb_xdp_targets). Run in n1's namespace (the FIB is per namespace), XDP with
+      // ctx->ingress_ifindex = eth0. The kernel times the program only: what XDP saves besides
+      // (no skb allocated for the packets it sends on) shows on the wire, not here.
+      const routed = lab.addRoutedBackends(n1, 3, { xdpReady: true });
+      for (const b of routed) n1.must('ping', ['-c', '1', '-W', '2', b.ip]);
+      const targets = routed.map((_b, i) => n1.ifindex(`lbr${i + 1}`));
+      n1.enter(() => prog.setXdpTargets(targets)); // a devmap checks the interfaces in the writer's namespace
+      const eth0 = n1.ifindex('eth0');
+      await writer.update({ ...base, key: '198.51.100.10:80/TCP', vip: '198.51.100.10', backends: bes });
+      const fwd = (name: string, run: (frame: Buffer) => { retval: number; durationNs: number }, frameOf: (i: number) => Buffer, expect: number, fresh: boolean) => {
+        for (const [k] of prog.maps.ct4.entries()) prog.maps.ct4.delete(k);
+        const first = n1.enter(() => run(frameOf(0)));
+        if (first.retval !== expect) throw new Error(`${name}: return code ${first.retval}, expected ${expect}`);
+        const n = fresh ? NEW : CALLS;
+        const ns = n1.enter(() => {
+          const xs: number[] = [];
+          for (let i = 1; i <= n; i++) xs.push(run(frameOf(fresh ? i : 0)).durationNs);
+          return xs;
+        });
+        ns.sort((a, b) => a - b);
+        const p50 = ns[Math.floor(n / 2)]!;
+        const p99 = ns[Math.floor(n * 0.99)]!;
+        out[name] = { p50, p99 };
+        log(`forward path: ${name.padEnd(30)} ${p50.toFixed(0)} ns median, p99 ${p99.toFixed(0)} ns (${n} runs)`);
+      };
+      const tcRun = (f: Buffer) => progTestRun(prog.ingressFd, f, 1, { skbIfindex: eth0 });
+      const xdpRun = (f: Buffer) => progTestRun(prog.xdpFd, f, 1, { xdpIngressIfindex: eth0 });
+      const TC_ACT_REDIRECT = 7;
+      const XDP_REDIRECT = 4;
+      const XDP_PASS = 2;
+      const est = () => tcpFrame('192.0.2.1', '198.51.100.10', 40000, 80);
+      const syn = (i: number) => tcpFrame(`192.0.2.${1 + Math.floor(i / 60000)}`, '198.51.100.10', 1024 + (i % 60000), 80, 0x02);
+      fwd('tc established', tcRun, est, TC_ACT_REDIRECT, false);
+      fwd('xdp established', xdpRun, est, XDP_REDIRECT, false);
+      fwd('tc new connection', tcRun, syn, TC_ACT_REDIRECT, true);
+      fwd('xdp new connection', xdpRun, syn, XDP_REDIRECT, true);
+      // What a packet that is not for a service pays in front of tc with XDP on (then tc's own cost too).
+      fwd('xdp not a service (pass)', xdpRun, () => tcpFrame('192.0.2.1', '192.0.2.99', 40001, 80), XDP_PASS, false);
       return out;
     } finally {
       prog.dispose();
@@ -318,14 +390,15 @@ if (!ONLY || ONLY === 'maglev') result['maglev'] = maglevBench();
 if (!ONLY || ONLY === 'gc') result['gc'] = await gcBench();
 if (!ONLY || ONLY === 'pkt') result['perPacketNs'] = await pktBench();
 if (!ONLY || ONLY === 'traffic') result['traffic'] = await traffic();
-const t = result['traffic'] as Record<string, { herald: WrkResult; nftables: WrkResult; rpsRatio: number; p99Ratio: number }>;
+const t = result['traffic'] as Record<string, Record<string, { rps: number; p99Ms: number }>> | undefined;
 if (JSON_OUT) process.stdout.write(JSON.stringify(result, null, 2) + '\n');
 else if (t) {
   for (const mode of ['keepalive', 'close']) {
     const x = t[mode]!;
-    process.stdout.write(
-      `${mode.padEnd(9)}  herald ${x.herald.rps.toFixed(0)} req/s p99 ${x.herald.p99Ms.toFixed(2)} ms | nftables ${x.nftables.rps.toFixed(0)} req/s p99 ${x.nftables.p99Ms.toFixed(2)} ms | ratio ${x.rpsRatio.toFixed(2)}× req/s, ${x.p99Ratio.toFixed(2)}× p99\n`,
-    );
+    const arm = (k: string) => `${k} ${x[k]!.rps.toFixed(0)} req/s p99 ${x[k]!.p99Ms.toFixed(2)} ms`;
+    const ratio = (k: string) => `${(x[k] as unknown as { rps: number }).rps.toFixed(2)}× req/s, ${(x[k] as unknown as { p99: number }).p99.toFixed(2)}× p99`;
+    process.stdout.write(`${mode.padEnd(9)}  ${arm('herald-tc')} | ${arm('herald-xdp')} | ${arm('nftables')}\n`);
+    process.stdout.write(`${' '.repeat(11)}XDP/tc ${ratio('xdpOverTc')} | tc/nft ${ratio('tcOverNft')} | XDP/nft ${ratio('xdpOverNft')}\n`);
   }
 }
 process.exit(0);

@@ -37,6 +37,10 @@ export interface Libbpf {
   tcAttach(hook: TcHook, opts: TcOpts): number;
   tcDetach(hook: TcHook, opts: TcOpts): number;
   tcQuery(hook: TcHook, opts: TcOpts): number;
+  /** bpf_xdp_attach / bpf_xdp_detach / bpf_xdp_query_id (XDP_FLAGS_*; opts unused). */
+  xdpAttach(ifindex: number, progFd: number, flags: number): number;
+  xdpDetach(ifindex: number, flags: number): number;
+  xdpQueryId(ifindex: number, flags: number, progId: number[]): number;
   mapUpdateElem(fd: number, key: Buffer, value: Buffer, flags: bigint): number;
   mapLookupElem(fd: number, key: Buffer, value: Buffer): number;
   mapDeleteElem(fd: number, key: Buffer): number;
@@ -147,6 +151,9 @@ export function libbpf(): Libbpf {
     attach: lib.func('int bpf_tc_attach(const bpf_tc_hook *hook, _Inout_ bpf_tc_opts *opts)'),
     detach: lib.func('int bpf_tc_detach(const bpf_tc_hook *hook, const bpf_tc_opts *opts)'),
     query: lib.func('int bpf_tc_query(const bpf_tc_hook *hook, _Inout_ bpf_tc_opts *opts)'),
+    xdpAttach: lib.func('int bpf_xdp_attach(int ifindex, int prog_fd, uint32_t flags, const void *opts)'),
+    xdpDetach: lib.func('int bpf_xdp_detach(int ifindex, uint32_t flags, const void *opts)'),
+    xdpQueryId: lib.func('int bpf_xdp_query_id(int ifindex, int flags, _Out_ uint32_t *prog_id)'),
     update: lib.func('int bpf_map_update_elem(int fd, const void *key, const void *value, uint64_t flags)'),
     lookup: lib.func('int bpf_map_lookup_elem(int fd, const void *key, void *value)'),
     del: lib.func('int bpf_map_delete_elem(int fd, const void *key)'),
@@ -185,6 +192,9 @@ export function libbpf(): Libbpf {
     tcAttach: (hook, opts) => f.attach(hook, opts),
     tcDetach: (hook, opts) => f.detach(hook, opts),
     tcQuery: (hook, opts) => f.query(hook, opts),
+    xdpAttach: (ifindex, progFd, flags) => f.xdpAttach(ifindex, progFd, flags, null),
+    xdpDetach: (ifindex, flags) => f.xdpDetach(ifindex, flags, null),
+    xdpQueryId: (ifindex, flags, progId) => f.xdpQueryId(ifindex, flags, progId),
     mapUpdateElem: (fd, key, value, flags) => f.update(fd, key, value, flags),
     mapLookupElem: (fd, key, value) => f.lookup(fd, key, value),
     mapDeleteElem: (fd, key) => f.del(fd, key),

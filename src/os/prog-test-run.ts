@@ -13,7 +13,7 @@ interface TestRunOpts {
   data_out: Buffer | null;
   data_size_in: number;
   data_size_out: number;
-  ctx_in: null;
+  ctx_in: Buffer | null;
   ctx_out: null;
   ctx_size_in: number;
   ctx_size_out: number;
@@ -57,20 +57,44 @@ export interface TestRunResult {
   readonly retval: number;
   /** Average nanoseconds per run, as the kernel measured it. */
   readonly durationNs: number;
+  /** The packet as the program left it (when an output buffer was asked for). */
+  readonly dataOut?: Buffer;
+}
+
+export interface TestRunOptions {
+  /** Return the packet as the program left it (dataOut). */
+  output?: boolean;
+  /** An XDP program's ctx->ingress_ifindex (an interface in the caller's namespace). */
+  xdpIngressIfindex?: number;
+  /** A tc program's skb: the device it arrives on (ifindex and ingress_ifindex). */
+  skbIfindex?: number;
 }
 
 /** Runs `progFd` on `packet` (an Ethernet frame) `repeat` times. */
-export function progTestRun(progFd: number, packet: Buffer, repeat = 1): TestRunResult {
+export function progTestRun(progFd: number, packet: Buffer, repeat = 1, o: TestRunOptions = {}): TestRunResult {
   const b = binding();
+  const out = o.output ? Buffer.alloc(packet.length + 256) : null;
+  let ctx: Buffer | null = null;
+  if (o.xdpIngressIfindex !== undefined) {
+    // struct xdp_md: data 0, data_end = the frame's length, data_meta 0, ingress_ifindex, rx_queue 0, egress 0.
+    ctx = Buffer.alloc(24);
+    ctx.writeUInt32LE(packet.length, 4);
+    ctx.writeUInt32LE(o.xdpIngressIfindex, 12);
+  } else if (o.skbIfindex !== undefined) {
+    // struct __sk_buff (192 bytes): ingress_ifindex at 36, ifindex at 40; the rest zero.
+    ctx = Buffer.alloc(192);
+    ctx.writeUInt32LE(o.skbIfindex, 36);
+    ctx.writeUInt32LE(o.skbIfindex, 40);
+  }
   const opts: TestRunOpts = {
     sz: koffi.sizeof(b.type),
     data_in: packet,
-    data_out: null,
+    data_out: out,
     data_size_in: packet.length,
-    data_size_out: 0,
-    ctx_in: null,
+    data_size_out: out ? out.length : 0,
+    ctx_in: ctx,
     ctx_out: null,
-    ctx_size_in: 0,
+    ctx_size_in: ctx ? ctx.length : 0,
     ctx_size_out: 0,
     retval: 0,
     repeat,
@@ -81,5 +105,6 @@ export function progTestRun(progFd: number, packet: Buffer, repeat = 1): TestRun
   };
   const rc = b.run(progFd, opts);
   if (rc < 0) throw new SyscallError('HERALD_BPF_LOAD', 'bpf_prog_test_run_opts', -rc);
-  return { retval: opts.retval | 0, durationNs: opts.duration };
+  const res = { retval: opts.retval | 0, durationNs: opts.duration };
+  return out ? { ...res, dataOut: out.subarray(0, opts.data_size_out) } : res;
 }

@@ -77,6 +77,8 @@ interface AgentOptions {
   lbSnatAddress?: string;
   lbSnatAddress6?: string;
   lbSnatPorts?: { min: number; max: number };
+  lbXdp?: boolean;
+  lbXdpTargets?: string[];
   supervisor: boolean;
 }
 
@@ -190,6 +192,8 @@ export function agentCommand(): Command {
     .option('--bird-socket <path>', "BGP anycast through a BIRD the operator runs, reconfigured through this control socket: herald starts no BIRD and owns only the include file (--bird-include)")
     .option('--bird-include <file>', "with --bird-socket: the file herald writes and the operator's bird.conf includes (default: --state-dir/bird/herald.conf)")
     .option('--lb-interfaces <names>', 'L4 load balancing of service IPs in eBPF on these (announcing) interfaces, comma-separated (off by default)', parseInterfaceList)
+    .option('--lb-xdp', 'load balancing: XDP+tc — an XDP program on the --lb-interfaces takes the forward path of DNAT services (native XDP; tc keeps the rest). Off: tc only')
+    .option('--lb-xdp-targets <names>', 'with --lb-xdp: interfaces XDP may redirect to (each must take XDP frames: native-XDP NIC, or a veth whose peer has an XDP program or GRO on); without, XDP sends only back out the interface it came in on', parseInterfaceList)
     .option('--lb-ct-size <n>', 'load balancing: connection-tracking entries (LRU)', parseIntRange('--lb-ct-size', 64, 16_777_216), lbDefaults.ctMapSize)
     .option('--lb-maglev-size <prime>', 'load balancing: Maglev table size per frontend (a prime, ≥ 100 × backends)', parseIntRange('--lb-maglev-size', 7, 1_000_003, true), lbDefaults.maglevSize)
     .option('--lb-ct-lifetimes <list>', 'load balancing: connection lifetimes in seconds, e.g. tcp-syn=60,tcp-established=21600,tcp-closing=10,non-tcp=60', parseLifetimes)
@@ -284,6 +288,7 @@ export function agentCommand(): Command {
                     ...(opts.lbSnatAddress ? { snatAddress: opts.lbSnatAddress } : {}),
                     ...(opts.lbSnatAddress6 ? { snatAddress6: opts.lbSnatAddress6 } : {}),
                     ...(opts.lbSnatPorts ? { snatPorts: opts.lbSnatPorts } : {}),
+                    ...(opts.lbXdp ? { xdp: { targets: opts.lbXdpTargets ?? [] } } : {}),
                   },
                 }
               : {}),

@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { Command } from 'commander';
 import { detach, openPinnedMaps } from '../../datapath/l2-responder/program.js';
-import { detachLb, lbAttachedProgramId } from '../../datapath/lb/program.js';
+import { detachLb, detachLbXdp, lbAttachedProgramId } from '../../datapath/lb/program.js';
 import { NetlinkLinks } from '../../os/links.js';
 import { defaultNodeName, parseNodeName, pinDirFor } from '../options.js';
 
@@ -21,6 +21,7 @@ export function datapathCommand(): Command {
         for (const [ifindex, name] of names) {
           if (lbAttachedProgramId(ifindex) === undefined) continue;
           detachLb(ifindex, name);
+          detachLbXdp(ifindex, name); // --lb-xdp's program (by name: another XDP program stays)
           detached++;
         }
         try {

@@ -11,6 +11,13 @@ import { u32Codec, u32Key, u64Codec } from '../../os/map-codecs.js';
 
 export const LB_INGRESS_PROGRAM = 'herald_lb_ingress';
 export const LB_EGRESS_PROGRAM = 'herald_lb_egress';
+/** The XDP program (opt-in): the forward path of DNAT services, the same maps. */
+export const LB_XDP_PROGRAM = 'herald_lb_xdp';
+/** ifindex → ifindex: the interfaces the XDP program may redirect to. */
+export const MAP_LB_XDP_TARGETS = 'lb_xdp_targets';
+/** The service policy's svc_v4 / svc_v6, shared (pinned at the policy's paths) so XDP never bypasses a policed IP. */
+export const MAP_LB_POL_SVC_V4 = 'pol_svc_v4';
+export const MAP_LB_POL_SVC_V6 = 'pol_svc_v6';
 export const MAP_LB4_SERVICES = 'lb4_services';
 export const MAP_LB6_SERVICES = 'lb6_services';
 export const MAP_LB_BACKENDS = 'lb_backends';
@@ -272,7 +279,7 @@ export const CFG_SLOTS = 10;
 /** lb_config and (per CPU) lb_stats: `__u32` slot → `__u64`. */
 export const configCodec: MapCodec<number, bigint> = u64Codec;
 
-export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate', 'ct_deleted', 'ct_user_deleted', 'snat_exhausted'] as const;
+export const LB_STAT_NAMES = ['forwarded', 'revnat', 'no_backend', 'fragment', 'truncated', 'fib_pass', 'ct_created', 'ct_full', 'ttl', 'icmp_xlate', 'ct_deleted', 'ct_user_deleted', 'snat_exhausted', 'xdp_forwarded', 'xdp_pass'] as const;
 /** The lb_stats slot user space adds its conntrack deletions to (GC, flushes). */
 export const ST_CT_USER_DELETED = 11;
 
@@ -291,6 +298,8 @@ export function ctEvictions(stats: Readonly<Record<string, bigint>>, live: numbe
 
 /** A u32 → u32 array (one Maglev table). */
 export const maglevTableCodec: MapCodec<number, number> = u32Codec;
+/** lb_xdp_targets: ifindex → ifindex. */
+export const xdpTargetsCodec: MapCodec<number, number> = u32Codec;
 
 export interface AffinityKey {
   client: string;

@@ -19,6 +19,8 @@ import { ensurePinDir } from '../../os/bpffs.js';
 import { SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
 import { BPF_TC_EGRESS } from '../../os/libbpf.js';
 import { attachEgress, attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
+import { attachXdp, detachXdp, queryXdp, xdpProgramName } from '../../os/xdp.js';
+import { pinnedMapPath as policyPinnedMapPath } from '../policy/program.js';
 import { ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
 import {
   CFG_MAGLEV_M,
@@ -35,6 +37,11 @@ import {
   LB_EGRESS_PROGRAM,
   LB_INGRESS_PROGRAM,
   LB_STAT_NAMES,
+  LB_XDP_PROGRAM,
+  MAP_LB_POL_SVC_V4,
+  MAP_LB_POL_SVC_V6,
+  MAP_LB_XDP_TARGETS,
+  xdpTargetsCodec,
   MAP_CT4,
   MAP_CT6,
   MAP_LB4_SERVICES,
@@ -86,6 +93,13 @@ export interface LbLoadOptions {
   /** Maglev table size (a prime). */
   maglevSize: number;
   objectPath?: string;
+  /**
+   * The service policy's pin directory: the XDP program reads the policy's own
+   * svc_v4 / svc_v6 there (pinned by whichever loads first), so a policed
+   * service IP is always left to the tc path, where the policy runs first.
+   * Unset: private, empty maps (tests and benchmarks without a policy).
+   */
+  policyPinDir?: string;
 }
 
 export interface LbMaps {
@@ -96,6 +110,8 @@ export interface LbMaps {
   ct4: BpfMap<CtKey, CtEntry>;
   ct6: BpfMap<CtKey, CtEntry>;
   config: BpfMap<number, bigint>;
+  /** Interfaces the XDP program may redirect to (ifindex → ifindex). */
+  xdpTargets: BpfMap<number, number>;
 }
 
 export function lbPinDir(pinDir: string): string {
@@ -115,6 +131,7 @@ export class LbProgram implements Disposable {
     private readonly obj: unknown,
     readonly ingressFd: number,
     readonly egressFd: number,
+    readonly xdpFd: number,
     readonly maps: LbMaps,
     private readonly statsFd: number,
     readonly maglevSize: number,
@@ -148,6 +165,16 @@ export class LbProgram implements Disposable {
     }
     const obj = checkPtr('HERALD_BPF_LOAD', `open ${objectPath}`, lib.objectOpenFile(objectPath));
     try {
+      if (opts.policyPinDir !== undefined) {
+        ensurePinDir(opts.policyPinDir);
+        for (const [name, file] of [
+          [MAP_LB_POL_SVC_V4, 'svc_v4'],
+          [MAP_LB_POL_SVC_V6, 'svc_v6'],
+        ] as const) {
+          const map = checkPtr('HERALD_BPF_LOAD', `find map ${name}`, lib.objectFindMapByName(obj, name));
+          check('HERALD_BPF_LOAD', `pin path for ${name}`, lib.mapSetPinPath(map, policyPinnedMapPath(opts.policyPinDir, file)));
+        }
+      }
       for (const spec of specs) {
         const map = checkPtr('HERALD_BPF_LOAD', `find map ${spec.name}`, lib.objectFindMapByName(obj, spec.name));
         check('HERALD_BPF_LOAD', `pin path for ${spec.name}`, lib.mapSetPinPath(map, join(dir, spec.name)));
@@ -180,8 +207,9 @@ export class LbProgram implements Disposable {
         ct4: BpfMap.fromObjectFd(MAP_CT4, fd(MAP_CT4), ct4Codec),
         ct6: BpfMap.fromObjectFd(MAP_CT6, fd(MAP_CT6), ct6Codec),
         config: BpfMap.fromObjectFd(MAP_LB_CONFIG, fd(MAP_LB_CONFIG), configCodec),
+        xdpTargets: BpfMap.fromObjectFd(MAP_LB_XDP_TARGETS, fd(MAP_LB_XDP_TARGETS), xdpTargetsCodec),
       };
-      const program = new LbProgram(obj, progFd(LB_INGRESS_PROGRAM), progFd(LB_EGRESS_PROGRAM), maps, fd(MAP_LB_STATS), opts.maglevSize);
+      const program = new LbProgram(obj, progFd(LB_INGRESS_PROGRAM), progFd(LB_EGRESS_PROGRAM), progFd(LB_XDP_PROGRAM), maps, fd(MAP_LB_STATS), opts.maglevSize);
       maps.config.update(CFG_MAGLEV_M, BigInt(opts.maglevSize));
       return program;
     } catch (e) {
@@ -246,6 +274,28 @@ export class LbProgram implements Disposable {
     this.assertOpen();
     attachIngress(ifindex, this.ingressFd, LB_TC_SLOT);
     attachEgress(ifindex, this.egressFd, LB_TC_SLOT);
+  }
+
+  /**
+   * Attaches the XDP program (native mode) to an interface that already has
+   * the tc programs: XDP takes the forward path of DNAT services it can send
+   * on itself and passes everything else to them.
+   */
+  attachXdp(ifindex: number): void {
+    this.assertOpen();
+    attachXdp(ifindex, this.xdpFd);
+  }
+
+  /**
+   * The interfaces the XDP program may redirect to (besides sending back out
+   * the interface it came in on, XDP_TX). Each must take XDP frames: a NIC
+   * with native XDP, or a veth whose peer has an XDP program or GRO enabled.
+   */
+  setXdpTargets(ifindexes: readonly number[]): void {
+    this.assertOpen();
+    const want = new Set(ifindexes);
+    for (const [k] of this.maps.xdpTargets.entries()) if (!want.has(k)) this.maps.xdpTargets.delete(k);
+    for (const i of want) this.maps.xdpTargets.update(i, i);
   }
 
   dispose(): void {
@@ -363,6 +413,20 @@ function removeIfUpgradeNeeded(path: string, spec: MapSpec): boolean {
 
 export function lbAttachedProgramId(ifindex: number): number | undefined {
   return queryIngress(ifindex, LB_TC_SLOT);
+}
+
+/** The interface's native XDP program id (the load balancer's when `--lb-xdp` attached it), or undefined. */
+export function lbXdpProgramId(ifindex: number): number | undefined {
+  return queryXdp(ifindex);
+}
+
+/**
+ * Removes the load balancer's XDP program from an interface. With `ifname`,
+ * only when the program there is ours (by name): another XDP program is left.
+ */
+export function detachLbXdp(ifindex: number, ifname?: string): boolean {
+  if (ifname !== undefined && xdpProgramName(ifname) !== LB_XDP_PROGRAM) return false;
+  return detachXdp(ifindex);
 }
 
 export function detachLb(ifindex: number, ifname?: string): void {

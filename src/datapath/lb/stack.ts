@@ -15,7 +15,7 @@ import { lbServicesTable, type LbServiceRow } from '../tables/lb-services.js';
 import { connectionsByVip, ConntrackGc, gcIntervalDefaults, nextGcInterval, type GcIntervalBounds, type GcPassResult } from './ct-gc.js';
 import { ctEvictions } from './layout.js';
 import { LbServiceOps } from './ops.js';
-import { LbProgram, defaultLifetimes, detachLb, type CtLifetimes } from './program.js';
+import { LbProgram, defaultLifetimes, detachLb, detachLbXdp, type CtLifetimes } from './program.js';
 import { LbServiceWriter } from './services.js';
 
 export interface LbOptions {
@@ -32,6 +32,15 @@ export interface LbOptions {
   snatAddress6?: string;
   /** SNAT source ports [min, max] (default 32768–60999, the kernel's ephemeral range). */
   snatPorts?: { min: number; max: number };
+  /**
+   * XDP+tc (`--lb-xdp`): the XDP program on the same interfaces takes the
+   * forward path of DNAT services it can send on itself (back out the same
+   * interface, or to one of `targets`); everything else goes to the tc
+   * programs as without it. Off: tc only.
+   */
+  xdp?: { targets: string[] };
+  /** The service policy's pin directory (XDP leaves every policed IP to tc; see LbLoadOptions). */
+  policyPinDir?: string;
 }
 
 export const lbDefaults = { ctMapSize: 262_144, maglevSize: 16381, lifetimes: defaultLifetimes, gc: gcIntervalDefaults };
@@ -58,6 +67,7 @@ export class LbStack implements Disposable {
   private live = { 4: 0, 6: 0 };
   readonly reconciler: Reconciler<LbServiceRow>;
   private readonly ifindexes: Array<{ name: string; ifindex: number }> = [];
+  private readonly xdpAttached: Array<{ name: string; ifindex: number }> = [];
   readonly stats: LbStats;
 
   constructor(
@@ -65,7 +75,12 @@ export class LbStack implements Disposable {
     private readonly opts: LbOptions,
     reconcilerConfig: ReconcilerConfig,
   ) {
-    this.program = LbProgram.load({ pinDir: opts.pinDir, ctMapSize: opts.ctMapSize, maglevSize: opts.maglevSize });
+    this.program = LbProgram.load({
+      pinDir: opts.pinDir,
+      ctMapSize: opts.ctMapSize,
+      maglevSize: opts.maglevSize,
+      ...(opts.xdp && opts.policyPinDir !== undefined ? { policyPinDir: opts.policyPinDir } : {}),
+    });
     this.program.setLifetimes(opts.lifetimes);
     this.program.setSnatAddress(opts.snatAddress, 4);
     this.program.setSnatAddress(opts.snatAddress6, 6);
@@ -142,6 +157,23 @@ export class LbStack implements Disposable {
       this.ifindexes.push({ name, ifindex: link.ifindex });
       this.deps.log.info({ iface: name }, 'load balancer attached (tc ingress + egress, priority 3)');
     }
+    if (this.opts.xdp) {
+      const targets: number[] = [];
+      for (const name of this.opts.xdp.targets) {
+        const link = await this.deps.links.byName(name);
+        if (!link) throw new HeraldError('HERALD_LINK_NOT_FOUND', `--lb-xdp-targets: no interface ${name}`);
+        targets.push(link.ifindex);
+      }
+      this.program.setXdpTargets(targets);
+      for (const { name, ifindex } of this.ifindexes) {
+        this.program.attachXdp(ifindex);
+        this.xdpAttached.push({ name, ifindex });
+        this.deps.log.info({ iface: name, targets: this.opts.xdp.targets }, 'load balancer XDP attached (native; tc keeps everything XDP passes)');
+      }
+      // A stop leaves no XDP program behind: the tc programs (which stay, with the pinned maps,
+      // so connections survive a restart) handle everything until the next agent attaches it again.
+      this.deps.jobs.hook('lb-xdp', { start: () => {}, stop: () => this.detachXdp() });
+    }
     this.deps.jobs.hook('lb-services', { start: () => this.reconciler.start(), stop: () => this.reconciler.dispose() });
     this.deps.jobs.oneShot('ct-gc', async (signal, health) => {
       let expected = this.opts.gc.minMs;
@@ -167,7 +199,18 @@ export class LbStack implements Disposable {
   }
 
   /** Detaches the programs (a clean stop). The pinned maps stay for the next agent. */
+  detachXdp(): void {
+    for (const { name, ifindex } of this.xdpAttached.splice(0)) {
+      try {
+        detachLbXdp(ifindex, name);
+      } catch {
+        /* the interface is gone */
+      }
+    }
+  }
+
   detach(): void {
+    this.detachXdp();
     for (const { name, ifindex } of this.ifindexes) {
       try {
         detachLb(ifindex, name);
