@@ -79,6 +79,17 @@ test("the chart's RBAC is enough: its ServiceAccount's identity syncs every info
   const source = new KubernetesIntentSource({ client, log: silentLogger, retryMinMs: 100, retryMaxMs: 400 });
   const ownership = new LeaseOwnership(client, 'node-chart', { log: silentLogger }, { ...leaseOwnershipDefaults, namespace: NS, durationS: 3, renewMs: 500 });
   const errors: unknown[] = [];
+  // The first test created the CRDs a moment ago: a kind is served only once its CRD is Established
+  // (before that a list is a 404, not an RBAC refusal, and would count as an informer error).
+  for (const crd of docs(readFileSync(new URL('deploy/kubernetes/crds.yaml', ROOT), 'utf8'))) {
+    const deadline = Date.now() + 30_000;
+    const established = async () =>
+      ((await kube.api('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`)).body?.status?.conditions ?? []).some((c: any) => c.type === 'Established' && c.status === 'True');
+    while (!(await established())) {
+      assert.ok(Date.now() < deadline, `CRD ${crd.metadata.name} Established within 30 s`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
   try {
     await source.start({ onSnapshot: () => {}, onError: (p) => errors.push(p) });
     const deadline = Date.now() + 30_000;
