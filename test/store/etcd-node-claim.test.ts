@@ -113,6 +113,24 @@ describe('etcd node-name claim: one agent per --node', () => {
     assert.equal(String((await keyOf(prefix, 'n1'))!.lease), s.leaseId);
   });
 
+  test('the wait is one TTL plus a second of slack, polled every 200 ms', () => {
+    assert.deepEqual(nodeClaimWait(3), { waitMs: 4000, pollMs: 200 });
+  });
+
+  test('a name taken by another agent while our lease was lost is an error in the log, and the other keeps it', async () => {
+    const prefix = freshPrefix();
+    const logs: string[] = [];
+    const log: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: (_o, m = '') => void logs.push(m), child: () => log };
+    const a = await session(prefix);
+    await claim(a, 'n1', { waitMs: 0, pollMs: 50 }, log).claim();
+    const b = await session(prefix);
+    const bClaim = claim(b, 'n1', { waitMs: 20_000, pollMs: 20 }).claim();
+    await raw.leaseClient.leaseRevoke({ ID: a.leaseId! }); // as an operator (or a fencing peer) would: node-a's key goes with it
+    await bClaim;
+    await waitFor(() => logs.includes('node name taken by another agent while our lease was lost'), { timeoutMs: 10_000, what: "node-a's error" });
+    assert.equal(String((await keyOf(prefix, 'n1'))!.lease), b.leaseId);
+  });
+
   test('without a lease there is nothing to claim on: HERALD_STORE', async () => {
     const prefix = freshPrefix();
     const s = new EtcdSession({ endpoints: [etcd.endpoint], prefix, ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 }, { clock: systemClock, log: silentLogger });
