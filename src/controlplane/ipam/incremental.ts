@@ -31,10 +31,10 @@
  * that throws leaves no half-applied cache behind (the next run is full).
  */
 import type { IntentSnapshot, IPPoolManifest, ServiceManifest } from '../../intent/index.js';
-import { addrOf, formatAddr } from '../../core/addr.js';
+import { addrOf, compareAddrs, formatAddr } from '../../core/addr.js';
 import { compareStrings } from '../../core/order.js';
 import { byImportGroup, importOf, Run, type Imported } from './allocator.js';
-import { Ledger } from './ledger.js';
+import { Ledger, type Holding } from './ledger.js';
 import { compilePools, type PoolView } from './pools.js';
 import { assembleResult, dormantResult, serviceAllocation } from './report.js';
 import { compareAge, isHandledService, serviceView, type LbClassPolicy, type ServiceView } from './service-view.js';
@@ -65,6 +65,10 @@ interface Cache {
   readonly members: Map<string, Set<string>>;
   /** Every entry's key, sorted (the result's order). */
   keys: string[];
+  /** The ledger's holdings in ingress order. */
+  sorted: Holding[];
+  /** The last run's result (returned again when nothing changed). */
+  result?: IpamResult;
 }
 
 export interface IncrementalStats {
@@ -125,9 +129,10 @@ export class IncrementalAllocator {
     if (snapshot.pools.size === 0) return dormantResult(imported.map((i) => i.view), previous);
     const poolInputs = [...snapshot.pools.values()];
     const pools = compilePools(poolInputs);
-    const cache: Cache = { classes: classKey, poolInputs, pools, ledger: new Ledger(), entries: new Map(), claims: new Map(), members: new Map(), keys: [] };
+    const cache: Cache = { classes: classKey, poolInputs, pools, ledger: new Ledger(), entries: new Map(), claims: new Map(), members: new Map(), keys: [], sorted: [] };
     this.#reconsider(cache, byImportGroup(imported), svcs);
     cache.keys = [...cache.entries.keys()].sort(compareStrings);
+    cache.sorted = cache.ledger.all();
     this.#cache = cache;
     return this.#assemble(cache);
   }
@@ -139,13 +144,15 @@ export class IncrementalAllocator {
     for (const [key, svc] of snapshot.services) {
       if (!isHandledService(svc, classes)) continue;
       const old = cache.entries.get(key);
-      const imported = importOf(this.#viewOf(key, svc, old), svc, previous);
-      present.set(key, { svc, imported });
-      if (!old || !old.settled || old.view !== imported.view || old.imported.group !== imported.group || !sameList(old.imported.ips, imported.ips)) {
-        dirty.add(key);
-      } else if (old.svc !== svc) {
-        cache.entries.set(key, { ...old, svc }); // e.g. a status write: the same view, remembered for the new manifest
+      const view = this.#viewOf(key, svc, old);
+      const imported = old?.settled && old.view === view ? sameImport(old.imported, svc, previous) : undefined;
+      if (imported) {
+        present.set(key, { svc, imported });
+        if (old && old.svc !== svc) cache.entries.set(key, { ...old, svc }); // e.g. a status write: the same view, remembered for the new manifest
+        continue;
       }
+      present.set(key, { svc, imported: importOf(view, svc, previous) });
+      dirty.add(key);
     }
     let removed = false;
     for (const key of cache.entries.keys()) {
@@ -154,7 +161,7 @@ export class IncrementalAllocator {
         removed = true;
       }
     }
-    if (dirty.size === 0) return this.#assemble(cache);
+    if (dirty.size === 0 && cache.result) return cache.result;
 
     // Everything a reconsidered Service can touch is reconsidered with it.
     const queue = [...dirty];
@@ -191,6 +198,18 @@ export class IncrementalAllocator {
     const imported = [...dirty].flatMap((key) => present.get(key)?.imported ?? []).sort((a, b) => compareAge(a.view, b.view));
     const svcs = new Map([...dirty].flatMap((key) => (present.has(key) ? [[key, present.get(key)!.svc] as const] : [])));
     this.#reconsider(cache, byImportGroup(imported), svcs);
+    // Holdings in ingress order: the released ones out, the dirty Services' (new objects) in.
+    const sorted = cache.sorted.filter((h) => cache.ledger.get(h.text) === h);
+    const fresh = new Set<Holding>();
+    for (const key of dirty) {
+      const entry = cache.entries.get(key);
+      if (entry) for (const h of cache.ledger.of(entry.view)) if (!h.owners.some((o) => !dirty.has(o.key)) && !fresh.has(h)) fresh.add(h);
+    }
+    for (const h of fresh) {
+      const at = sortedIndexBy(sorted, h, (a, b) => compareAddrs(a.addr, b.addr));
+      if (sorted[at] !== h) sorted.splice(at, 0, h);
+    }
+    cache.sorted = sorted;
     if (removed) cache.keys = cache.keys.filter((k) => cache.entries.has(k));
     if (added) {
       for (const key of dirty) {
@@ -231,24 +250,50 @@ export class IncrementalAllocator {
   }
 
   #assemble(cache: Cache): IpamResult {
-    return assembleResult(
+    const result = assembleResult(
       cache.pools,
       cache.ledger,
       cache.keys.map((key) => cache.entries.get(key)!),
+      cache.sorted,
     );
+    cache.result = result;
+    return result;
   }
 }
 
 /** Where `key` is or would go in the sorted `keys`. */
 function sortedIndex(keys: readonly string[], key: string): number {
+  return sortedIndexBy(keys, key, compareStrings);
+}
+
+function sortedIndexBy<T>(items: readonly T[], item: T, compare: (a: T, b: T) => number): number {
   let lo = 0;
-  let hi = keys.length;
+  let hi = items.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (compareStrings(keys[mid] as string, key) < 0) lo = mid + 1;
+    if (compare(items[mid] as T, item) < 0) lo = mid + 1;
     else hi = mid;
   }
   return lo;
+}
+
+/** `old` again when `svc` imports exactly what it did (same group, same IPs) from `previous`, else undefined. */
+function sameImport(old: Imported, svc: ServiceManifest, previous: AllocationState): Imported | undefined {
+  const key = old.view.key;
+  const persisted = Object.hasOwn(previous.allocations, key) ? previous.allocations[key] : undefined;
+  if (persisted !== undefined) {
+    const group = previous.fingerprints?.[key] === old.view.fingerprint ? 0 : 1;
+    return group === old.group && sameList(old.ips, persisted) ? old : undefined;
+  }
+  if (old.group !== 2) return undefined;
+  const ingress = svc.status.loadBalancer.ingress;
+  let n = 0;
+  for (const i of ingress) {
+    if (i.ip === undefined) continue;
+    if (old.ips[n] !== i.ip) return undefined;
+    n++;
+  }
+  return n === old.ips.length ? old : undefined;
 }
 
 function samePools(inputs: readonly IPPoolManifest[], pools: ReadonlyMap<string, IPPoolManifest>): boolean {

@@ -1,7 +1,7 @@
 /** Turns one allocation run into an `IpamResult`: Service conditions, pool counts, state to persist. */
 import { compareAddrs, formatAddr } from '../../core/addr.js';
 import { blockSize, type Block } from './blocks.js';
-import type { Ledger } from './ledger.js';
+import type { Holding, Ledger } from './ledger.js';
 import type { PoolView } from './pools.js';
 import type { ServiceView } from './service-view.js';
 import type { AllocationState } from './state.js';
@@ -90,11 +90,15 @@ export function allocationResult(pools: readonly PoolView[], ledger: Ledger, out
   );
 }
 
-/** The result from every Service's allocation (`served` in key order) and the ledger they were taken from. */
+/**
+ * The result from every Service's allocation (`served` in key order) and the
+ * ledger they were taken from (`holdings`: the ledger's, in ingress order).
+ */
 export function assembleResult(
   pools: readonly PoolView[],
   ledger: Ledger,
   served: Iterable<{ readonly view: ServiceView; readonly allocation: ServiceAllocation }>,
+  holdings: Iterable<Holding> = ledger.all(),
 ): IpamResult {
   const services = new Map<string, ServiceAllocation>();
   const allocations: Record<string, readonly string[]> = {};
@@ -107,8 +111,8 @@ export function assembleResult(
 
   const ipOwners = new Map<string, readonly string[]>();
   const heldPerPool = new Map<string, bigint>();
-  for (const holding of ledger.all()) {
-    ipOwners.set(holding.text, holding.owners.map((o) => o.key).sort());
+  for (const holding of holdings) {
+    ipOwners.set(holding.text, holding.owners.length === 1 ? [holding.owners[0]?.key as string] : holding.owners.map((o) => o.key).sort());
     heldPerPool.set(holding.pool.name, (heldPerPool.get(holding.pool.name) ?? 0n) + 1n);
   }
   const poolStatuses = new Map<string, PoolStatus>();
