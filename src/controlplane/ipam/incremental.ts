@@ -49,6 +49,8 @@ interface Entry {
   /** Canonical IPs of its imports and its holdings. */
   readonly claims: readonly string[];
   readonly settled: boolean;
+  /** Fed the state its own result wrote, it imports exactly `imported` again (group 0, its ingress). */
+  readonly selfStable: boolean;
   readonly allocation: ServiceAllocation;
 }
 
@@ -69,6 +71,8 @@ interface Cache {
   sorted: Holding[];
   /** The last run's result (returned again when nothing changed). */
   result?: IpamResult;
+  /** The state the last run was fed. */
+  fed?: AllocationState;
 }
 
 export interface IncrementalStats {
@@ -133,30 +137,41 @@ export class IncrementalAllocator {
     this.#reconsider(cache, byImportGroup(imported), svcs);
     cache.keys = [...cache.entries.keys()].sort(compareStrings);
     cache.sorted = cache.ledger.all();
+    cache.fed = previous;
     this.#cache = cache;
     return this.#assemble(cache);
   }
 
   #incremental(cache: Cache, snapshot: IntentSnapshot, previous: AllocationState, classes: LbClassPolicy): IpamResult {
     this.stats.incremental++;
+    // What each reconsidered Service imports now (absent: it is gone).
     const present = new Map<string, { svc: ServiceManifest; imported: Imported }>();
     const dirty = new Set<string>();
+    // Fed the same state as the last run, or the state the last run returned
+    // (the allocator's own): an unchanged manifest imports what it did.
+    const sameFed = previous.allocations === cache.fed?.allocations && previous.fingerprints === cache.fed?.fingerprints;
+    const selfFed = previous.allocations === cache.result?.state.allocations && previous.fingerprints === cache.result?.state.fingerprints;
+    let known = 0;
     for (const [key, svc] of snapshot.services) {
       if (!isHandledService(svc, classes)) continue;
       const old = cache.entries.get(key);
+      if (old) known++;
+      if (old?.settled && old.svc === svc && (sameFed || (selfFed && old.selfStable))) continue;
       const view = this.#viewOf(key, svc, old);
       const imported = old?.settled && old.view === view ? sameImport(old.imported, svc, previous) : undefined;
       if (imported) {
-        present.set(key, { svc, imported });
         if (old && old.svc !== svc) cache.entries.set(key, { ...old, svc }); // e.g. a status write: the same view, remembered for the new manifest
         continue;
       }
       present.set(key, { svc, imported: importOf(view, svc, previous) });
       dirty.add(key);
     }
+    cache.fed = previous;
     let removed = false;
-    for (const key of cache.entries.keys()) {
-      if (!present.has(key)) {
+    if (known < cache.entries.size) {
+      for (const key of cache.entries.keys()) {
+        const svc = snapshot.services.get(key);
+        if (svc && isHandledService(svc, classes)) continue;
         dirty.add(key);
         removed = true;
       }
@@ -167,6 +182,8 @@ export class IncrementalAllocator {
     const queue = [...dirty];
     const touch = (key: string): void => {
       if (dirty.has(key)) return;
+      const entry = cache.entries.get(key);
+      if (entry) present.set(key, { svc: entry.svc, imported: entry.imported }); // unchanged: imports what it did
       dirty.add(key);
       queue.push(key);
     };
@@ -236,7 +253,9 @@ export class IncrementalAllocator {
         if (text !== undefined) claims.add(text);
       }
       for (const h of cache.ledger.of(i.view)) claims.add(h.text);
-      const entry: Entry = { svc, view: i.view, imported: i, claims: [...claims], settled: done.settled, allocation: serviceAllocation(cache.ledger, done.outcome) };
+      const allocation = serviceAllocation(cache.ledger, done.outcome);
+      const selfStable = i.group === 0 && sameList(i.ips, allocation.ingress);
+      const entry: Entry = { svc, view: i.view, imported: i, claims: [...claims], settled: done.settled, selfStable, allocation };
       cache.entries.set(key, entry);
       for (const ip of entry.claims) addTo(cache.claims, ip, key);
       if (i.view.sharingKey !== undefined) addTo(cache.members, i.view.sharingKey, key);
