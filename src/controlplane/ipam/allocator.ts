@@ -1,7 +1,9 @@
 /**
  * LB-IPAM: a pure, deterministic allocator with Cilium's semantics
- * (cilium:operator/pkg/lbipam/lbipam.go), rebuilt from scratch on every run
- * from the intent snapshot and the previously persisted state.
+ * (cilium:operator/pkg/lbipam/lbipam.go): a run is a function of the intent
+ * snapshot and the previously persisted state. `allocate()` runs over every
+ * Service; the control plane uses IncrementalAllocator (incremental.ts),
+ * which gives the same result reconsidering only what a change can affect.
  *
  * One run:
  *   1. Dormant if no pool exists: nothing is allocated or stripped.
