@@ -67,6 +67,7 @@ unit_tests=(
   test/controlplane/ipam/conditions.test.ts
   test/controlplane/ipam/hold.test.ts
   test/controlplane/ipam/report.test.ts
+  test/controlplane/ipam/incremental.test.ts
   test/os/state-file.test.ts
   test/api/status-server.test.ts
   test/api/status-rows.test.ts

@@ -21,6 +21,6 @@ parentPort!.on('message', (m: { type: 'poll' | 'stop' }) => {
   const services = cp.cp.status().ipam?.services;
   let satisfied = 0;
   for (const s of services?.values() ?? []) if (s.condition.status === 'True') satisfied++;
-  parentPort!.postMessage({ type: 'poll', leader: cp.election.isLeader(), satisfied, pending: cp.writer.stats.pending, writes: cp.writer.stats.writes, recomputes: cp.cp.stats.recomputes, source: { ...cp.source.stats } });
+  parentPort!.postMessage({ type: 'poll', leader: cp.election.isLeader(), satisfied, pending: cp.writer.stats.pending, writes: cp.writer.stats.writes, recomputes: cp.cp.stats.recomputes, ipam: { ...cp.cp.stats.ipam }, source: { ...cp.source.stats } });
 });
 parentPort!.postMessage({ type: 'ready' });

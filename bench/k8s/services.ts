@@ -28,6 +28,8 @@ interface Poll {
   pending: number;
   writes: number;
   recomputes: number;
+  /** LB-IPAM runs: full, incremental, and Services the incremental ones reconsidered. */
+  ipam: { full: number; incremental: number; reconsidered: number };
   source: { passes: number; looked: number; validated: number };
 }
 
@@ -144,13 +146,14 @@ async function main(): Promise<void> {
     const after = Object.fromEntries(Object.entries(at).map(([k, v]) => [k, v - applied]));
     polls = await Promise.all(nodes.map((n) => n.poll()));
     const sourceStats = polls.map((p) => p.source);
-    const r = { services: N, qps: QPS, burst: BURST, appliedMs: applied, ...at, afterLastCreate: after, statusWrites, writes, leaderWrites: polls[leaderIndex]!.writes, followerWrites: polls.reduce((a, p, i) => a + (i === leaderIndex ? 0 : p.writes), 0), recomputes: polls.map((p) => p.recomputes), source: sourceStats };
+    const r = { services: N, qps: QPS, burst: BURST, appliedMs: applied, ...at, afterLastCreate: after, statusWrites, writes, leaderWrites: polls[leaderIndex]!.writes, followerWrites: polls.reduce((a, p, i) => a + (i === leaderIndex ? 0 : p.writes), 0), recomputes: polls.map((p) => p.recomputes), ipam: polls.map((p) => p.ipam), source: sourceStats };
     if (args.includes('--json')) console.log(JSON.stringify(r));
     else {
       console.log(`${N} Services, 3 nodes, status writes at ${QPS} QPS (burst ${BURST}); applied in ${applied} ms`);
       console.log(`allocated (leader) ${at.allocated} ms · status written ${at.status} ms · followers follow ${at.followers} ms`);
       console.log(`after the last create: allocated +${after.allocated} ms · status +${after.status} ms · followers +${after.followers} ms`);
       console.log(`per node: ${r.recomputes.join('/')} recomputes; intent passes ${sourceStats.map((s) => s.passes).join('/')}, objects looked at ${sourceStats.map((s) => s.looked).join('/')}, validated ${sourceStats.map((s) => s.validated).join('/')}`);
+      console.log(`LB-IPAM per node (full/incremental runs, Services reconsidered): ${r.ipam.map((s) => `${s.full}/${s.incremental}/${s.reconsidered}`).join(' · ')}`);
       console.log(`status PUTs ${statusWrites} (leader ${r.leaderWrites}, followers ${r.followerWrites}); all API writes ${writes} incl. the ${N} creates: ${JSON.stringify(byKind)}`);
       console.log(`Cilium's operator, same statuses through its 100 QPS client: ≥ ${(N / 100).toFixed(1)} s for the status writes alone`);
     }

@@ -21,9 +21,10 @@ import { computeCandidates, nodeIdentity, unmatchedInterfaces, type Candidate, t
 import { knownNodes, unmatchedNodeSelectors } from '../intent/node-labels.js';
 import { missingCidrGroups } from './policy/intake.js';
 import type { Labels } from '../intent/selector.js';
-import { allocate } from './ipam/allocator.js';
+import { IncrementalAllocator } from './ipam/incremental.js';
 import type { IpamCoordinator, IpamStateStatus } from './ipam/coordinator.js';
 import { onlyPersisted } from './ipam/report.js';
+import { sameState } from './ipam/state.js';
 import type { IpamResult } from './ipam/types.js';
 import type { OwnershipBackend, OwnershipView } from './ownership/backend.js';
 import type { StaticAnnouncement } from './static-announcements.js';
@@ -97,8 +98,10 @@ export class ControlPlane implements Disposable {
   /** What was last warned about (policy + its inputs), so a warning repeats only when something changed. */
   private warned = new Set<string>();
   private policyWarnings: PolicyWarning[] = [];
+  /** LB-IPAM, reconsidering only the Services a change can affect (the same result as a full run). */
+  private readonly allocator = new IncrementalAllocator();
   /** Counters for metrics. */
-  readonly stats = { ownershipChanges: 0, recomputes: 0 };
+  readonly stats = { ownershipChanges: 0, recomputes: 0, ipam: this.allocator.stats };
 
   constructor(private readonly deps: ControlPlaneDeps) {
     // Registered now, before the reconciler starts: no pruning until intent is in.
@@ -209,10 +212,10 @@ export class ControlPlane implements Disposable {
 
   private async runIpam(): Promise<void> {
     const persisted = this.deps.ipam.current();
-    let result = allocate(this.snapshot, persisted, { lbClasses: this.deps.lbClasses });
+    let result = this.allocator.allocate(this.snapshot, persisted, { lbClasses: this.deps.lbClasses });
     if (this.deps.ipam.isAllocator()) {
       // Persist before anything is announced: a crash never forgets a handed-out IP.
-      const changed = JSON.stringify(result.state) !== JSON.stringify(persisted);
+      const changed = !sameState(result.state, persisted);
       if (changed && !(await this.deps.ipam.save(result.state))) result = onlyPersisted(result, this.deps.ipam.current(), this.deps.ipam.allocator());
     } else {
       // Not the allocator: announce only what the allocator has persisted.

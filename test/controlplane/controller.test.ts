@@ -255,3 +255,29 @@ test('snapshots arriving faster than a recompute are coalesced: one pass takes t
   assert.deepEqual(s.cp.servicesFor(WEB), ['default/web']);
   assert.deepEqual(s.cp.servicesFor(DB), [], 'db is no candidate any more');
 });
+
+test('LB-IPAM per pass reconsiders only the Services a snapshot changed (incremental), with the same result', async () => {
+  const s = await setup();
+  const first = snapshot();
+  await s.cp.setSnapshot(first); // the objects the next snapshots share, as the Kubernetes source keeps them
+  await s.cp.setSnapshot(first); // once more: every Service is now imported from the persisted state
+  const extra = snapshot(`${MANIFESTS}---
+apiVersion: v1
+kind: Service
+metadata: { name: extra, namespace: default }
+spec: { type: LoadBalancer, ports: [{ port: 443 }] }
+`);
+  const before = { ...s.cp.stats.ipam };
+  const next: IntentSnapshot = { ...first, services: new Map([...first.services, ['default/extra', extra.services.get('default/extra')!]]) };
+  await s.cp.setSnapshot(next);
+  assert.equal(s.cp.stats.ipam.full, before.full, 'no full run');
+  assert.equal(s.cp.stats.ipam.incremental, before.incremental + 1);
+  assert.equal(s.cp.stats.ipam.reconsidered - before.reconsidered, 1, 'only the new Service');
+  const ipam = s.cp.status().ipam!;
+  assert.deepEqual([...ipam.services].map(([k, v]) => [k, v.ingress]), [
+    ['default/db', [DB]],
+    ['default/extra', ['198.51.100.16']],
+    ['default/web', [WEB]],
+  ]);
+  assert.deepEqual(s.ipam.state.allocations, { 'default/db': [DB], 'default/extra': ['198.51.100.16'], 'default/web': [WEB] }, 'persisted before announced');
+});

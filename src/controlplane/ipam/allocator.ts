@@ -1,7 +1,9 @@
 /**
  * LB-IPAM: a pure, deterministic allocator with Cilium's semantics
- * (cilium:operator/pkg/lbipam/lbipam.go), rebuilt from scratch on every run
- * from the intent snapshot and the previously persisted state.
+ * (cilium:operator/pkg/lbipam/lbipam.go): a run is a function of the intent
+ * snapshot and the previously persisted state. `allocate()` runs over every
+ * Service; the control plane uses IncrementalAllocator (incremental.ts),
+ * which gives the same result reconsidering only what a change can affect.
  *
  * One run:
  *   1. Dormant if no pool exists: nothing is allocated or stripped.
@@ -32,7 +34,7 @@
  * Service (Cilium reuses any IP of the key, whichever pool it came from).
  * A key's IPs are offered oldest first (see Ledger.sharing).
  */
-import type { IntentSnapshot, IpFamily } from '../../intent/index.js';
+import type { IntentSnapshot, IpFamily, ServiceManifest } from '../../intent/index.js';
 import { addrOf, formatAddr, type Addr } from '../../core/addr.js';
 import { isReserved } from './blocks.js';
 import { allocationResult, dormantResult, type ServiceOutcome } from './report.js';
@@ -65,6 +67,7 @@ interface Failure {
  * Allocates LoadBalancer IPs for every handled Service of `snapshot`.
  * `previous` is what the last run returned as `state` (empty on a fresh
  * store: the Services' status ingress IPs are imported instead).
+ * (IncrementalAllocator gives the same result reconsidering only what changed.)
  */
 export function allocate(
   snapshot: IntentSnapshot,
@@ -78,47 +81,87 @@ export function allocate(
 
   const pools = compilePools(snapshot.pools.values());
   const run = new Run(pools);
-  for (const { view, ips } of importOrder(views, snapshot, previous)) {
-    for (const ip of ips) run.keep(view, ip);
-  }
-  // Specific requests first, so a generic request never takes an address
-  // that another Service names in this same run.
-  const specific = views.filter((v) => v.requested.length > 0);
-  const generic = views.filter((v) => v.requested.length === 0);
-  const served = [...specific, ...generic].map((view) => ({ view, failures: run.serve(view) }));
-  const outcomes: ServiceOutcome[] = served.map(({ view, failures }) => ({
-    view,
-    failures: failures.map((f) => ({ reason: f.reason, message: typeof f.message === 'function' ? f.message() : f.message })),
-  }));
+  const { outcomes } = run.reconsider(importOrder(views, snapshot, previous));
   return allocationResult(pools, run.ledger, outcomes);
 }
 
-/** Services with their previous IPs, in import order (see the file comment). */
-function importOrder(
-  views: readonly ServiceView[],
-  snapshot: IntentSnapshot,
-  previous: AllocationState,
-): { view: ServiceView; ips: readonly string[] }[] {
-  const groups: { view: ServiceView; ips: readonly string[] }[][] = [[], [], []];
-  for (const view of views) {
-    const persisted = Object.hasOwn(previous.allocations, view.key) ? previous.allocations[view.key] : undefined;
-    if (persisted !== undefined) {
-      const unchanged = previous.fingerprints?.[view.key] === view.fingerprint;
-      groups[unchanged ? 0 : 1]?.push({ view, ips: persisted });
-    } else {
-      const ingress = snapshot.services.get(view.key)?.status.loadBalancer.ingress ?? [];
-      groups[2]?.push({ view, ips: ingress.flatMap((i) => (i.ip === undefined ? [] : [i.ip])) });
-    }
-  }
+/**
+ * Import groups (see the file comment): 0 = in the state with unchanged
+ * inputs, 1 = in the state with changed inputs, 2 = status only.
+ */
+export type ImportGroup = 0 | 1 | 2;
+
+export interface Imported {
+  readonly view: ServiceView;
+  readonly group: ImportGroup;
+  /** Its previous IPs, as given (the state's, or its status ingress). */
+  readonly ips: readonly string[];
+}
+
+/** The import group of one Service and the previous IPs it imports. */
+export function importOf(view: ServiceView, svc: ServiceManifest, previous: AllocationState): Imported {
+  const persisted = Object.hasOwn(previous.allocations, view.key) ? previous.allocations[view.key] : undefined;
+  if (persisted !== undefined) return { view, group: previous.fingerprints?.[view.key] === view.fingerprint ? 0 : 1, ips: persisted };
+  const ingress = svc.status.loadBalancer.ingress;
+  return { view, group: 2, ips: ingress.flatMap((i) => (i.ip === undefined ? [] : [i.ip])) };
+}
+
+/** Import order: by group, oldest first within a group (`imported` must be in age order). */
+export function byImportGroup(imported: readonly Imported[]): Imported[] {
+  const groups: Imported[][] = [[], [], []];
+  for (const i of imported) groups[i.group]?.push(i);
   return groups.flat();
 }
 
-class Run {
-  readonly ledger = new Ledger();
+/** Services (in age order) with their previous IPs, in import order (see the file comment). */
+function importOrder(views: readonly ServiceView[], snapshot: IntentSnapshot, previous: AllocationState): Imported[] {
+  return byImportGroup(views.map((view) => importOf(view, snapshot.services.get(view.key) as ServiceManifest, previous)));
+}
+
+/** What reconsidering one Service ended with. */
+export interface Reconsidered {
+  readonly outcome: ServiceOutcome;
+  /** Satisfied by its imports alone: nothing served, nothing failed. */
+  readonly settled: boolean;
+}
+
+export class Run {
+  readonly ledger: Ledger;
   readonly #pools: readonly PoolView[];
 
-  constructor(pools: readonly PoolView[]) {
+  /** `ledger`: what other Services already hold (the incremental allocator's kept holdings). */
+  constructor(pools: readonly PoolView[], ledger: Ledger = new Ledger()) {
     this.#pools = pools;
+    this.ledger = ledger;
+  }
+
+  /**
+   * Imports then serves `imported` (in import order): each Service's previous
+   * IPs are re-validated and kept, then, in age order, every Service's
+   * specific requests and then the others' missing families are served.
+   */
+  reconsider(imported: readonly Imported[]): { outcomes: ServiceOutcome[]; byKey: Map<string, Reconsidered> } {
+    const kept = new Map<string, number>();
+    for (const { view, ips } of imported) {
+      for (const ip of ips) this.keep(view, ip);
+      kept.set(view.key, this.ledger.of(view).length);
+    }
+    const views = imported.map((i) => i.view).sort(compareAge);
+    // Specific requests first, so a generic request never takes an address
+    // that another Service names in this same run.
+    const specific = views.filter((v) => v.requested.length > 0);
+    const generic = views.filter((v) => v.requested.length === 0);
+    const served = [...specific, ...generic].map((view) => ({ view, failures: this.serve(view) }));
+    const outcomes: ServiceOutcome[] = served.map(({ view, failures }) => ({
+      view,
+      failures: failures.map((f) => ({ reason: f.reason, message: typeof f.message === 'function' ? f.message() : f.message })),
+    }));
+    const byKey = new Map<string, Reconsidered>();
+    for (const outcome of outcomes) {
+      const settled = outcome.failures.length === 0 && this.ledger.of(outcome.view).length === kept.get(outcome.view.key);
+      byKey.set(outcome.view.key, { outcome, settled });
+    }
+    return { outcomes, byKey };
   }
 
   /** Re-validates one previous IP of `view` and keeps it if it is still valid. */

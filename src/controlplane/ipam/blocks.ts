@@ -118,6 +118,27 @@ export class AddressSet {
     }
   }
 
+  /** Removes `v` (nothing when absent), splitting its interval when `v` lies inside. */
+  delete(v: bigint): void {
+    const i = this.#floor(v);
+    if (i < 0) return;
+    const start = this.#starts[i] as bigint;
+    const end = this.#ends[i] as bigint;
+    if (end < v) return;
+    if (start === end) {
+      this.#starts.splice(i, 1);
+      this.#ends.splice(i, 1);
+    } else if (v === start) {
+      this.#starts[i] = v + 1n;
+    } else if (v === end) {
+      this.#ends[i] = v - 1n;
+    } else {
+      this.#ends[i] = v - 1n;
+      this.#starts.splice(i + 1, 0, v + 1n);
+      this.#ends.splice(i + 1, 0, end);
+    }
+  }
+
   /** The lowest address in [lo, hi] that is not in the set, if any. */
   firstFree(lo: bigint, hi: bigint): bigint | undefined {
     if (lo > hi) return undefined;

@@ -78,6 +78,32 @@ export class Ledger {
     this.#byService.set(view.key, list);
   }
 
+  /**
+   * Gives `holding` back with every owner (the incremental allocator, before
+   * it reconsiders those owners): the address is free again and no longer
+   * offered to its sharing key.
+   */
+  release(holding: Holding): void {
+    if (this.#holdings.get(holding.text) !== holding) throw new Error(`LB-IPAM ledger: ${holding.text} is not held`);
+    this.#holdings.delete(holding.text);
+    this.#used[holding.addr.family].delete(holding.addr.value);
+    if (holding.sharingKey !== undefined) {
+      const list = (this.#byKey.get(holding.sharingKey) ?? []).filter((h) => h !== holding);
+      if (list.length > 0) this.#byKey.set(holding.sharingKey, list);
+      else this.#byKey.delete(holding.sharingKey);
+    }
+    for (const owner of holding.owners) {
+      const list = (this.#byService.get(owner.key) ?? []).filter((h) => h !== holding);
+      if (list.length > 0) this.#byService.set(owner.key, list);
+      else this.#byService.delete(owner.key);
+    }
+  }
+
+  /** Every holding, unordered (cheaper than `all()` when order does not matter). */
+  holdings(): IterableIterator<Holding> {
+    return this.#holdings.values();
+  }
+
   /** Every holding, in ingress order (IPv4 first, then numerically). */
   all(): Holding[] {
     return [...this.#holdings.values()].sort((a, b) => compareAddrs(a.addr, b.addr));

@@ -1,7 +1,7 @@
 /** Turns one allocation run into an `IpamResult`: Service conditions, pool counts, state to persist. */
 import { compareAddrs, formatAddr } from '../../core/addr.js';
 import { blockSize, type Block } from './blocks.js';
-import type { Ledger } from './ledger.js';
+import type { Holding, Ledger } from './ledger.js';
 import type { PoolView } from './pools.js';
 import type { ServiceView } from './service-view.js';
 import type { AllocationState } from './state.js';
@@ -74,24 +74,45 @@ function poolStatus(pool: PoolView, heldHere: bigint, ledger: Ledger): PoolStatu
   };
 }
 
+/** One Service's result: its IPs in ingress order and its condition. */
+export function serviceAllocation(ledger: Ledger, outcome: ServiceOutcome): ServiceAllocation {
+  const held = ledger.of(outcome.view);
+  const ingress = (held.length > 1 ? [...held].sort((a, b) => compareAddrs(a.addr, b.addr)) : held).map((h) => h.text);
+  const warnings = outcome.view.ignoredAnnotations;
+  return { ingress, condition: serviceCondition(ingress, outcome), ...(warnings.length > 0 ? { warnings } : {}) };
+}
+
 export function allocationResult(pools: readonly PoolView[], ledger: Ledger, outcomes: readonly ServiceOutcome[]): IpamResult {
+  return assembleResult(
+    pools,
+    ledger,
+    [...outcomes].sort(byKey).map((outcome) => ({ view: outcome.view, allocation: serviceAllocation(ledger, outcome) })),
+  );
+}
+
+/**
+ * The result from every Service's allocation (`served` in key order) and the
+ * ledger they were taken from (`holdings`: the ledger's, in ingress order).
+ */
+export function assembleResult(
+  pools: readonly PoolView[],
+  ledger: Ledger,
+  served: Iterable<{ readonly view: ServiceView; readonly allocation: ServiceAllocation }>,
+  holdings: Iterable<Holding> = ledger.all(),
+): IpamResult {
   const services = new Map<string, ServiceAllocation>();
   const allocations: Record<string, readonly string[]> = {};
   const fingerprints: Record<string, string> = {};
-  for (const outcome of [...outcomes].sort(byKey)) {
-    const key = outcome.view.key;
-    const held = ledger.of(outcome.view);
-    const ingress = (held.length > 1 ? [...held].sort((a, b) => compareAddrs(a.addr, b.addr)) : held).map((h) => h.text);
-    const warnings = outcome.view.ignoredAnnotations;
-    services.set(key, { ingress, condition: serviceCondition(ingress, outcome), ...(warnings.length > 0 ? { warnings } : {}) });
-    allocations[key] = ingress;
-    fingerprints[key] = outcome.view.fingerprint;
+  for (const { view, allocation } of served) {
+    services.set(view.key, allocation);
+    allocations[view.key] = allocation.ingress;
+    fingerprints[view.key] = view.fingerprint;
   }
 
   const ipOwners = new Map<string, readonly string[]>();
   const heldPerPool = new Map<string, bigint>();
-  for (const holding of ledger.all()) {
-    ipOwners.set(holding.text, holding.owners.map((o) => o.key).sort());
+  for (const holding of holdings) {
+    ipOwners.set(holding.text, holding.owners.length === 1 ? [holding.owners[0]?.key as string] : holding.owners.map((o) => o.key).sort());
     heldPerPool.set(holding.pool.name, (heldPerPool.get(holding.pool.name) ?? 0n) + 1n);
   }
   const poolStatuses = new Map<string, PoolStatus>();

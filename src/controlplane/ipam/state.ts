@@ -5,7 +5,6 @@
  */
 import { z } from 'zod';
 import { isIp } from '../../intent/index.js';
-import { sortedEntries } from '../../core/order.js';
 
 export interface AllocationState {
   readonly version: 1;
@@ -50,11 +49,30 @@ export function generationOf(state: AllocationState): number {
 
 /** Same allocations and fingerprints (generation and holds aside): nothing to persist. */
 export function sameAllocations(a: AllocationState, b: AllocationState): boolean {
-  return canonical(a.allocations) === canonical(b.allocations) && canonical(a.fingerprints ?? {}) === canonical(b.fingerprints ?? {});
+  return sameRecord(a.allocations, b.allocations, sameList) && sameRecord(a.fingerprints ?? {}, b.fingerprints ?? {}, (x, y) => x === y);
 }
 
-function canonical(record: Readonly<Record<string, unknown>>): string {
-  return JSON.stringify(sortedEntries(record));
+/** The same state in every field (what a JSON comparison said, but in one pass without building strings; key order aside). */
+export function sameState(a: AllocationState, b: AllocationState): boolean {
+  return (
+    a.version === b.version &&
+    a.generation === b.generation &&
+    (a.held === b.held || (a.held !== undefined && b.held !== undefined && sameList(a.held, b.held))) &&
+    (a.fingerprints === undefined) === (b.fingerprints === undefined) &&
+    sameAllocations(a, b)
+  );
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a === b || (a.length === b.length && a.every((x, i) => x === b[i]));
+}
+
+function sameRecord<V>(a: Readonly<Record<string, V>>, b: Readonly<Record<string, V>>, same: (x: V, y: V) => boolean): boolean {
+  if (a === b) return true;
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  for (const key of keys) if (!Object.hasOwn(b, key) || !same(a[key] as V, b[key] as V)) return false;
+  return true;
 }
 
 /**

@@ -116,6 +116,30 @@ describe('AddressSet', () => {
     );
   });
 
+  it('behaves like a naive set under adds and deletes (intervals split and merge)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 31 })), { maxLength: 120 }), (ops) => {
+        const set = new AddressSet();
+        const model = new Set<number>();
+        for (const [add, v] of ops) {
+          if (add) {
+            set.add(BigInt(v));
+            model.add(v);
+          } else {
+            set.delete(BigInt(v));
+            model.delete(v);
+          }
+          for (let w = 0; w < 32; w++) assert.equal(set.has(BigInt(w)), model.has(w), `${w} after ${add ? 'add' : 'delete'} ${v}`);
+          let runs = 0;
+          for (let w = 0; w < 32; w++) if (model.has(w) && !model.has(w - 1)) runs++;
+          assert.equal(set.intervals, runs, 'intervals stay disjoint and non-adjacent');
+          const free = [...Array(33).keys()].find((w) => !model.has(w));
+          assert.equal(set.firstFree(0n, 40n), BigInt(free as number));
+        }
+      }),
+    );
+  });
+
   it('sequential allocation stays one interval', () => {
     const set = new AddressSet();
     for (let i = 0n; i < 1000n; i++) set.add(set.firstFree(0n, 1n << 64n) ?? -1n);

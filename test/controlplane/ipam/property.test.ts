@@ -15,6 +15,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import ipaddr from 'ipaddr.js';
 import { allocate } from '../../../src/controlplane/ipam/allocator.js';
+import { IncrementalAllocator, type IncrementalStats } from '../../../src/controlplane/ipam/incremental.js';
 import type { AllocationState } from '../../../src/controlplane/ipam/state.js';
 import type { IpamResult } from '../../../src/controlplane/ipam/types.js';
 import { matchesSelector, serviceSelectorLabels, type IntentSnapshot, type ServiceManifest } from '../../../src/intent/index.js';
@@ -300,5 +301,99 @@ describe('LB-IPAM property: random operation sequences', () => {
       ),
       { numRuns: 200 },
     );
+  });
+});
+
+// ---- incremental = full ------------------------------------------------------------------
+
+/** A result as plain data, Maps as entry lists in iteration order (so order differences count too). */
+function plain(r: IpamResult): unknown {
+  return JSON.parse(JSON.stringify(r, (_, v: unknown) => (v instanceof Map ? [...v] : typeof v === 'bigint' ? `${v}n` : v)));
+}
+
+type FeedOp =
+  | Op
+  /** A status write: the Service's status ingress becomes what the last result gave it (or nothing). */
+  | { op: 'status'; name: string; clear: boolean }
+  /** What the next run is fed: the last state as it is (the leader), through JSON (a store), the statuses (a follower: no fingerprints), or nothing. */
+  | { op: 'feed'; how: 'same' | 'json' | 'status' | 'empty' }
+  | { op: 'classes'; lbClasses: readonly string[] | undefined };
+
+const feedOpArb: fc.Arbitrary<FeedOp> = fc.oneof(
+  { arbitrary: opArb, weight: 10 },
+  { arbitrary: fc.record({ op: fc.constant('status' as const), name: svcName, clear: fc.boolean() }), weight: 3 },
+  { arbitrary: fc.record({ op: fc.constant('feed' as const), how: fc.constantFrom('same' as const, 'same' as const, 'json' as const, 'status' as const, 'empty' as const) }), weight: 2 },
+  { arbitrary: fc.record({ op: fc.constant('classes' as const), lbClasses: fc.constantFrom(undefined, ['io.cilium/l2-announcer'], ['example.com/other', 'io.cilium/l2-announcer']) }), weight: 1 },
+);
+
+/**
+ * The snapshot of `world`, reusing the previous snapshot's manifest objects
+ * for Services and pools whose spec did not change (as the Kubernetes
+ * source does), so the incremental allocator meets both the same objects
+ * and re-parsed equal ones.
+ */
+function buildReusing(world: World, before: { snap: IntentSnapshot; world: World } | undefined, reuse: boolean): IntentSnapshot {
+  const snap = build(world);
+  if (!before || !reuse) return snap;
+  const keep = <T>(fresh: ReadonlyMap<string, T>, old: ReadonlyMap<string, T>, same: (key: string) => boolean): Map<string, T> =>
+    new Map([...fresh].map(([k, v]) => [k, same(k) && old.has(k) ? (old.get(k) as T) : v]));
+  const nameOf = (key: string): string => key.split('/').pop() as string;
+  return {
+    ...snap,
+    services: keep(snap.services, before.snap.services, (k) => JSON.stringify(world.services.get(nameOf(k))) === JSON.stringify(before.world.services.get(nameOf(k)))),
+    pools: keep(snap.pools, before.snap.pools, (k) => JSON.stringify(world.pools.get(nameOf(k))) === JSON.stringify(before.world.pools.get(nameOf(k)))),
+  };
+}
+
+function runIncremental(world: World, ops: readonly FeedOp[], reuse: boolean, stats: IncrementalStats): void {
+  const inc = new IncrementalAllocator();
+  let state: AllocationState | undefined;
+  let last: IpamResult | undefined;
+  let before: { snap: IntentSnapshot; world: World } | undefined;
+  let feed: 'same' | 'json' | 'status' | 'empty' = 'same';
+  let classes: { lbClasses?: readonly string[] } = {};
+  for (const op of [{ op: 'restart' } as const, ...ops]) {
+    if (op.op === 'feed') feed = op.how;
+    else if (op.op === 'classes') classes = op.lbClasses ? { lbClasses: op.lbClasses } : {};
+    else if (op.op === 'status') {
+      const spec = world.services.get(op.name);
+      const got = last?.services.get(`${spec?.namespace ?? 'default'}/${op.name}`)?.ingress;
+      if (spec) world.services.set(op.name, { ...spec, ingress: op.clear || !got ? [] : [...got] });
+    } else apply(world, op);
+    const snap = buildReusing(world, before, reuse);
+    let fed: AllocationState | undefined;
+    if (state !== undefined) {
+      if (feed === 'same') fed = state;
+      else if (feed === 'json') fed = jsonState(state);
+      else if (feed === 'status') fed = { version: 1, allocations: Object.fromEntries(Object.entries(state.allocations).filter(([, ips]) => ips.length > 0)) };
+      else fed = undefined;
+    }
+    const full = allocate(snap, fed, classes);
+    const got = inc.allocate(snap, fed, classes);
+    assert.deepEqual(plain(got), plain(full), `incremental ≠ full after ${JSON.stringify(op)} (fed ${feed})`);
+    state = got.state;
+    last = got;
+    before = { snap, world: copy(world) };
+  }
+  stats.full += inc.stats.full;
+  stats.incremental += inc.stats.incremental;
+  stats.reconsidered += inc.stats.reconsidered;
+}
+
+describe('LB-IPAM incremental: the same result as a full run', () => {
+  it('on random sequences of Service, status, state, class and pool changes', () => {
+    const stats: IncrementalStats = { full: 0, incremental: 0, reconsidered: 0 };
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.tuple(poolName, poolArb), { selector: ([n]) => n, minLength: 1, maxLength: 3 }),
+        fc.uniqueArray(fc.tuple(svcName, serviceArb), { selector: ([n]) => n, minLength: 2, maxLength: 5 }),
+        fc.array(feedOpArb, { maxLength: 30 }),
+        fc.constantFrom(true, true, true, false),
+        (pools, services, ops, reuse) => runIncremental({ pools: new Map(pools), services: new Map(services) }, ops, reuse, stats),
+      ),
+      { numRuns: 300 },
+    );
+    // The incremental path really ran (not only full runs: the first run, pool and class changes, re-parsed pools).
+    assert.ok(stats.incremental >= 300, JSON.stringify(stats));
   });
 });
