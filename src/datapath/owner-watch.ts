@@ -66,7 +66,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
   private links = new Map<string, LinkInfo>();
   private tracked = new Map<string, Tracked>();
   private timer: TimerHandle | undefined;
-  private silentCb: (node: string) => void = () => {};
+  private silentCb: (node: string, ip: string) => void = () => {};
   private disposed = false;
   private lastTickAt: number | undefined;
   /** Windows restarted because our own timer fired late, for status. */
@@ -79,7 +79,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     private readonly opts: OwnerWatchOptions = ownerWatchDefaults,
   ) {}
 
-  onSilent(cb: (node: string) => void): void {
+  onSilent(cb: (node: string, ip: string) => void): void {
     this.silentCb = cb;
   }
 
@@ -245,7 +245,7 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
           t.reported = true;
           this.reports++;
           this.deps.log.warn({ node: t.node, ip: t.ip, iface: t.iface, silentMs: at - t.lastReply, unansweredProbes: t.probes }, 'owner is silent on the wire');
-          this.silentCb(t.node);
+          this.silentCb(t.node, t.ip);
         }
       });
     }

@@ -239,7 +239,11 @@ spec:
       assert.equal(arp.dualAnswer, 0, `${IPS[i]}: no request answered by two MACs`);
       assert.deepEqual(darkGaps(arp), [], `${IPS[i]} stayed answered throughout ${rounds} rounds`);
     }
-    assert.equal(fences() - fencesBefore, 0, 'no lease was revoked');
+    const why = () =>
+      lab.nodes
+        .map((n) => `${n.name}:\n${(agents.get(n)?.text() ?? '').split('\n').filter((l) => /fenced|silent|woke up late|stepping down|lease is gone|liveness/i.test(l)).slice(-12).join('\n')}`)
+        .join('\n');
+    assert.equal(fences() - fencesBefore, 0, `no lease was revoked (${rounds} rounds)\n${why()}`);
     assert.equal(JSON.stringify([...ownersByNodes()].sort()), ownersBefore, 'no owner changed');
   });
 

@@ -15,15 +15,15 @@ import { waitFor } from '../../lab/lab.js';
 
 class ManualWatch implements OwnerWatch {
   targets: readonly WatchTarget[] = [];
-  private cb: (node: string) => void = () => {};
+  private cb: (node: string, ip: string) => void = () => {};
   setTargets(t: readonly WatchTarget[]): void {
     this.targets = t;
   }
-  onSilent(cb: (node: string) => void): void {
+  onSilent(cb: (node: string, ip: string) => void): void {
     this.cb = cb;
   }
-  silence(node: string): void {
-    this.cb(node);
+  silence(node: string, ip = IP): void {
+    this.cb(node, ip);
   }
 }
 
@@ -198,6 +198,26 @@ describe('etcd ownership', () => {
     await waitFor(() => a.session.state === 'lost' || !a.owned.current.has(IP), { timeoutMs: 15_000, what: 'a learns it lost its lease' });
     assert.equal(a.owned.current.has(IP), false);
     assert.equal(a.session.lostReason ?? 'lease-gone', 'lease-gone', 'a lost its lease to the fence, not to an outage');
+  });
+
+  test('silence about an IP its owner has released (key gone, the delete not yet seen) fences nothing', async () => {
+    const prefix = freshPrefix();
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(cand);
+    await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a' && t.ip === IP), { what: 'b watches a on the wire' });
+    // As a releasing owner does: silent first, key deleted next — and the candidate's silence
+    // verdict comes before the delete reached it (here: the verdict for an IP whose key is gone).
+    const other = '198.51.100.99';
+    b.watch.silence('node-a', other);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(b.own.status().fencesIssued, 0, 'no key names node-a for that IP: no fence');
+    assert.equal(a.session.state, 'live');
+    // The key still names node-a: that silence is evidence.
+    b.watch.silence('node-a', IP);
+    await waitFor(() => b.own.status().fencesIssued === 1, { timeoutMs: 10_000, what: 'the fence' });
   });
 
   test('an owner hands an IP over to a more preferred candidate after the hold-down', async () => {

@@ -20,7 +20,8 @@ export interface WatchTarget {
 export interface OwnerWatch {
   /** Replaces the set of watched owners. */
   setTargets(targets: readonly WatchTarget[]): void;
-  onSilent(cb: (node: string) => void): void;
+  /** `ip`: the watched address that went unanswered (the owner's key for it is checked before fencing). */
+  onSilent(cb: (node: string, ip: string) => void): void;
 }
 
 /**

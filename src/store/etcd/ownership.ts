@@ -200,7 +200,7 @@ export class EtcdOwnership implements OwnershipBackend {
         void this.watch().then(() => this.refresh());
       }
     });
-    this.deps.watch?.onSilent((node) => void this.fence(node));
+    this.deps.watch?.onSilent((node, ip) => void this.fence(node, ip));
     await this.refresh();
   }
 
@@ -558,8 +558,9 @@ export class EtcdOwnership implements OwnershipBackend {
    * A node went silent on the wire while its lease still runs (crashed agent,
    * lost node): revoke its lease so its IPs are free now, not at lease expiry.
    */
-  private async fence(node: string): Promise<void> {
+  private async fence(node: string, ip?: string): Promise<void> {
     if (this.disposed || this.released || !this.session.leaseId) return;
+    if (ip !== undefined && !(await this.stillOwnerOf(node, ip))) return;
     const leases = new Set([...this.owners.values()].filter((o) => o.node === node).map((o) => o.lease));
     if (leases.size > 0) {
       this.fencedAt.set(node, monotonicMs(this.deps.clock));
@@ -589,6 +590,30 @@ export class EtcdOwnership implements OwnershipBackend {
       return;
     }
     await this.refresh();
+  }
+
+  /**
+   * A releasing owner goes silent first and deletes its key next (never two
+   * answering), so silence about an IP whose key is gone or moved by now is
+   * no evidence against its node: read the key before revoking anything. On
+   * a loaded store the delete reached us later than the silence verdict, and
+   * a live node lost its whole lease to it. Unreadable: the fence decides.
+   */
+  private async stillOwnerOf(node: string, ip: string): Promise<boolean> {
+    const key = `${this.ownersPrefix}${ip}`;
+    let res;
+    try {
+      res = await this.session.client.get(key).exec();
+    } catch {
+      return true;
+    }
+    const kv = res.kvs[0];
+    if (kv && kv.value.toString() === node) return true;
+    this.deps.log.info({ node, ip, now: kv ? kv.value.toString() : null }, 'owner went silent about an IP it no longer holds: not fenced');
+    if (kv) this.observe({ type: 'put', key, value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
+    else this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+    this.markDirty();
+    return false;
   }
 
   private isSkipped(ip: string, node: string): boolean {
