@@ -1808,6 +1808,25 @@ struct {
 	__uint(max_entries, 65536);
 } pol_svc_v6 SEC(".maps");
 
+/* Where a TCP or UDP header at l4 keeps its checksum and destination port (bounds-checked; -1: truncated). */
+static __always_inline int xdp_l4_fields(void *l4, void *data_end, __u8 proto, __u16 **csum, __be16 **dport)
+{
+	if (proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+		if ((void *)(th + 1) > data_end)
+			return -1;
+		*csum = (__u16 *)&th->check;
+		*dport = &th->dest;
+	} else {
+		struct udphdr *uh = l4;
+		if ((void *)(uh + 1) > data_end)
+			return -1;
+		*csum = (__u16 *)&uh->check;
+		*dport = &uh->dest;
+	}
+	return 0;
+}
+
 /* Interfaces XDP may redirect to (ifindex → ifindex). */
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
@@ -1999,19 +2018,8 @@ static __attribute__((noinline)) int xdp_lb4(struct xdp_md *ctx)
 	ip->daddr = baddr;
 	__u16 *l4csum;
 	__be16 *dport;
-	if (l4.proto == IPPROTO_TCP) {
-		struct tcphdr *th = (void *)(ip + 1);
-		if ((void *)(th + 1) > data_end)
-			return XDP_DROP;
-		l4csum = (__u16 *)&th->check;
-		dport = &th->dest;
-	} else {
-		struct udphdr *uh = (void *)(ip + 1);
-		if ((void *)(uh + 1) > data_end)
-			return XDP_DROP;
-		l4csum = (__u16 *)&uh->check;
-		dport = &uh->dest;
-	}
+	if (xdp_l4_fields((void *)(ip + 1), data_end, l4.proto, &l4csum, &dport))
+		return XDP_DROP;
 	__u16 c = *l4csum;
 	if (l4.proto == IPPROTO_TCP || c != 0) { /* UDP without a checksum keeps none */
 		c = csum_replace_words(c, (__u16 *)&vip, (__u16 *)&baddr, 2);
@@ -2090,19 +2098,8 @@ static __attribute__((noinline)) int xdp_lb6(struct xdp_md *ctx)
 	ip6->hop_limit--;
 	__u16 *l4csum;
 	__be16 *dport;
-	if (l4.proto == IPPROTO_TCP) {
-		struct tcphdr *th = (void *)(ip6 + 1);
-		if ((void *)(th + 1) > data_end)
-			return XDP_DROP;
-		l4csum = (__u16 *)&th->check;
-		dport = &th->dest;
-	} else {
-		struct udphdr *uh = (void *)(ip6 + 1);
-		if ((void *)(uh + 1) > data_end)
-			return XDP_DROP;
-		l4csum = (__u16 *)&uh->check;
-		dport = &uh->dest;
-	}
+	if (xdp_l4_fields((void *)(ip6 + 1), data_end, l4.proto, &l4csum, &dport))
+		return XDP_DROP;
 	__u16 c = csum_replace_words(*l4csum, (__u16 *)sk.vip, (__u16 *)be->addr, 8);
 	c = csum_replace2(c, l4.dport, bport);
 	if (l4.proto == IPPROTO_UDP && c == 0)

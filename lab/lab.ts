@@ -341,15 +341,9 @@ export class Lab {
       node.must('ip', ['link', 'set', 'lbbr', 'up']);
       node.must('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
     }
-    const start = this.backends.length;
     const out: Host[] = [];
-    for (let i = start; i < start + count; i++) {
-      const b = new Host(this, `b${i + 1}`, `${this.id}-b${i + 1}`, `203.0.113.${130 + i}`, undefined);
-      this.addNetns(b.netns);
-      const port = `lbb${i + 1}`;
-      const tmp = `t${randomBytes(4).toString('hex')}`;
-      must('ip', ['-n', node.netns, 'link', 'add', port, 'type', 'veth', 'peer', 'name', tmp, 'netns', b.netns]);
-      must('ip', ['-n', b.netns, 'link', 'set', tmp, 'name', 'eth0']);
+    for (let n = 0; n < count; n++) {
+      const { b, port } = this.newBackend(node, 'lbb');
       must('ip', ['-n', node.netns, 'link', 'set', port, 'master', 'lbbr', 'up']);
       must('ip', ['-n', b.netns, 'addr', 'add', `${b.ip}/25`, 'dev', 'eth0']);
       must('ip', ['-n', b.netns, 'link', 'set', 'eth0', 'up']);
@@ -370,15 +364,9 @@ export class Lab {
   addRoutedBackends(node: Host, count: number, opts: { xdpReady?: boolean } = {}): Host[] {
     if (count < 1 || count > 100) throw new Error('backends must be 1..100');
     node.must('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
-    const start = this.backends.length;
     const out: Host[] = [];
-    for (let i = start; i < start + count; i++) {
-      const b = new Host(this, `b${i + 1}`, `${this.id}-b${i + 1}`, `203.0.113.${130 + i}`, undefined);
-      this.addNetns(b.netns);
-      const port = `lbr${i + 1}`;
-      const tmp = `t${randomBytes(4).toString('hex')}`;
-      must('ip', ['-n', node.netns, 'link', 'add', port, 'type', 'veth', 'peer', 'name', tmp, 'netns', b.netns]);
-      must('ip', ['-n', b.netns, 'link', 'set', tmp, 'name', 'eth0']);
+    for (let n = 0; n < count; n++) {
+      const { b, port } = this.newBackend(node, 'lbr');
       must('ip', ['-n', node.netns, 'addr', 'add', '203.0.113.129/32', 'peer', `${b.ip}/32`, 'dev', port]);
       must('ip', ['-n', node.netns, 'link', 'set', port, 'up']);
       must('ip', ['-n', b.netns, 'addr', 'add', `${b.ip}/32`, 'peer', '203.0.113.129/32', 'dev', 'eth0']);
@@ -389,6 +377,18 @@ export class Lab {
       out.push(b);
     }
     return out;
+  }
+
+  /** The next backend's namespace (b<N>, 203.0.113.129+N) with eth0 on a veth whose other end, `<prefix><N>`, is in `node`. */
+  private newBackend(node: Host, prefix: string): { b: Host; port: string } {
+    const i = this.backends.length;
+    const b = new Host(this, `b${i + 1}`, `${this.id}-b${i + 1}`, `203.0.113.${130 + i}`, undefined);
+    this.addNetns(b.netns);
+    const port = `${prefix}${i + 1}`;
+    const tmp = `t${randomBytes(4).toString('hex')}`;
+    must('ip', ['-n', node.netns, 'link', 'add', port, 'type', 'veth', 'peer', 'name', tmp, 'netns', b.netns]);
+    must('ip', ['-n', b.netns, 'link', 'set', tmp, 'name', 'eth0']);
+    return { b, port };
   }
 
   track(proc: LabProcess): void {

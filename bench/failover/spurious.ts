@@ -35,6 +35,7 @@ import { sleep, type Host } from '../../lab/lab.js';
 import { HERALD } from '../../test/helpers/lab-tools.js';
 import { FailoverBench, ownerLinkDown, type Scenario, type Setup } from './harness.js';
 import { heraldSetup } from './herald-cases.js';
+import { foreignArpFrame } from '../lib/foreign-arp.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: string) => {
@@ -73,17 +74,6 @@ spec: { type: LoadBalancer, ipFamilies: [IPv6], ipFamilyPolicy: SingleStack, por
   return files;
 }
 
-/** Other hosts' ARP (203.0.113.x, requests and replies), broadcast: every node's datapath and packet sockets see it. */
-const foreignArp = (op: number) => `{
-  0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-  0x02, 0x00, 0x00, 0x00, 0x0f, 0x01,
-  c16(0x0806), c16(1), c16(0x0800), c8(6), c8(4), c16(${op}),
-  0x02, 0x00, 0x00, 0x00, 0x0f, 0x01,
-  203, 0, 113, drnd(1),
-  0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-  203, 0, 113, drnd(1),
-}
-`;
 
 type Condition = 'cpu' | 'heap';
 
@@ -132,7 +122,7 @@ function withLoad(condition: Condition, agentArgs: string[]): Setup {
           children.push(spawn('stress-ng', ['--cpu', String(cpus().length), '--timeout', `${seconds}s`, '--quiet'], { stdio: 'ignore' }));
         } else {
           const conf = join(tmpdir(), `herald-spurious-flood-${process.pid}.cfg`);
-          writeFileSync(conf, foreignArp(1) + foreignArp(2));
+          writeFileSync(conf, foreignArpFrame(1, 'ff:ff:ff:ff:ff:ff') + foreignArpFrame(2, 'ff:ff:ff:ff:ff:ff'));
           children.push(
             spawn('timeout', ['-s', 'KILL', String(seconds), 'ip', 'netns', 'exec', bench.lab.client.netns, 'trafgen', '-o', 'eth0', '-i', conf, '-P', '1', '-b', `${FLOOD_PPS}pps`, '-q'], { stdio: 'ignore' }),
           );

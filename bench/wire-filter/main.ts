@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sleep, type Host } from '../../lab/lab.js';
 import { FaultLab, IPS } from '../faults/cluster.js';
+import { foreignArpFrame } from '../lib/foreign-arp.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const args = process.argv.slice(2);
@@ -39,17 +40,6 @@ const log = (s: string) => {
 };
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 
-/** Foreign ARP: requests and replies (alternating) between random 203.0.113.x hosts, none of them herald's. */
-const arpPacket = (op: number, dst: string) => `{
-  ${dst.split(':').map((x) => `0x${x}`).join(', ')},
-  0x02, 0x00, 0x00, 0x00, 0x0f, 0x01,
-  c16(0x0806), c16(1), c16(0x0800), c8(6), c8(4), c16(${op}),
-  0x02, 0x00, 0x00, 0x00, 0x0f, 0x01,
-  203, 0, 113, drnd(1),
-  0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-  203, 0, 113, drnd(1),
-}
-`;
 
 /** CPU seconds used so far by every process in the group `pgid` (the agent and any helper it runs). */
 function groupCpuS(pgid: number): number {
@@ -107,7 +97,7 @@ async function runLeg(fl: FaultLab, leg: 'before' | 'after'): Promise<Leg> {
   // The flood.
   const conf = join(fl.dir, 'flood.cfg');
   const dst = BROADCAST ? 'ff:ff:ff:ff:ff:ff' : fl.nodes[0]!.mac('eth0');
-  writeFileSync(conf, arpPacket(1, dst) + arpPacket(2, dst));
+  writeFileSync(conf, foreignArpFrame(1, dst) + foreignArpFrame(2, dst));
   const c0 = fl.nodes.map(counters);
   const tx0 = counters(fl.lab.client).tx;
   const cpu0 = pids.map(groupCpuS);
