@@ -119,12 +119,13 @@ function withLoad(condition: Condition, agentArgs: string[]): Setup {
         ls.ownersAtStart = ownersOf(bench.nodes);
         const seconds = Math.ceil(MINUTES * 60) + 60;
         if (condition === 'cpu') {
-          children.push(spawn('stress-ng', ['--cpu', String(cpus().length), '--timeout', `${seconds}s`, '--quiet'], { stdio: 'ignore' }));
+          children.push(spawn('stress-ng', ['--cpu', String(cpus().length), '--timeout', `${seconds}s`, '--quiet'], { stdio: 'ignore', detached: true }));
         } else {
           const conf = join(tmpdir(), `herald-spurious-flood-${process.pid}.cfg`);
           writeFileSync(conf, foreignArpFrame(1, 'ff:ff:ff:ff:ff:ff') + foreignArpFrame(2, 'ff:ff:ff:ff:ff:ff'));
+          // Its own process group: killing `timeout` alone would leave trafgen flooding.
           children.push(
-            spawn('timeout', ['-s', 'KILL', String(seconds), 'ip', 'netns', 'exec', bench.lab.client.netns, 'trafgen', '-o', 'eth0', '-i', conf, '-P', '1', '-b', `${FLOOD_PPS}pps`, '-q'], { stdio: 'ignore' }),
+            spawn('timeout', ['-s', 'KILL', String(seconds), 'ip', 'netns', 'exec', bench.lab.client.netns, 'trafgen', '-o', 'eth0', '-i', conf, '-P', '1', '-b', `${FLOOD_PPS}pps`, '-q'], { stdio: 'ignore', detached: true }),
           );
           loop = (async () => {
             while (!stopped) {
@@ -141,7 +142,13 @@ function withLoad(condition: Condition, agentArgs: string[]): Setup {
       },
       teardown: async () => {
         stopped = true;
-        for (const c of children) c.kill('SIGKILL');
+        for (const c of children) {
+          try {
+            if (c.pid) process.kill(-c.pid, 'SIGKILL'); // the whole group: stress-ng's workers, trafgen under timeout
+          } catch {
+            c.kill('SIGKILL');
+          }
+        }
         await loop;
         await sc.teardown();
       },
