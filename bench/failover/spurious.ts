@@ -99,12 +99,26 @@ function withLoad(condition: Condition, agentArgs: string[]): Setup {
   const setup = heraldSetup(agentArgs, condition === 'heap' ? extraManifests(EXTRA_SERVICES) : [], condition === 'heap');
   return async (bench) => {
     const sc = await setup(bench);
+    let owner = sc.owner;
     if (condition === 'heap') {
-      // Every extra service placed before the window starts.
-      const deadline = Date.now() + 120_000;
-      while (ownersOf(bench.nodes).size < EXTRA_SERVICES + 1) {
-        if (Date.now() > deadline) throw new Error(`only ${ownersOf(bench.nodes).size} of ${EXTRA_SERVICES + 1} IPs owned after 120 s`);
-        await sleep(1000);
+      // Every extra service placed, and the spread settled (the first agent up holds everything
+      // for the hand-over hold, then hands IPs to their preferred nodes — planned moves, not the
+      // spurious ones this counts): the same owners for 15 s before the window starts.
+      const deadline = Date.now() + 180_000;
+      let last = '';
+      let stableSince = Date.now();
+      for (;;) {
+        const owners = ownersOf(bench.nodes);
+        const text = JSON.stringify([...owners].sort());
+        if (text !== last || owners.size < EXTRA_SERVICES + 1) {
+          last = text;
+          stableSince = Date.now();
+        } else if (Date.now() - stableSince >= 15_000) {
+          owner = bench.nodes.find((n) => n.name === owners.get(bench.vip)) ?? owner;
+          break;
+        }
+        if (Date.now() > deadline) throw new Error(`ownership not settled after 180 s (${owners.size} of ${EXTRA_SERVICES + 1} IPs owned)`);
+        await sleep(2000);
       }
     }
     const children: ChildProcess[] = [];
@@ -112,7 +126,7 @@ function withLoad(condition: Condition, agentArgs: string[]): Setup {
     let loop: Promise<void> | undefined;
     const ls: LoadScenario = {
       ...sc,
-      owner: sc.owner,
+      owner,
       statusFetches: 0,
       owners: () => ownersOf(bench.nodes),
       startLoad() {
