@@ -124,7 +124,9 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
       what: 'every IP Lease held by its preferred node',
       onTimeout: () => JSON.stringify([...holdersNow]),
     });
-    assert.ok(new Set(holdersNow.values()).size >= 2, 'these names spread the IPs');
+    // The lab's random names decide the spread (all six IPs on one node happens ~1 run in 240): the
+    // holders must be exactly the preferred nodes, however many those are.
+    assert.deepEqual(new Set(holdersNow.values()), new Set(ips.map(preferred)), 'the holders are exactly the preferred nodes');
     const byIp = await holders();
     for (const ip of ips) {
       const holder = byIp.get(ip)!;
