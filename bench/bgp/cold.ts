@@ -11,6 +11,7 @@
  *   node --import tsx bench/bgp/cold.ts [--ips 10000] [--runs 5] [--agent-start]
  */
 import { writeFileSync } from 'node:fs';
+import { anycastServiceManifests, bgpPeeringManifests } from '../../test/helpers/bgp-manifests.js';
 import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import { systemClock } from '../../src/core/clock.js';
@@ -33,37 +34,8 @@ const opt = (name: string, def: string) => {
 const IPS = Number(opt('ips', '10000'));
 const RUNS = Number(opt('runs', '5'));
 
-const docs = [
-  `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: router, peerAddress: "2001:db8:2::1", peerASN: 65100, peerConfigRef: { name: p } }] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: p }
-spec:
-  families: [{ afi: ipv6, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]`,
-];
-for (let i = 0; i < IPS; i++) {
-  docs.push(`apiVersion: v1
-kind: Service
-metadata: { name: web-${i}, namespace: default, labels: { anycast: "yes" } }
-spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-${i}, namespace: default, labels: { kubernetes.io/service-name: web-${i} } }
-addressType: IPv6
-endpoints: [{ addresses: ["2001:db8:1::10"], nodeName: node-1, conditions: { ready: true } }]`);
-}
+const docs = [bgpPeeringManifests({ peer: { name: 'router', address: '2001:db8:2::1', asn: 65100 }, family: 'ipv6', labTimers: false })];
+for (let i = 0; i < IPS; i++) docs.push(anycastServiceManifests({ name: `web-${i}`, family: 'ipv6', endpoints: [{ address: '2001:db8:1::10', node: 'node-1', ready: true }] }));
 const load = parseManifests(docs.join('\n---\n'), 'cold.yaml', { ...manifestLimitDefaults, maxBytes: 64 * 1024 * 1024, maxDocuments: 100_000 });
 if (!load.snapshot) throw new Error(JSON.stringify(load.errors.slice(0, 3)));
 const snapshot = load.snapshot;

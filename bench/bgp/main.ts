@@ -43,6 +43,7 @@
  *
  *   node --import tsx bench/bgp/main.ts [--case readiness|crash|scale] [--trials 30] [--ips 10000] [--nice N] [--json]
  */
+import { anycastBgpManifests, anycastServiceManifests, bgpPeeringManifests } from '../../test/helpers/bgp-manifests.js';
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
@@ -78,36 +79,11 @@ const NODE = `hlbbgpn${process.pid}`;
 const VIP = '203.0.113.10';
 const ip = (ns: string, ...a: string[]) => execFileSync('ip', ['-n', ns, ...a], { encoding: 'utf8' });
 
-const intent = (ready: boolean) => `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: router, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: p } }] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: p }
-spec:
-  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
-spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
-addressType: IPv4
-endpoints: [{ addresses: [198.51.100.10], nodeName: node-1, conditions: { ready: ${ready} } }]
-`;
+const intent = (ready: boolean) =>
+  anycastBgpManifests(
+    { peer: { name: 'router', address: '192.0.2.1', asn: 65100 } },
+    { endpoints: [{ address: '198.51.100.10', node: 'node-1', ready }] },
+  );
 
 /** `ip monitor route` in a namespace: resolves waiters on matching lines, stamped on arrival. */
 class RouteMonitor {
@@ -290,44 +266,14 @@ async function crashCase(): Promise<void> {
 const IPS = Number(opt('ips', '10000'));
 const vip6 = (i: number) => `2001:db8:100::${(i + 1).toString(16)}`;
 const scaleIntent = () => {
-  const docs = [
-    `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: router, peerAddress: "2001:db8:2::1", peerASN: 65100, peerConfigRef: { name: p } }] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: p }
-spec:
-  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }
-  families: [{ afi: ipv6, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]`,
-  ];
-  for (let i = 0; i < IPS; i++) {
-    docs.push(`apiVersion: v1
-kind: Service
-metadata: { name: web-${i}, namespace: default, labels: { anycast: "yes" } }
-spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-${i}, namespace: default, labels: { kubernetes.io/service-name: web-${i} } }
-addressType: IPv6
-endpoints: [{ addresses: ["2001:db8:1::10"], nodeName: node-1, conditions: { ready: true } }]`);
-  }
+  const docs = [bgpPeeringManifests({ peer: { name: 'router', address: '2001:db8:2::1', asn: 65100 }, family: 'ipv6' })];
+  for (let i = 0; i < IPS; i++) docs.push(anycastServiceManifests({ name: `web-${i}`, family: 'ipv6', endpoints: [{ address: '2001:db8:1::10', node: 'node-1', ready: true }] }));
   return docs.join('\n---\n');
 };
 
 /** The snapshot with service `i`'s only endpoint ready or not (a copy; the rest shared). */
 function withReadiness(base: IntentSnapshot, i: number, ready: boolean): IntentSnapshot {
-  const key = [...base.endpointSlices.keys()].find((k) => k.endsWith(`/web-${i}`))!;
+  const key = [...base.endpointSlices.keys()].find((k) => k.endsWith(`/web-${i}-1`))!;
   const slice = base.endpointSlices.get(key)!;
   const endpoints = slice.endpoints.map((e) => ({ ...e, conditions: { ...e.conditions, ready } }));
   return { ...base, endpointSlices: new Map(base.endpointSlices).set(key, { ...slice, endpoints }) };

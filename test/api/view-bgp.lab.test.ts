@@ -13,46 +13,17 @@ import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { EtcdLab } from '../helpers/etcd-lab.js';
 import { ROOT, labSkipReason } from '../helpers/lab-tools.js';
+import { anycastBgpManifests } from '../helpers/bgp-manifests.js';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
 metadata: { name: anycast }
 spec: { blocks: [{ start: 198.51.100.40, stop: 198.51.100.41 }] }
 ---
-apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances:
-  - name: i65000
-    localASN: 65000
-    peers: [{ name: upstream, peerAddress: 192.0.2.250, peerASN: 65100, peerConfigRef: { name: p } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: p }
-spec:
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements:
-  - { advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }
----
-apiVersion: v1
-kind: Service
-metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
-spec: { type: LoadBalancer, externalTrafficPolicy: Cluster, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
-addressType: IPv4
-endpoints:
-- { addresses: [192.0.2.200], conditions: { ready: true } }
-`;
+${anycastBgpManifests(
+  { peer: { name: 'upstream', address: '192.0.2.250', asn: 65100 }, labTimers: false },
+  { externalTrafficPolicy: 'Cluster', endpoints: [{ address: '192.0.2.200', ready: true }] },
+)}`;
 const TOKEN = 'lab-view-bgp-token-0123456789';
 const ARTIFACTS = join(ROOT, 'artifacts', 'view');
 

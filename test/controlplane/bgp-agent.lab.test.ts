@@ -13,51 +13,27 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { anycastBgpManifests } from '../helpers/bgp-manifests.js';
 
 const HTTP_SERVER = fileURLToPath(new URL('../../lab/http-server.ts', import.meta.url));
 
 const VIP = '203.0.113.200';
 
-const manifests = (node: string, ready: boolean, opts: { gracefulRestart?: boolean; endpoint?: string; healthCheck?: boolean } = {}) => `apiVersion: cilium.io/v2
-kind: CiliumLoadBalancerIPPool
-metadata: { name: anycast }
-spec: { blocks: [{ start: ${VIP} }] }
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances:
-  - name: i65000
-    localASN: 65000
-    peers: [{ name: upstream, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: fast } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: fast }
-spec:
-  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }${opts.gracefulRestart ? '\n  gracefulRestart: { enabled: true, restartTimeSeconds: 60 }' : ''}
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements:
-  - { advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } }, attributes: { communities: { standard: ["65000:100"], large: ["65000:1:2"] } } }
----
-apiVersion: v1
-kind: Service
-metadata: { name: web, namespace: default, labels: { anycast: "yes" }${opts.healthCheck ? ', annotations: { herald.io/health-check: http, herald.io/health-check-port: "8080", herald.io/health-check-interval: 200ms, herald.io/health-check-rise: "2", herald.io/health-check-fall: "2" }' : ''} }
-spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
-addressType: IPv4
-endpoints:
-- { addresses: [${opts.endpoint ?? '203.0.113.130'}], nodeName: ${node}, conditions: { ready: ${ready} } }
-`;
+const manifests = (node: string, ready: boolean, opts: { gracefulRestart?: boolean; endpoint?: string; healthCheck?: boolean } = {}) =>
+  anycastBgpManifests(
+    {
+      peer: { name: 'upstream', address: '192.0.2.1', asn: 65100 },
+      gracefulRestart: opts.gracefulRestart,
+      attributes: 'communities: { standard: ["65000:100"], large: ["65000:1:2"] }',
+    },
+    {
+      annotations: opts.healthCheck
+        ? 'herald.io/health-check: http, herald.io/health-check-port: "8080", herald.io/health-check-interval: 200ms, herald.io/health-check-rise: "2", herald.io/health-check-fall: "2"'
+        : undefined,
+      endpoints: [{ address: opts.endpoint ?? '203.0.113.130', node, ready }],
+    },
+    { name: 'anycast', ip: VIP },
+  );
 
 describe('herald agent with BGP anycast (lab)', { skip: labSkipReason() }, () => {
   let lab: Lab;

@@ -20,6 +20,7 @@ import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { HeraldBgpNode } from '../../lab/bgp-node.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
+import { anycastBgpManifests } from '../helpers/bgp-manifests.js';
 
 const ROUTER = `hlfrrr${process.pid}`;
 const CLIENT = `hlfrrc${process.pid}`;
@@ -29,40 +30,11 @@ const NODES = [1, 2, 3];
 const VIP = '203.0.113.10';
 const ipIn = (ns: string, ...args: string[]): string => execFileSync('ip', ['-n', ns, ...args], { encoding: 'utf8' });
 
-const intent = (ready: Record<number, boolean>) => `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances:
-  - name: i65000
-    localASN: 65000
-    peers: [{ name: frr, peerAddress: 192.0.2.1, peerASN: 0, peerConfigRef: { name: fast } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: fast }
-spec:
-  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
-spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
-addressType: IPv4
-endpoints:
-${NODES.map((n) => `- { addresses: ["198.51.100.10"], nodeName: node-${n}, conditions: { ready: ${ready[n] ?? false} } }`).join('\n')}
-`;
+const intent = (ready: Record<number, boolean>) =>
+  anycastBgpManifests(
+    { peer: { name: 'frr', address: '192.0.2.1', asn: 0 } },
+    { endpoints: NODES.map((n) => ({ address: '198.51.100.10', node: `node-${n}`, ready: ready[n] ?? false })) },
+  );
 
 interface FrrRoute {
   protocol: string;

@@ -14,42 +14,18 @@ import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { HeraldBgpNode } from '../../lab/bgp-node.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
+import { anycastBgpManifests } from '../helpers/bgp-manifests.js';
 
 const PEER = `hlgobgpr${process.pid}`;
 const NODE = `hlgobgpn${process.pid}`;
 const VIP = '203.0.113.20';
 const ipIn = (ns: string, ...args: string[]): string => execFileSync('ip', ['-n', ns, ...args], { encoding: 'utf8' });
 
-const intent = (ready: boolean) => `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: gobgp, peerAddress: 192.0.2.1, peerASN: 65200, peerConfigRef: { name: p } }] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: p }
-spec:
-  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
-spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
-addressType: IPv4
-endpoints: [{ addresses: [198.51.100.10], nodeName: node-1, conditions: { ready: ${ready} } }]
-`;
+const intent = (ready: boolean) =>
+  anycastBgpManifests(
+    { peer: { name: 'gobgp', address: '192.0.2.1', asn: 65200 } },
+    { endpoints: [{ address: '198.51.100.10', node: 'node-1', ready }] },
+  );
 
 describe('herald BGP with GoBGP as the upstream peer (lab)', { skip: labSkipReason() }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'herald-gobgp-'));

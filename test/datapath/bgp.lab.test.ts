@@ -17,6 +17,7 @@ import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { HeraldBgpNode } from '../../lab/bgp-node.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
+import { anycastBgpManifests } from '../helpers/bgp-manifests.js';
 
 const ROUTER = `hlbgpr${process.pid}`;
 const nsOf = (n: number) => `hlbgp${n}${process.pid}`;
@@ -24,48 +25,16 @@ const ipIn = (ns: string, ...args: string[]): string => execFileSync('ip', ['-n'
 const routerFib = (prefix: string): string => ipIn(ROUTER, 'route', 'show', prefix).trim().replace(/\s+/g, ' ');
 const SERVICE_IP = '203.0.113.10';
 
-const intent = (readyOnA: boolean[], readyOnB: boolean[] = []) => {
-  const eps = [
-    ...readyOnA.map((r, i) => `- { addresses: ["198.51.100.${10 + i}"], nodeName: node-1, conditions: { ready: ${r} } }`),
-    ...readyOnB.map((r, i) => `- { addresses: ["198.51.100.${10 + i}"], nodeName: node-2, conditions: { ready: ${r} } }`),
-  ];
-  return `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances:
-  - name: i65000
-    localASN: 65000
-    peers:
-    - { name: router, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: fast } }
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: fast }
-spec:
-  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements:
-  - { advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }
----
-apiVersion: v1
-kind: Service
-metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
-spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
-addressType: IPv4
-endpoints:
-${eps.join('\n')}
-`;
-};
+const intent = (readyOnA: boolean[], readyOnB: boolean[] = []) =>
+  anycastBgpManifests(
+    { peer: { name: 'router', address: '192.0.2.1', asn: 65100 } },
+    {
+      endpoints: [
+        ...readyOnA.map((ready, i) => ({ address: `198.51.100.${10 + i}`, node: 'node-1', ready })),
+        ...readyOnB.map((ready, i) => ({ address: `198.51.100.${10 + i}`, node: 'node-2', ready })),
+      ],
+    },
+  );
 
 class HeraldNode extends HeraldBgpNode {
   constructor(

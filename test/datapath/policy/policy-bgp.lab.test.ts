@@ -13,50 +13,17 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../../lab/lab.js';
 import { HERALD, labSkipReason, startAgentReady, waitFor } from '../../helpers/lab-tools.js';
+import { anycastBgpManifests } from '../../helpers/bgp-manifests.js';
 
 const VIP = '203.0.113.210';
 
-const manifests = (backend: string, node: string, policy: boolean) => `apiVersion: cilium.io/v2
-kind: CiliumLoadBalancerIPPool
-metadata: { name: anycast }
-spec: { blocks: [{ start: ${VIP} }] }
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances:
-  - name: i65000
-    localASN: 65000
-    peers: [{ name: upstream, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: fast } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: fast }
-spec:
-  timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 1 }
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements:
-  - { advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }
----
-apiVersion: v1
-kind: Service
-metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
-spec: { type: LoadBalancer, externalTrafficPolicy: Local, ports: [{ port: 80 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: web-1, namespace: default, labels: { kubernetes.io/service-name: web } }
-addressType: IPv4
-endpoints:
-- { addresses: [${backend}], nodeName: ${node}, conditions: { ready: true } }
-${
-  policy
+const manifests = (backend: string, node: string, policy: boolean) =>
+  anycastBgpManifests(
+    { peer: { name: 'upstream', address: '192.0.2.1', asn: 65100 } },
+    { endpoints: [{ address: backend, node, ready: true }] },
+    { name: 'anycast', ip: VIP },
+  ) +
+  (policy
     ? `---
 apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -66,8 +33,7 @@ spec:
   ingress:
   - fromCIDR: [192.0.2.1/32]
 `
-    : ''
-}`;
+    : '');
 
 describe('service traffic policy on a BGP-only service IP (lab)', { skip: labSkipReason() }, () => {
   let lab: Lab;
