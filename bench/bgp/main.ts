@@ -43,7 +43,7 @@
  *
  *   node --import tsx bench/bgp/main.ts [--case readiness|crash|scale] [--trials 30] [--ips 10000] [--nice N] [--json]
  */
-import { anycastBgpManifests, anycastServiceManifests, bgpPeeringManifests } from '../../test/helpers/bgp-manifests.js';
+import { anycastBgpManifests, anycastServiceManifests, bgpPeeringManifests, upstreamBirdConfig } from '../../test/helpers/bgp-manifests.js';
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
@@ -144,16 +144,7 @@ async function withLab<T>(bfd: boolean, run: (l: { node: HeraldBgpNode; routerMo
     ip(NODE, 'link', 'set', 'be1', 'up');
     writeFileSync(
       join(dir, 'router.conf'),
-      `router id 192.0.2.1;
-protocol device {}
-protocol kernel { merge paths on; ipv4 { import none; export all; }; }
-${bfd ? 'protocol bfd { interface "*" { min rx interval 100 ms; min tx interval 100 ms; multiplier 3; }; }' : ''}
-protocol bgp node1 {
-  local as 65100; neighbor 192.0.2.2 as 65000;
-  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;${bfd ? ' bfd on;' : ''}
-  ipv4 { import all; export none; };
-}
-`,
+      upstreamBirdConfig({ neighbors: ['192.0.2.2'], mergePaths: true, bfd }),
     );
     router = spawn('ip', ['netns', 'exec', ROUTER, 'bird', '-f', '-c', join(dir, 'router.conf'), '-s', join(dir, 'router.ctl')], { stdio: 'ignore' });
     const routerMon = new RouteMonitor(ROUTER);
@@ -318,15 +309,7 @@ async function withLab6<T>(run: (l: { routerMon: RouteMonitor; nodeMon: RouteMon
     ip(NODE, 'link', 'set', 'be1', 'up');
     writeFileSync(
       join(dir, 'router.conf'),
-      `router id 192.0.2.1;
-protocol device {}
-protocol kernel { ipv6 { import none; export all; }; }
-protocol bgp node1 {
-  local as 65100; neighbor 2001:db8:2::2 as 65000;
-  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;
-  ipv6 { import all; export none; };
-}
-`,
+      upstreamBirdConfig({ neighbors: ['2001:db8:2::2'], family: 'ipv6' }),
     );
     router = spawn('ip', ['netns', 'exec', ROUTER, 'bird', '-f', '-c', join(dir, 'router.conf'), '-s', join(dir, 'router.ctl')], { stdio: 'ignore' });
     const routerMon = new RouteMonitor(ROUTER);

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
 import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
-import { anycastBgpManifests } from '../helpers/bgp-manifests.js';
+import { anycastBgpManifests, upstreamBirdConfig } from '../helpers/bgp-manifests.js';
 
 const HTTP_SERVER = fileURLToPath(new URL('../../lab/http-server.ts', import.meta.url));
 
@@ -58,15 +58,7 @@ describe('herald agent with BGP anycast (lab)', { skip: labSkipReason() }, () =>
     node.must('ip', ['link', 'set', 'be1', 'up']);
     writeFileSync(
       join(dir, 'upstream.conf'),
-      `router id 192.0.2.1;
-protocol device {}
-protocol kernel { merge paths on; ipv4 { import none; export all; }; }
-protocol bgp n1 {
-  local as 65100; neighbor ${node.ip} as 65000;
-  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;
-  ipv4 { import all; export none; };
-}
-`,
+      upstreamBirdConfig({ neighbors: [node.ip], mergePaths: true }),
     );
     upstream = lab.client.spawn('upstream-bird', 'bird', ['-f', '-c', join(dir, 'upstream.conf'), '-s', join(dir, 'upstream.ctl')]);
     mkdirSync(join(dir, 'intent'));
@@ -156,7 +148,7 @@ protocol bgp n1 {
     assert.match(node.must('ip', ['route', 'show', `${VIP}/32`]), new RegExp(`via ${backend.ip.replace(/\./g, '\\.')} dev eth0 proto 250`), 'the host route stays');
     await new Promise((res) => setTimeout(res, 1000)); // the router runs on its stale path meanwhile
     agent = await startAgentReady(node, args, 'agent-gr-2');
-    const upstreamSession = () => lab.client.exec('birdc', ['-s', join(dir, 'upstream.ctl'), 'show', 'protocols', 'n1']).stdout;
+    const upstreamSession = () => lab.client.exec('birdc', ['-s', join(dir, 'upstream.ctl'), 'show', 'protocols', 'node1']).stdout;
     await waitFor(() => /Established/.test(upstreamSession()), { timeoutMs: 40_000, what: 'the session back', onTimeout: () => upstreamSession() + explain() });
     await new Promise((res) => setTimeout(res, 1500)); // End-of-RIB: the stale path refreshed, not dropped
     sampling = false;

@@ -17,7 +17,7 @@ import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { HeraldBgpNode } from '../../lab/bgp-node.js';
 import { labSkipReason } from '../helpers/lab-tools.js';
-import { anycastBgpManifests } from '../helpers/bgp-manifests.js';
+import { anycastBgpManifests, upstreamBirdConfig } from '../helpers/bgp-manifests.js';
 
 const ROUTER = `hlbgpr${process.pid}`;
 const nsOf = (n: number) => `hlbgp${n}${process.pid}`;
@@ -77,21 +77,7 @@ describe('BGP anycast through BIRD to an upstream router (lab)', { skip: labSkip
     const conf = join(dir, 'router.conf');
     writeFileSync(
       conf,
-      `router id 192.0.2.1;
-protocol device {}
-protocol kernel { merge paths on; ipv4 { import none; export all; }; }
-protocol bfd { interface "*" { min rx interval 100 ms; min tx interval 100 ms; multiplier 3; }; }
-${[1, 2]
-  .map(
-    (n) => `protocol bgp node${n} {
-  local as 65100; neighbor 192.0.2.${1 + n} as 65000;
-  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;
-  bfd on;
-  ipv4 { import all; export none; };
-}`,
-  )
-  .join('\n')}
-`,
+      upstreamBirdConfig({ neighbors: ['192.0.2.2', '192.0.2.3'], mergePaths: true, bfd: true }),
     );
     router = spawn('ip', ['netns', 'exec', ROUTER, 'bird', '-f', '-c', conf, '-s', join(dir, 'router.ctl')], { stdio: ['ignore', 'ignore', 'pipe'] });
     router.stderr?.on('data', (d: Buffer) => (routerLog += d.toString()));

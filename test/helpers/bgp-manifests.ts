@@ -95,3 +95,30 @@ spec: { blocks: [{ start: "${ip}" }] }`;
 export function anycastBgpManifests(peering: BgpPeering, service: AnycastService, pool?: { name: string; ip: string }): string {
   return [pool ? singleIpPool(pool.name, pool.ip) : '', bgpPeeringManifests(peering), anycastServiceManifests(service)].filter(Boolean).join('\n---\n') + '\n';
 }
+
+export interface UpstreamBird {
+  /** The herald nodes it peers with (AS 65000); its own AS is 65100. */
+  neighbors: string[];
+  family?: 'ipv4' | 'ipv6';
+  /** ECMP: install every node's path in the kernel. */
+  mergePaths?: boolean;
+  /** BFD at 100 ms × 3 on every session. */
+  bfd?: boolean;
+}
+
+/** The upstream router's BIRD 2 configuration (router ID 192.0.2.1), with the lab timers the platform notes give. */
+export function upstreamBirdConfig(o: UpstreamBird): string {
+  const af = o.family ?? 'ipv4';
+  const sessions = o.neighbors.map(
+    (ip, i) => `protocol bgp node${i + 1} {
+  local as 65100; neighbor ${ip} as 65000;
+  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;${o.bfd ? ' bfd on;' : ''}
+  ${af} { import all; export none; };
+}`,
+  );
+  return `router id 192.0.2.1;
+protocol device {}
+protocol kernel {${o.mergePaths ? ' merge paths on;' : ''} ${af} { import none; export all; }; }
+${o.bfd ? 'protocol bfd { interface "*" { min rx interval 100 ms; min tx interval 100 ms; multiplier 3; }; }\n' : ''}${sessions.join('\n')}
+`;
+}

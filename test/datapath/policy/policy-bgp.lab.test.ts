@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../../lab/lab.js';
 import { HERALD, labSkipReason, startAgentReady, waitFor } from '../../helpers/lab-tools.js';
-import { anycastBgpManifests } from '../../helpers/bgp-manifests.js';
+import { anycastBgpManifests, upstreamBirdConfig } from '../../helpers/bgp-manifests.js';
 
 const VIP = '203.0.113.210';
 
@@ -60,15 +60,7 @@ describe('service traffic policy on a BGP-only service IP (lab)', { skip: labSki
     for (const c of ['all', 'eth0']) node.must('sysctl', ['-q', '-w', `net.ipv4.conf.${c}.send_redirects=0`]);
     writeFileSync(
       join(dir, 'upstream.conf'),
-      `router id 192.0.2.1;
-protocol device {}
-protocol kernel { ipv4 { import none; export all; }; }
-protocol bgp n1 {
-  local as 65100; neighbor ${node.ip} as 65000;
-  hold time 9; keepalive time 3; connect delay time 1; error wait time 1,5; connect retry time 1;
-  ipv4 { import all; export none; };
-}
-`,
+      upstreamBirdConfig({ neighbors: [node.ip] }),
     );
     upstream = lab.client.spawn('upstream-bird', 'bird', ['-f', '-c', join(dir, 'upstream.conf'), '-s', join(dir, 'upstream.ctl')]);
     mkdirSync(join(dir, 'intent'));
