@@ -38,13 +38,13 @@
  *        [--silence 150ms,200ms,300ms --trials 10 --curve-minutes 2]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, writeFileSync, type WriteStream } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sleep, type Host } from '../../lab/lab.js';
 import { HERALD } from '../../test/helpers/lab-tools.js';
 import { FailoverBench, ownerLinkDown, type Scenario, type Setup } from './harness.js';
-import { heraldSetup } from './herald-cases.js';
+import { heraldSetup, type HeraldScenario } from './herald-cases.js';
 import { foreignArpFrame } from '../lib/foreign-arp.js';
 
 const args = process.argv.slice(2);
@@ -63,6 +63,7 @@ const RUN_DIR = opt('--run-dir', '') || mkdtempSync(join(tmpdir(), 'herald-spuri
 mkdirSync(RUN_DIR, { recursive: true });
 // JSON logs (with their wall-clock time), so they can be laid against the probe's timeline.
 process.env.HERALD_FAILOVER_TRACE ??= '1';
+process.env.HERALD_FAILOVER_LOG_DIR = RUN_DIR;
 const EXTRA_SERVICES = 1000;
 const log = (s: string) => process.stderr.write(s + '\n');
 
@@ -114,22 +115,11 @@ function ownersOf(nodes: readonly Host[]): Map<string, string> {
   return out;
 }
 
-function withLoad(condition: Condition, agentArgs: string[], label: string): Setup {
+function withLoad(condition: Condition, agentArgs: string[]): Setup {
   const setup = heraldSetup(agentArgs, condition === 'heap' ? extraManifests(EXTRA_SERVICES) : [], condition === 'heap');
   return async (bench) => {
     const sc = await setup(bench);
-    // Every agent's output to a file from its first line on (the lab keeps only a bounded tail in memory).
-    const logs = new Map<string, string>();
-    const streams: WriteStream[] = [];
-    for (const [host, agent] of (sc as Scenario & { agents: Map<Host, { text(): string; child: ChildProcess }> }).agents) {
-      const file = join(RUN_DIR, `${label.replace(/[^\w.-]+/g, '_')}-${host.name}.log`);
-      const out = createWriteStream(file);
-      out.write(agent.text());
-      agent.child.stdout?.on('data', (c: Buffer) => out.write(c));
-      agent.child.stderr?.on('data', (c: Buffer) => out.write(c));
-      streams.push(out);
-      logs.set(host.name, file);
-    }
+    const logs = (sc as HeraldScenario).logFiles;
     let owner = sc.owner;
     if (condition === 'heap' && !NO_SETTLE) {
       // Every extra service placed, and the spread settled (the first agent up holds everything
@@ -198,7 +188,6 @@ function withLoad(condition: Condition, agentArgs: string[], label: string): Set
         }
         await loop;
         await sc.teardown();
-        await Promise.all(streams.map((s) => new Promise<void>((r) => s.end(() => r()))));
       },
     };
     return ls;
@@ -262,7 +251,7 @@ async function runWindow(bench: FailoverBench, condition: Condition, minutes: nu
   const r = await bench.runTrials(
     label,
     async (b) => {
-      scenario = (await withLoad(condition, agentArgs, label)(b)) as LoadScenario;
+      scenario = (await withLoad(condition, agentArgs)(b)) as LoadScenario;
       // Read the owners and load counters before the harness tears the scenario down.
       const teardown = scenario.teardown;
       const sc = scenario;
