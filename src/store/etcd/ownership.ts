@@ -373,6 +373,7 @@ export class EtcdOwnership implements OwnershipBackend {
       if (prev && prev.node !== this.nodeName) this.gone.set(ip, { node: prev.node, atMs: monotonicMs(this.deps.clock) });
       this.deps.onOwners?.();
       this.owners.delete(ip);
+      this.releaseDone(ip);
     } else if (key.startsWith(this.releasingPrefix)) {
       this.marks.delete(key.slice(this.releasingPrefix.length));
     } else if (key.startsWith(this.candidatesPrefix)) {
@@ -677,6 +678,12 @@ export class EtcdOwnership implements OwnershipBackend {
     else this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
     this.markDirty();
     return false;
+  }
+
+  /** The owner key of `ip` is gone: a release we were waiting out has finished (no re-check). */
+  private releaseDone(ip: string): void {
+    if (this.releaseVerdicts.size === 0) return;
+    for (const key of [...this.releaseVerdicts.keys()]) if (key.endsWith(`|${ip}`)) this.dropReleaseVerdict(key);
   }
 
   private dropReleaseVerdict(key: string): void {
