@@ -143,6 +143,7 @@ lab_tests=(
   test/intent/manifest-limits.lab.test.ts
   test/store/etcd-cluster.lab.test.ts
   test/store/etcd-faults.lab.test.ts
+  test/store/etcd-handover.lab.test.ts
   test/store/etcd-ipam.lab.test.ts
   test/store/kubernetes.lab.test.ts
   test/cli/first-ten.lab.test.ts

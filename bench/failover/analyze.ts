@@ -34,6 +34,8 @@ export interface TrialResult {
   newOwner: string | null;
   /** Longest stretch after the window start with no ARP reply at all (open tail included). */
   arpSilenceMs: number;
+  /** Every stretch without an ARP reply longer than 1 s, [from, to] relative to the trigger (open tail included). */
+  arpSilences: Array<[number, number]>;
   /**
    * Longest time between consecutive successful HTTP responses after the window
    * start; when HTTP never recovered it runs to the end of the probe (httpOpen).
@@ -93,12 +95,13 @@ export function analyzeTrial(t: TrialInput): TrialResult {
   // ARP silence: consecutive answered requests from the window start; open tail counts.
   const answeredAt = p.requests.firstReplyAt.filter((x): x is number => x !== null && x >= t.windowStartMs).sort((a, b) => a - b);
   let arpSilenceMs = 0;
+  const arpSilences: Array<[number, number]> = [];
   let prev = t.windowStartMs;
-  for (const x of answeredAt) {
+  for (const x of [...answeredAt, p.endMs]) {
     arpSilenceMs = Math.max(arpSilenceMs, x - prev);
+    if (x - prev > 1000) arpSilences.push([r3(prev - t.triggerMs), r3(x - t.triggerMs)]);
     prev = x;
   }
-  arpSilenceMs = Math.max(arpSilenceMs, p.endMs - prev);
 
   // HTTP gap, the same way.
   let httpGapMs = 0;
@@ -137,6 +140,7 @@ export function analyzeTrial(t: TrialInput): TrialResult {
     takeoverMs: firstNew ? r3(firstNew.t - t.triggerMs) : null,
     newOwner: firstNew ? name(p.macs[firstNew.mac] ?? '?') : null,
     arpSilenceMs: r3(arpSilenceMs),
+    arpSilences,
     httpGapMs: r3(httpGapMs),
     httpOpen,
     httpFailures,

@@ -17,7 +17,7 @@
  * every 50 ms, silence 300 ms. Each trial uses a fresh etcd prefix and fresh
  * agents; the owner is the rendezvous-preferred node for the VIP.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LabEtcd } from '../../lab/etcd.js';
@@ -27,8 +27,10 @@ import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 import type { FailoverBench, FailoverCase, Scenario, Setup, Trigger } from './harness.js';
 import { ownerLinkDown } from './harness.js';
 
-interface HeraldScenario extends Scenario {
+export interface HeraldScenario extends Scenario {
   agents: Map<Host, LabProcess>;
+  /** node → the file its agent's whole output goes to (HERALD_FAILOVER_LOG_DIR). */
+  logFiles: Map<string, string>;
   /** Date.now() at the trigger: the agents' log lines are timed against it (HERALD_FAILOVER_TRACE=1). */
   triggeredAt?: number;
 }
@@ -94,8 +96,20 @@ export const heraldSetup = (extraArgs: readonly string[] = [], extraManifests: r
     nodes[0]!.must(HERALD, ['apply', '-f', extra, '--etcd', etcd!.endpoint, '--prefix', `${prefix}manifests/`]);
   });
   const agents = new Map<Host, LabProcess>();
+  const logFiles = new Map<string, string>();
+  const logDir = process.env.HERALD_FAILOVER_LOG_DIR;
   for (const n of nodes) {
     agents.set(n, startAgent(n, ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--local-routes', ...(process.env.HERALD_FAILOVER_AGENT_ARGS?.split(' ').filter(Boolean) ?? []), ...(process.env.HERALD_FAILOVER_TRACE ? ['--log-format', 'json', '--log-level', process.env.HERALD_FAILOVER_TRACE === 'debug' ? 'debug' : 'info'] : []), ...extraArgs], `agent-t${trial}`));
+    if (logDir) {
+      // The whole output from the first line (the lab keeps a bounded tail in memory), closed when the agent exits.
+      const file = join(logDir, `t${trial}-${n.name}.log`);
+      const out = createWriteStream(file);
+      const child = agents.get(n)!.child;
+      child.stdout?.on('data', (c: Buffer) => out.write(c));
+      child.stderr?.on('data', (c: Buffer) => out.write(c));
+      child.once('exit', () => out.end());
+      logFiles.set(n.name, file);
+    }
   }
   let owner = nodes.reduce((best, n) => (rendezvousScore(n.netns, bench.vip) > rendezvousScore(best.netns, bench.vip) ? n : best));
   const owns = (n: Host) => {
@@ -132,7 +146,7 @@ export const heraldSetup = (extraArgs: readonly string[] = [], extraManifests: r
     await teardown();
     throw e;
   }
-  const scenario: HeraldScenario = { owner, agents, teardown };
+  const scenario: HeraldScenario = { owner, agents, logFiles, teardown };
   if (process.env.HERALD_FAILOVER_TRACE) scenario.notes = () => ({ trace: trace(scenario) });
   return scenario;
 };

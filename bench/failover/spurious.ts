@@ -24,17 +24,27 @@
  * value, --trials node-loss failovers (the gap) and a --curve-minutes window
  * under the cpu condition (the moves).
  *
- *   node --import tsx bench/failover/spurious.ts [--minutes 10] [--only cpu|heap]
+ * --no-settle starts the heap window without waiting for the spread to settle,
+ * so the planned hand-overs from the first agent up to the preferred nodes
+ * happen under the load (a hand-over must not leave an IP unanswered longer
+ * than a crash would).
+ *
+ * Every agent logs JSON to <run dir>/<window>-<node>.log (--run-dir, default a
+ * fresh directory under the system's temporary one, printed); for every ARP
+ * silence over 1 s the agents' log lines from 1 s before it to 0.5 s after are
+ * printed against the probe's timeline (ms since the load started).
+ *
+ *   node --import tsx bench/failover/spurious.ts [--minutes 10] [--only cpu|heap] [--no-settle] [--run-dir DIR]
  *        [--silence 150ms,200ms,300ms --trials 10 --curve-minutes 2]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sleep, type Host } from '../../lab/lab.js';
 import { HERALD } from '../../test/helpers/lab-tools.js';
 import { FailoverBench, ownerLinkDown, type Scenario, type Setup } from './harness.js';
-import { heraldSetup } from './herald-cases.js';
+import { heraldSetup, type HeraldScenario } from './herald-cases.js';
 import { foreignArpFrame } from '../lib/foreign-arp.js';
 
 const args = process.argv.slice(2);
@@ -48,6 +58,12 @@ const SILENCES = opt('--silence', '').split(',').filter(Boolean);
 const TRIALS = Number(opt('--trials', '10'));
 const CURVE_MINUTES = Number(opt('--curve-minutes', '2'));
 const FLOOD_PPS = Number(opt('--flood-pps', '20000'));
+const NO_SETTLE = args.includes('--no-settle');
+const RUN_DIR = opt('--run-dir', '') || mkdtempSync(join(tmpdir(), 'herald-spurious-run-'));
+mkdirSync(RUN_DIR, { recursive: true });
+// JSON logs (with their wall-clock time), so they can be laid against the probe's timeline.
+process.env.HERALD_FAILOVER_TRACE ??= '1';
+process.env.HERALD_FAILOVER_LOG_DIR = RUN_DIR;
 const EXTRA_SERVICES = 1000;
 const log = (s: string) => process.stderr.write(s + '\n');
 
@@ -79,6 +95,10 @@ type Condition = 'cpu' | 'heap';
 
 interface LoadScenario extends Scenario {
   startLoad(): void;
+  /** Date.now() when the load started (the trigger: the probe's timeline is relative to it). */
+  loadStartedAt?: number;
+  /** node → its agent's log file. */
+  logs: Map<string, string>;
   owners(): Map<string, string>;
   ownersAtStart?: Map<string, string>;
   statusFetches: number;
@@ -99,8 +119,9 @@ function withLoad(condition: Condition, agentArgs: string[]): Setup {
   const setup = heraldSetup(agentArgs, condition === 'heap' ? extraManifests(EXTRA_SERVICES) : [], condition === 'heap');
   return async (bench) => {
     const sc = await setup(bench);
+    const logs = (sc as HeraldScenario).logFiles;
     let owner = sc.owner;
-    if (condition === 'heap') {
+    if (condition === 'heap' && !NO_SETTLE) {
       // Every extra service placed, and the spread settled (the first agent up holds everything
       // for the hand-over hold, then hands IPs to their preferred nodes — planned moves, not the
       // spurious ones this counts): the same owners for 15 s before the window starts.
@@ -127,9 +148,11 @@ function withLoad(condition: Condition, agentArgs: string[]): Setup {
     const ls: LoadScenario = {
       ...sc,
       owner,
+      logs,
       statusFetches: 0,
       owners: () => ownersOf(bench.nodes),
       startLoad() {
+        ls.loadStartedAt = Date.now();
         ls.ownersAtStart = ownersOf(bench.nodes);
         const seconds = Math.ceil(MINUTES * 60) + 60;
         if (condition === 'cpu') {
@@ -184,6 +207,39 @@ interface WindowResult {
   statusFetches: number;
   probeLateTicks: number;
   load: string;
+  /** ARP silences over 1 s, [from, to] in ms since the load started. */
+  silences: Array<[number, number]>;
+  logs: Record<string, string>;
+}
+
+/** The agents' log lines between `fromMs − 1 s` and `toMs + 0.5 s` (ms since `startedAt`), in time order. */
+function logWindow(logs: Map<string, string>, startedAt: number, fromMs: number, toMs: number, max = 80): string[] {
+  const out: Array<[number, string]> = [];
+  for (const [node, file] of logs) {
+    let text = '';
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n')) {
+      const m = /^\{.*"time":(\d+)/.exec(line);
+      if (!m) continue;
+      const t = Number(m[1]) - startedAt;
+      if (t < fromMs - 1000 || t > toMs + 500) continue;
+      let rest = line;
+      try {
+        const { level, time, pid, hostname, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
+        void level; void time; void pid; void hostname;
+        rest = `${String(msg)} ${JSON.stringify(fields)}`;
+      } catch {
+        /* the raw line */
+      }
+      out.push([t, `${t >= 0 ? '+' : ''}${t} ms ${node} ${rest.slice(0, 220)}`]);
+    }
+  }
+  const sorted = out.sort((a, b) => a[0] - b[0]).map(([, l]) => l);
+  return sorted.length > max ? [...sorted.slice(0, max / 2), `… ${sorted.length - max} lines …`, ...sorted.slice(-max / 2)] : sorted;
 }
 
 async function runWindow(bench: FailoverBench, condition: Condition, minutes: number, agentArgs: string[] = []): Promise<WindowResult> {
@@ -191,8 +247,9 @@ async function runWindow(bench: FailoverBench, condition: Condition, minutes: nu
   let moved = 0;
   let ips = 0;
   let fetches = 0;
+  const label = `herald/${condition}-${minutes}min${agentArgs.length ? ` ${agentArgs.join(' ')}` : ''}`;
   const r = await bench.runTrials(
-    `herald/${condition}-${minutes}min`,
+    label,
     async (b) => {
       scenario = (await withLoad(condition, agentArgs)(b)) as LoadScenario;
       // Read the owners and load counters before the harness tears the scenario down.
@@ -214,6 +271,11 @@ async function runWindow(bench: FailoverBench, condition: Condition, minutes: nu
     { preMs: 2000, phaseJitterMs: 0, postMs: minutes * 60_000, retries: 1, httpTimeoutMs: 500, probeNice: -15 },
   );
   const t = r.trials[0]!;
+  const sc = scenario!;
+  for (const [from, to] of t.arpSilences) {
+    log(`  ARP silence ${Math.round(to - from)} ms, from +${Math.round(from)} to +${Math.round(to)} ms after the load started; the agents' log lines:`);
+    if (sc.loadStartedAt !== undefined) for (const l of logWindow(sc.logs, sc.loadStartedAt, from, to)) log(`      ${l}`);
+  }
   return {
     condition,
     minutes,
@@ -226,6 +288,8 @@ async function runWindow(bench: FailoverBench, condition: Condition, minutes: nu
     ips,
     statusFetches: fetches,
     probeLateTicks: t.probeLateTicks,
+    silences: t.arpSilences,
+    logs: Object.fromEntries(sc.logs),
     load: loadavg().map((x) => x.toFixed(1)).join(' '),
   };
 }
@@ -247,7 +311,7 @@ async function main(): Promise<void> {
       h.must('sysctl', ['-q', '-w', 'net.ipv6.conf.eth0.disable_ipv6=0']);
       h.must('ip', ['-6', 'addr', 'add', `2001:db8::${i === 0 ? 1 : (0x10 + i).toString(16)}/64`, 'dev', 'eth0', 'nodad']);
     });
-    log(`bench/failover/spurious — ${MINUTES} min per condition, herald defaults, ${cpus().length} cores`);
+    log(`bench/failover/spurious — ${MINUTES} min per condition, herald defaults, ${cpus().length} cores${NO_SETTLE ? ', heap window not waiting for the spread to settle' : ''}; agent logs in ${RUN_DIR}`);
     for (const c of ['cpu', 'heap'] as const) {
       if (ONLY && ONLY !== c) continue;
       const w = await runWindow(bench, c, MINUTES);

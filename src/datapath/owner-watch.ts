@@ -83,6 +83,11 @@ export class PacketOwnerWatch implements OwnerWatch, Disposable {
     this.silentCb = cb;
   }
 
+  stillSilent(node: string, ip: string): boolean {
+    for (const t of this.tracked.values()) if (t.node === node && t.ip === ip) return t.reported;
+    return false; // no longer watched through that IP: no evidence
+  }
+
   setTargets(targets: readonly WatchTarget[]): void {
     const now = monotonicMs(this.deps.clock);
     const next = new Map<string, Tracked>();

@@ -66,7 +66,7 @@ describe('etcd ownership', () => {
   /** Index of the first timeline event matching `pred` (-1 if none). */
   const at = (pred: (e: TimelineEvent) => boolean): number => timeline.findIndex(pred);
 
-  async function member(node: string, prefix: string, opts: { endpoint?: string; handoverHoldMs?: number; onStoreLoss?: 'withdraw' | 'keep' } = {}) {
+  async function member(node: string, prefix: string, opts: { endpoint?: string; handoverHoldMs?: number; onStoreLoss?: 'withdraw' | 'keep'; releaseGraceMs?: number } = {}) {
     const session = new EtcdSession(
       { endpoints: [opts.endpoint ?? etcd.endpoint], prefix, ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 },
       { clock: systemClock, log: silentLogger },
@@ -78,14 +78,18 @@ describe('etcd ownership', () => {
       contendDelayMs: 300,
       handoverHoldMs: opts.handoverHoldMs ?? 60_000,
       skipPreferredMs: 60_000,
+      ...(opts.releaseGraceMs !== undefined ? { releaseGraceMs: opts.releaseGraceMs } : {}),
     });
     const owned = { current: new Set<string>() };
+    /** The datapath's apply takes this long (a starved agent), after the owned set is recorded. */
+    const slow = { ms: 0 };
     // This test's timeline: members of earlier tests (same node names, other prefixes) may still
     // emit — a periodic pass of an old owner once counted as a second owner here.
     const mine = timeline;
-    await own.start((v) => {
+    await own.start(async (v) => {
       owned.current = new Set(v.owned);
       mine.push({ node, owned: owned.current });
+      if (slow.ms > 0) await new Promise((r) => setTimeout(r, slow.ms));
     });
     // Registered after the ownership's own listener: by the time it runs, the ownership has reacted.
     session.onState((state) => mine.push({ node, session: state }));
@@ -93,7 +97,7 @@ describe('etcd ownership', () => {
       own.dispose();
       session.dispose();
     });
-    return { session, own, watch, owned };
+    return { session, own, watch, owned, slow };
   }
   const freshPrefix = () => {
     timeline = [];
@@ -218,6 +222,66 @@ describe('etcd ownership', () => {
     // The key still names node-a: that silence is evidence.
     b.watch.silence('node-a', IP);
     await waitFor(() => b.own.status().fencesIssued === 1, { timeoutMs: 10_000, what: 'the fence' });
+  });
+
+  test('a releasing owner starved between going silent and deleting its key is not fenced: it marked the IP as releasing first', async () => {
+    const prefix = freshPrefix();
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const b = await member('node-b', prefix);
+    b.own.setCandidates(cand);
+    await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a' && t.ip === IP), { what: 'b watches a on the wire' });
+    // a gives the IP up; its datapath apply (the withdrawal it waits for before deleting the key)
+    // takes 1.5 s — as on a starved agent. It is silent from the start of the apply.
+    a.slow.ms = 1500;
+    a.own.setCandidates(new Map());
+    await waitFor(() => !a.owned.current.has(IP), { what: 'a silent on the IP' });
+    // The candidate's silence verdict comes while a's key still names it.
+    assert.equal((await b.session.client.get(`${prefix}owners/${IP}`).exec()).kvs[0]?.value.toString(), 'node-a', 'the key still names a');
+    b.watch.silence('node-a', IP);
+    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 10_000, what: 'b takes the IP once a has deleted its key' });
+    assert.equal(b.own.status().fencesIssued, 0, 'a releasing owner is not fenced');
+    assert.equal(a.session.state, 'live', "a's lease stands (its other IPs would have moved with it)");
+    assert.equal((await b.session.client.get(`${prefix}releasing/${IP}`).exec()).kvs.length, 0, 'the marker went with the key');
+    assert.equal(maxOwnersOfIp(), 1, 'never two owners at once');
+    for (const m of [a, b]) {
+      m.own.dispose();
+      m.session.dispose();
+    }
+  });
+
+  test('a releasing marker makes nobody immune: past the grace the silent owner is fenced; a marker on another lease counts for nothing', async () => {
+    const prefix = freshPrefix();
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(cand);
+    await waitFor(() => a.owned.current.has(IP), { what: 'a owns' });
+    const b = await member('node-b', prefix, { releaseGraceMs: 1000 });
+    b.own.setCandidates(cand);
+    await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a' && t.ip === IP), { what: 'b watches a on the wire' });
+    // A marker without a lease (a hand edit): no release in progress, the silence is evidence.
+    const mark = `${prefix}releasing/${IP}`;
+    await b.session.client.put(mark).value('node-a').exec();
+    b.watch.silence('node-a', IP);
+    await waitFor(() => b.own.status().fencesIssued === 1, { timeoutMs: 10_000, what: 'the fence despite a lease-less marker' });
+    await waitFor(() => b.owned.current.has(IP), { timeoutMs: 10_000, what: 'b owns' });
+    // Now b owns; a (re-joined on a new lease) watches b. b marks the IP, then never releases it
+    // (as an owner wedged after marking) and stays silent: fenced once the grace has passed.
+    const c = await member('node-c', prefix, { releaseGraceMs: 1000 });
+    c.own.setCandidates(cand);
+    await waitFor(() => c.watch.targets.some((t) => t.node === 'node-b' && t.ip === IP), { what: 'c watches b on the wire' });
+    await c.session.client.put(mark).value('node-b').lease(b.session.leaseId!).exec();
+    await new Promise((r) => setTimeout(r, 300));
+    const silentAt = Date.now();
+    c.watch.silence('node-b', IP);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(c.own.status().fencesIssued, 0, 'within the grace: a release in progress');
+    await waitFor(() => c.own.status().fencesIssued === 1, { timeoutMs: 10_000, what: 'the fence past the grace' });
+    assert.ok(Date.now() - silentAt >= 900, 'not before the grace');
+    for (const m of [a, b, c]) {
+      m.own.dispose();
+      m.session.dispose();
+    }
   });
 
   test('an owner hands an IP over to a more preferred candidate after the hold-down', async () => {

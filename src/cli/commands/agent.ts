@@ -225,7 +225,7 @@ export function agentCommand(): Command {
         process.exit(await runSupervisor({ command: process.execPath, args, pinDir: pinDirFor(opts), endpoints: opts.etcd }));
       }
       const supervisor = SupervisorLink.fromEnv();
-      const log = createLogger({ format: opts.logFormat, level: opts.logLevel, name: opts.node });
+      const log = createLogger({ format: opts.logFormat, level: opts.logLevel, name: opts.node, nonBlocking: true });
       // bin/herald already applied it before loading the code; a refusal (not root) is worth a line.
       const niceProblem = applyNice(opts.nice);
       if (niceProblem) log.warn({ nice: opts.nice, err: niceProblem }, 'could not set the CPU priority; running at the inherited one');

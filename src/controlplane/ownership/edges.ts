@@ -22,6 +22,8 @@ export interface OwnerWatch {
   setTargets(targets: readonly WatchTarget[]): void;
   /** `ip`: the watched address that went unanswered (the owner's key for it is checked before fencing). */
   onSilent(cb: (node: string, ip: string) => void): void;
+  /** Still silent since it was reported (no answer heard from `node` about `ip` since); undefined: not known. */
+  stillSilent?(node: string, ip: string): boolean;
 }
 
 /**

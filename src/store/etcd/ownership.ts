@@ -3,6 +3,9 @@
  *
  *   <prefix>owners/<ip>               → owner node, attached to the owner's lease
  *   <prefix>candidates/<ip>/<node>    → "", attached to the candidate's lease
+ *   <prefix>releasing/<ip>            → owner node, on the owner's lease: written
+ *                                       before the owner goes silent on a release,
+ *                                       deleted with the owner key
  *
  * Owning an IP is a key created in a transaction only if absent: the key is the
  * fence, so two nodes never own one IP. Keys live on the agent's one lease, so
@@ -48,9 +51,15 @@ export interface EtcdOwnershipOptions {
   skipPreferredMs?: number;
   /** A full re-read of owners and candidates this often (a safety net under the watch). */
   fullRefreshMs?: number;
+  /**
+   * Silence about an IP its owner has marked as releasing is no evidence of
+   * death for this long (the candidate's own clock, from its first such
+   * verdict); a marker still standing after it is fenced as before.
+   */
+  releaseGraceMs?: number;
 }
 
-export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 60_000, fullRefreshMs: 30_000 };
+export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 60_000, fullRefreshMs: 30_000, releaseGraceMs: 3000 };
 
 /** Keys without a lease carry no authority: a live agent's keys always sit on its lease. */
 const NO_LEASE = '0';
@@ -62,6 +71,8 @@ const CONTEND_IN_FLIGHT = 8;
 const EVENTS_PER_BATCH = 50;
 /** IPs per hand-over transaction on a stop: two compares and two operations each (etcd's default limit is 128 per branch). */
 const HANDOVER_CHUNK = 60;
+/** IPs per release transaction: the owner key and its releasing marker deleted for each. */
+const RELEASE_CHUNK = 60;
 
 /** A free IP to claim; `late` when we are not its preferred node and waited the contention delay. */
 /** An owned IP to give up, and why (logged). */
@@ -142,6 +153,11 @@ export class EtcdOwnership implements OwnershipBackend {
   private readonly counters = { staleKeysIgnored: 0, staleKeysRemoved: 0, fencesIssued: 0, keysMovedToNewLease: 0 };
   private readonly ownersPrefix: string;
   private readonly candidatesPrefix: string;
+  private readonly releasingPrefix: string;
+  /** ip → the releasing marker's node and lease (another owner is giving the IP up: its silence is no death). */
+  private marks = new Map<string, OwnerRecord>();
+  /** "node|ip" → monotonic ms of our first silence verdict about a marked IP, and the re-check timer. */
+  private readonly releaseVerdicts = new Map<string, { firstMs: number; timer: TimerHandle }>();
   /**
    * The view is ordered by store revision: a snapshot read (refresh) reflects
    * every change up to its revision, so a watch event or a write of ours at or
@@ -168,6 +184,7 @@ export class EtcdOwnership implements OwnershipBackend {
   ) {
     this.ownersPrefix = `${session.prefix}owners/`;
     this.candidatesPrefix = `${session.prefix}candidates/`;
+    this.releasingPrefix = `${session.prefix}releasing/`;
     // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
     this.passes = new Trigger({ name: 'etcd ownership', run: () => this.pass(), clock: deps.clock, log: deps.log, delayMs: 0 });
     this.refreshes = new Trigger({
@@ -328,6 +345,11 @@ export class EtcdOwnership implements OwnershipBackend {
         }
       }
       this.owners.set(ip, { node: value, lease });
+    } else if (key.startsWith(this.releasingPrefix)) {
+      // A lease-less marker proves nothing (the owner key's lease must match): kept out of the view.
+      const ip = key.slice(this.releasingPrefix.length);
+      if (lease === NO_LEASE) this.marks.delete(ip);
+      else this.marks.set(ip, { node: value, lease });
     } else if (key.startsWith(this.candidatesPrefix)) {
       const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
       if (!ip || !node || node === this.nodeName) return;
@@ -351,6 +373,9 @@ export class EtcdOwnership implements OwnershipBackend {
       if (prev && prev.node !== this.nodeName) this.gone.set(ip, { node: prev.node, atMs: monotonicMs(this.deps.clock) });
       this.deps.onOwners?.();
       this.owners.delete(ip);
+      this.releaseDone(ip);
+    } else if (key.startsWith(this.releasingPrefix)) {
+      this.marks.delete(key.slice(this.releasingPrefix.length));
     } else if (key.startsWith(this.candidatesPrefix)) {
       const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
       if (!ip || !node) return;
@@ -396,6 +421,7 @@ export class EtcdOwnership implements OwnershipBackend {
       const owners = new Map<string, OwnerRecord>();
       const others = new Map<string, Map<string, number>>();
       const candidateLeases = new Map<string, string>();
+      const marks = new Map<string, OwnerRecord>();
       const now = this.deps.clock.now();
       for (const kv of res.kvs) {
         const key = kv.key.toString();
@@ -406,6 +432,8 @@ export class EtcdOwnership implements OwnershipBackend {
             continue;
           }
           owners.set(key.slice(this.ownersPrefix.length), { node: kv.value.toString(), lease });
+        } else if (key.startsWith(this.releasingPrefix)) {
+          if (lease !== NO_LEASE) marks.set(key.slice(this.releasingPrefix.length), { node: kv.value.toString(), lease });
         } else if (key.startsWith(this.candidatesPrefix)) {
           const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
           if (!ip || !node || node === this.nodeName) continue;
@@ -422,6 +450,7 @@ export class EtcdOwnership implements OwnershipBackend {
       this.owners = owners;
       this.others = others;
       this.candidateLeases = candidateLeases;
+      this.marks = marks;
       this.snapshotRevision = revision;
       this.keyRevisions.clear();
       for (const ev of journal) this.applyEvent(ev);
@@ -542,14 +571,18 @@ export class EtcdOwnership implements OwnershipBackend {
     if (!watch) return;
     // One pass, not a sort of every owner per pass (10k owners): per node the
     // lowest IPv4 address we are a candidate for, else the lowest IPv6 one.
-    const perNode = new Map<string, WatchTarget & { v4: boolean }>();
+    // An IP its owner is releasing is watched only when the node owns nothing else we could take:
+    // its silence says nothing about the node.
+    const perNode = new Map<string, WatchTarget & { v4: boolean; marked: boolean }>();
     for (const [ip, owner] of this.owners) {
       if (owner.node === this.nodeName) continue;
       const iface = this.candidates.get(ip)?.[0];
       if (!iface) continue;
       const v4 = isIpv4(ip);
+      const marked = this.marks.get(ip)?.node === owner.node;
       const best = perNode.get(owner.node);
-      if (!best || (v4 && !best.v4) || (v4 === best.v4 && ip.localeCompare(best.ip) < 0)) perNode.set(owner.node, { node: owner.node, ip, iface, v4 });
+      const better = !best || (best.marked && !marked) || (best.marked === marked && ((v4 && !best.v4) || (v4 === best.v4 && ip.localeCompare(best.ip) < 0)));
+      if (better) perNode.set(owner.node, { node: owner.node, ip, iface, v4, marked });
     }
     watch.setTargets([...perNode.values()].map(({ node, ip, iface }) => ({ node, ip, iface })));
   }
@@ -561,6 +594,7 @@ export class EtcdOwnership implements OwnershipBackend {
   private async fence(node: string, ip?: string): Promise<void> {
     if (this.disposed || this.released || !this.session.leaseId) return;
     if (ip !== undefined && !(await this.stillOwnerOf(node, ip))) return;
+    if (this.disposed || this.released) return;
     const leases = new Set([...this.owners.values()].filter((o) => o.node === node).map((o) => o.lease));
     if (leases.size > 0) {
       this.fencedAt.set(node, monotonicMs(this.deps.clock));
@@ -601,19 +635,60 @@ export class EtcdOwnership implements OwnershipBackend {
    */
   private async stillOwnerOf(node: string, ip: string): Promise<boolean> {
     const key = `${this.ownersPrefix}${ip}`;
+    const markKey = `${this.releasingPrefix}${ip}`;
+    const client = this.session.client;
     let res;
     try {
-      res = await this.session.client.get(key).exec();
+      // Both at one revision: the owner key, and whether its owner said it is releasing the IP.
+      res = await client.if(this.ownersPrefix, 'Version', '>', -1).then(client.get(key), client.get(markKey)).commit();
     } catch {
       return true;
     }
-    const kv = res.kvs[0];
-    if (kv && kv.value.toString() === node) return true;
+    const kv = res.responses[0]?.response_range?.kvs[0];
+    const mark = res.responses[1]?.response_range?.kvs[0];
+    const verdictKey = `${node}|${ip}`;
+    if (kv && kv.value.toString() === node) {
+      // Marked by that owner on the lease its key is on: a release in progress, not a death —
+      // unless it has not finished within the grace (then the fence, as without a marker).
+      // A crashed releasing owner is no safer for it: its supervisor revokes its lease, and
+      // a frozen or cut-off one's lease expires; the marker goes with the lease.
+      if (mark && String(kv.lease) !== NO_LEASE && mark.value.toString() === node && String(mark.lease) === String(kv.lease)) {
+        const graceMs = this.opts.releaseGraceMs ?? etcdOwnershipDefaults.releaseGraceMs!;
+        const now = monotonicMs(this.deps.clock);
+        const seen = this.releaseVerdicts.get(verdictKey);
+        if (!seen) {
+          const timer = this.deps.clock.setTimeout(() => void this.fence(node, ip), graceMs);
+          this.releaseVerdicts.set(verdictKey, { firstMs: now, timer });
+          this.deps.log.info({ node, ip, graceMs }, 'owner went silent about an IP it is releasing: not fenced');
+          return false;
+        }
+        if (now - seen.firstMs < graceMs) return false;
+        this.releaseVerdicts.delete(verdictKey);
+        // Heard answering since (a release called off): no evidence any more.
+        if (this.deps.watch?.stillSilent?.(node, ip) === false) return false;
+        this.deps.log.warn({ node, ip, afterMs: Math.round(now - seen.firstMs) }, 'owner marked an IP as releasing and did not release it within the grace: fencing');
+        return true;
+      }
+      this.dropReleaseVerdict(verdictKey);
+      return true;
+    }
+    this.dropReleaseVerdict(verdictKey);
     this.deps.log.info({ node, ip, now: kv ? kv.value.toString() : null }, 'owner went silent about an IP it no longer holds: not fenced');
     if (kv) this.observe({ type: 'put', key, value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
     else this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
     this.markDirty();
     return false;
+  }
+
+  /** The owner key of `ip` is gone: a release we were waiting out has finished (no re-check). */
+  private releaseDone(ip: string): void {
+    if (this.releaseVerdicts.size === 0) return;
+    for (const key of [...this.releaseVerdicts.keys()]) if (key.endsWith(`|${ip}`)) this.dropReleaseVerdict(key);
+  }
+
+  private dropReleaseVerdict(key: string): void {
+    this.releaseVerdicts.get(key)?.timer.cancel();
+    this.releaseVerdicts.delete(key);
   }
 
   private isSkipped(ip: string, node: string): boolean {
@@ -778,12 +853,17 @@ export class EtcdOwnership implements OwnershipBackend {
 
   private async giveUp(releases: readonly Release[]): Promise<void> {
     if (releases.length === 0) return;
+    // Said in the store before we go silent: candidates take our silence about
+    // these IPs for a release, not for death, however late our deletes come
+    // (a starved releasing owner was fenced: its whole lease revoked).
+    const marked = await this.markReleasing(releases.filter(({ ip }) => this.owners.get(ip)?.node === this.nodeName).map(({ ip }) => ip));
     // Withdraw locally first — and wait until the datapath has — so two nodes never answer at once.
     for (const { ip } of releases) this.releasing.add(ip);
     if (!(await this.emit())) {
       // Not confirmed withdrawn (the datapath failed or is stuck): keep the
       // keys, so nobody else answers beside us, and try again shortly.
       for (const { ip } of releases) this.releasing.delete(ip);
+      void this.unmark(marked);
       this.deps.log.error({ ips: releases.length, first: releases[0]!.ip, why: releases[0]!.why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
       this.resyncAt(this.deps.clock.now() + 1000);
       return;
@@ -800,11 +880,11 @@ export class EtcdOwnership implements OwnershipBackend {
     // Bounded: a mass release (10k IPs) records its first EVENTS_PER_BATCH.
     for (const { ip, why } of ours.slice(0, EVENTS_PER_BATCH)) void Promise.resolve(this.deps.events?.({ kind: 'owner-released', ip, why, cause: releaseCause(why) })).catch(() => {});
     const unfinished = new Set<string>();
-    for (let i = 0; i < ours.length; i += CONTEND_CHUNK) {
-      let pending = ours.slice(i, i + CONTEND_CHUNK);
+    for (let i = 0; i < ours.length; i += RELEASE_CHUNK) {
+      let pending = ours.slice(i, i + RELEASE_CHUNK);
       // Each failed round learns at least one changed key; the bound only guards against a view that does not.
       for (let round = 0; pending.length > 0; round++) {
-        if (round > CONTEND_CHUNK) {
+        if (round > RELEASE_CHUNK) {
           for (const { ip } of pending) unfinished.add(ip);
           this.resyncAt(this.deps.clock.now() + 500);
           break;
@@ -813,12 +893,13 @@ export class EtcdOwnership implements OwnershipBackend {
         const leases = pending.map(({ ip }) => this.owners.get(ip)!.lease);
         let txn = client.if(keys[0]!, 'Lease', '==', leases[0]!);
         for (const [n, key] of keys.entries()) if (n > 0) txn = txn.and(key, 'Lease', '==', leases[n]!);
+        const marks = pending.map(({ ip }) => `${this.releasingPrefix}${ip}`);
         const res = await txn
-          .then(...keys.map((key) => client.delete().key(key)))
+          .then(...keys.map((key) => client.delete().key(key)), ...marks.map((key) => client.delete().key(key)))
           .else(...keys.map((key) => client.get(key)))
           .commit();
         if (res.succeeded) {
-          for (const key of keys) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+          for (const key of [...keys, ...marks]) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
           break;
         }
         for (const [n, key] of keys.entries()) this.learnKey(key, res, n);
@@ -830,6 +911,58 @@ export class EtcdOwnership implements OwnershipBackend {
       if (unfinished.has(ip)) continue;
       this.releasing.delete(ip);
       this.deps.log.info({ ip, why }, 'released ownership');
+    }
+    // Markers of IPs that turned out not to be ours to delete (the key moved meanwhile).
+    const deleted = new Set(ours.map(({ ip }) => ip));
+    void this.unmark(marked.filter((m) => !deleted.has(m.ip) && !unfinished.has(m.ip)));
+  }
+
+  /**
+   * Writes a releasing marker for each IP, on the lease its owner key is on,
+   * one transaction per CONTEND_CHUNK, awaited (the marker must be in the
+   * store before the silence starts). A failed write marks nothing: the old
+   * order holds (silence before the delete; a candidate may fence us — safe,
+   * never two answering).
+   */
+  private async markReleasing(ips: readonly string[]): Promise<Array<{ ip: string; lease: string }>> {
+    const client = this.session.client;
+    const marks = ips.flatMap((ip) => {
+      const o = this.owners.get(ip);
+      return o && o.node === this.nodeName ? [{ ip, lease: o.lease }] : [];
+    });
+    const done: Array<{ ip: string; lease: string }> = [];
+    await Promise.all(
+      Array.from({ length: Math.ceil(marks.length / CONTEND_CHUNK) }, async (_, c) => {
+        const chunk = marks.slice(c * CONTEND_CHUNK, (c + 1) * CONTEND_CHUNK);
+        try {
+          const res = await client
+            .if(this.ownersPrefix, 'Version', '>', -1)
+            .then(...chunk.map(({ ip, lease }) => client.put(`${this.releasingPrefix}${ip}`).value(this.nodeName).lease(lease)))
+            .commit();
+          for (const { ip, lease } of chunk) this.observe({ type: 'put', key: `${this.releasingPrefix}${ip}`, value: this.nodeName, lease, revision: Number(res.header.revision) });
+          done.push(...chunk);
+        } catch (e) {
+          this.deps.log.warn({ ips: chunk.length, first: chunk[0]!.ip, err: describeError(e) }, 'could not mark IPs as releasing: a candidate may take our silence for death');
+        }
+      }),
+    );
+    return done;
+  }
+
+  /** Removes our releasing markers (a release called off, or a key that moved): each only while still on the lease it was written on. */
+  private async unmark(marks: ReadonlyArray<{ ip: string; lease: string }>): Promise<void> {
+    const client = this.session.client;
+    for (let i = 0; i < marks.length; i += CONTEND_CHUNK) {
+      const chunk = marks.slice(i, i + CONTEND_CHUNK);
+      const keys = chunk.map(({ ip }) => `${this.releasingPrefix}${ip}`);
+      let txn = client.if(keys[0]!, 'Lease', '==', chunk[0]!.lease);
+      for (const [n, key] of keys.entries()) if (n > 0) txn = txn.and(key, 'Lease', '==', chunk[n]!.lease);
+      try {
+        const res = await txn.then(...keys.map((key) => client.delete().key(key))).commit();
+        if (res.succeeded) for (const key of keys) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+      } catch {
+        /* left on our lease: it goes with the lease, and a candidate fences past the grace anyway */
+      }
     }
   }
 
@@ -984,6 +1117,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.refreshes.dispose();
     this.watchRetry?.cancel();
     for (const t of this.timers.values()) t.cancel();
+    for (const v of this.releaseVerdicts.values()) v.timer.cancel();
     void this.watcher?.cancel();
   }
 }
