@@ -76,6 +76,7 @@ unit_tests=(
   test/api/view-model.test.ts
   test/api/view-page.test.ts
   test/store/local-journal.test.ts
+  test/store/local-ipam.test.ts
   test/api/grafana-dashboard.test.ts
   test/api/view-web.test.ts
   test/core/events.test.ts
