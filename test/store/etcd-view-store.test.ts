@@ -166,8 +166,14 @@ describe('etcd view store: the cluster timeline and node cards', () => {
 
   test('oversized, non-JSON and kind-less values are ignored, at start and while following', async () => {
     const prefix = freshPrefix();
+    /** A valid event of exactly `bytes` bytes. */
+    const sized = (bytes: number) => {
+      const bare = JSON.stringify({ kind: 'intent-accepted', pad: '' });
+      return JSON.stringify({ kind: 'intent-accepted', pad: 'x'.repeat(bytes - bare.length) });
+    };
     const hostile = async (tag: string) => {
-      await raw.put(`${prefix}view/events/x/${tag}1`).value('x'.repeat(64 * 1024 + 1));
+      await raw.put(`${prefix}view/events/x/${tag}0`).value(sized(64 * 1024)); // at the bound: kept
+      await raw.put(`${prefix}view/events/x/${tag}1`).value(sized(64 * 1024 + 1));
       await raw.put(`${prefix}view/events/x/${tag}2`).value('{not json');
       await raw.put(`${prefix}view/events/x/${tag}3`).value('{"no":"kind"}');
       await raw.put(`${prefix}view/events/x/${tag}4`).value('null');
@@ -181,7 +187,7 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     const v = await view(await session(prefix), 'me');
     const check = (tag: string, count: number) => {
       const events = v.ring.list();
-      assert.equal(events.length, count);
+      assert.deepEqual(events.map((e) => e.kind), Array.from({ length: count }, () => ['intent-accepted', 'node-stopping']).flat());
       const last = events.at(-1)!;
       assert.equal(last.kind, 'node-stopping');
       assert.equal(last.node, 'x');
@@ -190,8 +196,9 @@ describe('etcd view store: the cluster timeline and node cards', () => {
       assert.equal(v.nodes().get(`ok-${tag}`)!.node, `ok-${tag}`, 'the key names the node, not the value');
     };
     check('a', 1);
+    assert.equal(sized(64 * 1024).length, 64 * 1024);
     await hostile('b');
-    await waitFor(() => v.nodes().has('ok-b') && v.ring.list().length === 2, { what: 'the valid values written while following' });
+    await waitFor(() => v.nodes().has('ok-b') && v.ring.list().length === 4, { what: 'the valid values written while following' });
     check('b', 2);
   });
 
