@@ -202,6 +202,21 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     check('b', 2);
   });
 
+  test('a stalled store never hangs the caller: record resolves after writeTimeoutMs, and the writes land in order once it answers', async () => {
+    const prefix = freshPrefix();
+    const a = await view(await session(prefix), 'a', { perNode: 100, writeTimeoutMs: 300 });
+    await a.record({ kind: 'node-started', version: '1' });
+    etcd.pause();
+    try {
+      await a.record({ kind: 'allocated', service: 'default/one', ip: '192.0.2.1' });
+      await a.record({ kind: 'allocated', service: 'default/two', ip: '192.0.2.2' });
+    } finally {
+      etcd.resume();
+    }
+    await waitFor(() => a.ring.list().length === 3, { timeoutMs: 15_000, what: 'the stalled writes to land' });
+    assert.deepEqual(a.ring.list().map((e) => (e as { service?: string }).service), [undefined, 'default/one', 'default/two']);
+  });
+
   test('after a store outage the view follows the store again; a failed write is a debug line, not a throw', async () => {
     const prefix = freshPrefix();
     const log = recordingLogger();
