@@ -169,6 +169,24 @@ describe('etcd session: one lease, kept alive by our own clock', () => {
     assert.equal(s.lostReason, undefined);
   });
 
+  test('a keep-alive answered after the local step-down proves nothing: still lost, its validity not extended', async () => {
+    const { s, clock, states } = await live();
+    etcd.pause();
+    try {
+      clock.advance(500); // 10,500: the keep-alive goes out and waits on the stalled store
+      clock.advance(2000); // 12,500: stepped down by our own clock meanwhile
+      assert.equal(s.state, 'lost');
+    } finally {
+      etcd.resume();
+    }
+    await waitFor(() => clock.pending > 0, { what: 'the keep-alive answered and the next tick armed' });
+    assert.equal(clock.pending, 1, 'only the next tick: no deadline re-armed');
+    assert.equal(s.state, 'lost');
+    assert.equal(s.status().lastKeepaliveAgeMs, 2500, 'the last keep-alive that counts is still the grant');
+    assert.equal(s.status().keepaliveFailures, 0);
+    assert.deepEqual(states, ['live', 'lost']);
+  });
+
   test('verify() renews now (concurrent callers share one keep-alive) and moves the validity to when it was sent', async () => {
     const { s, clock } = await live();
     clock.advance(300);
