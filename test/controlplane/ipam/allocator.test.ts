@@ -425,10 +425,13 @@ describe('condition messages name exactly what concerns the Service', () => {
 describe('re-validating previous IPs', () => {
   const state = (allocations: Record<string, string[]>): AllocationState => ({ version: 1, allocations, fingerprints: {} });
 
-  it('an unparsable or repeated previous IP is skipped; the valid one is kept once', () => {
-    const r = allocate(snapshot(pool('p', { blocks: ['192.0.2.0/28'] }), service('web')), state({ 'default/web': ['not-an-ip', '192.0.2.9', '192.0.2.9'] }));
-    assert.deepEqual(ingressOf(r), { 'default/web': ['192.0.2.9'] });
-    assert.deepEqual(r.state.allocations, { 'default/web': ['192.0.2.9'] });
+  it('an unparsable or repeated previous IP is skipped; the valid one is kept once (a port-less sharer too, which nothing else stops from joining itself)', () => {
+    const r = allocate(
+      snapshot(pool('p', { blocks: ['192.0.2.0/28'] }), service('web'), service('bare', { ports: [], sharingKey: 'k' })),
+      state({ 'default/web': ['not-an-ip', '192.0.2.9', '192.0.2.9'], 'default/bare': ['192.0.2.11', '192.0.2.11'] }),
+    );
+    assert.deepEqual(ingressOf(r), { 'default/bare': ['192.0.2.11'], 'default/web': ['192.0.2.9'] });
+    assert.deepEqual(r.state.allocations, { 'default/bare': ['192.0.2.11'], 'default/web': ['192.0.2.9'] });
   });
 
   it('a previous shared IP is kept only with every holder compatible (one conflict is enough to move)', () => {
