@@ -11,6 +11,7 @@ import { join } from 'node:path';
 const TESTS_FOR = [
   ['src/controlplane/ipam', ['test/controlplane/ipam']],
   ['src/store/etcd', ['test/store']],
+  ['src/store', ['test/store']],
   ['src/core', ['test/core']],
   ['src/controlplane', ['test/controlplane']],
   ['src/datapath', ['test/datapath']],
@@ -32,10 +33,13 @@ if (!entry) throw new Error(`mutation: no unit tests mapped for ${scope} (add it
 // A scope with a mirrored test file or folder (src/core/jobs.ts → test/core/jobs.test.ts,
 // src/core/statedb → test/core/statedb) runs only those; MUTATION_TESTS
 // (space-separated) overrides both.
-const mirror = scope.replace(/^src\//, 'test/').replace(/\.ts$/, '.test.ts');
+// A file one folder down may be mirrored with a dash instead (src/store/etcd/session.ts →
+// test/store/etcd-session.test.ts, the store tests' naming).
+const mirrored = scope.replace(/^src\//, 'test/').replace(/\.ts$/, '.test.ts');
+const mirror = [mirrored, mirrored.replace(/\/([^/]+)$/, '-$1')].find((m) => existsSync(m) && (statSync(m).isDirectory() || m.endsWith('.test.ts')));
 const testFiles = process.env.MUTATION_TESTS
   ? process.env.MUTATION_TESTS.split(/\s+/).filter(Boolean)
-  : existsSync(mirror)
+  : mirror
     ? statSync(mirror).isDirectory() ? unitTests(mirror) : [mirror]
     : entry[1].flatMap(unitTests);
 const name = scope.replace(/^src\//, '').replace(/\.ts$/, '').replaceAll('/', '-');

@@ -76,6 +76,7 @@ unit_tests=(
   test/api/view-model.test.ts
   test/api/view-page.test.ts
   test/store/local-journal.test.ts
+  test/store/local-ipam.test.ts
   test/api/grafana-dashboard.test.ts
   test/api/view-web.test.ts
   test/core/events.test.ts
@@ -90,6 +91,8 @@ unit_tests=(
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts
   test/store/etcd-node-claim.test.ts
+  test/store/etcd-session.test.ts
+  test/store/etcd-view-store.test.ts
   test/store/kubernetes-store.test.ts
   test/store/kubernetes-ipam.test.ts
   test/store/kubernetes-events.test.ts

@@ -69,12 +69,21 @@ interface PendingRound {
   done: () => void;
 }
 
-/** A FIFO with O(1) removal from the front (a shift() per round over 10k rounds is quadratic). */
-class Fifo<T> {
+/**
+ * A FIFO with O(1) removal from the front (a shift() per round over 10k rounds
+ * is quadratic). Removed slots are cleared at once and given back in one copy
+ * once more than 1,024 of them make up more than half the array. Exported for
+ * its tests.
+ */
+export class Fifo<T> {
   private items: T[] = [];
   private head = 0;
   get length(): number {
     return this.items.length - this.head;
+  }
+  /** Slots the backing array holds, removed ones included (for tests of the compaction). */
+  get slots(): number {
+    return this.items.length;
   }
   push(x: T): void {
     this.items.push(x);
@@ -115,7 +124,7 @@ export class GarpAnnouncer implements Disposable {
   private sentThisTurn = 0;
 
   constructor(
-    /** `held`: the heartbeat is held back (ownership in doubt): rounds wait, so a burst never outruns the re-check. */
+    /** `held`: the heartbeat is held back (ownership in doubt): the paced queue waits, so a burst never outruns the re-check. */
     private readonly deps: { sender: FrameSender; clock: Clock; log: Logger; held?: () => boolean },
     private readonly schedule: GarpSchedule,
   ) {
@@ -133,10 +142,6 @@ export class GarpAnnouncer implements Disposable {
     let pending: PendingRound | undefined;
     const round = (first: boolean) => {
       timer = undefined;
-      if (this.deps.held?.()) {
-        timer = this.deps.clock.setTimeout(() => round(first), HELD_ROUND_RETRY_MS);
-        return;
-      }
       pending = {
         target,
         frames: this.frames(target),
@@ -162,7 +167,7 @@ export class GarpAnnouncer implements Disposable {
 
   /** One round now, outside any burst (a conflict defence). Never throws. */
   announceOnce(target: GarpTarget): void {
-    for (const frame of this.frames(target)) if (this.sendFrame(target, frame) === 'full') this.deps.log.debug({ ip: target.ip }, 'conflict defence frame dropped: the interface queue is full');
+    for (const frame of this.frames(target)) if (!this.sendFrame(target, frame)) this.deps.log.debug({ ip: target.ip }, 'conflict defence frame dropped: the interface queue is full');
   }
 
   /** Stops a running burst (the IP was withdrawn). */
@@ -197,7 +202,7 @@ export class GarpAnnouncer implements Disposable {
       if (this.deps.held?.()) return this.retryIn(HELD_ROUND_RETRY_MS);
       while (r.frames.length > 0) {
         if (this.sentThisTurn >= FRAMES_PER_TURN) return this.retryIn(0);
-        if (this.sendFrame(r.target, r.frames[0]!) === 'full') {
+        if (!this.sendFrame(r.target, r.frames[0]!)) {
           this.deferred++;
           return this.retryIn(FULL_QUEUE_RETRY_MS);
         }
@@ -217,20 +222,20 @@ export class GarpAnnouncer implements Disposable {
     }, ms);
   }
 
-  /** One frame: 'full' when the interface refused it for now (not counted), else sent or failed (counted, logged). */
-  private sendFrame(t: GarpTarget, frame: Buffer): 'sent' | 'failed' | 'full' {
+  /** One frame: false when the interface refused it for now (not counted); true once sent or failed (counted; a failure logged). */
+  private sendFrame(t: GarpTarget, frame: Buffer): boolean {
     const counters = this.perIp.get(t.ip) ?? { sent: 0, failed: 0 };
     this.perIp.set(t.ip, counters);
     try {
-      if (this.deps.sender.send(t.ifindex, frame) === false) return 'full';
+      if (this.deps.sender.send(t.ifindex, frame) === false) return false;
       this.stats.sent++;
       counters.sent++;
-      return 'sent';
+      return true;
     } catch (e) {
       this.stats.failed++;
       counters.failed++;
       this.deps.log.warn({ ip: t.ip, ifindex: t.ifindex, err: describeError(e) }, isIpv4(t.ip) ? 'gratuitous ARP send failed' : 'unsolicited neighbor advertisement send failed');
-      return 'failed';
+      return true;
     }
   }
 

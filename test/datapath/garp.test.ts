@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { silentLogger } from '../../src/core/logger.js';
-import { GarpAnnouncer, type FrameSender } from '../../src/datapath/garp.js';
+import { Fifo, GarpAnnouncer, garpDefaults, type FrameSender } from '../../src/datapath/garp.js';
 import { parseArpFrame } from '../../src/net/arp.js';
 import { parseNdFrame } from '../../src/net/ndp.js';
 import { ManualClock } from '../helpers/manual-clock.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 
 class RecordingSender implements FrameSender {
   sent: Array<{ ifindex: number; at: number; op: number; ip: string }> = [];
@@ -25,7 +26,8 @@ const target = { ip: '198.51.100.7', ifindex: 4, mac: '02:00:5e:00:53:0a' };
 test('default burst: at once, then 4 more rounds 1 s apart, each a request and a reply', () => {
   const clock = new ManualClock();
   const sender = new RecordingSender(clock);
-  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 5, intervalMs: 1000 });
+  assert.deepEqual(garpDefaults, { count: 5, intervalMs: 1000 });
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, garpDefaults);
   garp.announce(target);
   assert.equal(sender.sent.length, 2, 'the first round goes out synchronously');
   clock.advance(10_000);
@@ -150,7 +152,7 @@ test('a full queue defers frames instead of losing them: every IP of a 1,000-IP 
   );
   assert.ok(sender.sent.at(-1)!.at <= 17, `the last IP went out ${sender.sent.at(-1)!.at} ms after the first (the link's pace)`);
   assert.deepEqual(garp.stats, { sent: 1000, failed: 0 });
-  assert.ok(garp.deferred > 0);
+  assert.equal(garp.deferred, 16, 'one refused frame per retry: rounds announced meanwhile wait for the retry instead of knocking on a full queue');
   assert.equal(garp.queuedRounds, 0);
   assert.equal(garp.activeBursts, 0);
 });
@@ -239,4 +241,94 @@ test('a long queue is drained in order across its compaction (5,000 first rounds
   sender.tick(40);
   assert.deepEqual(sender.sent.map((s) => s.ip), Array.from({ length: 5000 }, (_, i) => v6(i + 1).ip));
   assert.equal(garp.queuedRounds, 0);
+});
+
+test('first rounds always go ahead of repeat rounds already waiting: 200 IPs announced in two waves go out in announcement order before any repeat', () => {
+  const clock = new ManualClock();
+  const sender = new FullQueueSender(clock, 0, 10);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 2, intervalMs: 1 });
+  for (let i = 1; i <= 100; i++) garp.announce(v6(i));
+  sender.tick(5); // ~50 first rounds out, their repeats due and waiting
+  const out = sender.sent.length;
+  assert.ok(out > 0 && out < 100);
+  assert.ok(garp.queuedRounds > 100 - out, `repeat rounds are waiting (${garp.queuedRounds} queued, ${100 - out} of them first rounds)`);
+  for (let i = 101; i <= 200; i++) garp.announce(v6(i));
+  sender.tick(100);
+  assert.deepEqual(sender.sent.slice(0, 200).map((s) => s.ip), Array.from({ length: 200 }, (_, i) => v6(i + 1).ip));
+  assert.equal(sender.sent.length, 400);
+  assert.equal(new Set(sender.sent.slice(200).map((s) => s.ip)).size, 200, 'then one repeat of each');
+});
+
+test('queuedRounds counts first and repeat rounds waiting', () => {
+  const clock = new ManualClock();
+  const sender = new FullQueueSender(clock, 2, 0);
+  const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 2, intervalMs: 0 });
+  for (let i = 1; i <= 5; i++) garp.announce(v6(i));
+  assert.equal(sender.sent.length, 2);
+  assert.equal(garp.queuedRounds, 3, 'three first rounds wait');
+  clock.advance(0); // the two sent IPs' repeat rounds join the queue (the retry of the full queue is 1 ms away)
+  assert.equal(garp.queuedRounds, 5, 'three first rounds and two repeats');
+  garp.dispose();
+});
+
+test('at most 1,024 frames go out per turn of the event loop; the budget starts again on the next turn', async () => {
+  const clock = new ManualClock();
+  const sent: string[] = [];
+  const garp = new GarpAnnouncer({ sender: { send: (_i, frame) => void sent.push(parseNdFrame(frame)!.target) }, clock, log: silentLogger }, { count: 1, intervalMs: 0 });
+  garp.announce(v6(1)); // a turn that sends a single frame
+  await new Promise((r) => setImmediate(r));
+  for (let i = 2; i <= 2100; i++) garp.announce(v6(i));
+  assert.equal(sent.length, 1 + 1024, 'one frame in the first turn, 1,024 in this one, the rest waits');
+  assert.equal(garp.queuedRounds, 2100 - 1025);
+  clock.advance(0);
+  assert.deepEqual(sent, Array.from({ length: 2100 }, (_, i) => v6(i + 1).ip));
+  assert.equal(garp.queuedRounds, 0);
+});
+
+test('a failed send is logged with IP, interface and error (ARP and NA worded apart); a conflict-defence frame dropped by a full queue is a debug line', () => {
+  const clock = new ManualClock();
+  const log = recordingLogger();
+  const sender = new RecordingSender(clock);
+  const garp = new GarpAnnouncer({ sender, clock, log }, { count: 1, intervalMs: 0 });
+  sender.failNext = 1;
+  garp.announce(target);
+  assert.deepEqual(log.lines, [{ level: 'warn', msg: 'gratuitous ARP send failed', obj: { ip: target.ip, ifindex: 4, err: 'ENETDOWN' } }]);
+  log.lines.length = 0;
+  const g6 = new GarpAnnouncer({ sender: { send: () => { throw new Error('ENOBUFS'); } }, clock, log }, { count: 1, intervalMs: 0 });
+  g6.announce(v6(9));
+  assert.deepEqual(log.lines, [{ level: 'warn', msg: 'unsolicited neighbor advertisement send failed', obj: { ip: v6(9).ip, ifindex: 4, err: 'ENOBUFS' } }]);
+  log.lines.length = 0;
+  const full = new FullQueueSender(clock, 1, 0);
+  const gOnce = new GarpAnnouncer({ sender: full, clock, log }, { count: 1, intervalMs: 0 });
+  gOnce.announceOnce(v6(1)); // sent: nothing logged
+  assert.deepEqual(log.lines, []);
+  gOnce.announceOnce(v6(2));
+  assert.deepEqual(log.lines, [{ level: 'debug', msg: 'conflict defence frame dropped: the interface queue is full', obj: { ip: v6(2).ip } }]);
+});
+
+test('the FIFO behind the paced queue: order kept, an empty one stays empty, removed slots given back in one copy once more than 1,024 are over half the array', () => {
+  /** Shifts everything out in order; returns [shift number, slots after] for every compaction. */
+  const drainAll = (n: number): Array<[number, number]> => {
+    const q = new Fifo<number>();
+    for (let i = 0; i < n; i++) q.push(i);
+    const compactions: Array<[number, number]> = [];
+    let slots = q.slots;
+    for (let i = 0; i < n; i++) {
+      assert.equal(q.peek(), i);
+      assert.equal(q.shift(), i);
+      assert.equal(q.length, n - i - 1);
+      if (q.slots !== slots) compactions.push([i + 1, (slots = q.slots)]);
+    }
+    const slotsEmpty = q.slots;
+    assert.equal(q.shift(), undefined);
+    assert.equal(q.length, 0, 'shifting an empty queue leaves it empty');
+    assert.equal(q.slots, slotsEmpty, '… and does not grow it');
+    q.push(7);
+    assert.equal(q.peek(), 7);
+    assert.equal(q.length, 1);
+    return compactions;
+  };
+  assert.deepEqual(drainAll(1000), [], 'never more than 1,024 removed slots');
+  assert.deepEqual(drainAll(2000), [[1025, 975]], 'the 1,025th removal, past half of 2,000');
+  assert.deepEqual(drainAll(2100), [[1051, 1049], [2076, 24]], 'the first removal past half of 2,100, and 1,025 later again');
 });

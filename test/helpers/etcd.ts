@@ -30,6 +30,10 @@ export interface EtcdServer {
   stop(): Promise<void>;
   /** SIGKILL and wait for exit (data dir kept, for restart()). */
   kill(): Promise<void>;
+  /** SIGSTOP: the server keeps its connections but answers nothing until resume() (a stalled store). */
+  pause(): void;
+  /** SIGCONT after pause(). */
+  resume(): void;
   /** Starts the server again on the same ports and data (after kill() or by itself: stops first). */
   restart(): Promise<void>;
   /** Stops the server, empties its data dir and starts it again: a store that lost everything. */
@@ -173,6 +177,12 @@ export async function startEtcd(opts: StartEtcdOptions = {}): Promise<EtcdServer
     },
     async kill() {
       await signal('SIGKILL');
+    },
+    pause() {
+      if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGSTOP');
+    },
+    resume() {
+      if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGCONT');
     },
     async restart() {
       if (stopped) throw new Error('etcd: restart() after stop()');

@@ -109,7 +109,7 @@ export function importOf(view: ServiceView, svc: ServiceManifest, previous: Allo
 /** Import order: by group, oldest first within a group (`imported` must be in age order). */
 export function byImportGroup(imported: readonly Imported[]): Imported[] {
   const groups: Imported[][] = [[], [], []];
-  for (const i of imported) groups[i.group]?.push(i);
+  for (const i of imported) groups[i.group]!.push(i);
   return groups.flat();
 }
 

@@ -57,19 +57,25 @@ export class NodeClaim implements Disposable {
     }
     // A new lease after a store outage: the key went with the old one (or is still on it); take it back.
     this.subscription ??= this.session.onState((s) => {
-      if (s === 'live') void this.reclaim(this.session.leaseId);
+      if (s === 'live') void this.reclaim(this.session.leaseId!);
     });
   }
 
-  /** Re-claims on `lease` until it succeeds, another agent holds the name, or the lease is replaced (a slow store must not leave the name unheld). */
-  private async reclaim(lease: string | undefined): Promise<void> {
-    for (let attempt = 1; !this.disposed && lease !== undefined && this.session.leaseId === lease && this.session.state === 'live'; attempt++) {
+  /**
+   * Re-claims on `lease` until it succeeds, another agent holds the name, the
+   * claim is disposed, or `lease` is no longer the session's live lease (lost,
+   * or replaced: the new lease's own re-claim takes over). A slow store must
+   * not leave the name unheld.
+   */
+  private async reclaim(lease: string): Promise<void> {
+    // session.leaseId is undefined unless the session is live.
+    for (let attempt = 1; !this.disposed && this.session.leaseId === lease; attempt++) {
       try {
         const holder = await this.tryOnce();
         if (holder !== undefined) this.deps.log.error({ node: this.node, holder }, 'node name taken by another agent while our lease was lost');
         return;
       } catch (e) {
-        this.deps.log.warn({ err: describeError(e), attempt }, 'could not re-claim the node name; retrying');
+        this.deps.log.warn({ err: describeError(e), attempt, lease }, 'could not re-claim the node name; retrying');
         await new Promise<void>((r) => this.deps.clock.setTimeout(r, this.opts.pollMs));
       }
     }
@@ -82,8 +88,8 @@ export class NodeClaim implements Disposable {
     const client = this.session.client;
     const res = await client.if(this.key, 'Create', '==', 0).then(client.put(this.key).value(this.value).lease(lease)).else(client.get(this.key)).commit();
     if (res.succeeded) return undefined;
-    const kv = res.responses[0]?.response_range?.kvs[0];
-    if (!kv) return '(released meanwhile; retrying)';
+    // One transaction: the key exists when the create failed, and the else branch read it.
+    const kv = res.responses[0]!.response_range.kvs[0]!;
     // Ours already (this process, a former lease): move it onto the current lease.
     if (kv.lease === lease || this.session.formerLeases.has(kv.lease)) {
       const moved = await client.if(this.key, 'Lease', '==', kv.lease).then(client.put(this.key).value(this.value).lease(lease)).commit();

@@ -173,7 +173,7 @@ export class EtcdSession implements Disposable {
         this.setState('live');
         return;
       } catch (e) {
-        if (attempt === 0 || attempt % 20 === 0) this.deps.log.warn({ err: describeError(e) }, 'etcd lease grant failed; retrying');
+        if (attempt % 20 === 0) this.deps.log.warn({ err: describeError(e) }, 'etcd lease grant failed; retrying');
         await new Promise<void>((r) => this.deps.clock.setTimeout(r, Math.min(1000, 100 * 2 ** Math.min(attempt, 4))));
       }
     }

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { allocate } from '../../../src/controlplane/ipam/allocator.js';
+import type { AllocationState } from '../../../src/controlplane/ipam/state.js';
 import { countsOf, ingressOf, pool, reasonOf, service, snapshot, type ServiceSpec } from './fixtures.js';
 
 const T0 = '2024-01-01T00:00:00Z';
@@ -372,5 +373,80 @@ describe('LB-IPAM: dormant until a pool exists', () => {
     assert.equal(r.dormant, true);
     assert.equal(r.services.size, 0);
     assert.deepEqual(r.state.allocations, { 'default/a': ['192.0.2.10'] });
+  });
+});
+
+describe('condition messages name exactly what concerns the Service', () => {
+  const msg = (objects: object[], key: string, state?: AllocationState) => allocate(snapshot(...objects), state).services.get(key)?.condition;
+
+  it('no pool for a family: the closed pools listed are those selecting the Service with a block of that family, in pool order (by name here)', () => {
+    const x = { matchLabels: { tier: 'x' } };
+    const c = msg(
+      [
+        pool('off-v4', { blocks: ['192.0.2.0/30'], selector: x, disabled: true }),
+        pool('off-dual', { blocks: ['2001:db8::/126', '192.0.2.8/30'], selector: x, disabled: true }),
+        pool('off-v6', { blocks: ['2001:db8:1::/126'], selector: x, disabled: true }),
+        pool('off-other', { blocks: ['192.0.2.16/30'], selector: { matchLabels: { tier: 'y' } }, disabled: true }),
+        service('web', { labels: { tier: 'x' } }),
+      ],
+      'default/web',
+    );
+    assert.deepEqual(c && [c.reason, c.message], ['no_pool', "There are no enabled pools with IPv4 blocks that match this service ('off-dual' is disabled; 'off-v4' is disabled)"]);
+  });
+
+  it('no pool, none closed: nothing in parentheses', () => {
+    const c = msg([pool('p', { blocks: ['192.0.2.0/30'] }), service('web', { ips: '203.0.113.1' })], 'default/web');
+    assert.deepEqual(c && [c.reason, c.message], ['no_pool', "No enabled, non-conflicting pool has a block containing '203.0.113.1'"]);
+  });
+
+  it('a requested IP in a pool that does not select the Service names that pool', () => {
+    const c = msg([pool('gold', { blocks: ['192.0.2.0/28'], selector: { matchLabels: { tier: 'gold' } } }), service('web', { ips: '192.0.2.3' })], 'default/web');
+    assert.deepEqual(c && [c.reason, c.message], ['pool_selector_mismatch', "The pool containing '192.0.2.3' ('gold') doesn't select this service"]);
+  });
+
+  it('a requested first or last address of a pool without allowFirstLastIPs is reserved, naming the pool', () => {
+    const c = msg([pool('p', { blocks: ['192.0.2.0/28'], allowFirstLastIPs: 'No' }), service('web', { ips: '192.0.2.15' })], 'default/web');
+    assert.deepEqual(c && [c.reason, c.message], ['already_allocated', "The IP '192.0.2.15' is reserved: pool 'p' has allowFirstLastIPs: No"]);
+  });
+
+  it('an incompatible sharer is named by its key, then why', () => {
+    const c = msg(
+      [
+        pool('p', { blocks: ['192.0.2.0/28'] }),
+        service('a', { ips: '192.0.2.5', sharingKey: 'k', created: T0 }),
+        service('b', { ips: '192.0.2.5', sharingKey: 'k', created: T1 }),
+      ],
+      'default/b',
+    );
+    assert.deepEqual(c && [c.reason, c.message], ['already_allocated_incompatible_service', "The IP '192.0.2.5' is already allocated to an incompatible service: default/a: same port and protocol 80/TCP"]);
+  });
+});
+
+describe('re-validating previous IPs', () => {
+  const state = (allocations: Record<string, string[]>): AllocationState => ({ version: 1, allocations, fingerprints: {} });
+
+  it('an unparsable or repeated previous IP is skipped; the valid one is kept once (a port-less sharer too, which nothing else stops from joining itself)', () => {
+    const r = allocate(
+      snapshot(pool('p', { blocks: ['192.0.2.0/28'] }), service('web'), service('bare', { ports: [], sharingKey: 'k' })),
+      state({ 'default/web': ['not-an-ip', '192.0.2.9', '192.0.2.9'], 'default/bare': ['192.0.2.11', '192.0.2.11'] }),
+    );
+    assert.deepEqual(ingressOf(r), { 'default/bare': ['192.0.2.11'], 'default/web': ['192.0.2.9'] });
+    assert.deepEqual(r.state.allocations, { 'default/bare': ['192.0.2.11'], 'default/web': ['192.0.2.9'] });
+  });
+
+  it('a previous shared IP is kept only with every holder compatible (one conflict is enough to move)', () => {
+    const r = allocate(
+      snapshot(
+        pool('p', { blocks: ['192.0.2.0/28'] }),
+        service('a', { sharingKey: 'k', ports: [80], created: T0 }),
+        service('b', { sharingKey: 'k', ports: [443], created: T1 }),
+        service('c', { sharingKey: 'k', ports: [80], created: T2 }),
+      ),
+      state({ 'default/a': ['192.0.2.5'], 'default/b': ['192.0.2.5'], 'default/c': ['192.0.2.5'] }),
+    );
+    const ingress = ingressOf(r);
+    assert.deepEqual([ingress['default/a'], ingress['default/b']], [['192.0.2.5'], ['192.0.2.5']]);
+    assert.equal(ingress['default/c']?.length, 1);
+    assert.notEqual(ingress['default/c']?.[0], '192.0.2.5', 'c shares port 80 with a');
   });
 });
