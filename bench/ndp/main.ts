@@ -12,7 +12,12 @@
  * (Linux proxy NDP is left out: the kernel delays proxied answers by a random
  * 0–proxy_delay, 800 ms by default, on purpose.)
  *
- *   node --import tsx bench/ndp/main.ts [--samples 2000] [--rounds 4] [--service-samples 500] [--flood-seconds 3] [--wire-seconds 3] [--json]
+ * Idle service time (--idle-samples, default 600): the same on-node stamps with
+ * one solicitation every --idle-interval-ms (10 ms: the CPUs idle in between),
+ * in 3 interleaved rounds alternating which responder goes first.
+ *
+ *   node --import tsx bench/ndp/main.ts [--samples 2000] [--rounds 4] [--service-samples 500] [--idle-samples 600]
+ *     [--idle-interval-ms 10] [--flood-seconds 3] [--wire-seconds 3] [--idle-only] [--json]
  */
 import { Lab, type Host } from '../../lab/lab.js';
 import { HERALD, addIpv6, startAgentReady } from '../../test/helpers/lab-tools.js';
@@ -20,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import { neighborSolicitation } from '../../src/net/ndp.js';
+import { serviceGaps, summarize, type ServiceTimes } from '../lib/service-time.js';
 
 const PROBER = fileURLToPath(new URL('../lib/ndp-prober.ts', import.meta.url));
 const args = process.argv.slice(2);
@@ -32,6 +38,9 @@ const FLOOD_S = opt('flood-seconds', 3);
 const ROUNDS = opt('rounds', 4);
 const SERVICE_SAMPLES = opt('service-samples', 500);
 const WIRE_S = opt('wire-seconds', 3);
+const IDLE_SAMPLES = opt('idle-samples', 600);
+const IDLE_INTERVAL_MS = opt('idle-interval-ms', 10);
+const IDLE_ONLY = args.includes('--idle-only');
 const JSON_OUT = args.includes('--json');
 
 const CLIENT6 = '2001:db8::1';
@@ -108,20 +117,8 @@ async function wireFlood(lab: Lab, node: Host, clientMac: string, target: string
 
 /** NS → NA gaps (µs) for `target` from tcpdump -tt lines: each solicitation paired with the next advertisement. */
 function serviceTimes(text: string, target: string): { pairs: number; medianUs: number; p99Us: number } {
-  const gaps: number[] = [];
-  let ns: number | undefined;
-  for (const line of text.split('\n')) {
-    if (!line.includes(target)) continue;
-    const t = Number(line.split(' ')[0]);
-    if (line.includes('neighbor solicitation')) ns = t;
-    else if (line.includes('neighbor advertisement') && ns !== undefined) {
-      gaps.push((t - ns) * 1e6);
-      ns = undefined;
-    }
-  }
-  gaps.sort((a, b) => a - b);
-  const q = (p: number) => gaps[Math.min(gaps.length - 1, Math.floor(p * gaps.length))] ?? NaN;
-  return { pairs: gaps.length, medianUs: q(0.5), p99Us: q(0.99) };
+  const s = summarize(serviceGaps(text, target, 'neighbor solicitation', 'neighbor advertisement'));
+  return { pairs: s.pairs, medianUs: s.p50Us, p99Us: s.p99Us };
 }
 
 const log = (s: string) => {
@@ -143,6 +140,37 @@ async function main(): Promise<void> {
     const agent = await startAgentReady(node, ['--announce', '2001:db8:100::10@eth0', '--garp-count', '0']);
     // kernel: the address lives on the interface, as keepalived puts a VIP there.
     node.must('ip', ['-6', 'addr', 'add', '2001:db8:100::11/128', 'dev', 'eth0', 'nodad']);
+
+    // Idle on-node service time: one NS every IDLE_INTERVAL_MS, stamped on the
+    // node's eth0, 3 interleaved rounds alternating which responder goes first.
+    const idleGaps: Record<string, number[]> = { herald: [], kernel: [] };
+    for (let round = 0; round < 3; round++) {
+      for (const c of round % 2 === 0 ? cases : [...cases].reverse()) {
+        const n = Math.ceil(IDLE_SAMPLES / 3);
+        log(`bench/ndp: idle round ${round + 1}/3: ${c.name} (${n} solicitations, ${IDLE_INTERVAL_MS} ms apart, stamped on the node)`);
+        const cap = node.spawn(`tcpdump-idle-${c.name}`, 'tcpdump', ['-i', 'eth0', '-n', '-l', '--time-stamp-precision=nano', '-tt', `icmp6 and ip6[40] >= 135 and ip6[40] <= 136`]);
+        await cap.waitForOutput('listening on', 10_000);
+        probe<Latency>(client, 'latency', c.ip, ['--count', String(n), '--interval-ms', String(IDLE_INTERVAL_MS), '--budget-ms', '60000']);
+        await sleep(300);
+        await cap.stop('SIGINT');
+        idleGaps[c.name]!.push(...serviceGaps(cap.text(), c.ip, 'neighbor solicitation', 'neighbor advertisement'));
+      }
+    }
+    const idle: Record<string, ServiceTimes> = { herald: summarize(idleGaps.herald!), kernel: summarize(idleGaps.kernel!) };
+    const idleLine = (name: string) => {
+      const o = idle[name]!;
+      return `${name.padEnd(7)} idle (${IDLE_INTERVAL_MS} ms apart) on-node NS→NA p10 / p50 / p90 / p99: ${o.p10Us.toFixed(1)} / ${o.p50Us.toFixed(1)} / ${o.p90Us.toFixed(1)} / ${o.p99Us.toFixed(1)} µs (${o.pairs} pairs)`;
+    };
+    if (IDLE_ONLY) {
+      await agent.stop();
+      if (JSON_OUT) process.stdout.write(JSON.stringify({ idle }, null, 2) + '\n');
+      else {
+        console.log(idleLine('herald'));
+        console.log(idleLine('kernel'));
+        console.log(`idle on-node service time: herald / kernel = p50 ${(idle.herald!.p50Us / idle.kernel!.p50Us).toFixed(2)}x, p90 ${(idle.herald!.p90Us / idle.kernel!.p90Us).toFixed(2)}x`);
+      }
+      return;
+    }
 
     // Interleaved: ROUNDS rounds, each timing SAMPLES/ROUNDS solicitations per
     // responder (alternating which goes first), so a noisy neighbour on the
@@ -202,6 +230,7 @@ async function main(): Promise<void> {
       floodSeconds: FLOOD_S,
       results,
       service,
+      idle,
       heraldRepliesCounted: replies.entries[0]?.replies ?? 0,
       ratios: {
         kernel: {
@@ -243,6 +272,9 @@ async function main(): Promise<void> {
           `replies/s ${r.repliesPerSec.toFixed(2)}x (prober), ${r.wireRepliesPerSec.toFixed(2)}x (trafgen); on-node service time p50 ${r.serviceMedian.toFixed(2)}x lower, p99 ${r.serviceP99.toFixed(2)}x lower`,
       );
     }
+    console.log(idleLine('herald'));
+    console.log(idleLine('kernel'));
+    console.log(`idle on-node service time: herald / kernel = p50 ${(idle.herald!.p50Us / idle.kernel!.p50Us).toFixed(2)}x, p90 ${(idle.herald!.p90Us / idle.kernel!.p90Us).toFixed(2)}x`);
     console.log(`herald's own counter: ${out.heraldRepliesCounted} advertisements`);
   } finally {
     await lab.destroy();
