@@ -17,7 +17,7 @@
 import { Lab, type Host } from '../../lab/lab.js';
 import { HERALD, startAgentReady } from '../../test/helpers/lab-tools.js';
 import { fileURLToPath } from 'node:url';
-import { serviceGaps, summarize, type ServiceTimes } from '../lib/service-time.js';
+import { captureGaps, summarize, type ServiceTimes } from '../lib/service-time.js';
 
 const PROBER = fileURLToPath(new URL('../lib/arp-prober.ts', import.meta.url));
 const args = process.argv.slice(2);
@@ -58,7 +58,6 @@ function probe<T>(client: Host, mode: string, target: string, extra: string[] = 
 const log = (s: string) => {
   if (!JSON_OUT) process.stderr.write(s + '\n');
 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * On-node service time of `ip`'s responder: `count` requests from the client,
@@ -66,13 +65,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * eth0 by the kernel (tcpdump, ns): request in → reply out. Also the gaps the
  * client saw.
  */
-async function serviceRun(client: Host, node: Host, ip: string, count: number, intervalMs: number): Promise<{ onNode: number[]; client: number[] }> {
-  const cap = node.spawn('tcpdump', 'tcpdump', ['-i', 'eth0', '-n', '-l', '--time-stamp-precision=nano', '-tt', `arp and host ${ip}`]);
-  await cap.waitForOutput('listening on', 10_000);
-  const r = probe<Latency & { allUs: number[] }>(client, 'latency', ip, ['--count', String(count), '--interval-ms', String(intervalMs), '--budget-ms', String(60_000)]);
-  await sleep(300); // the last reply through the tap
-  await cap.stop('SIGINT');
-  return { onNode: serviceGaps(cap.text(), ip, 'Request', 'Reply'), client: r.allUs };
+async function serviceRun(lab: Lab, client: Host, node: Host, ip: string, count: number, intervalMs: number): Promise<{ onNode: number[]; client: number[] }> {
+  let clientUs: number[] = [];
+  const onNode = await captureGaps(
+    node,
+    { iface: 'eth0', filter: `arp and host ${ip}`, target: ip, request: 'Request', reply: 'Reply', file: `/tmp/${lab.id}-arp-service.pcap` },
+    () => {
+      clientUs = probe<Latency & { allUs: number[] }>(client, 'latency', ip, ['--count', String(count), '--interval-ms', String(intervalMs), '--budget-ms', String(60_000)]).allUs;
+    },
+  );
+  return { onNode, client: clientUs };
 }
 
 interface ServiceMode {
@@ -120,7 +122,7 @@ async function main(): Promise<void> {
       for (const m of modes) {
         for (const c of round % 2 === 0 ? pair : [...pair].reverse()) {
           log(`bench/arp: round ${round + 1}/${ROUNDS}: ${c.name}: ${m.name} (${perRound} requests, ${m.intervalMs} ms apart, stamped on the node)`);
-          const r = await serviceRun(client, node, c.ip, perRound, m.intervalMs);
+          const r = await serviceRun(lab, client, node, c.ip, perRound, m.intervalMs);
           const slot = ((raw[m.name] ??= {})[c.name] ??= { onNode: [], client: [] });
           slot.onNode.push(...r.onNode);
           slot.client.push(...r.client);

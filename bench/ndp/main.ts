@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import { neighborSolicitation } from '../../src/net/ndp.js';
-import { serviceGaps, summarize, type ServiceTimes } from '../lib/service-time.js';
+import { captureGaps, summarize, type ServiceTimes } from '../lib/service-time.js';
 
 const PROBER = fileURLToPath(new URL('../lib/ndp-prober.ts', import.meta.url));
 const args = process.argv.slice(2);
@@ -115,11 +115,8 @@ async function wireFlood(lab: Lab, node: Host, clientMac: string, target: string
   };
 }
 
-/** NS → NA gaps (µs) for `target` from tcpdump -tt lines: each solicitation paired with the next advertisement. */
-function serviceTimes(text: string, target: string): { pairs: number; medianUs: number; p99Us: number } {
-  const s = summarize(serviceGaps(text, target, 'neighbor solicitation', 'neighbor advertisement'));
-  return { pairs: s.pairs, medianUs: s.p50Us, p99Us: s.p99Us };
-}
+/** The NS and NA on the node's interface (tcpdump filter). */
+const ND_FILTER = 'icmp6 and ip6[40] >= 135 and ip6[40] <= 136';
 
 const log = (s: string) => {
   if (!JSON_OUT) process.stderr.write(s + '\n');
@@ -148,12 +145,12 @@ async function main(): Promise<void> {
       for (const c of round % 2 === 0 ? cases : [...cases].reverse()) {
         const n = Math.ceil(IDLE_SAMPLES / 3);
         log(`bench/ndp: idle round ${round + 1}/3: ${c.name} (${n} solicitations, ${IDLE_INTERVAL_MS} ms apart, stamped on the node)`);
-        const cap = node.spawn(`tcpdump-idle-${c.name}`, 'tcpdump', ['-i', 'eth0', '-n', '-l', '--time-stamp-precision=nano', '-tt', `icmp6 and ip6[40] >= 135 and ip6[40] <= 136`]);
-        await cap.waitForOutput('listening on', 10_000);
-        probe<Latency>(client, 'latency', c.ip, ['--count', String(n), '--interval-ms', String(IDLE_INTERVAL_MS), '--budget-ms', '60000']);
-        await sleep(300);
-        await cap.stop('SIGINT');
-        idleGaps[c.name]!.push(...serviceGaps(cap.text(), c.ip, 'neighbor solicitation', 'neighbor advertisement'));
+        const gaps = await captureGaps(
+          node,
+          { iface: 'eth0', filter: ND_FILTER, target: c.ip, request: 'neighbor solicitation', reply: 'neighbor advertisement', file: `/tmp/${lab.id}-ndp-idle.pcap` },
+          () => void probe<Latency>(client, 'latency', c.ip, ['--count', String(n), '--interval-ms', String(IDLE_INTERVAL_MS), '--budget-ms', '60000']),
+        );
+        idleGaps[c.name]!.push(...gaps);
       }
     }
     const idle: Record<string, ServiceTimes> = { herald: summarize(idleGaps.herald!), kernel: summarize(idleGaps.kernel!) };
@@ -201,12 +198,13 @@ async function main(): Promise<void> {
     const service: Record<string, { pairs: number; medianUs: number; p99Us: number }> = {};
     for (const c of cases) {
       log(`bench/ndp: ${c.name}: node-side service time (${SERVICE_SAMPLES} solicitations under tcpdump)`);
-      const cap = node.spawn(`tcpdump-${c.name}`, 'tcpdump', ['-i', 'eth0', '-n', '-l', '--time-stamp-precision=nano', '-tt', `icmp6 and ip6[40] >= 135 and ip6[40] <= 136`]);
-      await sleep(1000); // tcpdump attached
-      probe<Latency>(client, 'latency', c.ip, ['--count', String(SERVICE_SAMPLES), '--budget-ms', '25000']);
-      await sleep(300);
-      await cap.stop('SIGINT');
-      service[c.name] = serviceTimes(cap.text(), c.ip);
+      const gaps = await captureGaps(
+        node,
+        { iface: 'eth0', filter: ND_FILTER, target: c.ip, request: 'neighbor solicitation', reply: 'neighbor advertisement', file: `/tmp/${lab.id}-ndp-service.pcap` },
+        () => void probe<Latency>(client, 'latency', c.ip, ['--count', String(SERVICE_SAMPLES), '--budget-ms', '25000']),
+      );
+      const st = summarize(gaps);
+      service[c.name] = { pairs: st.pairs, medianUs: st.p50Us, p99Us: st.p99Us };
     }
     // Line-rate flood (trafgen), twice each, alternating.
     for (const round of [0, 1]) {
