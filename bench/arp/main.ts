@@ -1,7 +1,8 @@
 /**
  * bench/arp — who answers ARP fastest, in one lab and one run:
  *   herald       the eBPF responder at tc ingress (the IP is not on the node)
- *   kernel       the Linux stack, the IP configured on the interface (keepalived's way)
+ *   kernel       the Linux stack, the IP configured on the interface (keepalived's way),
+ *                on eth1, which herald does not serve (its program is not in the path)
  *   proxy_arp    the Linux stack answering for a routed IP with proxy_arp=1
  * Reply latency (median, p99) from a client in another namespace, and replies
  * per second under a flood. Then the on-node service time of herald and the
@@ -46,10 +47,18 @@ interface Flood {
   repliesPerSec: number;
 }
 
-function probe<T>(client: Host, mode: string, target: string, extra: string[] = []): T {
+/** A responder under test: the IP asked for and the interface (the same name on the client and the node) the requests travel. */
+interface Case {
+  name: string;
+  ip: string;
+  iface: 'eth0' | 'eth1';
+}
+
+function probe<T>(client: Host, mode: string, c: Case, extra: string[] = []): T {
+  const src = c.iface === 'eth0' ? client.ip : client.ip2!;
   const r = client.exec(process.execPath, [
     '--import', 'tsx', PROBER,
-    '--mode', mode, '--iface', 'eth0', '--src-ip', client.ip, '--target', target, ...extra,
+    '--mode', mode, '--iface', c.iface, '--src-ip', src, '--target', c.ip, ...extra,
   ]);
   if (r.code !== 0) throw new Error(`prober failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim()) as T;
@@ -62,16 +71,16 @@ const log = (s: string) => {
 /**
  * On-node service time of `ip`'s responder: `count` requests from the client,
  * one at a time (`intervalMs` apart, 0 = back to back), stamped on the node's
- * eth0 by the kernel (tcpdump, ns): request in → reply out. Also the gaps the
+ * interface by the kernel (tcpdump, ns): request in → reply out. Also the gaps the
  * client saw.
  */
-async function serviceRun(lab: Lab, client: Host, node: Host, ip: string, count: number, intervalMs: number): Promise<{ onNode: number[]; client: number[] }> {
+async function serviceRun(lab: Lab, client: Host, node: Host, c: Case, count: number, intervalMs: number): Promise<{ onNode: number[]; client: number[] }> {
   let clientUs: number[] = [];
   const onNode = await captureGaps(
     node,
-    { iface: 'eth0', filter: `arp and host ${ip}`, target: ip, request: 'Request', reply: 'Reply', file: `/tmp/${lab.id}-arp-service.pcap` },
+    { iface: c.iface, filter: `arp and host ${c.ip}`, target: c.ip, request: 'Request', reply: 'Reply', file: `/tmp/${lab.id}-arp-service.pcap` },
     () => {
-      clientUs = probe<Latency & { allUs: number[] }>(client, 'latency', ip, ['--count', String(count), '--interval-ms', String(intervalMs), '--budget-ms', String(60_000)]).allUs;
+      clientUs = probe<Latency & { allUs: number[] }>(client, 'latency', c, ['--count', String(count), '--interval-ms', String(intervalMs), '--budget-ms', String(60_000)]).allUs;
     },
   );
   return { onNode, client: clientUs };
@@ -87,15 +96,19 @@ async function main(): Promise<void> {
   try {
     const { client } = lab;
     const node = lab.nodes[0]!;
-    const cases = [
-      { name: 'herald', ip: '198.51.100.10' },
-      { name: 'kernel', ip: '198.51.100.11' },
-      { name: 'proxy_arp', ip: '198.51.100.12' },
+    // The kernel's address lives on eth1, an interface herald does not serve:
+    // herald's tc program sees every ARP frame on the interfaces it serves, so
+    // an address there would be timed with herald's program in its path too.
+    const cases: Case[] = [
+      { name: 'herald', ip: '198.51.100.10', iface: 'eth0' },
+      { name: 'kernel', ip: '198.51.100.11', iface: 'eth1' },
+      { name: 'proxy_arp', ip: '198.51.100.12', iface: 'eth0' },
     ];
     log('bench/arp: starting herald on n1');
     const agent = await startAgentReady(node, ['--announce', '198.51.100.10@eth0', '--garp-count', '0']);
     // kernel: the address lives on the interface, as keepalived puts a VIP there.
-    node.must('ip', ['addr', 'add', '198.51.100.11/32', 'dev', 'eth0']);
+    node.must('ip', ['addr', 'add', '198.51.100.11/32', 'dev', 'eth1']);
+    if (node.must('tc', ['filter', 'show', 'dev', 'eth1', 'ingress']).trim() !== '') throw new Error('eth1 must carry no tc program');
     // proxy_arp: the node routes the IP out of another interface and answers for it.
     node.must('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1', 'net.ipv4.conf.eth0.proxy_arp=1']);
     node.must('ip', ['route', 'add', '198.51.100.12/32', 'dev', 'eth1']);
@@ -103,14 +116,15 @@ async function main(): Promise<void> {
     const results: Record<string, { latency: Latency; flood: Flood }> = {};
     for (const c of SERVICE_ONLY ? [] : cases) {
       log(`bench/arp: ${c.name}: latency (${SAMPLES} requests, one at a time)`);
-      const latency = probe<Latency>(client, 'latency', c.ip, ['--count', String(SAMPLES), '--budget-ms', '25000']);
+      const latency = probe<Latency>(client, 'latency', c, ['--count', String(SAMPLES), '--budget-ms', '25000']);
       log(`bench/arp: ${c.name}: flood (${FLOOD_S} s)`);
-      const flood = probe<Flood>(client, 'flood', c.ip, ['--budget-ms', String(FLOOD_S * 1000)]);
+      const flood = probe<Flood>(client, 'flood', c, ['--budget-ms', String(FLOOD_S * 1000)]);
       results[c.name] = { latency, flood };
     }
 
-    // On-node service time, idle and warm, herald vs the kernel (IP on the
-    // interface), in interleaved rounds alternating which responder goes first.
+    // On-node service time, idle and warm, herald vs the kernel (IP on an
+    // interface herald does not serve), in interleaved rounds alternating
+    // which responder goes first.
     const pair = cases.slice(0, 2);
     const modes = [
       { name: 'idle', intervalMs: IDLE_INTERVAL_MS },
@@ -122,7 +136,7 @@ async function main(): Promise<void> {
       for (const m of modes) {
         for (const c of round % 2 === 0 ? pair : [...pair].reverse()) {
           log(`bench/arp: round ${round + 1}/${ROUNDS}: ${c.name}: ${m.name} (${perRound} requests, ${m.intervalMs} ms apart, stamped on the node)`);
-          const r = await serviceRun(lab, client, node, c.ip, perRound, m.intervalMs);
+          const r = await serviceRun(lab, client, node, c, perRound, m.intervalMs);
           const slot = ((raw[m.name] ??= {})[c.name] ??= { onNode: [], client: [] });
           slot.onNode.push(...r.onNode);
           slot.client.push(...r.client);
