@@ -113,6 +113,7 @@ unit_tests=(
   test/cli/first-ten.test.ts
   test/cli/log-text.test.ts
   test/cli/nice.test.ts
+  test/bench/service-time.test.ts
   test/layers.test.ts
 )
 lab_tests=(

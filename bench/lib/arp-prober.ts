@@ -2,7 +2,8 @@
  * ARP measurement client, run inside a lab host (nsenter --net): sends ARP
  * requests for one IP over an AF_PACKET socket and times the replies.
  *
- *   latency: one broadcast request at a time, waits for its reply (busy-poll)
+ *   latency: one broadcast request at a time, waits for its reply (busy-poll);
+ *            --interval-ms N sleeps N ms between requests (idle CPUs)
  *   flood:   requests back to back for a fixed time, counts replies per second
  *
  * Prints one JSON line. Shared by bench/arp and later benchmarks.
@@ -20,6 +21,8 @@ interface Args {
   budgetMs: number;
   timeoutMs: number;
   batch: number;
+  /** Idle gap between latency requests (ms): 0 = back to back. */
+  intervalMs: number;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -38,6 +41,7 @@ function parseArgs(argv: string[]): Args {
     budgetMs: Number(get('budget-ms', '20000')),
     timeoutMs: Number(get('timeout-ms', '2000')),
     batch: Number(get('batch', '32')),
+    intervalMs: Number(get('interval-ms', '0')),
   };
 }
 
@@ -69,7 +73,10 @@ async function main(): Promise<void> {
     const samples: number[] = [];
     let lost = 0;
     const end = Date.now() + a.budgetMs;
+    const nap = new Int32Array(new SharedArrayBuffer(4));
     for (let i = 0; i < a.count && Date.now() < end; i++) {
+      // Idle mode: the thread sleeps in the kernel between requests, so the CPUs go idle.
+      if (a.intervalMs > 0 && i > 0) Atomics.wait(nap, 0, 0, a.intervalMs);
       drain(sock, a.target);
       const t0 = process.hrtime.bigint();
       sock.send(request);
@@ -85,7 +92,7 @@ async function main(): Promise<void> {
     samples.sort((x, y) => x - y);
     const q = (p: number) => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? NaN;
     process.stdout.write(
-      JSON.stringify({ mode: 'latency', samples: samples.length, lost, medianUs: q(0.5), p99Us: q(0.99), minUs: samples[0] ?? NaN }) + '\n',
+      JSON.stringify({ mode: 'latency', samples: samples.length, lost, medianUs: q(0.5), p99Us: q(0.99), minUs: samples[0] ?? NaN, allUs: samples }) + '\n',
     );
   } else {
     let sent = 0;

@@ -22,6 +22,8 @@ interface Args {
   budgetMs: number;
   timeoutMs: number;
   batch: number;
+  /** Idle gap between latency requests (ms): 0 = back to back. */
+  intervalMs: number;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -40,6 +42,7 @@ function parseArgs(argv: string[]): Args {
     budgetMs: Number(get('budget-ms', '20000')),
     timeoutMs: Number(get('timeout-ms', '2000')),
     batch: Number(get('batch', '32')),
+    intervalMs: Number(get('interval-ms', '0')),
   };
 }
 
@@ -73,7 +76,10 @@ async function main(): Promise<void> {
     const samples: number[] = [];
     let lost = 0;
     const end = Date.now() + a.budgetMs;
+    const nap = new Int32Array(new SharedArrayBuffer(4));
     for (let i = 0; i < a.count && Date.now() < end; i++) {
+      // Idle mode: the thread sleeps in the kernel between requests, so the CPUs go idle.
+      if (a.intervalMs > 0 && i > 0) Atomics.wait(nap, 0, 0, a.intervalMs);
       drain(sock, a.target);
       const t0 = process.hrtime.bigint();
       sock.send(solicitation);

@@ -1,7 +1,8 @@
 /**
  * bench/ndp — who answers a Neighbor Solicitation fastest, in one lab and one run:
  *   herald   the eBPF responder at tc ingress (the address is not on the node)
- *   kernel   the Linux stack, the address configured on the interface (keepalived's way)
+ *   kernel   the Linux stack, the address configured on the interface (keepalived's way),
+ *            on eth1, which herald does not serve (its program is not in the path)
  * Reply latency (median, p99) from a client in another namespace, the
  * node-side service time (NS in → NA out at the node's interface, kernel
  * timestamps via tcpdump), and advertisements per second under a flood of
@@ -12,7 +13,12 @@
  * (Linux proxy NDP is left out: the kernel delays proxied answers by a random
  * 0–proxy_delay, 800 ms by default, on purpose.)
  *
- *   node --import tsx bench/ndp/main.ts [--samples 2000] [--rounds 4] [--service-samples 500] [--flood-seconds 3] [--wire-seconds 3] [--json]
+ * Idle service time (--idle-samples, default 600): the same on-node stamps with
+ * one solicitation every --idle-interval-ms (10 ms: the CPUs idle in between),
+ * in 3 interleaved rounds alternating which responder goes first.
+ *
+ *   node --import tsx bench/ndp/main.ts [--samples 2000] [--rounds 4] [--service-samples 500] [--idle-samples 600]
+ *     [--idle-interval-ms 10] [--flood-seconds 3] [--wire-seconds 3] [--idle-only] [--json]
  */
 import { Lab, type Host } from '../../lab/lab.js';
 import { HERALD, addIpv6, startAgentReady } from '../../test/helpers/lab-tools.js';
@@ -20,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import { neighborSolicitation } from '../../src/net/ndp.js';
+import { captureGaps, summarize, type ServiceTimes } from '../lib/service-time.js';
 
 const PROBER = fileURLToPath(new URL('../lib/ndp-prober.ts', import.meta.url));
 const args = process.argv.slice(2);
@@ -32,9 +39,15 @@ const FLOOD_S = opt('flood-seconds', 3);
 const ROUNDS = opt('rounds', 4);
 const SERVICE_SAMPLES = opt('service-samples', 500);
 const WIRE_S = opt('wire-seconds', 3);
+const IDLE_SAMPLES = opt('idle-samples', 600);
+const IDLE_INTERVAL_MS = opt('idle-interval-ms', 10);
+const IDLE_ONLY = args.includes('--idle-only');
 const JSON_OUT = args.includes('--json');
 
 const CLIENT6 = '2001:db8::1';
+/** The second segment (eth1), where the kernel's address lives. */
+const CLIENT6_2 = '2001:db8:1::1';
+const NODE6_2 = '2001:db8:1::11';
 const NODE6 = '2001:db8::11';
 
 interface Latency {
@@ -50,10 +63,18 @@ interface Flood {
   repliesPerSec: number;
 }
 
-function probe<T>(client: Host, mode: string, target: string, extra: string[] = []): T {
+/** A responder under test: the address asked for, the interface (the same name on the client and the node) and the client's source address there. */
+interface Case {
+  name: string;
+  ip: string;
+  iface: 'eth0' | 'eth1';
+  src: string;
+}
+
+function probe<T>(client: Host, mode: string, c: Case, extra: string[] = []): T {
   const r = client.exec(process.execPath, [
     '--import', 'tsx', PROBER,
-    '--mode', mode, '--iface', 'eth0', '--src-ip', CLIENT6, '--target', target, ...extra,
+    '--mode', mode, '--iface', c.iface, '--src-ip', c.src, '--target', c.ip, ...extra,
   ]);
   if (r.code !== 0) throw new Error(`prober failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim()) as T;
@@ -61,9 +82,9 @@ function probe<T>(client: Host, mode: string, target: string, extra: string[] = 
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Packets on `h`'s eth0 so far (/proc/net/dev of its namespace). */
-function counters(h: Host): { rx: number; rxDrop: number; tx: number } {
-  const line = h.must('cat', ['/proc/net/dev']).split('\n').find((l) => l.trim().startsWith('eth0:'))!;
+/** Packets on `h`'s `iface` so far (/proc/net/dev of its namespace). */
+function counters(h: Host, iface: string): { rx: number; rxDrop: number; tx: number } {
+  const line = h.must('cat', ['/proc/net/dev']).split('\n').find((l) => l.trim().startsWith(`${iface}:`))!;
   const f = line.split(':')[1]!.trim().split(/\s+/).map(Number);
   return { rx: f[1]!, rxDrop: f[3]!, tx: f[9]! };
 }
@@ -83,21 +104,22 @@ interface WireFlood {
  * back on one CPU, for WIRE_S seconds; the replies are counted at the
  * interfaces (no user-space receiver to saturate first).
  */
-async function wireFlood(lab: Lab, node: Host, clientMac: string, target: string): Promise<WireFlood> {
+async function wireFlood(lab: Lab, node: Host, c: Case): Promise<WireFlood> {
+  const target = c.ip;
   const { client } = lab;
-  const frame = neighborSolicitation({ srcMac: clientMac, srcIp: CLIENT6, target });
+  const frame = neighborSolicitation({ srcMac: lab.client.mac(c.iface), srcIp: c.src, target });
   const conf = `/tmp/${lab.id}-ns-${target.replaceAll(':', '_')}.cfg`;
   writeFileSync(conf, `{ ${[...frame].map((b) => `0x${b.toString(16).padStart(2, '0')}`).join(', ')} }\n`);
-  const c0 = counters(client);
-  const n0 = counters(node);
+  const c0 = counters(client, c.iface);
+  const n0 = counters(node, c.iface);
   const t0 = process.hrtime.bigint();
-  const gen = spawn('timeout', ['-s', 'KILL', String(WIRE_S), 'ip', 'netns', 'exec', client.netns, 'trafgen', '-o', 'eth0', '-i', conf, '-P', '1', '-q'], { stdio: 'ignore' });
+  const gen = spawn('timeout', ['-s', 'KILL', String(WIRE_S), 'ip', 'netns', 'exec', client.netns, 'trafgen', '-o', c.iface, '-i', conf, '-P', '1', '-q'], { stdio: 'ignore' });
   await new Promise((r) => gen.on('exit', r));
   const wallS = Number(process.hrtime.bigint() - t0) / 1e9;
   rmSync(conf, { force: true });
   await sleep(200); // replies in flight
-  const c1 = counters(client);
-  const n1 = counters(node);
+  const c1 = counters(client, c.iface);
+  const n1 = counters(node, c.iface);
   return {
     offeredPerSec: (c1.tx - c0.tx) / wallS,
     nodeRxPerSec: (n1.rx - n0.rx) / wallS,
@@ -106,43 +128,65 @@ async function wireFlood(lab: Lab, node: Host, clientMac: string, target: string
   };
 }
 
-/** NS → NA gaps (µs) for `target` from tcpdump -tt lines: each solicitation paired with the next advertisement. */
-function serviceTimes(text: string, target: string): { pairs: number; medianUs: number; p99Us: number } {
-  const gaps: number[] = [];
-  let ns: number | undefined;
-  for (const line of text.split('\n')) {
-    if (!line.includes(target)) continue;
-    const t = Number(line.split(' ')[0]);
-    if (line.includes('neighbor solicitation')) ns = t;
-    else if (line.includes('neighbor advertisement') && ns !== undefined) {
-      gaps.push((t - ns) * 1e6);
-      ns = undefined;
-    }
-  }
-  gaps.sort((a, b) => a - b);
-  const q = (p: number) => gaps[Math.min(gaps.length - 1, Math.floor(p * gaps.length))] ?? NaN;
-  return { pairs: gaps.length, medianUs: q(0.5), p99Us: q(0.99) };
-}
+/** The NS and NA on the node's interface (tcpdump filter). */
+const ND_FILTER = 'icmp6 and ip6[40] >= 135 and ip6[40] <= 136';
 
 const log = (s: string) => {
   if (!JSON_OUT) process.stderr.write(s + '\n');
 };
 
 async function main(): Promise<void> {
-  const lab = Lab.create({ nodes: 1, tag: 'bn' });
+  const lab = Lab.create({ nodes: 1, tag: 'bn', secondSegment: true });
   try {
     const { client } = lab;
     const node = lab.nodes[0]!;
     addIpv6(client, `${CLIENT6}/64`);
     addIpv6(node, `${NODE6}/64`);
-    const cases = [
-      { name: 'herald', ip: '2001:db8:100::10' },
-      { name: 'kernel', ip: '2001:db8:100::11' },
+    addIpv6(client, `${CLIENT6_2}/64`, 'eth1');
+    addIpv6(node, `${NODE6_2}/64`, 'eth1');
+    // The kernel's address lives on eth1, an interface herald does not serve:
+    // herald's tc program sees every IPv6 frame on the interfaces it serves, so
+    // an address there would be timed with herald's program in its path too.
+    const cases: Case[] = [
+      { name: 'herald', ip: '2001:db8:100::10', iface: 'eth0', src: CLIENT6 },
+      { name: 'kernel', ip: '2001:db8:100::11', iface: 'eth1', src: CLIENT6_2 },
     ];
     log('bench/ndp: starting herald on n1');
     const agent = await startAgentReady(node, ['--announce', '2001:db8:100::10@eth0', '--garp-count', '0']);
     // kernel: the address lives on the interface, as keepalived puts a VIP there.
-    node.must('ip', ['-6', 'addr', 'add', '2001:db8:100::11/128', 'dev', 'eth0', 'nodad']);
+    node.must('ip', ['-6', 'addr', 'add', '2001:db8:100::11/128', 'dev', 'eth1', 'nodad']);
+    if (node.must('tc', ['filter', 'show', 'dev', 'eth1', 'ingress']).trim() !== '') throw new Error('eth1 must carry no tc program');
+
+    // Idle on-node service time: one NS every IDLE_INTERVAL_MS, stamped on the
+    // node's eth0, 3 interleaved rounds alternating which responder goes first.
+    const idleGaps: Record<string, number[]> = { herald: [], kernel: [] };
+    for (let round = 0; round < 3; round++) {
+      for (const c of round % 2 === 0 ? cases : [...cases].reverse()) {
+        const n = Math.ceil(IDLE_SAMPLES / 3);
+        log(`bench/ndp: idle round ${round + 1}/3: ${c.name} (${n} solicitations, ${IDLE_INTERVAL_MS} ms apart, stamped on the node)`);
+        const gaps = await captureGaps(
+          node,
+          { iface: c.iface, filter: ND_FILTER, target: c.ip, request: 'neighbor solicitation', reply: 'neighbor advertisement', file: `/tmp/${lab.id}-ndp-idle.pcap` },
+          () => void probe<Latency>(client, 'latency', c, ['--count', String(n), '--interval-ms', String(IDLE_INTERVAL_MS), '--budget-ms', '60000']),
+        );
+        idleGaps[c.name]!.push(...gaps);
+      }
+    }
+    const idle: Record<string, ServiceTimes> = { herald: summarize(idleGaps.herald!), kernel: summarize(idleGaps.kernel!) };
+    const idleLine = (name: string) => {
+      const o = idle[name]!;
+      return `${name.padEnd(7)} idle (${IDLE_INTERVAL_MS} ms apart) on-node NS→NA p10 / p50 / p90 / p99: ${o.p10Us.toFixed(1)} / ${o.p50Us.toFixed(1)} / ${o.p90Us.toFixed(1)} / ${o.p99Us.toFixed(1)} µs (${o.pairs} pairs)`;
+    };
+    if (IDLE_ONLY) {
+      await agent.stop();
+      if (JSON_OUT) process.stdout.write(JSON.stringify({ idle }, null, 2) + '\n');
+      else {
+        console.log(idleLine('herald'));
+        console.log(idleLine('kernel'));
+        console.log(`idle on-node service time: herald / kernel = p50 ${(idle.herald!.p50Us / idle.kernel!.p50Us).toFixed(2)}x, p90 ${(idle.herald!.p90Us / idle.kernel!.p90Us).toFixed(2)}x`);
+      }
+      return;
+    }
 
     // Interleaved: ROUNDS rounds, each timing SAMPLES/ROUNDS solicitations per
     // responder (alternating which goes first), so a noisy neighbour on the
@@ -153,7 +197,7 @@ async function main(): Promise<void> {
       const order = round % 2 === 0 ? cases : [...cases].reverse();
       for (const c of order) {
         log(`bench/ndp: round ${round + 1}/${ROUNDS}: ${c.name}: latency (${perRound} solicitations, one at a time)`);
-        const r = probe<Latency & { allUs: number[] }>(client, 'latency', c.ip, ['--count', String(perRound), '--budget-ms', '25000']);
+        const r = probe<Latency & { allUs: number[] }>(client, 'latency', c, ['--count', String(perRound), '--budget-ms', '25000']);
         all[c.name]!.us.push(...r.allUs);
         all[c.name]!.lost += r.lost;
       }
@@ -164,7 +208,7 @@ async function main(): Promise<void> {
       const q = (p: number) => us[Math.min(us.length - 1, Math.floor(p * us.length))] ?? NaN;
       const latency: Latency = { samples: us.length, lost: all[c.name]!.lost, medianUs: q(0.5), p99Us: q(0.99) };
       log(`bench/ndp: ${c.name}: flood (${FLOOD_S} s)`);
-      const flood = probe<Flood>(client, 'flood', c.ip, ['--budget-ms', String(FLOOD_S * 1000)]);
+      const flood = probe<Flood>(client, 'flood', c, ['--budget-ms', String(FLOOD_S * 1000)]);
       results[c.name] = { latency, flood };
     }
     // Service time on the node itself: NS in → NA out, both stamped by the
@@ -173,18 +217,19 @@ async function main(): Promise<void> {
     const service: Record<string, { pairs: number; medianUs: number; p99Us: number }> = {};
     for (const c of cases) {
       log(`bench/ndp: ${c.name}: node-side service time (${SERVICE_SAMPLES} solicitations under tcpdump)`);
-      const cap = node.spawn(`tcpdump-${c.name}`, 'tcpdump', ['-i', 'eth0', '-n', '-l', '--time-stamp-precision=nano', '-tt', `icmp6 and ip6[40] >= 135 and ip6[40] <= 136`]);
-      await sleep(1000); // tcpdump attached
-      probe<Latency>(client, 'latency', c.ip, ['--count', String(SERVICE_SAMPLES), '--budget-ms', '25000']);
-      await sleep(300);
-      await cap.stop('SIGINT');
-      service[c.name] = serviceTimes(cap.text(), c.ip);
+      const gaps = await captureGaps(
+        node,
+        { iface: c.iface, filter: ND_FILTER, target: c.ip, request: 'neighbor solicitation', reply: 'neighbor advertisement', file: `/tmp/${lab.id}-ndp-service.pcap` },
+        () => void probe<Latency>(client, 'latency', c, ['--count', String(SERVICE_SAMPLES), '--budget-ms', '25000']),
+      );
+      const st = summarize(gaps);
+      service[c.name] = { pairs: st.pairs, medianUs: st.p50Us, p99Us: st.p99Us };
     }
     // Line-rate flood (trafgen), twice each, alternating.
     for (const round of [0, 1]) {
       for (const c of round === 0 ? cases : [...cases].reverse()) {
         log(`bench/ndp: ${c.name}: trafgen flood (${WIRE_S} s)`);
-        const w = await wireFlood(lab, node, client.mac('eth0'), c.ip);
+        const w = await wireFlood(lab, node, c);
         const prev = results[c.name]!.wire;
         // Keep the better of the two runs: the one less disturbed by the shared machine.
         if (!prev || w.clientRxPerSec > prev.clientRxPerSec) results[c.name]!.wire = w;
@@ -202,6 +247,7 @@ async function main(): Promise<void> {
       floodSeconds: FLOOD_S,
       results,
       service,
+      idle,
       heraldRepliesCounted: replies.entries[0]?.replies ?? 0,
       ratios: {
         kernel: {
@@ -243,6 +289,9 @@ async function main(): Promise<void> {
           `replies/s ${r.repliesPerSec.toFixed(2)}x (prober), ${r.wireRepliesPerSec.toFixed(2)}x (trafgen); on-node service time p50 ${r.serviceMedian.toFixed(2)}x lower, p99 ${r.serviceP99.toFixed(2)}x lower`,
       );
     }
+    console.log(idleLine('herald'));
+    console.log(idleLine('kernel'));
+    console.log(`idle on-node service time: herald / kernel = p50 ${(idle.herald!.p50Us / idle.kernel!.p50Us).toFixed(2)}x, p90 ${(idle.herald!.p90Us / idle.kernel!.p90Us).toFixed(2)}x`);
     console.log(`herald's own counter: ${out.heraldRepliesCounted} advertisements`);
   } finally {
     await lab.destroy();
