@@ -145,6 +145,7 @@ lab_tests=(
   test/store/etcd-faults.lab.test.ts
   test/store/etcd-ipam.lab.test.ts
   test/store/kubernetes.lab.test.ts
+  test/store/kubernetes-crash.lab.test.ts
   test/cli/first-ten.lab.test.ts
 )
 # A hung test fails the run instead of hanging it: node 20 applies

@@ -41,6 +41,7 @@
  * clock when our node Lease may have lapsed: `isLeader()` is the fence.
  */
 import type * as k8s from '@kubernetes/client-node';
+import { randomUUID } from 'node:crypto';
 import { monotonicMs, systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
@@ -49,6 +50,7 @@ import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownersh
 import type { LivenessGate } from '../../controlplane/ownership/edges.js';
 import { isConflict, isNotFound, type KubeClient, type KubeList, type KubeObject } from '../../intent/sources/kube-client.js';
 import { rendezvousScore } from '../etcd/ownership.js';
+import { INCARNATION_ANNOTATION } from '../../supervisor/protocol.js';
 
 export interface LeaseOwnershipOptions {
   /** Namespace of the Leases. */
@@ -192,6 +194,10 @@ export class LeaseOwnership implements OwnershipBackend {
   private readonly evaluate: Trigger;
   private released = false;
   private disposed = false;
+  /** Nodes whose Lease we saw deleted (a clean stop, or a crash released by the supervisor): gone, no benefit of the doubt. */
+  private readonly goneNodes = new Set<string>();
+  /** This process's incarnation, stamped on our node Lease. */
+  readonly incarnation = randomUUID();
   readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, handovers: 0, elected: 0 };
 
   constructor(
@@ -307,6 +313,11 @@ export class LeaseOwnership implements OwnershipBackend {
     };
   }
 
+  /** Our node Lease and the incarnation stamped on it (reported to the supervisor, which releases it if we crash). */
+  nodeLease(): { namespace: string; name: string; incarnation: string } {
+    return { namespace: this.opts.namespace, name: nodeLeaseName(this.node), incarnation: this.incarnation };
+  }
+
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
@@ -352,7 +363,7 @@ export class LeaseOwnership implements OwnershipBackend {
     const spec = () => ({ holderIdentity: this.node, leaseDurationSeconds: this.opts.durationS, renewTime: new this.client.k8s.V1MicroTime() });
     try {
       if (this.myLease) {
-        const body = { ...this.myLease, spec: { ...(this.myLease.spec as object), ...spec() } };
+        const body = { ...this.myLease, metadata: this.stamped(this.myLease.metadata), spec: { ...(this.myLease.spec as object), ...spec() } };
         this.myLease = await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, body);
       } else {
         this.myLease = await this.readOrCreate(name, spec());
@@ -376,16 +387,20 @@ export class LeaseOwnership implements OwnershipBackend {
   private async readOrCreate(name: string, spec: Record<string, unknown>): Promise<KubeObject> {
     try {
       const cur = await this.client.request<KubeObject>('GET', `${this.base}/${name}`);
-      return await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, { ...cur, spec: { ...(cur.spec as object), ...spec } });
+      return await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, { ...cur, metadata: this.stamped(cur.metadata), spec: { ...(cur.spec as object), ...spec } });
     } catch (e) {
       if (!isNotFound(e)) throw e;
       return await this.client.request<KubeObject>('POST', this.base, {
         apiVersion: 'coordination.k8s.io/v1',
         kind: 'Lease',
-        metadata: { name, namespace: this.opts.namespace, labels: { [LABEL]: 'node' } },
+        metadata: { name, namespace: this.opts.namespace, labels: { [LABEL]: 'node' }, annotations: { [INCARNATION_ANNOTATION]: this.incarnation } },
         spec: { ...spec, acquireTime: new this.client.k8s.V1MicroTime() },
       });
     }
+  }
+
+  private stamped(metadata: KubeObject['metadata']): KubeObject['metadata'] {
+    return { ...metadata, annotations: { ...(metadata.annotations as Record<string, string> | undefined), [INCARNATION_ANNOTATION]: this.incarnation } };
   }
 
   // ---- the watch of every Lease in the namespace ----
@@ -422,8 +437,12 @@ export class LeaseOwnership implements OwnershipBackend {
       const node = (obj.spec as { holderIdentity?: string } | undefined)?.holderIdentity ?? name.slice('node-'.length);
       const known = this.nodes.get(node);
       const wasAlive = this.alive(node);
-      if (deleted) this.nodes.delete(node);
-      else {
+      if (deleted) {
+        this.nodes.delete(node);
+        this.goneNodes.add(node);
+        if (this.goneNodes.size > 10_000) this.goneNodes.clear(); // bounded; only the benefit of the doubt comes back
+      } else {
+        this.goneNodes.delete(node);
         const rv = obj.metadata.resourceVersion ?? '';
         const durationMs = ((obj.spec as { leaseDurationSeconds?: number }).leaseDurationSeconds ?? this.opts.durationS) * 1000;
         const now = this.now();
@@ -468,6 +487,11 @@ export class LeaseOwnership implements OwnershipBackend {
         this.deps.log.warn({ err: describeError(e) }, 'an ownership move listener failed');
       }
     }
+  }
+
+  /** A holder whose node Lease we have neither seen nor seen deleted, while we have watched for less than a Lease duration. */
+  private doubtful(holder: string, now: number): boolean {
+    return !this.nodes.has(holder) && !this.goneNodes.has(holder) && now < this.watchingSince + this.opts.durationS * 1000;
   }
 
   /** A node's Lease is valid by our observation (our own: by our own clock). */
@@ -525,8 +549,9 @@ export class LeaseOwnership implements OwnershipBackend {
           this.freeSince.delete(ip);
           continue;
         }
-        // Free, or its holder expired. A holder we have not watched for a whole lease duration yet is given the benefit of the doubt.
-        if (holder && !this.nodes.has(holder) && now < this.watchingSince + this.opts.durationS * 1000) continue;
+        // Free, or its holder expired. A holder we have not watched for a whole lease duration yet is given the
+        // benefit of the doubt — unless we saw its node Lease deleted (released: a clean stop, or its supervisor after a crash).
+        if (holder && this.doubtful(holder, now)) continue;
         const since = this.freeSince.get(ip) ?? now;
         this.freeSince.set(ip, since);
         const mine = this.preferred(ip) === this.node;
@@ -555,7 +580,7 @@ export class LeaseOwnership implements OwnershipBackend {
       e.freeSince = undefined;
       return;
     }
-    if (holder && !this.nodes.has(holder) && now < this.watchingSince + this.opts.durationS * 1000) return;
+    if (holder && this.doubtful(holder, now)) return;
     e.freeSince ??= now;
     if (this.preferred(e.name) !== this.node && now - e.freeSince < this.opts.contendDelayMs) {
       this.evaluate.trigger();
