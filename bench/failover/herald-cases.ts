@@ -27,14 +27,14 @@ import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 import type { FailoverBench, FailoverCase, Scenario, Setup, Trigger } from './harness.js';
 import { ownerLinkDown } from './harness.js';
 
-interface HeraldScenario extends Scenario {
+export interface HeraldScenario extends Scenario {
   agents: Map<Host, LabProcess>;
   /** Date.now() at the trigger: the agents' log lines are timed against it (HERALD_FAILOVER_TRACE=1). */
   triggeredAt?: number;
 }
 
 /** Every agent's log lines from just before the trigger on, as "+ms node message" (the hand-over path, traced). */
-function trace(s: HeraldScenario): string[] {
+export function trace(s: HeraldScenario): string[] {
   const at = s.triggeredAt;
   if (at === undefined) return [];
   const out: Array<[number, string]> = [];
@@ -137,7 +137,7 @@ export const heraldSetup = (extraArgs: readonly string[] = [], extraManifests: r
   return scenario;
 };
 
-const stopOwner =
+export const stopOwner =
   (signal: NodeJS.Signals): Trigger =>
   (_bench, scenario) => {
     const agent = (scenario as HeraldScenario).agents.get(scenario.owner)!;
@@ -146,7 +146,7 @@ const stopOwner =
   };
 
 /** kill -9 of the owner's agent process only: its supervisor (the lab process's leader) lives on. */
-const crashAgentProcess: Trigger = (_bench, scenario) => {
+export const crashAgentProcess: Trigger = (_bench, scenario) => {
   const agent = (scenario as HeraldScenario).agents.get(scenario.owner)!;
   const pid = supervisedAgentPid(agent);
   if (!pid) throw new Error(`${scenario.owner.name}: the agent runs without its supervisor`);
