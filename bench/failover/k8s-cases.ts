@@ -49,6 +49,14 @@ async function cluster(): Promise<KubeServer> {
   return k;
 }
 
+/** Stops the API server and the bridge (after the last case). */
+export async function stopK8s(): Promise<void> {
+  bridge?.close();
+  bridge = undefined;
+  await kube?.stop();
+  kube = undefined;
+}
+
 let intentApplied = false;
 
 export const k8sSetup = (extraArgs: readonly string[] = []): Setup => async (bench: FailoverBench): Promise<HeraldScenario> => {

@@ -27,7 +27,7 @@ import { mkdirSync } from 'node:fs';
 import type { Stat } from './analyze.js';
 import { FailoverBench, type CaseResult, type FailoverCase } from './harness.js';
 import { heraldCases } from './herald-cases.js';
-import { k8sCases } from './k8s-cases.js';
+import { k8sCases, stopK8s } from './k8s-cases.js';
 import { keepalivedCases } from './keepalived-cases.js';
 
 const args = process.argv.slice(2);
@@ -125,6 +125,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await bench.destroy();
+    await stopK8s();
   }
   const wallS = (Date.now() - started) / 1000;
 

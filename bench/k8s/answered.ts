@@ -56,6 +56,7 @@ async function main(): Promise<void> {
     const port = Number(new URL(kube.server).port);
     bridge = await unixToTcp(socket, port);
     [lab.client, ...lab.nodes].forEach((h, i) => h.must('ip', ['-6', 'addr', 'add', `2001:db8::${i === 0 ? 1 : (0x10 + i).toString(16)}/64`, 'dev', 'eth0', 'nodad']));
+    await applyObject(kube, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'herald-system' } }); // the Leases
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'bench' }, spec: { blocks: [{ cidr: `${POOL_PREFIX}/112` }] } });
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumL2AnnouncementPolicy', metadata: { name: 'bench' }, spec: { loadBalancerIPs: true, interfaces: ['^eth0$'] } });
     const agents: LabProcess[] = [];
@@ -68,7 +69,7 @@ async function main(): Promise<void> {
     for (const a of agents) await a.waitForOutput('agent running', 60_000);
     // Every node live for the others and one LB-IPAM leader, before the clock starts.
     const st = (i: number) => JSON.parse(lab.nodes[i]!.must(HERALD, ['status', '--json', '--status-socket', lab.nodes[i]!.statusSocket]));
-    await waitFor(() => lab.nodes.every((_, i) => st(i).kubernetes.leases.liveNodes.length === 3 && st(i).kubernetes.leases.leaders['herald-ipam']), { timeoutMs: 60_000, what: 'three live nodes and an LB-IPAM leader' });
+    await waitFor(() => lab.nodes.every((_, i) => st(i).kubernetes.leases.liveNodes.length === 3 && st(i).kubernetes.leases.leaders['herald-ipam']), { timeoutMs: 60_000, what: 'three live nodes and an LB-IPAM leader', onTimeout: () => agents.map((a) => a.text().slice(-600)).join('\n') });
 
     sweep = lab.client.spawn('nd-sweep', process.execPath, ['--import', 'tsx', SWEEP, '--iface', 'eth0', '--src-ip', '2001:db8::fa', '--src-mac', '02:00:00:00:02:fa', '--prefix', POOL_PREFIX, '--count', String(N + 16), '--out-json', out]);
     await sweep.waitForOutput('ready t0Ns=', 30_000);
@@ -109,10 +110,11 @@ async function main(): Promise<void> {
         statusAt = mono() - t0;
         return true;
       },
-      { timeoutMs: 600_000, intervalMs: N >= 5000 ? 500 : 100, what: `status written on ${N} Services` },
+      { timeoutMs: 600_000, intervalMs: N >= 5000 ? 500 : 100, what: `status written on ${N} Services`, onTimeout: () => `${ips.length} written` },
     );
+    log(`every status written after ${(statusAt / 1000).toFixed(1)} s`);
     // Every IP answered (the sweep's count covers the pool's first N + 16 addresses).
-    await waitFor(() => answeredNow() >= N, { timeoutMs: 600_000, intervalMs: 100, what: `${N} IPs answered on the wire` });
+    await waitFor(() => answeredNow() >= N, { timeoutMs: 600_000, intervalMs: 100, what: `${N} IPs answered on the wire`, onTimeout: () => `${answeredNow()} answered; owned ${lab.nodes.map((_, i) => (st(i).owned as unknown[]).length).join('/')}; sweep: ${sweep!.text().slice(-300)}` });
     sweep.signal('SIGTERM');
     await waitFor(() => { try { return readFileSync(out, 'utf8').length > 0; } catch { return false; } }, { timeoutMs: 30_000, what: 'the sweep result' });
     const result = JSON.parse(readFileSync(out, 'utf8')) as { t0Ns: string; answered: Record<string, number>; rounds: number; sent: number };

@@ -144,6 +144,21 @@ test('lease ownership: the Lease is the fence — a conflicting claim loses with
   }
 });
 
+test('lease ownership: an IPv6 address ending in :: (the first of a pool) gets a valid Lease name and is owned', async () => {
+  const ips = ['2001:db8:3::', '198.51.100.95'];
+  assert.equal(ipLeaseName('2001:db8:3::'), 'ip-2001-db8-3--0');
+  assert.equal(ipLeaseName('2001:db8:3::7'), 'ip-2001-db8-3--7');
+  const a = await node('node-v6');
+  try {
+    a.o.setCandidates(new Map(ips.map((ip) => [ip, ['eth0']] as const)));
+    await waitFor('both owned', () => ips.every((ip) => a.owned().has(ip)), 15_000);
+    const lease = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/ip-2001-db8-3--0`);
+    assert.equal(lease.body.metadata.annotations['herald.dev/ip'], '2001:db8:3::');
+  } finally {
+    a.o.dispose();
+  }
+});
+
 test("the supervisor's release: a crashed node's Lease deleted (its own incarnation only) → taken over without waiting for expiry", async () => {
   const ip = '198.51.100.90';
   const long = { ...OPTS, durationS: 60 }; // an expiry could not come within this test's waits

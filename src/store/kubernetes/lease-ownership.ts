@@ -81,9 +81,17 @@ export const leaseOwnershipDefaults: LeaseOwnershipOptions = {
 
 const LABEL = 'herald.dev/lease';
 
-/** Lease name of an IP: `ip-198-51-100-7`, `ip-2001-db8--7` (injective: IPs hold no '-'). */
+/**
+ * Lease name of an IP: `ip-198-51-100-7`, `ip-2001-db8--7` (injective: IPs
+ * hold no '-'). A name must end with a letter or digit, so an address ending
+ * in `::` (`2001:db8:1::`, the first of an IPv6 pool) gets a `0`:
+ * `ip-2001-db8-1--0` — still injective, as the canonical text of an address
+ * never ends in `::0`. (Without it the API server refused the create with a
+ * 422, and the failed claim stopped that ownership pass.)
+ */
 export function ipLeaseName(ip: string): string {
-  return `ip-${ip.toLowerCase().replace(/[.:]/g, '-')}`;
+  const name = `ip-${ip.toLowerCase().replace(/[.:]/g, '-')}`;
+  return name.endsWith('-') ? `${name}0` : name;
 }
 
 export function nodeLeaseName(node: string): string {
@@ -563,7 +571,8 @@ export class LeaseOwnership implements OwnershipBackend {
         const handed = this.handedTo.get(ip);
         if (handed && now - handed.at < this.opts.skipPreferredMs) this.skip.set(ip, { node: handed.node, until: now + this.opts.skipPreferredMs });
         this.handedTo.delete(ip);
-        await this.claim(ip, lease);
+        // One IP's refusal (a 403, a 422) must not hold back the claims after it in this pass.
+        await this.claim(ip, lease).catch((e) => this.deps.log.warn({ ip, err: describeError(e) }, 'claiming an IP lease failed; retrying'));
       }
     }
     if (leaseValid) for (const e of this.elections.values()) await this.contend(e, now);
