@@ -19,8 +19,13 @@
  *
  *   node --import tsx lab/nd-sweep.ts --iface eth0 --src-ip 2001:db8::fa --src-mac 02:00:00:00:02:fa \
  *     --prefix 2001:db8:1:: --count 10000 --out-json FILE [--round-ms 200] [--batch 500] [--duration-ms 600000]
+ *     [--start-file PATH]
+ *
+ * --start-file: stay idle (booted, socket open) until PATH exists, checked
+ * every 5 ms, so a harness can start the sweep at a moment of its choosing
+ * without paying the process's start-up then.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { ND_NEIGHBOR_ADVERT, neighborSolicitation, parseNdFrame } from '../src/net/ndp.js';
 import { NetlinkLinks } from '../src/os/links.js';
 import { ETH_P_IPV6, PACKET_OUTGOING, PacketSocket } from '../src/os/packet-socket.js';
@@ -92,7 +97,10 @@ async function main(): Promise<void> {
   process.on('SIGTERM', finish);
   process.on('SIGINT', finish);
   setTimeout(finish, durationMs).unref();
+  const startFile = process.argv.includes('--start-file') ? arg('start-file') : undefined;
   process.stderr.write(`ready t0Ns=${T0}\n`);
+  while (startFile && !existsSync(startFile) && !stopping) await new Promise((r) => setTimeout(r, 5));
+  process.stderr.write('sweeping\n');
   while (!stopping) {
     const started = now();
     rounds++;

