@@ -505,6 +505,11 @@ export class Agent implements Disposable {
     return this.viewStore?.journalPrefix;
   }
 
+  /** Kubernetes store: our node Lease and its incarnation (reported to the supervisor). */
+  get kubeNodeLease(): { namespace: string; name: string; incarnation: string } | undefined {
+    return this.kubeOwnership?.nodeLease();
+  }
+
   /** The etcd session (etcd store only): its leases are reported to the supervisor. */
   get etcdSession(): EtcdSession | undefined {
     return this.session;

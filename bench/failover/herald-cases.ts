@@ -36,7 +36,7 @@ export interface HeraldScenario extends Scenario {
 }
 
 /** Every agent's log lines from just before the trigger on, as "+ms node message" (the hand-over path, traced). */
-function trace(s: HeraldScenario): string[] {
+export function trace(s: HeraldScenario): string[] {
   const at = s.triggeredAt;
   if (at === undefined) return [];
   const out: Array<[number, string]> = [];
@@ -151,7 +151,7 @@ export const heraldSetup = (extraArgs: readonly string[] = [], extraManifests: r
   return scenario;
 };
 
-const stopOwner =
+export const stopOwner =
   (signal: NodeJS.Signals): Trigger =>
   (_bench, scenario) => {
     const agent = (scenario as HeraldScenario).agents.get(scenario.owner)!;
@@ -160,7 +160,7 @@ const stopOwner =
   };
 
 /** kill -9 of the owner's agent process only: its supervisor (the lab process's leader) lives on. */
-const crashAgentProcess: Trigger = (_bench, scenario) => {
+export const crashAgentProcess: Trigger = (_bench, scenario) => {
   const agent = (scenario as HeraldScenario).agents.get(scenario.owner)!;
   const pid = supervisedAgentPid(agent);
   if (!pid) throw new Error(`${scenario.owner.name}: the agent runs without its supervisor`);

@@ -18,11 +18,16 @@
  * --family 6: the VIP is IPv6; the probe asks with Neighbor Solicitations
  * every 10 ms (advertisements read as replies, the unsolicited burst as
  * gratuitous announcements) and GETs over IPv6; herald cases only.
+ *
+ * herald-k8s/* cases (k8s-cases.ts): the same crash on the Kubernetes store
+ * against a real kube-apiserver, e.g. beside etcd in one run:
+ *   --only herald/crash,herald-k8s/crash --trials 10
  */
 import { mkdirSync } from 'node:fs';
 import type { Stat } from './analyze.js';
 import { FailoverBench, type CaseResult, type FailoverCase } from './harness.js';
 import { heraldCases } from './herald-cases.js';
+import { k8sCases, stopK8s } from './k8s-cases.js';
 import { keepalivedCases } from './keepalived-cases.js';
 
 const args = process.argv.slice(2);
@@ -90,6 +95,11 @@ function ratioLines(results: CaseResult[]): string[] {
     const arp = (unsup.arpGap.p99 ?? NaN) / Math.max(sup.arpGap.p99 ?? NaN, 1);
     out.push(`crash      supervised vs --no-supervisor ARP gap p99 ${arp.toFixed(2)}x shorter (two MACs: ${sup.dualAnswerTrials}/${sup.trials} vs ${unsup.dualAnswerTrials}/${unsup.trials})`);
   }
+  // The Kubernetes store beside etcd, and its supervised crash against its unsupervised one (the node Lease expiring).
+  const k8s = by.get('herald-k8s/crash');
+  const k8sUnsup = by.get('herald-k8s/crash-unsupervised');
+  if (k8s && sup) out.push(`crash      Kubernetes store vs etcd store (both supervised) ARP gap p99 ${((k8s.arpGap.p99 ?? NaN) / Math.max(sup.arpGap.p99 ?? NaN, 1)).toFixed(2)}x (two MACs: ${k8s.dualAnswerTrials}/${k8s.trials} vs ${sup.dualAnswerTrials}/${sup.trials})`);
+  if (k8s && k8sUnsup) out.push(`crash      Kubernetes store: supervised vs --no-supervisor ARP gap p99 ${((k8sUnsup.arpGap.p99 ?? NaN) / Math.max(k8s.arpGap.p99 ?? NaN, 1)).toFixed(2)}x shorter (two MACs: ${k8s.dualAnswerTrials}/${k8s.trials} vs ${k8sUnsup.dualAnswerTrials}/${k8sUnsup.trials})`);
   return out;
 }
 
@@ -97,7 +107,7 @@ async function main(): Promise<void> {
   if (!Number.isInteger(TRIALS) || TRIALS < 1) throw new Error('--trials must be a positive integer');
   if (FAMILY !== 4 && FAMILY !== 6) throw new Error('--family must be 4 or 6');
   // IPv6: herald only (the same three failures; compare with the IPv4 run).
-  const all: FailoverCase[] = FAMILY === 6 ? heraldCases() : [...keepalivedCases(), ...heraldCases()];
+  const all: FailoverCase[] = FAMILY === 6 ? heraldCases() : [...keepalivedCases(), ...heraldCases(), ...k8sCases()];
   const cases = ONLY ? all.filter((c) => ONLY.some((o) => c.name.includes(o))) : all;
   if (cases.length === 0) throw new Error(`no case matches --only ${ONLY?.join(',')}; cases: ${all.map((c) => c.name).join(', ')}`);
   if (RAW_DIR) mkdirSync(RAW_DIR, { recursive: true });
@@ -115,6 +125,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await bench.destroy();
+    await stopK8s();
   }
   const wallS = (Date.now() - started) / 1000;
 

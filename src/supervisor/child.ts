@@ -5,7 +5,7 @@
  */
 import { Socket } from 'node:net';
 import type { EtcdSession } from '../store/etcd/session.js';
-import { SUPERVISED_ENV, journalReport, leaseReport } from './protocol.js';
+import { SUPERVISED_ENV, journalReport, kubeLeaseReport, leaseReport, type KubeLeaseReport } from './protocol.js';
 
 export class SupervisorLink {
   private readonly channel: Socket;
@@ -45,6 +45,11 @@ export class SupervisorLink {
   /** Tells where this agent's timeline events go in the store (the supervisor records a crash there). */
   reportJournal(prefix: string | undefined): void {
     if (prefix && !this.closed) this.channel.write(journalReport(prefix));
+  }
+
+  /** Kubernetes store: our node Lease and the incarnation stamped on it (the supervisor deletes it if we crash). */
+  reportKubeLease(lease: KubeLeaseReport | undefined): void {
+    if (lease && !this.closed) this.channel.write(kubeLeaseReport(lease));
   }
 
   /** What to do when the supervisor dies (default: exit). */

@@ -11,7 +11,15 @@
  *      the takeovers that follow name a crash rather than a lease expiry;
  *   3. then free: the child's etcd lease (reported over fd 3) is revoked, so
  *      every key on it vanishes and candidates take over within milliseconds
- *      (instead of after wire fencing or the lease TTL).
+ *      (instead of after wire fencing or the lease TTL). On the Kubernetes
+ *      store the same step deletes the child's node Lease (reported over fd 3
+ *      with the incarnation the child stamps on it): every IP Lease and
+ *      election Lease naming the node is then held by a node without a Lease,
+ *      and candidates watching Leases take over at once (instead of after the
+ *      Lease duration). The delete is conditional — only while the Lease
+ *      still carries the dead child's incarnation, with its uid and
+ *      resourceVersion as preconditions — so a restarted agent's Lease is
+ *      never touched.
  *
  * Silence always comes first: if the stamp cannot be zeroed (and the map
  * exists), the lease is left to expire by itself, as without a supervisor.
@@ -20,7 +28,9 @@
  *
  * Kept small on purpose: node's child_process, http and the BPF map binding,
  * nothing of the agent (no etcd3 client, no logger, no timers of its own).
- * The revoke goes over etcd's JSON gateway (POST /v3/lease/revoke).
+ * The revoke goes over etcd's JSON gateway (POST /v3/lease/revoke); on
+ * Kubernetes, the agent's one boundary to the API server (kube-client.ts),
+ * loaded at start so that a crash does not wait for client-node to load.
  *
  * If the supervisor itself dies, the child sees fd 3 close and stops cleanly
  * (releases its IPs, revokes its lease, exits), like on SIGTERM: the service
@@ -36,7 +46,8 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { BpfMap } from '../os/bpf-map.js';
 import { CONFIG_LIVENESS_NS, MAP_RUNTIME_CONFIG, runtimeConfigCodec } from '../datapath/l2-responder/layout.js';
-import { SUPERVISED_ENV, parseReport } from './protocol.js';
+import type { KubeClient } from '../intent/sources/kube-client.js';
+import { INCARNATION_ANNOTATION, SUPERVISED_ENV, parseReport, type KubeLeaseReport } from './protocol.js';
 
 export interface SupervisorOptions {
   /** The agent's command line (node, its flags, the script and its arguments); run with SUPERVISED_ENV set. */
@@ -46,6 +57,8 @@ export interface SupervisorOptions {
   pinDir: string;
   /** etcd endpoints (http(s)://host:port or unix:///path). */
   endpoints: readonly string[];
+  /** Kubernetes store: the API server the child uses (a kubeconfig file, else in-cluster). */
+  kubernetes?: { kubeconfig?: string };
 }
 
 const log = (msg: string) => process.stderr.write(`herald supervisor: ${msg}\n`);
@@ -59,11 +72,15 @@ export async function runSupervisor(opts: SupervisorOptions): Promise<number> {
   log(`agent pid ${child.pid}`);
   const leases = new Set<string>();
   let journal: string | undefined;
+  let kubeLease: KubeLeaseReport | undefined;
+  const kube = opts.kubernetes ? kubeClientFor(opts.kubernetes) : undefined;
   const channel = child.stdio[3] as Readable;
   createInterface({ input: channel }).on('line', (line) => {
     const report = parseReport(line);
-    if (report && 'lease' in report) leases.add(report.lease);
-    else if (report) journal = report.journal;
+    if (!report) return;
+    if ('lease' in report) leases.add(report.lease);
+    else if ('kubeLease' in report) kubeLease = report.kubeLease;
+    else journal = report.journal;
   });
   channel.on('error', () => {}); // the child's end closes when it dies
 
@@ -77,7 +94,7 @@ export async function runSupervisor(opts: SupervisorOptions): Promise<number> {
     child.once('exit', (c, s) => resolve({ code: c, signal: s })),
   );
   log(`agent exited (${signal ?? `code ${code}`})`);
-  await afterDeath(opts, leases, journal ? { prefix: journal, signal, code } : undefined);
+  await afterDeath(opts, leases, journal ? { prefix: journal, signal, code } : undefined, kube && kubeLease ? { client: kube, lease: kubeLease } : undefined);
   for (const [sig, h] of handlers) process.off(sig, h);
   return code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0);
 }
@@ -87,10 +104,26 @@ export async function afterDeath(
   opts: Pick<SupervisorOptions, 'pinDir' | 'endpoints'>,
   leases: ReadonlySet<string>,
   crash?: { prefix: string; signal: NodeJS.Signals | null; code: number | null },
+  kube?: { client: Promise<KubeClient | undefined>; lease: KubeLeaseReport },
 ): Promise<void> {
   if (!silence(opts.pinDir)) {
     if (leases.size > 0) log(`leases ${[...leases].join(', ')} left to expire: the datapath could not be silenced`);
+    if (kube) log(`node Lease ${kube.lease.namespace}/${kube.lease.name} left to expire: the datapath could not be silenced`);
     return;
+  }
+  if (kube) {
+    const client = await kube.client;
+    const l = kube.lease;
+    const outcome = client ? await releaseNodeLease(client, l) : 'failed';
+    log(
+      outcome === 'released'
+        ? `released node Lease ${l.namespace}/${l.name}`
+        : outcome === 'gone'
+          ? `node Lease ${l.namespace}/${l.name} already gone`
+          : outcome === 'other'
+            ? `node Lease ${l.namespace}/${l.name} carries another incarnation: left alone`
+            : `releasing node Lease ${l.namespace}/${l.name} failed: it expires by itself`,
+    );
   }
   // Only when a lease is to be revoked (a child that had released everything needs no crash on record).
   if (crash && leases.size > 0) await recordCrash(opts.endpoints, crash);
@@ -98,6 +131,41 @@ export async function afterDeath(
     const outcome = await revokeLease(opts.endpoints, id);
     log(outcome === 'revoked' ? `revoked lease ${id}` : outcome === 'gone' ? `lease ${id} already gone` : `revoking lease ${id} failed: it expires by itself`);
   }
+}
+
+/** The API client, created at start (client-node takes a while to load); undefined (logged) if the credentials cannot be read. */
+function kubeClientFor(k: { kubeconfig?: string }): Promise<KubeClient | undefined> {
+  return import('../intent/sources/kube-client.js')
+    .then(({ KubeClient }) => KubeClient.create({ ...(k.kubeconfig ? { kubeconfig: k.kubeconfig } : {}), timeoutMs: 2000 }))
+    .catch((e: Error) => {
+      log(`kubernetes: ${e.message}; a crashed agent's node Lease will expire by itself`);
+      return undefined;
+    });
+}
+
+/**
+ * Deletes the dead child's node Lease, only while it is the child's: it must
+ * carry the child's incarnation, and the delete has the uid and
+ * resourceVersion read as preconditions (a write in between — a renewal the
+ * child sent just before dying, or a restarted agent's — is a 409: read again).
+ */
+export async function releaseNodeLease(client: KubeClient, l: KubeLeaseReport): Promise<'released' | 'gone' | 'other' | 'failed'> {
+  const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(l.namespace)}/leases/${encodeURIComponent(l.name)}`;
+  const { isConflict, isNotFound } = await import('../intent/sources/kube-client.js');
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const cur = await client.request<{ metadata: { uid?: string; resourceVersion?: string; annotations?: Record<string, string> } }>('GET', path);
+      if (cur.metadata.annotations?.[INCARNATION_ANNOTATION] !== l.incarnation) return 'other';
+      await client.request('DELETE', path, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { uid: cur.metadata.uid, resourceVersion: cur.metadata.resourceVersion } });
+      return 'released';
+    } catch (e) {
+      if (isNotFound(e)) return 'gone';
+      if (isConflict(e)) continue;
+      log(`kubernetes: releasing ${l.namespace}/${l.name}: ${(e as Error).message}`);
+      return 'failed';
+    }
+  }
+  return 'failed';
 }
 
 /** Zeroes the liveness stamp: the program treats it as never written and answers nothing. True when silent. */

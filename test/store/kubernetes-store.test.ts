@@ -15,6 +15,8 @@ import type { OwnershipView } from '../../src/controlplane/ownership/backend.js'
 import { KubeClient, type KubeObject } from '../../src/intent/sources/kube-client.js';
 import { LeaseOwnership, ipLeaseName } from '../../src/store/kubernetes/lease-ownership.js';
 import { ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
+import { INCARNATION_ANNOTATION } from '../../src/supervisor/protocol.js';
+import { releaseNodeLease } from '../../src/supervisor/supervisor.js';
 import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';
 
 let kube: KubeServer;
@@ -44,9 +46,9 @@ async function waitFor(what: string, fn: () => boolean | Promise<boolean>, timeo
 
 const agentClient = (node: string) => KubeClient.create({ kubeconfig: kube.kubeconfig(`herald:${node}`, ['herald:agents']) });
 
-async function node(name: string) {
+async function node(name: string, opts: typeof OPTS = OPTS) {
   const views: OwnershipView[] = [];
-  const o = new LeaseOwnership(await agentClient(name), name, { log: silentLogger }, OPTS);
+  const o = new LeaseOwnership(await agentClient(name), name, { log: silentLogger }, opts);
   await o.start((v) => {
     views.push(v);
   });
@@ -139,6 +141,56 @@ test('lease ownership: the Lease is the fence — a conflicting claim loses with
   } finally {
     me.o.dispose();
     other.o.dispose();
+  }
+});
+
+test('lease ownership: an IPv6 address ending in :: (the first of a pool) gets a valid Lease name and is owned', async () => {
+  const ips = ['2001:db8:3::', '198.51.100.95'];
+  assert.equal(ipLeaseName('2001:db8:3::'), 'ip-2001-db8-3--0');
+  assert.equal(ipLeaseName('2001:db8:3::7'), 'ip-2001-db8-3--7');
+  const a = await node('node-v6');
+  try {
+    a.o.setCandidates(new Map(ips.map((ip) => [ip, ['eth0']] as const)));
+    await waitFor('both owned', () => ips.every((ip) => a.owned().has(ip)), 15_000);
+    const lease = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/ip-2001-db8-3--0`);
+    assert.equal(lease.body.metadata.annotations['herald.dev/ip'], '2001:db8:3::');
+  } finally {
+    a.o.dispose();
+  }
+});
+
+test("the supervisor's release: a crashed node's Lease deleted (its own incarnation only) → taken over without waiting for expiry", async () => {
+  const ip = '198.51.100.90';
+  const long = { ...OPTS, durationS: 60 }; // an expiry could not come within this test's waits
+  const a = await node('node-ca', long);
+  let b: Awaited<ReturnType<typeof node>> | undefined;
+  try {
+    a.o.setCandidates(new Map([[ip, ['eth0']]]));
+    await waitFor('a owns it', () => a.owned().has(ip));
+    const started = await node('node-cb', long);
+    b = started;
+    started.o.setCandidates(new Map([[ip, ['eth0']]]));
+    await new Promise((r) => setTimeout(r, 600));
+    const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/node-node-ca`;
+    assert.equal((await kube.api('GET', leasePath)).body.metadata.annotations[INCARNATION_ANNOTATION], a.o.incarnation, 'the node Lease carries its incarnation');
+    // a crashes (no release); b watched a's Lease for less than its duration: a's IP stays a's.
+    a.o.dispose();
+    const client = await agentClient('node-ca');
+    // Another incarnation's release (a late one, for an agent that restarted since) touches nothing.
+    assert.equal(await releaseNodeLease(client, { ...a.o.nodeLease(), incarnation: 'other-incarnation' }), 'other');
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal((await kube.api('GET', leasePath)).status, 200);
+    assert.equal(started.owned().size, 0, 'never two owners: a is not known dead');
+    // The supervisor's release for a's incarnation: b takes over at once (a conditional update), no 60 s wait.
+    const t0 = Date.now();
+    assert.equal(await releaseNodeLease(client, a.o.nodeLease()), 'released');
+    await waitFor('b owns it', () => started.owned().has(ip), 15_000);
+    assert.ok(Date.now() - t0 < long.durationS * 1000);
+    assert.equal(started.o.counters.takeovers, 1, 'taken over by a conditional update');
+    assert.equal(await releaseNodeLease(client, a.o.nodeLease()), 'gone');
+  } finally {
+    a.o.dispose();
+    b?.o.dispose();
   }
 });
 

@@ -71,6 +71,14 @@ test('reports are lease lines and one journal prefix', () => {
   assert.equal(parseReport('journal has spaces/ x/'), undefined);
   assert.equal(parseReport('lease abc'), undefined);
   assert.equal(parseReport('hello'), undefined);
+  // Kubernetes store: the node Lease and its incarnation.
+  assert.deepEqual(parseReport('kube-lease herald-system/node-n1.example 2b1f0c3e-1d2a-4b5c-8d9e-0f1a2b3c4d5e\n'), {
+    kubeLease: { namespace: 'herald-system', name: 'node-n1.example', incarnation: '2b1f0c3e-1d2a-4b5c-8d9e-0f1a2b3c4d5e' },
+  });
+  assert.equal(parseReport('kube-lease Herald/node-n1 x'), undefined, 'not a DNS-1123 namespace');
+  assert.equal(parseReport('kube-lease ns/node-n1'), undefined, 'no incarnation');
+  assert.equal(parseReport('kube-lease ns/../x abc'), undefined);
+  assert.equal(parseReport(`kube-lease ns/node-n1 ${'a'.repeat(65)}`), undefined, 'bounded');
 });
 
 test('kill -9 of the child: the crash goes on the timeline first, then the lease is revoked', async () => {

@@ -179,7 +179,7 @@ export function agentCommand(): Command {
     .addOption(durationOption('--wire-probe-interval <duration>', 'with --store etcd: how often another owner is probed on the wire (faster once it is overdue)', ownerWatchDefaults.probeIntervalMs))
     .addOption(durationOption('--wire-silence <duration>', 'with --store etcd: an owner heard before and silent on the wire this long is fenced out (its lease revoked)', ownerWatchDefaults.silenceMs))
     .addOption(durationOption('--handover-hold <duration>', 'with --store etcd: a more preferred node must be a candidate this long before an owner hands an IP over to it (default 5s)'))
-    .option('--no-supervisor', 'with --store etcd: run the agent without its supervisor (which silences a crashed agent\'s datapath and revokes its lease at once)')
+    .option('--no-supervisor', 'with --store etcd or --kubernetes: run the agent without its supervisor (which silences a crashed agent\'s datapath and revokes its etcd lease / deletes its node Lease at once)')
     .option('--nice <n>', `the agent's CPU priority (-20..19): a starved agent answers late and misses its heartbeats, so it runs ahead of ordinary work by default`, parseNice, AGENT_NICE_DEFAULT)
     .option('--local-routes', 'install a local route for each owned IP so host services can serve it (plain hosts)')
     .option('--bgp-router-id <ipv4>', 'BGP anycast: advertise service IPs with ready backends through herald\'s own BIRD, with this router ID (off by default)', parseRouterId)
@@ -218,11 +218,12 @@ export function agentCommand(): Command {
     .addOption(new Option('--log-format <format>', 'log output').choices(['json', 'text']).default('text'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: AgentOptions) => {
-      // With etcd, this process becomes the supervisor and runs the agent as its child (src/supervisor).
-      if (opts.store === 'etcd' && opts.supervisor && !process.env[SUPERVISED_ENV] && opts.etcd.length > 0) {
+      // With etcd or Kubernetes, this process becomes the supervisor and runs the agent as its child (src/supervisor).
+      if (opts.supervisor && !process.env[SUPERVISED_ENV] && ((opts.store === 'etcd' && opts.etcd.length > 0) || opts.kubernetes)) {
         const { runSupervisor } = await import('../../supervisor/supervisor.js');
         const args = [...process.execArgv, ...process.argv.slice(1)];
-        process.exit(await runSupervisor({ command: process.execPath, args, pinDir: pinDirFor(opts), endpoints: opts.etcd }));
+        const kubernetes = opts.kubernetes ? { kubernetes: opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {} } : {};
+        process.exit(await runSupervisor({ command: process.execPath, args, pinDir: pinDirFor(opts), endpoints: opts.etcd, ...kubernetes }));
       }
       const supervisor = SupervisorLink.fromEnv();
       const log = createLogger({ format: opts.logFormat, level: opts.logLevel, name: opts.node, nonBlocking: true });
@@ -299,6 +300,7 @@ export function agentCommand(): Command {
         );
         supervisor?.reportLeases(agent.etcdSession);
         supervisor?.reportJournal(agent.journalPrefix);
+        supervisor?.reportKubeLease(agent.kubeNodeLease);
         await agent.start();
         log.info({ pinDir: pinDirFor(opts), store: opts.store, manifests: opts.manifests ?? null }, 'agent running');
       } catch (e) {
