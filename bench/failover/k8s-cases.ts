@@ -102,7 +102,7 @@ export const k8sSetup = (extraArgs: readonly string[] = []): Setup => async (ben
     await teardown();
     throw e;
   }
-  const scenario: HeraldScenario = { owner, agents, teardown };
+  const scenario: HeraldScenario = { owner, agents, logFiles: new Map(), teardown };
   if (process.env.HERALD_FAILOVER_TRACE) scenario.notes = () => ({ trace: trace(scenario) });
   return scenario;
 };
