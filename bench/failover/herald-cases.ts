@@ -182,5 +182,17 @@ export function heraldCases(): FailoverCase[] {
       },
       options: { postMs: 4000 },
     },
+    // Power loss: the owner's port goes down and its whole agent unit (supervisor, agent,
+    // BIRD) freezes at the same instant — nothing on the node can say it is leaving.
+    {
+      name: 'herald/power-loss',
+      setup: heraldSetup(),
+      trigger: async (bench, scenario) => {
+        (scenario as HeraldScenario).triggeredAt = Date.now();
+        await ownerLinkDown(bench, scenario);
+        (scenario as HeraldScenario).agents.get(scenario.owner)!.signal('SIGSTOP');
+      },
+      options: { postMs: 4000 },
+    },
   ];
 }
