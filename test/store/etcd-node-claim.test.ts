@@ -7,48 +7,25 @@
  */
 import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
-import { after, afterEach, before, describe, test } from 'node:test';
-import { Etcd3 } from 'etcd3';
+import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { systemClock, type Clock } from '../../src/core/clock.js';
 import { HeraldError } from '../../src/core/errors.js';
 import { silentLogger, type Logger } from '../../src/core/logger.js';
 import { NodeClaim, nodeClaimWait } from '../../src/store/etcd/node-claim.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
-import { startEtcd, type EtcdServer } from '../helpers/etcd.js';
+import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 
 describe('etcd node-name claim: one agent per --node', () => {
-  let etcd: EtcdServer;
-  let raw: Etcd3;
-  let prefixN = 0;
-  const open: Array<{ dispose(): void }> = [];
-
-  before(async () => {
-    etcd = await startEtcd();
-    raw = new Etcd3({ hosts: etcd.endpoint });
-  });
-  afterEach(() => {
-    for (const d of open.splice(0).reverse()) d.dispose();
-  });
-  after(async () => {
-    raw?.close();
-    await etcd?.stop();
-  });
-
-  const freshPrefix = () => `/herald-claim-${process.pid}-${prefixN++}/`;
-
-  async function session(prefix: string, log: Logger = silentLogger): Promise<EtcdSession> {
-    const s = new EtcdSession({ endpoints: [etcd.endpoint], prefix, ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 }, { clock: systemClock, log });
-    open.push(s);
-    await s.start();
-    return s;
-  }
+  const real = useRealEtcd('claim');
+  const freshPrefix = real.freshPrefix;
+  const session = (prefix: string, log: Logger = silentLogger): Promise<EtcdSession> => real.session(prefix, { log });
 
   function claim(s: EtcdSession, node: string, opts = { waitMs: 0, pollMs: 50 }, log: Logger = silentLogger, clock: Clock = systemClock): NodeClaim {
     const c = new NodeClaim(s, node, { clock, log }, opts);
-    open.push(c);
+    real.own(c);
     return c;
   }
 
@@ -82,14 +59,14 @@ describe('etcd node-name claim: one agent per --node', () => {
   /** Revokes the session's lease behind its back (as a fencing peer would) and waits for the next one. */
   async function replaceLease(s: EtcdSession): Promise<string> {
     const old = s.leaseId!;
-    await raw.leaseClient.leaseRevoke({ ID: old });
+    await real.raw.leaseClient.leaseRevoke({ ID: old });
     await waitFor(() => s.state === 'live' && s.leaseId !== old, { timeoutMs: 15_000, what: 'a new lease' });
     return s.leaseId!;
   }
 
   const turn = () => new Promise((r) => setImmediate(r));
 
-  const keyOf = async (prefix: string, node: string) => (await raw.get(`${prefix}nodes/${node}`).exec()).kvs[0];
+  const keyOf = async (prefix: string, node: string) => (await real.raw.get(`${prefix}nodes/${node}`).exec()).kvs[0];
 
   test('the name is created on the agent lease, with who holds it', async () => {
     const prefix = freshPrefix();
@@ -145,7 +122,7 @@ describe('etcd node-name claim: one agent per --node', () => {
 
   test("a dead predecessor's key is waited out until its lease expires, then taken", async () => {
     const prefix = freshPrefix();
-    const dead = raw.lease(1, { autoKeepAlive: false });
+    const dead = real.raw.lease(1, { autoKeepAlive: false });
     await dead.put(`${prefix}nodes/n1`).value('{"pid":1}');
     const s = await session(prefix);
     await claim(s, 'n1', nodeClaimWait(3)).claim();
@@ -163,7 +140,7 @@ describe('etcd node-name claim: one agent per --node', () => {
     await claim(a, 'n1', { waitMs: 0, pollMs: 50 }, log).claim();
     const b = await session(prefix);
     const bClaim = claim(b, 'n1', { waitMs: 20_000, pollMs: 20 }).claim();
-    await raw.leaseClient.leaseRevoke({ ID: a.leaseId! }); // as an operator (or a fencing peer) would: node-a's key goes with it
+    await real.raw.leaseClient.leaseRevoke({ ID: a.leaseId! }); // as an operator (or a fencing peer) would: node-a's key goes with it
     await bClaim;
     await waitFor(() => log.lines.some((l) => l.level === 'error'), { timeoutMs: 10_000, what: "node-a's error" });
     const kv = (await keyOf(prefix, 'n1'))!;
@@ -188,8 +165,8 @@ describe('etcd node-name claim: one agent per --node', () => {
     const prefix = freshPrefix();
     const s = await session(prefix);
     await claim(s, 'n1').claim();
-    const rival = raw.lease(30);
-    open.push({ dispose: () => void rival.revoke().catch(() => {}) });
+    const rival = real.raw.lease(30);
+    real.own({ dispose: () => void rival.revoke().catch(() => {}) });
     interceptCommits(s, async (column) => {
       if (column === 'Lease') await rival.put(`${prefix}nodes/n1`).value('{"pid":2}');
     });
@@ -280,7 +257,7 @@ describe('etcd node-name claim: one agent per --node', () => {
     await claim(s, 'n1', { waitMs: 0, pollMs: 20 }, log, clock).claim();
     const seen = interceptCommits(s, () => {});
     const states: string[] = [];
-    open.push(s.onState((st) => void states.push(st)));
+    real.own(s.onState((st) => void states.push(st)));
     const lease = await replaceLease(s);
     await waitFor(async () => String((await keyOf(prefix, 'n1'))?.lease) === lease, { what: 'the name on the new lease' });
     assert.deepEqual(states, ['lost', 'live']);
@@ -291,8 +268,7 @@ describe('etcd node-name claim: one agent per --node', () => {
 
   test('without a lease there is nothing to claim on: HERALD_STORE', async () => {
     const prefix = freshPrefix();
-    const s = new EtcdSession({ endpoints: [etcd.endpoint], prefix, ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 }, { clock: systemClock, log: silentLogger });
-    open.push(s);
+    const s = await real.session(prefix, { start: false });
     await assert.rejects(claim(s, 'n1').claim(), (e: unknown) => e instanceof HeraldError && e.code === 'HERALD_STORE' && /no etcd lease/.test(e.message));
   });
 
@@ -301,11 +277,11 @@ describe('etcd node-name claim: one agent per --node', () => {
     const s = await session(prefix);
     await claim(s, 'n1').claim();
     const before = s.leaseId;
-    await etcd.kill();
+    await real.etcd.kill();
     try {
       await waitFor(() => s.state === 'lost', { timeoutMs: 10_000, what: 'the session to step down' });
     } finally {
-      await etcd.restart();
+      await real.etcd.restart();
     }
     await waitFor(() => s.state === 'live' && s.leaseId !== before, { timeoutMs: 15_000, what: 'a new lease' });
     await waitFor(async () => String((await keyOf(prefix, 'n1'))?.lease) === s.leaseId, { timeoutMs: 10_000, what: 'the name on the new lease' });

@@ -5,13 +5,12 @@
  * where it happens, with no sleeps.
  */
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, test } from 'node:test';
-import { Etcd3 } from 'etcd3';
+import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import type { TimerHandle } from '../../src/core/clock.js';
 import { HeraldError } from '../../src/core/errors.js';
 import { EtcdSession, etcdSessionDefaults, type EtcdSessionOptions } from '../../src/store/etcd/session.js';
-import { startEtcd, type EtcdServer } from '../helpers/etcd.js';
+import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 
@@ -25,29 +24,8 @@ class DelayClock extends ManualClock {
 }
 
 describe('etcd session: one lease, kept alive by our own clock', () => {
-  let etcd: EtcdServer;
-  let raw: Etcd3;
-  let prefixN = 0;
-  const open: Array<{ dispose(): void }> = [];
-
-  before(async () => {
-    etcd = await startEtcd();
-    raw = new Etcd3({ hosts: etcd.endpoint });
-  });
-  afterEach(() => {
-    for (const d of open.splice(0).reverse()) d.dispose();
-  });
-  after(async () => {
-    raw?.close();
-    await etcd?.stop();
-  });
-
-  const opts = (o: Partial<EtcdSessionOptions> = {}): EtcdSessionOptions => ({
-    endpoints: [etcd.endpoint],
-    prefix: `/herald-session-${process.pid}-${prefixN++}/`,
-    ...etcdSessionDefaults,
-    ...o,
-  });
+  const real = useRealEtcd('session');
+  const opts = (o: Partial<EtcdSessionOptions> = {}): EtcdSessionOptions => ({ ...real.sessionOptions(real.freshPrefix()), ...etcdSessionDefaults, ...o });
 
   async function live(): Promise<{ s: EtcdSession; clock: DelayClock; log: ReturnType<typeof recordingLogger>; states: string[]; prefix: string }> {
     const clock = new DelayClock();
@@ -55,14 +33,14 @@ describe('etcd session: one lease, kept alive by our own clock', () => {
     const log = recordingLogger();
     const o = opts();
     const s = new EtcdSession(o, { clock, log });
-    open.push(s);
+    real.own(s);
     const states: string[] = [];
     s.onState((st) => void states.push(st));
     await s.start();
     return { s, clock, log, states, prefix: o.prefix };
   }
 
-  const leaseTtl = async (id: string) => Number((await raw.leaseClient.leaseTimeToLive({ ID: id })).TTL);
+  const leaseTtl = async (id: string) => Number((await real.raw.leaseClient.leaseTimeToLive({ ID: id })).TTL);
 
   test('the keep-alive period must leave room for two attempts within TTL − margin: HERALD_BAD_ARGUMENT', () => {
     const clock = new ManualClock();
@@ -105,7 +83,7 @@ describe('etcd session: one lease, kept alive by our own clock', () => {
   test('with the store unreachable it steps down at TTL − margin by its own clock, then re-grants with backoff once the store answers', async () => {
     const { s, clock, log, states } = await live();
     const first = s.leaseId!;
-    await etcd.kill();
+    await real.etcd.kill();
     try {
       for (let n = 1; n <= 4; n++) {
         clock.advance(500); // 10,500 … 12,000: each keep-alive fails
@@ -134,7 +112,7 @@ describe('etcd session: one lease, kept alive by our own clock', () => {
         clock.advance(d);
       }
     } finally {
-      await etcd.restart();
+      await real.etcd.restart();
     }
     for (let i = 0; s.state !== 'live'; i++) {
       await waitFor(() => s.state === 'live' || clock.pending > 0, { timeoutMs: 15_000, what: 'a grant attempt' });
@@ -151,7 +129,7 @@ describe('etcd session: one lease, kept alive by our own clock', () => {
   test('a revoked lease is seen at the next keep-alive: lost (lease-gone), we own nothing, and a fresh lease after', async () => {
     const { s, clock, log, states } = await live();
     const first = s.leaseId!;
-    await raw.leaseClient.leaseRevoke({ ID: first });
+    await real.raw.leaseClient.leaseRevoke({ ID: first });
     clock.advance(500);
     await waitFor(() => s.state === 'lost', { what: 'the session to see its lease gone' });
     assert.equal(s.lostReason, 'lease-gone');
@@ -171,13 +149,13 @@ describe('etcd session: one lease, kept alive by our own clock', () => {
 
   test('a keep-alive answered after the local step-down proves nothing: still lost, its validity not extended', async () => {
     const { s, clock, states } = await live();
-    etcd.pause();
+    real.etcd.pause();
     try {
       clock.advance(500); // 10,500: the keep-alive goes out and waits on the stalled store
       clock.advance(2000); // 12,500: stepped down by our own clock meanwhile
       assert.equal(s.state, 'lost');
     } finally {
-      etcd.resume();
+      real.etcd.resume();
     }
     await waitFor(() => clock.pending > 0, { what: 'the keep-alive answered and the next tick armed' });
     assert.equal(clock.pending, 1, 'only the next tick: no deadline re-armed');
@@ -203,7 +181,7 @@ describe('etcd session: one lease, kept alive by our own clock', () => {
     await s.revoke();
     assert.equal(s.state, 'lost');
     assert.equal(s.lostReason, 'released');
-    assert.equal(await raw.get(key).string(), null);
+    assert.equal(await real.raw.get(key).string(), null);
     const requests = s.requests;
     await s.revoke();
     assert.equal(s.requests, requests);
@@ -214,7 +192,7 @@ describe('etcd session: one lease, kept alive by our own clock', () => {
   test('dispose cancels the keep-alive and the deadline; listeners are dropped', async () => {
     const { s, clock, states } = await live();
     const sub = s.onState(() => assert.fail('no state after dispose'));
-    open.push(sub);
+    real.own(sub);
     s.dispose();
     assert.equal(clock.pending, 0);
     clock.advance(10_000);

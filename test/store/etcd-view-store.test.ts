@@ -6,53 +6,30 @@
  * ignored; the view re-reads and follows again after a store outage.
  */
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Etcd3 } from 'etcd3';
 import { waitFor } from '../../lab/lab.js';
-import { systemClock } from '../../src/core/clock.js';
 import type { ClusterEvent } from '../../src/core/events.js';
 import { silentLogger, type Logger } from '../../src/core/logger.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
 import { EtcdViewStore, viewStoreDefaults, type ViewStoreOptions } from '../../src/store/etcd/view-store.js';
-import { startEtcd, type EtcdServer } from '../helpers/etcd.js';
+import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 
 describe('etcd view store: the cluster timeline and node cards', () => {
-  let etcd: EtcdServer;
-  let raw: Etcd3;
-  let prefixN = 0;
-  const open: Array<{ dispose(): void }> = [];
-
-  before(async () => {
-    etcd = await startEtcd();
-    raw = new Etcd3({ hosts: etcd.endpoint });
-  });
-  afterEach(() => {
-    for (const d of open.splice(0).reverse()) d.dispose();
-  });
-  after(async () => {
-    raw?.close();
-    await etcd?.stop();
-  });
-
-  const freshPrefix = () => `/herald-view-${process.pid}-${prefixN++}/`;
-
-  async function session(prefix: string, start = true): Promise<EtcdSession> {
-    const s = new EtcdSession({ endpoints: [etcd.endpoint], prefix, ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 }, { clock: systemClock, log: silentLogger });
-    open.push(s);
-    if (start) await s.start();
-    return s;
-  }
+  const real = useRealEtcd('view');
+  const freshPrefix = real.freshPrefix;
+  const session = (prefix: string, start = true): Promise<EtcdSession> => real.session(prefix, { start });
 
   async function view(s: EtcdSession, node: string, opts: ViewStoreOptions = viewStoreDefaults, log: Logger = silentLogger): Promise<EtcdViewStore> {
     const v = new EtcdViewStore(s, node, log, opts);
-    open.push(v);
+    real.own(v);
     await v.start();
     return v;
   }
 
   const brief = (events: readonly ClusterEvent[]) => events.map((e) => ({ id: e.id, node: e.node, kind: e.kind }));
-  const keysUnder = async (p: string) => (await raw.getAll().prefix(p).exec()).kvs.map((kv) => ({ key: kv.key.toString(), rev: Number(kv.mod_revision), lease: String(kv.lease), value: kv.value.toString() }));
+  const keysUnder = async (p: string) => (await real.raw.getAll().prefix(p).exec()).kvs.map((kv) => ({ key: kv.key.toString(), rev: Number(kv.mod_revision), lease: String(kv.lease), value: kv.value.toString() }));
 
   test('an event is stored under its node with a padded sequence; its id is its key revision; every agent sees one timeline in the same order', async () => {
     const prefix = freshPrefix();
@@ -96,7 +73,7 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     a.dispose();
     // A key from a sequence far ahead of the clock (e.g. written by a host whose clock ran fast).
     const ahead = Date.now() * 1000 + 1e12;
-    await raw.put(`${prefix}view/events/a/${String(ahead).padStart(20, '0')}`).value(JSON.stringify({ kind: 'intent-accepted', at: new Date().toISOString() }));
+    await real.raw.put(`${prefix}view/events/a/${String(ahead).padStart(20, '0')}`).value(JSON.stringify({ kind: 'intent-accepted', at: new Date().toISOString() }));
     const again = await view(s, 'a');
     assert.deepEqual(brief(again.ring.list()).slice(0, 2), before);
     assert.equal(again.ring.list().length, 3);
@@ -125,7 +102,7 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     const b = await view(await session(prefix), 'b');
     let notified = 0;
     const off = b.onNodes(() => notified++);
-    open.push({ dispose: off });
+    real.own({ dispose: off });
     const card = { version: '1.0.0', startedAt: '2026-11-26T00:00:00.000Z', interfaces: ['eth0'], owned: 2 };
     await a.publishCard(card);
     const [kv] = await keysUnder(`${prefix}view/nodes/`);
@@ -143,7 +120,7 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     assert.ok((await keysUnder(`${prefix}view/nodes/`))[0]!.rev > kv!.rev);
     await waitFor(() => b.nodes().get('a')?.owned === 3, { what: 'the changed card' });
     const seen = notified;
-    await raw.leaseClient.leaseRevoke({ ID: sa.leaseId! });
+    await real.raw.leaseClient.leaseRevoke({ ID: sa.leaseId! });
     await waitFor(() => !b.nodes().has('a'), { what: "a's card to go with its lease" });
     assert.ok(notified > seen, 'listeners hear of the card going');
     off();
@@ -172,16 +149,16 @@ describe('etcd view store: the cluster timeline and node cards', () => {
       return JSON.stringify({ kind: 'intent-accepted', pad: 'x'.repeat(bytes - bare.length) });
     };
     const hostile = async (tag: string) => {
-      await raw.put(`${prefix}view/events/x/${tag}0`).value(sized(64 * 1024)); // at the bound: kept
-      await raw.put(`${prefix}view/events/x/${tag}1`).value(sized(64 * 1024 + 1));
-      await raw.put(`${prefix}view/events/x/${tag}2`).value('{not json');
-      await raw.put(`${prefix}view/events/x/${tag}3`).value('{"no":"kind"}');
-      await raw.put(`${prefix}view/events/x/${tag}4`).value('null');
-      await raw.put(`${prefix}view/events/x/${tag}5`).value(JSON.stringify({ kind: 'node-stopping', at: 7 }));
-      await raw.put(`${prefix}view/nodes/bad-${tag}`).value('{not json');
-      await raw.put(`${prefix}view/nodes/null-${tag}`).value('null');
-      await raw.put(`${prefix}view/nodes/big-${tag}`).value(JSON.stringify({ pad: 'x'.repeat(64 * 1024) }));
-      await raw.put(`${prefix}view/nodes/ok-${tag}`).value(JSON.stringify({ owned: 1, node: 'spoofed' }));
+      await real.raw.put(`${prefix}view/events/x/${tag}0`).value(sized(64 * 1024)); // at the bound: kept
+      await real.raw.put(`${prefix}view/events/x/${tag}1`).value(sized(64 * 1024 + 1));
+      await real.raw.put(`${prefix}view/events/x/${tag}2`).value('{not json');
+      await real.raw.put(`${prefix}view/events/x/${tag}3`).value('{"no":"kind"}');
+      await real.raw.put(`${prefix}view/events/x/${tag}4`).value('null');
+      await real.raw.put(`${prefix}view/events/x/${tag}5`).value(JSON.stringify({ kind: 'node-stopping', at: 7 }));
+      await real.raw.put(`${prefix}view/nodes/bad-${tag}`).value('{not json');
+      await real.raw.put(`${prefix}view/nodes/null-${tag}`).value('null');
+      await real.raw.put(`${prefix}view/nodes/big-${tag}`).value(JSON.stringify({ pad: 'x'.repeat(64 * 1024) }));
+      await real.raw.put(`${prefix}view/nodes/ok-${tag}`).value(JSON.stringify({ owned: 1, node: 'spoofed' }));
     };
     await hostile('a');
     const v = await view(await session(prefix), 'me');
@@ -206,12 +183,12 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     const prefix = freshPrefix();
     const a = await view(await session(prefix), 'a', { perNode: 100, writeTimeoutMs: 300 });
     await a.record({ kind: 'node-started', version: '1' });
-    etcd.pause();
+    real.etcd.pause();
     try {
       await a.record({ kind: 'allocated', service: 'default/one', ip: '192.0.2.1' });
       await a.record({ kind: 'allocated', service: 'default/two', ip: '192.0.2.2' });
     } finally {
-      etcd.resume();
+      real.etcd.resume();
     }
     await waitFor(() => a.ring.list().length === 3, { timeoutMs: 15_000, what: 'the stalled writes to land' });
     assert.deepEqual(a.ring.list().map((e) => (e as { service?: string }).service), [undefined, 'default/one', 'default/two']);
@@ -222,17 +199,17 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     const log = recordingLogger();
     const a = await view(await session(prefix), 'a', { perNode: 100, writeTimeoutMs: 5000 }, log);
     await a.record({ kind: 'node-started', version: '1' });
-    await etcd.kill();
+    await real.etcd.kill();
     try {
       await a.record({ kind: 'node-stopping' });
     } finally {
-      await etcd.restart();
+      await real.etcd.restart();
     }
     assert.ok(
       log.lines.some((l) => l.level === 'debug' && l.msg === 'cluster view: storing an event failed' && l.obj.kind === 'node-stopping'),
       JSON.stringify(log.lines),
     );
-    const other = new Etcd3({ hosts: etcd.endpoint });
+    const other = new Etcd3({ hosts: real.etcd.endpoint });
     try {
       await other.put(`${prefix}view/events/b/00000000000000000001`).value(JSON.stringify({ kind: 'intent-accepted', at: new Date().toISOString() }));
     } finally {
