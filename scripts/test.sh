@@ -125,6 +125,7 @@ lab_tests=(
   test/api/view.lab.test.ts
   test/api/view-bgp.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
+  test/os/tc-attach.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
   test/datapath/owner-watch.lab.test.ts
