@@ -31,6 +31,7 @@ unit_tests=(
   test/core/reconciler/tick.test.ts
   test/core/addr.test.ts
   test/os/links.test.ts
+  test/os/tc-attach-mode.test.ts
   test/core/reconciler/settled.test.ts
   test/core/reconciler/row-status.test.ts
   test/core/reconciler/batch.test.ts

@@ -21,6 +21,7 @@
  * drops never reaches the legacy copy; both read the same pinned maps.
  */
 import { existsSync, rmSync } from 'node:fs';
+import { HeraldError } from '../core/errors.js';
 import { join } from 'node:path';
 import { attachEgress, attachIngress, detachIngress, queryIngress, type TcSlot } from './tc.js';
 import { BPF_TC_EGRESS, BPF_TC_INGRESS, SyscallError, libbpf } from './libbpf.js';
@@ -65,6 +66,9 @@ export function tcAttachModeDetail(): { mode: TcAttachMode; reason: string } {
   if (forced === 'tcx' || forced === 'cls_bpf') {
     detected = { mode: forced, reason: 'HERALD_TC_ATTACH' };
     return detected;
+  }
+  if (forced !== undefined && forced !== '') {
+    throw new HeraldError('HERALD_BAD_ARGUMENT', `HERALD_TC_ATTACH=${JSON.stringify(forced.slice(0, 40))}: expected tcx or cls_bpf`);
   }
   try {
     tcxQuery(1, BPF_TCX_INGRESS);

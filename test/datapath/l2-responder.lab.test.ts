@@ -203,6 +203,7 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
     const legacy = tcAttached(node).ingress;
     assert.deepEqual(legacy.tcx, [], `the link went when the filter took over: ${JSON.stringify(legacy)}`);
     assert.deepEqual(legacy.clsBpf.map((f) => [f.pref, f.name]), [[1, 'herald_l2_ingre']]);
+    assert.match(node.must(HERALD, ['status', '--status-socket', node.statusSocket]), /tc programs: cls_bpf filters/);
     await agent.stop('SIGTERM');
     agent = await startAgentReady(node, baseArgs, 'agent-tcx');
     assert.equal(pingerDone, false, 'both changes happened while the requests were flowing');
