@@ -31,6 +31,7 @@ unit_tests=(
   test/core/reconciler/tick.test.ts
   test/core/addr.test.ts
   test/os/links.test.ts
+  test/os/tc-attach-mode.test.ts
   test/core/reconciler/settled.test.ts
   test/core/reconciler/row-status.test.ts
   test/core/reconciler/batch.test.ts
@@ -125,6 +126,7 @@ lab_tests=(
   test/api/view.lab.test.ts
   test/api/view-bgp.lab.test.ts
   test/datapath/l2-responder.lab.test.ts
+  test/os/tc-attach.lab.test.ts
   test/net/socket-filter.lab.test.ts
   test/datapath/ndp-responder.lab.test.ts
   test/datapath/owner-watch.lab.test.ts

@@ -13,12 +13,17 @@
  * goes first. Printed side by side with ratios; --json for machines.
  *
  *   node --import tsx bench/arp/main.ts [--samples 2000] [--flood-seconds 3]
- *     [--service-samples 1500] [--rounds 3] [--idle-interval-ms 10] [--service-only] [--json]
+ *     [--service-samples 1500] [--rounds 3] [--idle-interval-ms 10] [--service-only] [--no-attach-compare] [--json]
+ *
+ * The service-time rounds also time herald's responder attached through a
+ * legacy cls_bpf filter (herald_cls_bpf: the agent restarted with
+ * HERALD_TC_ATTACH=cls_bpf) beside the tcx link, unless --no-attach-compare.
  */
 import { Lab, type Host } from '../../lab/lab.js';
 import { HERALD, startAgentReady } from '../../test/helpers/lab-tools.js';
 import { fileURLToPath } from 'node:url';
 import { captureGaps, summarize, type ServiceTimes } from '../lib/service-time.js';
+import { ATTACH_VARIANTS, AttachSwitcher, assertBareHook } from '../lib/attach-modes.js';
 
 const PROBER = fileURLToPath(new URL('../lib/arp-prober.ts', import.meta.url));
 const args = process.argv.slice(2);
@@ -32,6 +37,8 @@ const SERVICE_SAMPLES = opt('service-samples', 1500);
 const ROUNDS = opt('rounds', 3);
 const IDLE_INTERVAL_MS = opt('idle-interval-ms', 10);
 const SERVICE_ONLY = args.includes('--service-only');
+/** Also time herald's responder attached the legacy way (cls_bpf), in the same rounds. */
+const ATTACH_COMPARE = !args.includes('--no-attach-compare');
 const JSON_OUT = args.includes('--json');
 
 interface Latency {
@@ -105,10 +112,11 @@ async function main(): Promise<void> {
       { name: 'proxy_arp', ip: '198.51.100.12', iface: 'eth0' },
     ];
     log('bench/arp: starting herald on n1');
-    const agent = await startAgentReady(node, ['--announce', '198.51.100.10@eth0', '--garp-count', '0']);
+    const agentArgs = ['--announce', '198.51.100.10@eth0', '--garp-count', '0'];
+    const switcher = new AttachSwitcher(node, agentArgs, await startAgentReady(node, agentArgs), log);
     // kernel: the address lives on the interface, as keepalived puts a VIP there.
     node.must('ip', ['addr', 'add', '198.51.100.11/32', 'dev', 'eth1']);
-    if (node.must('tc', ['filter', 'show', 'dev', 'eth1', 'ingress']).trim() !== '') throw new Error('eth1 must carry no tc program');
+    assertBareHook(node, 'eth1');
     // proxy_arp: the node routes the IP out of another interface and answers for it.
     node.must('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1', 'net.ipv4.conf.eth0.proxy_arp=1']);
     node.must('ip', ['route', 'add', '198.51.100.12/32', 'dev', 'eth1']);
@@ -125,7 +133,10 @@ async function main(): Promise<void> {
     // On-node service time, idle and warm, herald vs the kernel (IP on an
     // interface herald does not serve), in interleaved rounds alternating
     // which responder goes first.
-    const pair = cases.slice(0, 2);
+    const variants = ATTACH_COMPARE ? ATTACH_VARIANTS : ATTACH_VARIANTS.slice(0, 1);
+    const heraldCase = cases[0]!;
+    const pair: Case[] = [...variants.map((v) => ({ ...heraldCase, name: v.name })), cases[1]!];
+    const modeOf = new Map(variants.map((v) => [v.name, v.mode]));
     const modes = [
       { name: 'idle', intervalMs: IDLE_INTERVAL_MS },
       { name: 'warm', intervalMs: 0 },
@@ -133,8 +144,13 @@ async function main(): Promise<void> {
     const raw: Record<string, Record<string, { onNode: number[]; client: number[] }>> = {};
     const perRound = Math.max(1, Math.ceil(SERVICE_SAMPLES / ROUNDS));
     for (let round = 0; round < ROUNDS; round++) {
-      for (const m of modes) {
-        for (const c of round % 2 === 0 ? pair : [...pair].reverse()) {
+      // herald's variants around the kernel: [tcx, kernel, cls_bpf], reversed every other round
+      // (an agent restart only when the attach mode changes).
+      const order = round % 2 === 0 ? [pair[0]!, pair[pair.length - 1]!, ...pair.slice(1, -1)] : [...pair.slice(1, -1), pair[pair.length - 1]!, pair[0]!];
+      for (const c of order) {
+        const mode = modeOf.get(c.name);
+        if (mode) await switcher.use(mode);
+        for (const m of modes) {
           log(`bench/arp: round ${round + 1}/${ROUNDS}: ${c.name}: ${m.name} (${perRound} requests, ${m.intervalMs} ms apart, stamped on the node)`);
           const r = await serviceRun(lab, client, node, c, perRound, m.intervalMs);
           const slot = ((raw[m.name] ??= {})[c.name] ??= { onNode: [], client: [] });
@@ -155,21 +171,24 @@ async function main(): Promise<void> {
     const replies = JSON.parse(node.must(HERALD, ['map', 'dump', '--json', '--bpf-pin-dir', node.pinDir])) as {
       entries: Array<{ replies: number }>;
     };
-    await agent.stop();
+    await switcher.agent.stop();
 
-    const serviceRatios = Object.fromEntries(
-      modes.map((m) => {
-        const h = service[m.name]!.herald!.onNode;
-        const k = service[m.name]!.kernel!.onNode;
-        return [m.name, { p50: h.p50Us / k.p50Us, p90: h.p90Us / k.p90Us, p99: h.p99Us / k.p99Us }];
-      }),
-    );
+    const ratiosFor = (name: string) =>
+      Object.fromEntries(
+        modes.map((m) => {
+          const h = service[m.name]![name]!.onNode;
+          const k = service[m.name]!.kernel!.onNode;
+          return [m.name, { p50: h.p50Us / k.p50Us, p90: h.p90Us / k.p90Us, p99: h.p99Us / k.p99Us }];
+        }),
+      );
+    const serviceRatios = ratiosFor('herald');
+    const attachRatios = Object.fromEntries(variants.map((v) => [v.name, ratiosFor(v.name)]));
     const h = results.herald;
     const out = {
       samples: SAMPLES,
       floodSeconds: FLOOD_S,
       results,
-      service: { samples: SERVICE_SAMPLES, rounds: ROUNDS, idleIntervalMs: IDLE_INTERVAL_MS, results: service, heraldOverKernel: serviceRatios },
+      service: { samples: SERVICE_SAMPLES, rounds: ROUNDS, idleIntervalMs: IDLE_INTERVAL_MS, results: service, heraldOverKernel: serviceRatios, byAttach: attachRatios },
       heraldRepliesCounted: replies.entries[0]?.replies ?? 0,
       ratios: !h ? {} : Object.fromEntries(
         ['kernel', 'proxy_arp'].map((p) => [
@@ -226,8 +245,10 @@ async function main(): Promise<void> {
       ),
     );
     for (const m of modes) {
-      const r = serviceRatios[m.name]!;
-      console.log(`on-node service time, ${m.name}: herald / kernel = p50 ${r.p50.toFixed(2)}x, p90 ${r.p90.toFixed(2)}x, p99 ${r.p99.toFixed(2)}x (below 1 = herald faster)`);
+      for (const v of variants) {
+        const r = attachRatios[v.name]![m.name]!;
+        console.log(`on-node service time, ${m.name}: ${v.name} (${v.mode}) / kernel = p50 ${r.p50.toFixed(2)}x, p90 ${r.p90.toFixed(2)}x, p99 ${r.p99.toFixed(2)}x (below 1 = herald faster)`);
+      }
     }
   } finally {
     await lab.destroy();

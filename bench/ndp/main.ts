@@ -18,7 +18,9 @@
  * in 3 interleaved rounds alternating which responder goes first.
  *
  *   node --import tsx bench/ndp/main.ts [--samples 2000] [--rounds 4] [--service-samples 500] [--idle-samples 600]
- *     [--idle-interval-ms 10] [--flood-seconds 3] [--wire-seconds 3] [--idle-only] [--json]
+ *     [--idle-interval-ms 10] [--flood-seconds 3] [--wire-seconds 3] [--idle-only] [--no-attach-compare] [--json]
+ * The idle rounds also time herald attached through a legacy cls_bpf filter
+ * (herald_cls_bpf) beside the tcx link, unless --no-attach-compare.
  */
 import { Lab, type Host } from '../../lab/lab.js';
 import { HERALD, addIpv6, startAgentReady } from '../../test/helpers/lab-tools.js';
@@ -27,6 +29,7 @@ import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import { neighborSolicitation } from '../../src/net/ndp.js';
 import { captureGaps, summarize, type ServiceTimes } from '../lib/service-time.js';
+import { ATTACH_VARIANTS, AttachSwitcher, assertBareHook } from '../lib/attach-modes.js';
 
 const PROBER = fileURLToPath(new URL('../lib/ndp-prober.ts', import.meta.url));
 const args = process.argv.slice(2);
@@ -42,6 +45,8 @@ const WIRE_S = opt('wire-seconds', 3);
 const IDLE_SAMPLES = opt('idle-samples', 600);
 const IDLE_INTERVAL_MS = opt('idle-interval-ms', 10);
 const IDLE_ONLY = args.includes('--idle-only');
+/** Also time herald's responder attached the legacy way (cls_bpf) in the idle rounds. */
+const ATTACH_COMPARE = !args.includes('--no-attach-compare');
 const JSON_OUT = args.includes('--json');
 
 const CLIENT6 = '2001:db8::1';
@@ -152,16 +157,26 @@ async function main(): Promise<void> {
       { name: 'kernel', ip: '2001:db8:100::11', iface: 'eth1', src: CLIENT6_2 },
     ];
     log('bench/ndp: starting herald on n1');
-    const agent = await startAgentReady(node, ['--announce', '2001:db8:100::10@eth0', '--garp-count', '0']);
+    const agentArgs = ['--announce', '2001:db8:100::10@eth0', '--garp-count', '0'];
+    const switcher = new AttachSwitcher(node, agentArgs, await startAgentReady(node, agentArgs), log);
     // kernel: the address lives on the interface, as keepalived puts a VIP there.
     node.must('ip', ['-6', 'addr', 'add', '2001:db8:100::11/128', 'dev', 'eth1', 'nodad']);
-    if (node.must('tc', ['filter', 'show', 'dev', 'eth1', 'ingress']).trim() !== '') throw new Error('eth1 must carry no tc program');
+    assertBareHook(node, 'eth1');
 
     // Idle on-node service time: one NS every IDLE_INTERVAL_MS, stamped on the
     // node's eth0, 3 interleaved rounds alternating which responder goes first.
-    const idleGaps: Record<string, number[]> = { herald: [], kernel: [] };
+    // herald also attached the legacy way (cls_bpf: the agent restarted with HERALD_TC_ATTACH), in the same rounds.
+    const variants = ATTACH_COMPARE ? ATTACH_VARIANTS : ATTACH_VARIANTS.slice(0, 1);
+    const modeOf = new Map(variants.map((v) => [v.name, v.mode]));
+    const idleCases: Case[] = [...variants.map((v) => ({ ...cases[0]!, name: v.name })), cases[1]!];
+    const idleGaps: Record<string, number[]> = Object.fromEntries(idleCases.map((c) => [c.name, []]));
     for (let round = 0; round < 3; round++) {
-      for (const c of round % 2 === 0 ? cases : [...cases].reverse()) {
+      // [tcx, kernel, cls_bpf], reversed every other round: an agent restart only when the attach mode changes.
+      const last = idleCases[idleCases.length - 1]!;
+      const order = round % 2 === 0 ? [idleCases[0]!, last, ...idleCases.slice(1, -1)] : [...idleCases.slice(1, -1), last, idleCases[0]!];
+      for (const c of order) {
+        const mode = modeOf.get(c.name);
+        if (mode) await switcher.use(mode);
         const n = Math.ceil(IDLE_SAMPLES / 3);
         log(`bench/ndp: idle round ${round + 1}/3: ${c.name} (${n} solicitations, ${IDLE_INTERVAL_MS} ms apart, stamped on the node)`);
         const gaps = await captureGaps(
@@ -172,18 +187,20 @@ async function main(): Promise<void> {
         idleGaps[c.name]!.push(...gaps);
       }
     }
-    const idle: Record<string, ServiceTimes> = { herald: summarize(idleGaps.herald!), kernel: summarize(idleGaps.kernel!) };
+    const idle: Record<string, ServiceTimes> = Object.fromEntries(idleCases.map((c) => [c.name, summarize(idleGaps[c.name]!)]));
+    await switcher.use('tcx'); // the rest of the bench times the default
     const idleLine = (name: string) => {
       const o = idle[name]!;
-      return `${name.padEnd(7)} idle (${IDLE_INTERVAL_MS} ms apart) on-node NS→NA p10 / p50 / p90 / p99: ${o.p10Us.toFixed(1)} / ${o.p50Us.toFixed(1)} / ${o.p90Us.toFixed(1)} / ${o.p99Us.toFixed(1)} µs (${o.pairs} pairs)`;
+      return `${name.padEnd(14)} idle (${IDLE_INTERVAL_MS} ms apart) on-node NS→NA p10 / p50 / p90 / p99: ${o.p10Us.toFixed(1)} / ${o.p50Us.toFixed(1)} / ${o.p90Us.toFixed(1)} / ${o.p99Us.toFixed(1)} µs (${o.pairs} pairs)`;
     };
+    const idleRatios = (name: string) =>
+      `idle on-node service time: ${name} (${modeOf.get(name)}) / kernel = p50 ${(idle[name]!.p50Us / idle.kernel!.p50Us).toFixed(2)}x, p90 ${(idle[name]!.p90Us / idle.kernel!.p90Us).toFixed(2)}x`;
     if (IDLE_ONLY) {
-      await agent.stop();
+      await switcher.agent.stop();
       if (JSON_OUT) process.stdout.write(JSON.stringify({ idle }, null, 2) + '\n');
       else {
-        console.log(idleLine('herald'));
-        console.log(idleLine('kernel'));
-        console.log(`idle on-node service time: herald / kernel = p50 ${(idle.herald!.p50Us / idle.kernel!.p50Us).toFixed(2)}x, p90 ${(idle.herald!.p90Us / idle.kernel!.p90Us).toFixed(2)}x`);
+        for (const c of idleCases) console.log(idleLine(c.name));
+        for (const v of variants) console.log(idleRatios(v.name));
       }
       return;
     }
@@ -238,7 +255,7 @@ async function main(): Promise<void> {
     const replies = JSON.parse(node.must(HERALD, ['map', 'dump', '--json', '--bpf-pin-dir', node.pinDir])) as {
       entries: Array<{ replies: number }>;
     };
-    await agent.stop();
+    await switcher.agent.stop();
 
     const h = results.herald!;
     const k = results.kernel!;
@@ -289,9 +306,8 @@ async function main(): Promise<void> {
           `replies/s ${r.repliesPerSec.toFixed(2)}x (prober), ${r.wireRepliesPerSec.toFixed(2)}x (trafgen); on-node service time p50 ${r.serviceMedian.toFixed(2)}x lower, p99 ${r.serviceP99.toFixed(2)}x lower`,
       );
     }
-    console.log(idleLine('herald'));
-    console.log(idleLine('kernel'));
-    console.log(`idle on-node service time: herald / kernel = p50 ${(idle.herald!.p50Us / idle.kernel!.p50Us).toFixed(2)}x, p90 ${(idle.herald!.p90Us / idle.kernel!.p90Us).toFixed(2)}x`);
+    for (const c of idleCases) console.log(idleLine(c.name));
+    for (const v of variants) console.log(idleRatios(v.name));
     console.log(`herald's own counter: ${out.heraldRepliesCounted} advertisements`);
   } finally {
     await lab.destroy();

@@ -137,6 +137,8 @@ export function buildStatus(i: StatusInput) {
     })),
     datapath: {
       pinDir: i.config.datapath.pinDir,
+      // How the tc programs are attached: tcx links (Linux ≥ 6.6) or legacy cls_bpf filters.
+      tcAttach: i.datapath.attachMode,
       capacity: i.datapath.map.capacity,
       liveness: livenessAge(maps.config, i.now),
       // Answers per family: ARP replies (IPv4) and Neighbor Advertisements (IPv6).
@@ -222,7 +224,7 @@ export function renderStatus(s: AgentStatus): string {
   out.push(
     '',
     `responder map ${s.datapath.pinDir}: ${s.datapath.entries.length} entries (capacity ${s.datapath.capacity} per family); heartbeat ${age} (limit ${live.maxAgeMs / 1000}s); ` +
-      `answers: ARP ${s.datapath.answers.ipv4}, NDP ${s.datapath.answers.ipv6}`,
+      `answers: ARP ${s.datapath.answers.ipv4}, NDP ${s.datapath.answers.ipv6}; tc programs: ${s.datapath.tcAttach === 'tcx' ? 'tcx links' : 'cls_bpf filters'}`,
   );
   table(['IP', 'INTERFACE', 'REPLIES', 'CONFLICTS'], s.datapath.entries.map((e) => [e.ip, e.interface, String(e.replies), String(e.conflicts)]));
   const r = s.reconciler;

@@ -15,6 +15,8 @@ export const BPF_TC_F_REPLACE = 1;
 export const BPF_ANY = 0n;
 export const BPF_NOEXIST = 1n;
 export const BPF_EXIST = 2n;
+/** __NR_bpf on x86_64 (herald's platform; arm64 is 280). */
+const SYS_BPF = process.arch === 'arm64' ? 280 : 321;
 
 type Ptr = unknown;
 
@@ -55,6 +57,15 @@ export interface Libbpf {
   mapDeleteBatch(fd: number, keys: Buffer, count: number[], opts?: BatchOpts): number;
   objGet(path: string): number;
   objGetInfoByFd(fd: number, info: MapInfo, len: number[]): number;
+  /** bpf_obj_get_info_by_fd into a raw buffer (links, programs). */
+  objGetInfoByFdRaw(fd: number, info: Buffer, len: number[]): number;
+  objPin(fd: number, path: string): number;
+  progGetFdById(id: number): number;
+  linkGetFdById(id: number): number;
+  linkUpdate(linkFd: number, progFd: number): number;
+  linkDetach(linkFd: number): number;
+  /** The bpf(2) syscall itself, for commands this libbpf cannot express (tcx); -1 + errno on failure. */
+  bpfSyscall(cmd: number, attr: Buffer, size: number): number;
   close(fd: number): number;
   strerror(errno: number): string;
   ifNameToIndex(name: string): number;
@@ -165,6 +176,13 @@ export function libbpf(): Libbpf {
     deleteBatch: lib.func('int bpf_map_delete_batch(int fd, const void *keys, _Inout_ uint32_t *count, const bpf_map_batch_opts *opts)'),
     objGet: lib.func('int bpf_obj_get(const char *pathname)'),
     info: lib.func('int bpf_obj_get_info_by_fd(int fd, _Inout_ bpf_map_info_prefix *info, _Inout_ uint32_t *len)'),
+    infoRaw: lib.func('int bpf_obj_get_info_by_fd(int fd, void *info, _Inout_ uint32_t *len)'),
+    objPin: lib.func('int bpf_obj_pin(int fd, const char *pathname)'),
+    progGetFdById: lib.func('int bpf_prog_get_fd_by_id(uint32_t id)'),
+    linkGetFdById: lib.func('int bpf_link_get_fd_by_id(uint32_t id)'),
+    linkUpdate: lib.func('int bpf_link_update(int link_fd, int new_prog_fd, const void *opts)'),
+    linkDetach: lib.func('int bpf_link_detach(int link_fd)'),
+    syscall: libc.func('long syscall(long number, ...)'),
     close: libc.func('int close(int fd)'),
     strerror: libc.func('const char *strerror(int errnum)'),
     ifNameToIndex: libc.func('unsigned int if_nametoindex(const char *ifname)'),
@@ -204,6 +222,13 @@ export function libbpf(): Libbpf {
     mapDeleteBatch: (fd, keys, count, opts) => f.deleteBatch(fd, keys, count, opts ?? null),
     objGet: (path) => f.objGet(path),
     objGetInfoByFd: (fd, info, len) => f.info(fd, info, len),
+    objGetInfoByFdRaw: (fd, info, len) => f.infoRaw(fd, info, len),
+    objPin: (fd, path) => f.objPin(fd, path),
+    progGetFdById: (id) => f.progGetFdById(id),
+    linkGetFdById: (id) => f.linkGetFdById(id),
+    linkUpdate: (linkFd, progFd) => f.linkUpdate(linkFd, progFd, null),
+    linkDetach: (linkFd) => f.linkDetach(linkFd),
+    bpfSyscall: (cmd, attr, size) => Number(f.syscall(SYS_BPF, 'int', cmd, 'void *', attr, 'unsigned int', size)),
     close: (fd) => f.close(fd),
     strerror: (errno) => f.strerror(errno),
     ifNameToIndex: (name) => f.ifNameToIndex(name),

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
-import { HERALD, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { HERALD, labSkipReason, startAgentReady, tcAttached, tcPrograms, waitFor } from '../helpers/lab-tools.js';
 
 const VIP = '198.51.100.10';
 const PROBE = fileURLToPath(new URL('../tools/lb_probe.py', import.meta.url));
@@ -169,10 +169,14 @@ describe('herald agent --lb-interfaces: manifests to balanced traffic', { skip: 
 
   test('herald datapath remove detaches the load balancer too and leaves eth0 clean', async () => {
     await agent.stop('SIGTERM');
-    const tc = (dir: string) => JSON.parse(node.must('tc', ['-j', 'filter', 'show', 'dev', 'eth0', dir]) || '[]') as unknown[];
-    assert.ok(tc('ingress').length > 0 && tc('egress').length > 0, 'the programs stay attached after a clean stop');
+    const seen = () => tcAttached(node, 'eth0');
+    const before = seen();
+    assert.deepEqual(before.ingress.tcx.map((p) => p.name), ['herald_l2_ingre', 'herald_lb_ingre'], `the programs stay attached after a clean stop, in order: ${JSON.stringify(before)}`);
+    assert.deepEqual(before.egress.tcx.map((p) => p.name), ['herald_lb_egres']);
     node.must(HERALD, ['datapath', 'remove', '--bpf-pin-dir', node.pinDir]);
-    assert.deepEqual(tc('egress'), []);
-    assert.deepEqual(tc('ingress'), []);
+    const after = seen();
+    assert.deepEqual(tcPrograms(after.egress), []);
+    assert.deepEqual(tcPrograms(after.ingress), []);
+    assert.equal(node.must('tc', ['qdisc', 'show', 'dev', 'eth0']).includes('clsact'), false, 'no clsact left either');
   });
 });

@@ -17,6 +17,8 @@ import {
   startAgentReady,
   startCapture,
   stopCapture,
+  tcAttached,
+  tcPrograms,
   waitFor,
 } from '../helpers/lab-tools.js';
 
@@ -145,12 +147,7 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
   });
 
   test('an agent restart keeps ARP answered throughout, and a new IP gets its gratuitous burst', async () => {
-    const progId = () => {
-      const filters = JSON.parse(node.must('tc', ['-j', 'filter', 'show', 'dev', 'eth0', 'ingress'])) as Array<{
-        options?: { prog?: { id?: number } };
-      }>;
-      return filters.find((f) => f.options?.prog?.id)?.options?.prog?.id;
-    };
+    const progId = () => tcPrograms(tcAttached(node).ingress).find((p) => p.name === 'herald_l2_ingre')?.progId;
     const oldProg = progId();
     const repliesBefore = entry(mapDump(node), VIP)!.replies;
     // The client believes VIP_NEW lives at some old MAC, as after a failover.
@@ -179,6 +176,49 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
     assert.equal(replies.length, 5, lines.join('\n'));
     assert.ok([...requests, ...replies].every((l) => l.includes(mac) && l.includes('ff:ff:ff:ff:ff:ff')), lines.join('\n'));
     assert.equal(client.neighbourMac(VIP_NEW), mac, "the client's neighbour entry follows the burst");
+  });
+
+  test('the responder runs through a tcx link pinned beside its maps, alone on the hook', () => {
+    const seen = tcAttached(node).ingress;
+    assert.deepEqual(seen.tcx.map((p) => p.name), ['herald_l2_ingre'], JSON.stringify(seen));
+    assert.ok(seen.tcx[0]!.linkId! > 0, 'attached through a link');
+    assert.deepEqual(seen.clsBpf, [], 'no legacy filter beside it');
+    const pinned = JSON.parse(node.must('bpftool', ['-j', 'link', 'show', 'pinned', `${node.pinDir}/tcx_herald_l2_ingress_${node.ifindex('eth0')}`])) as { id: number; prog_id: number };
+    assert.equal(pinned.id, seen.tcx[0]!.linkId);
+    assert.equal(pinned.prog_id, seen.tcx[0]!.progId);
+    const status = node.must(HERALD, ['status', '--status-socket', node.statusSocket]);
+    assert.match(status, /tc programs: tcx links/);
+  });
+
+  test("an older herald's cls_bpf filter and the tcx link replace each other: every request answered exactly once", async () => {
+    const capture = await startCapture(client, `arp and host ${VIP}`);
+    // 20 ms requests across two restarts: tcx → an agent forced to the legacy attach (as an older
+    // herald attaches) → a current agent taking over with its tcx link.
+    const pinger = craftAsync(client, VIP, 'valid', { count: 250, interval: 0.02, wait: 0.5 });
+    let pingerDone = false;
+    void pinger.finally(() => (pingerDone = true));
+    await sleep(300);
+    await agent.stop('SIGTERM');
+    agent = await startAgentReady(node, baseArgs, 'agent-legacy', { HERALD_TC_ATTACH: 'cls_bpf' });
+    const legacy = tcAttached(node).ingress;
+    assert.deepEqual(legacy.tcx, [], `the link went when the filter took over: ${JSON.stringify(legacy)}`);
+    assert.deepEqual(legacy.clsBpf.map((f) => [f.pref, f.name]), [[1, 'herald_l2_ingre']]);
+    assert.match(node.must(HERALD, ['status', '--status-socket', node.statusSocket]), /tc programs: cls_bpf filters/);
+    await agent.stop('SIGTERM');
+    agent = await startAgentReady(node, baseArgs, 'agent-tcx');
+    assert.equal(pingerDone, false, 'both changes happened while the requests were flowing');
+    const pings = await pinger;
+    await sleep(200);
+    const lines = await stopCapture(capture);
+    const requests = lines.filter((l) => l.includes(`Request who-has ${VIP}`)).length;
+    const replies = lines.filter((l) => l.includes(`Reply ${VIP} is-at`)).length;
+    assert.equal(pings.replies.length, pings.sent, `${pings.sent - pings.replies.length} requests went unanswered`);
+    assert.equal(requests, pings.sent, lines.slice(0, 5).join('\n'));
+    assert.equal(replies, requests, 'one reply per request: never two responders, never none');
+    const now = tcAttached(node).ingress;
+    assert.deepEqual(now.tcx.map((p) => p.name), ['herald_l2_ingre']);
+    assert.deepEqual(now.clsBpf, [], 'the legacy filter is gone');
+    assert.equal(node.must('tc', ['qdisc', 'show', 'dev', 'eth0']).includes('clsact'), false, 'and its clsact qdisc');
   });
 
   test('a pinned map of another size is refused with a precise error, and the running node is untouched', () => {
@@ -224,7 +264,7 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
     const r = node.exec(HERALD, ['datapath', 'remove', '--bpf-pin-dir', node.pinDir]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /detached from 2 interface/);
-    assert.equal(node.must('tc', ['filter', 'show', 'dev', 'eth0', 'ingress']).trim(), '');
+    for (const iface of ['eth0', 'eth1']) assert.deepEqual(tcPrograms(tcAttached(node, iface).ingress), [], `nothing left on ${iface}`);
     assert.equal(node.must('tc', ['qdisc', 'show', 'dev', 'eth0']).includes('clsact'), false, 'clsact removed');
     assert.equal(arping(client, VIP, { count: 1 }).received, 0);
   });

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Lab, waitFor, type Host } from '../../lab/lab.js';
-import { HERALD, labSkipReason, startAgentReady } from '../helpers/lab-tools.js';
+import { HERALD, labSkipReason, startAgentReady, tcAttached } from '../helpers/lab-tools.js';
 import { LbProgram, detachLbXdp, lbXdpProgramId } from '../../src/datapath/lb/program.js';
 import { LbServiceWriter } from '../../src/datapath/lb/services.js';
 import { ConntrackGc } from '../../src/datapath/lb/ct-gc.js';
@@ -459,6 +459,9 @@ spec:
       // The policed service: the client is not in its only source range; XDP must leave it to the policy.
       client.must('ip', ['route', 'replace', '198.51.100.41/32', 'dev', 'eth0']);
       await waitFor(() => node.exec(HERALD, ['policy', '--json', '--status-socket', node.statusSocket]).stdout.includes('198.51.100.41'), { timeoutMs: 15_000, what: 'the policy to be realized' });
+      const hook = tcAttached(node, 'eth0');
+      assert.deepEqual(hook.ingress.tcx.map((p) => p.name), ['herald_l2_ingre', 'herald_policy', 'herald_lb_ingre'], `herald's order on the hook: ${JSON.stringify(hook)}`);
+      assert.deepEqual(hook.egress.tcx.map((p) => p.name), ['herald_lb_egres']);
       const counters = () => JSON.parse(node.must(HERALD, ['status', '--json', '--status-socket', node.statusSocket])).lb.counters as Record<string, number>;
       const x0 = counters().xdp_forwarded;
       for (let i = 0; i < 3; i++) assert.notEqual(client.exec('curl', ['-sS', '--max-time', '1', 'http://198.51.100.41/']).code, 0, 'the policy denies the client');

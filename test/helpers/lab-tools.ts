@@ -99,14 +99,14 @@ export function entry(dump: MapDump, ip: string, iface = 'eth0') {
   return dump.entries.find((e) => e.ip === ip && e.interface === iface);
 }
 
-export function startAgent(host: Host, args: string[], label = 'agent'): LabProcess {
+export function startAgent(host: Host, args: string[], label = 'agent', env: NodeJS.ProcessEnv = {}): LabProcess {
   return host.spawn(label, HERALD, [
     'agent', '--node', host.netns, '--bpf-pin-dir', host.pinDir, '--state-dir', host.stateDir, '--status-socket', host.statusSocket, ...args,
-  ]);
+  ], env);
 }
 
-export async function startAgentReady(host: Host, args: string[], label = 'agent'): Promise<LabProcess> {
-  const p = startAgent(host, args, label);
+export async function startAgentReady(host: Host, args: string[], label = 'agent', env: NodeJS.ProcessEnv = {}): Promise<LabProcess> {
+  const p = startAgent(host, args, label, env);
   await p.waitForOutput('agent running', 20_000);
   return p;
 }
@@ -195,4 +195,42 @@ export function ndpCraft(
 export function neigh6(host: Host, ip: string, iface = 'eth0'): { lladdr?: string; state: string[] } | undefined {
   const out = JSON.parse(host.must('ip', ['-6', '-j', 'neigh', 'show', ip, 'dev', iface]) || '[]') as Array<{ lladdr?: string; state: string[] }>;
   return out[0];
+}
+
+const TC_ATTACHED = `${ROOT}lab/tc-attached.py`;
+
+export interface TcProgramSeen {
+  progId: number;
+  /** tcx: the link holding it (0: attached without a link). */
+  linkId?: number;
+  /** cls_bpf: the filter priority. */
+  pref?: number;
+  /** As the kernel keeps it (15 characters). */
+  name: string | null;
+}
+export interface TcHookSeen {
+  /** tcx programs in the order they run (they run before any cls_bpf filter). */
+  tcx: TcProgramSeen[];
+  clsBpf: TcProgramSeen[];
+}
+
+/**
+ * What runs at `iface`'s tc hooks inside `host`, read from the kernel by
+ * lab/tc-attached.py (its own bpf(2) calls and `tc filter show`, not herald's code).
+ */
+export function tcAttached(host: Host, iface = 'eth0'): { ingress: TcHookSeen; egress: TcHookSeen } {
+  const raw = JSON.parse(host.must('/usr/bin/python3', [TC_ATTACHED, iface])) as Record<
+    'ingress' | 'egress',
+    { tcx: Array<{ prog_id: number; link_id: number; name: string | null }> | { error: number }; cls_bpf: Array<{ pref: number; prog_id: number; name: string | null }> }
+  >;
+  const hook = (h: (typeof raw)['ingress']): TcHookSeen => ({
+    tcx: Array.isArray(h.tcx) ? h.tcx.map((t) => ({ progId: t.prog_id, linkId: t.link_id, name: t.name })) : [],
+    clsBpf: h.cls_bpf.map((f) => ({ progId: f.prog_id, pref: f.pref, name: f.name })),
+  });
+  return { ingress: hook(raw.ingress), egress: hook(raw.egress) };
+}
+
+/** Every program at the hook, in the order the kernel runs them (tcx first, then the cls_bpf filters). */
+export function tcPrograms(hook: TcHookSeen): TcProgramSeen[] {
+  return [...hook.tcx, ...hook.clsBpf];
 }

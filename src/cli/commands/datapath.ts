@@ -20,14 +20,14 @@ export function datapathCommand(): Command {
         // The load balancer (priority 3, ingress and egress) wherever it is attached in this namespace.
         for (const [ifindex, name] of names) {
           if (lbAttachedProgramId(ifindex) === undefined) continue;
-          detachLb(ifindex, name);
+          detachLb(ifindex, name, pinDir);
           detachLbXdp(ifindex, name); // --lb-xdp's program (by name: another XDP program stays)
           detached++;
         }
         try {
           const maps = openPinnedMaps(pinDir);
           for (const ifindex of maps.interfaces.keys()) {
-            if (detach(ifindex, names.get(ifindex))) detached++;
+            if (detach(ifindex, names.get(ifindex), pinDir)) detached++;
           }
           maps.responders.dispose();
           maps.interfaces.dispose();

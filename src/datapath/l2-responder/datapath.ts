@@ -12,7 +12,8 @@ import type { Logger } from '../../core/logger.js';
 import type { LinkInfo } from '../../os/links.js';
 import type { LivenessGate } from '../../controlplane/ownership/edges.js';
 import { LivenessWriter, type LivenessOptions } from './liveness.js';
-import { L2ResponderProgram, detach } from './program.js';
+import { L2ResponderProgram } from './program.js';
+import { tcAttachModeDetail } from '../../os/tc-attach.js';
 import type { InterfacePreparer } from './reconcile-ops.js';
 import { BpfResponderMap, type ResponderMap } from './responder-map.js';
 
@@ -49,6 +50,8 @@ export class L2Datapath implements InterfacePreparer, Disposable {
 
   /** Loads the program (reusing pinned maps and their entries) and starts the heartbeat. */
   start(): void {
+    const how = tcAttachModeDetail();
+    this.deps.log.info({ attach: how.mode, reason: how.reason }, `tc programs attach through ${how.mode === 'tcx' ? 'tcx links' : 'cls_bpf filters'}`);
     const program = this.store.add(
       L2ResponderProgram.load({ pinDir: this.opts.pinDir, responderMapSize: this.opts.responderMapSize }),
     );
@@ -76,6 +79,11 @@ export class L2Datapath implements InterfacePreparer, Disposable {
     }
   }
 
+  /** How the tc programs are attached on this node (tcx links or cls_bpf filters). */
+  get attachMode(): string {
+    return tcAttachModeDetail().mode;
+  }
+
   get map(): ResponderMap {
     if (!this.responderMap) throw new HeraldError('HERALD_STOPPED', 'the L2 datapath is not started');
     return this.responderMap;
@@ -94,8 +102,8 @@ export class L2Datapath implements InterfacePreparer, Disposable {
     const program = this.requireProgram();
     // The MAC first: the program answers only on interfaces it knows the MAC of.
     program.maps.interfaces.update(link.ifindex, { mac: link.mac });
-    const progId = program.attach(link.ifindex);
-    this.deps.log.info({ iface: link.name, ifindex: link.ifindex, mac: link.mac, progId }, 'L2 responder serving interface');
+    const { progId, mode } = program.attach(link.ifindex);
+    this.deps.log.info({ iface: link.name, ifindex: link.ifindex, mac: link.mac, progId, attach: mode }, 'L2 responder serving interface');
   }
 
   forgetAllBut(current: ReadonlySet<number>): void {
@@ -103,7 +111,7 @@ export class L2Datapath implements InterfacePreparer, Disposable {
     for (const ifindex of interfaces.keys()) {
       if (current.has(ifindex)) continue;
       interfaces.delete(ifindex);
-      detach(ifindex);
+      this.requireProgram().detach(ifindex);
     }
   }
 

@@ -11,7 +11,8 @@ import { HeraldError } from '../../core/errors.js';
 import { BpfMap, mapInfoByFd } from '../../os/bpf-map.js';
 import { ensurePinDir } from '../../os/bpffs.js';
 import { check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
-import { attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
+import { attachTc, attachedAs, detachTc, queryTc, type TcAttachMode, type TcAttachResult } from '../../os/tc-attach.js';
+import { tcProgram } from '../tc-programs.js';
 import {
   MAP_CONFLICT_EVENTS,
   MAP_INTERFACES,
@@ -27,8 +28,8 @@ import {
 } from './layout.js';
 import { ResponderMaps } from './family-maps.js';
 
-/** herald's filter slot on tc ingress: 'HR' handle, first priority. */
-export const TC_SLOT: TcSlot = { handle: 0x4852, priority: 1 };
+/** herald's first program on tc ingress (legacy: 'HR' handle, priority 1); its tcx link pinned in `pinDir`. */
+export const responderTc = (pinDir?: string) => tcProgram(PROGRAM_NAME, pinDir !== undefined ? { pinDir } : {});
 
 export const DEFAULT_OBJECT_PATH = fileURLToPath(new URL('../../../build/bpf/l2_responder.bpf.o', import.meta.url));
 
@@ -54,6 +55,7 @@ export class L2ResponderProgram implements Disposable {
     readonly maps: L2ResponderMaps,
     /** The conflict_events ring buffer (valid while this object is open). */
     readonly conflictEventsFd: number,
+    private readonly pinDir: string,
   ) {}
 
   static load(opts: L2ResponderLoadOptions): L2ResponderProgram {
@@ -85,7 +87,7 @@ export class L2ResponderProgram implements Disposable {
         interfaces: BpfMap.fromObjectFd(MAP_INTERFACES, fd(MAP_INTERFACES), interfacesCodec),
         config: BpfMap.fromObjectFd(MAP_RUNTIME_CONFIG, fd(MAP_RUNTIME_CONFIG), runtimeConfigCodec),
       };
-      return new L2ResponderProgram(obj, progFd, maps, fd(MAP_CONFLICT_EVENTS));
+      return new L2ResponderProgram(obj, progFd, maps, fd(MAP_CONFLICT_EVENTS), opts.pinDir);
     } catch (e) {
       lib.objectClose(obj);
       throw e;
@@ -116,10 +118,18 @@ export class L2ResponderProgram implements Disposable {
     return new HeraldError(code, `loading the L2 responder failed (errno ${-rc})${log ? `:\n${log}` : ''}`);
   }
 
-  /** Attach (or atomically replace) on tc ingress. */
-  attach(ifindex: number): number {
+  /**
+   * Attach (or atomically replace) on tc ingress: a tcx link pinned beside
+   * the maps, or a cls_bpf filter on kernels without tcx (os/tc-attach).
+   */
+  attach(ifindex: number): TcAttachResult {
     this.assertOpen();
-    return attachIngress(ifindex, this.progFd, TC_SLOT);
+    return attachTc(ifindex, this.progFd, responderTc(this.pinDir));
+  }
+
+  /** Takes the program off one interface (its link pin too). */
+  detach(ifindex: number, ifname?: string): boolean {
+    return detachTc(ifindex, responderTc(this.pinDir), ifname);
   }
 
   dispose(): void {
@@ -136,11 +146,17 @@ export class L2ResponderProgram implements Disposable {
 }
 
 export function attachedProgramId(ifindex: number): number | undefined {
-  return queryIngress(ifindex, TC_SLOT);
+  return queryTc(ifindex, responderTc());
 }
 
-export function detach(ifindex: number, ifname?: string): boolean {
-  return detachIngress(ifindex, TC_SLOT, ifname);
+/** How the responder is attached on `ifindex` (tcx link or cls_bpf filter), if at all. */
+export function responderAttachedAs(ifindex: number): TcAttachMode | undefined {
+  return attachedAs(ifindex, responderTc());
+}
+
+/** Removes the responder from `ifindex` (either kind; with `pinDir`, its link pin too). */
+export function detach(ifindex: number, ifname?: string, pinDir?: string): boolean {
+  return detachTc(ifindex, responderTc(pinDir), ifname);
 }
 
 /** Opens the pinned maps of a running (or stopped) agent, for inspection tools. */

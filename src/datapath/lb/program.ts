@@ -17,8 +17,8 @@ import { HeraldError } from '../../core/errors.js';
 import { BpfMap, mapInfoByFd, type MapCodec } from '../../os/bpf-map.js';
 import { ensurePinDir } from '../../os/bpffs.js';
 import { SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
-import { BPF_TC_EGRESS } from '../../os/libbpf.js';
-import { attachEgress, attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
+import { attachTc, detachTc, queryTc } from '../../os/tc-attach.js';
+import { tcProgram } from '../tc-programs.js';
 import { attachXdp, detachXdp, queryXdp, xdpProgramName } from '../../os/xdp.js';
 import { pinnedMapPath as policyPinnedMapPath } from '../policy/program.js';
 import { ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
@@ -69,8 +69,9 @@ import {
   type ServiceValue,
 } from './layout.js';
 
-/** The LB's filter slot: herald's handle, priority 3 (1: L2 responder, 2: service policy). */
-export const LB_TC_SLOT: TcSlot = { handle: 0x4852, priority: 3 };
+/** The LB's tc programs: last of herald's (legacy priority 3; 1: L2 responder, 2: service policy), tcx links pinned in `<pinDir>/lb`. */
+export const lbTc = (egress: boolean, lbDir?: string) =>
+  tcProgram(egress ? LB_EGRESS_PROGRAM : LB_INGRESS_PROGRAM, { egress, ...(lbDir !== undefined ? { pinDir: lbDir } : {}) });
 
 export const DEFAULT_LB_OBJECT_PATH = fileURLToPath(new URL('../../../build/bpf/lb.bpf.o', import.meta.url));
 
@@ -135,6 +136,7 @@ export class LbProgram implements Disposable {
     readonly maps: LbMaps,
     private readonly statsFd: number,
     readonly maglevSize: number,
+    private readonly lbDir: string,
   ) {}
 
   static load(opts: LbLoadOptions): LbProgram {
@@ -209,7 +211,7 @@ export class LbProgram implements Disposable {
         config: BpfMap.fromObjectFd(MAP_LB_CONFIG, fd(MAP_LB_CONFIG), configCodec),
         xdpTargets: BpfMap.fromObjectFd(MAP_LB_XDP_TARGETS, fd(MAP_LB_XDP_TARGETS), xdpTargetsCodec),
       };
-      const program = new LbProgram(obj, progFd(LB_INGRESS_PROGRAM), progFd(LB_EGRESS_PROGRAM), progFd(LB_XDP_PROGRAM), maps, fd(MAP_LB_STATS), opts.maglevSize);
+      const program = new LbProgram(obj, progFd(LB_INGRESS_PROGRAM), progFd(LB_EGRESS_PROGRAM), progFd(LB_XDP_PROGRAM), maps, fd(MAP_LB_STATS), opts.maglevSize, dir);
       maps.config.update(CFG_MAGLEV_M, BigInt(opts.maglevSize));
       return program;
     } catch (e) {
@@ -272,8 +274,8 @@ export class LbProgram implements Disposable {
 
   attach(ifindex: number): void {
     this.assertOpen();
-    attachIngress(ifindex, this.ingressFd, LB_TC_SLOT);
-    attachEgress(ifindex, this.egressFd, LB_TC_SLOT);
+    attachTc(ifindex, this.ingressFd, lbTc(false, this.lbDir));
+    attachTc(ifindex, this.egressFd, lbTc(true, this.lbDir));
   }
 
   /**
@@ -412,7 +414,7 @@ function removeIfUpgradeNeeded(path: string, spec: MapSpec): boolean {
 }
 
 export function lbAttachedProgramId(ifindex: number): number | undefined {
-  return queryIngress(ifindex, LB_TC_SLOT);
+  return queryTc(ifindex, lbTc(false));
 }
 
 /** The interface's native XDP program id (the load balancer's when `--lb-xdp` attached it), or undefined. */
@@ -429,9 +431,11 @@ export function detachLbXdp(ifindex: number, ifname?: string): boolean {
   return detachXdp(ifindex);
 }
 
-export function detachLb(ifindex: number, ifname?: string): void {
-  detachIngress(ifindex, LB_TC_SLOT, undefined);
-  detachIngress(ifindex, LB_TC_SLOT, ifname, BPF_TC_EGRESS);
+/** Removes the LB's tc programs from `ifindex` (either kind; with the agent's `pinDir`, their link pins too). */
+export function detachLb(ifindex: number, ifname?: string, pinDir?: string): void {
+  const dir = pinDir !== undefined ? lbPinDir(pinDir) : undefined;
+  detachTc(ifindex, lbTc(false, dir));
+  detachTc(ifindex, lbTc(true, dir), ifname);
 }
 
 /** Opens the pinned maps of a running (or stopped) agent, for `herald ct`. */

@@ -213,7 +213,7 @@ export class LbStack implements Disposable {
     this.detachXdp();
     for (const { name, ifindex } of this.ifindexes) {
       try {
-        detachLb(ifindex, name);
+        detachLb(ifindex, name, this.opts.pinDir);
       } catch {
         /* the interface is gone */
       }

@@ -12,7 +12,8 @@ import { BpfMap, mapInfoByFd, type MapCodec } from '../../os/bpf-map.js';
 import { ensurePinDir } from '../../os/bpffs.js';
 import { ERRNO, SyscallError, check, checkPtr, libbpf, takeLibbpfLog } from '../../os/libbpf.js';
 import { progTestRun, type TestRunResult } from '../../os/prog-test-run.js';
-import { attachIngress, detachIngress, queryIngress, type TcSlot } from '../../os/tc.js';
+import { attachTc, detachTc, queryTc } from '../../os/tc-attach.js';
+import { tcProgram } from '../tc-programs.js';
 import {
   MAP_DROPS,
   MAP_GEN_HW,
@@ -33,8 +34,8 @@ import {
 } from './layout.js';
 import type { PolicyL4Entry } from '../tables/service-policy.js';
 
-/** After the L2 responder (priority 1), before the L4 load balancer (priority 3). */
-export const POLICY_TC_SLOT: TcSlot = { handle: 0x4852, priority: 2 };
+/** After the L2 responder, before the L4 load balancer (legacy priority 2); its tcx link pinned beside the maps. */
+export const policyTc = (pinDir?: string) => tcProgram(PROGRAM_NAME, pinDir !== undefined ? { pinDir } : {});
 
 export const DEFAULT_POLICY_OBJECT = fileURLToPath(new URL('../../../build/bpf/policy.bpf.o', import.meta.url));
 
@@ -119,6 +120,7 @@ export class PolicyProgram implements Disposable {
     readonly progFd: number,
     readonly maps: PolicyMaps,
     private readonly dropsFd: number,
+    private readonly pinDir: string | undefined,
   ) {}
 
   /**
@@ -167,27 +169,27 @@ export class PolicyProgram implements Disposable {
         lpm4: BpfMap.fromObjectFd(MAP_LPM_V4, fd(MAP_LPM_V4), lpm4Codec),
         lpm6: BpfMap.fromObjectFd(MAP_LPM_V6, fd(MAP_LPM_V6), lpm6Codec),
       };
-      return new PolicyProgram(obj, progFd, maps, fd(MAP_DROPS));
+      return new PolicyProgram(obj, progFd, maps, fd(MAP_DROPS), opts.pinDir);
     } catch (e) {
       lib.objectClose(obj);
       throw e;
     }
   }
 
-  /** Attach (or atomically replace) on tc ingress at priority 2; returns the program id. */
+  /** Attach (or atomically replace) on tc ingress after the responder; returns the program id. */
   attach(ifindex: number): number {
     this.assertOpen();
-    this.progId = attachIngress(ifindex, this.progFd, POLICY_TC_SLOT);
+    this.progId = attachTc(ifindex, this.progFd, policyTc(this.pinDir)).progId;
     return this.progId;
   }
 
-  /** Whether this program (not another, not none) sits at tc ingress priority 2 on `ifindex`. */
+  /** Whether this program (not another, not none) is herald's policy program on `ifindex`. */
   attachedHere(ifindex: number): boolean {
-    return this.progId !== undefined && queryIngress(ifindex, POLICY_TC_SLOT) === this.progId;
+    return this.progId !== undefined && queryTc(ifindex, policyTc(this.pinDir)) === this.progId;
   }
 
   detach(ifindex: number): boolean {
-    return detachIngress(ifindex, POLICY_TC_SLOT);
+    return detachTc(ifindex, policyTc(this.pinDir));
   }
 
   /** Runs the program on one Ethernet frame in the kernel. */

@@ -5,7 +5,8 @@
  * - kill -9 and restart: the maps are pinned and reused (same map ids), the
  *   previous program enforces until the new one replaces it — a denied
  *   source gets no answer at any moment, an allowed one loses nothing;
- * - a clean stop (SIGTERM) leaves no policy filter on the interface.
+ * - the order on the hook: the L2 responder, then the policy (tcx links);
+ * - a clean stop (SIGTERM) leaves no policy program on the interface.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -14,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Lab, type Host, type LabProcess } from '../../../lab/lab.js';
-import { HERALD, labSkipReason, startAgentReady, waitFor } from '../../helpers/lab-tools.js';
+import { HERALD, labSkipReason, startAgentReady, tcAttached, tcPrograms, waitFor } from '../../helpers/lab-tools.js';
 
 const VIP = '198.51.100.44';
 const MANIFESTS = `apiVersion: cilium.io/v2
@@ -46,11 +47,6 @@ spec:
   - fromCIDR: [192.0.2.1/32]   # no toPorts: everything, ICMP included
 `;
 
-interface TcFilter {
-  pref?: number;
-  options?: { bpf_name?: string; prog?: { id?: number } };
-}
-
 describe('policy program lifecycle with the agent (lab)', { skip: labSkipReason() }, () => {
   let lab: Lab;
   let client: Host;
@@ -60,16 +56,26 @@ describe('policy program lifecycle with the agent (lab)', { skip: labSkipReason(
   const herald = (args: string[]) => node.exec(HERALD, [...args, '--status-socket', node.statusSocket]);
   const curl = (src: string) => client.exec('curl', ['-s', '--interface', src, '--connect-timeout', '1', '--max-time', '2', `http://${VIP}:8080/`]);
   const args = () => ['--manifests', dir, '--local-routes'];
-  /** The policy filter (tc ingress pref 2) on the node's eth0, if any. */
-  const policyFilter = (): TcFilter | undefined => {
-    const r = node.exec('tc', ['-j', 'filter', 'show', 'dev', 'eth0', 'ingress']);
-    if (r.code !== 0) return undefined;
-    return (JSON.parse(r.stdout || '[]') as TcFilter[]).find((f) => f.pref === 2 && f.options?.prog?.id !== undefined);
+  /** herald's programs at the node's eth0 ingress, in the order they run (tcx links, then cls_bpf filters). */
+  const ingress = (): string[] => {
+    try {
+      return tcPrograms(tcAttached(node, 'eth0').ingress).map((p) => p.name ?? '?');
+    } catch {
+      return []; // eth0 is being re-created
+    }
+  };
+  /** The policy program's id at the node's eth0 ingress, if it is attached (either way). */
+  const policyProg = (): number | undefined => {
+    try {
+      return tcPrograms(tcAttached(node, 'eth0').ingress).find((p) => p.name === 'herald_policy')?.progId;
+    } catch {
+      return undefined;
+    }
   };
   const progMaps = (id: number): number[] => (JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show', 'id', String(id)], { encoding: 'utf8' })) as { map_ids?: number[] }).map_ids ?? [];
   const pinnedId = (map: string): number => (JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show', 'pinned', join(node.pinDir, 'policy', `policy_${map}`)], { encoding: 'utf8' })) as { id: number }).id;
   const enforced = async (what: string) => {
-    await waitFor(() => policyFilter() !== undefined, { timeoutMs: 20_000, what: `the policy filter on eth0 (${what})`, onTimeout: () => herald(['policy']).stdout });
+    await waitFor(() => policyProg() !== undefined, { timeoutMs: 20_000, what: `the policy filter on eth0 (${what})`, onTimeout: () => herald(['policy']).stdout });
     await waitFor(() => curl('192.0.2.1').stdout === 'n1\n', { timeoutMs: 15_000, what: `the allowed client to connect (${what})` });
     assert.equal(curl('192.0.2.5').code, 28, `${what}: the denied source times out`);
   };
@@ -103,7 +109,7 @@ describe('policy program lifecycle with the agent (lab)', { skip: labSkipReason(
   test('kill -9 and restart: the pinned maps are reused and the policy is enforced throughout', async () => {
     const svc4 = pinnedId('svc_v4');
     const lpm4 = pinnedId('lpm_v4');
-    const oldProg = policyFilter()!.options!.prog!.id!;
+    const oldProg = policyProg()!;
     assert.ok(progMaps(oldProg).includes(svc4), 'the running program uses the pinned maps');
     // 20 ms probes from an allowed and a denied source across the restart.
     const probe = (src: string) => client.spawn(`ping-${src}`, 'ping', ['-n', '-I', src, '-i', '0.02', '-w', '12', VIP]);
@@ -112,7 +118,7 @@ describe('policy program lifecycle with the agent (lab)', { skip: labSkipReason(
     await new Promise((r) => setTimeout(r, 500));
     await agent.stop('SIGKILL');
     agent = await startAgentReady(node, args());
-    await waitFor(() => (policyFilter()?.options?.prog?.id ?? oldProg) !== oldProg, { timeoutMs: 20_000, what: 'the new program to replace the old one' });
+    await waitFor(() => (policyProg() ?? oldProg) !== oldProg, { timeoutMs: 20_000, what: 'the new program to replace the old one' });
     await Promise.all([allowed.exited, denied.exited]);
     const stats = (p: LabProcess) => {
       const m = /(\d+) packets transmitted, (\d+) received/.exec(p.text());
@@ -126,14 +132,21 @@ describe('policy program lifecycle with the agent (lab)', { skip: labSkipReason(
     assert.equal(a.received, a.sent, `the allowed source lost nothing (${JSON.stringify(a)})`);
     assert.equal(pinnedId('svc_v4'), svc4, 'the same pinned map');
     assert.equal(pinnedId('lpm_v4'), lpm4);
-    assert.ok(progMaps(policyFilter()!.options!.prog!.id!).includes(svc4), 'the new program enforces from the pinned maps');
+    assert.ok(progMaps(policyProg()!).includes(svc4), 'the new program enforces from the pinned maps');
     await enforced('after the restart');
   });
 
-  test('a clean stop (SIGTERM) removes the policy filter', async () => {
-    assert.ok(policyFilter());
+  test('the policy program runs after the L2 responder, both through tcx links', () => {
+    const seen = tcAttached(node, 'eth0').ingress;
+    assert.deepEqual(seen.tcx.map((p) => p.name), ['herald_l2_ingre', 'herald_policy'], JSON.stringify(seen));
+    assert.deepEqual(seen.clsBpf, []);
+  });
+
+  test('a clean stop (SIGTERM) removes the policy program', async () => {
+    assert.ok(policyProg());
     await agent.stop('SIGTERM', 15_000);
-    assert.equal(policyFilter(), undefined, 'no policy filter remains on eth0');
+    assert.equal(policyProg(), undefined, 'no policy program remains on eth0');
+    assert.deepEqual(ingress(), ['herald_l2_ingre'], 'the responder stays, as always after a stop');
     assert.ok(existsSync(join(node.pinDir, 'policy', 'policy_svc_v4')), 'the maps stay pinned for the next start');
   });
 });
