@@ -17,11 +17,10 @@
  * as members of system:masters (RBAC is tested elsewhere).
  */
 import { readFileSync, rmSync } from 'node:fs';
-import type { Server } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitFor, type Host, type LabProcess } from '../../lab/lab.js';
-import { unixToTcp } from '../../lab/unix-bridge.js';
+import { startRootBridge } from '../../lab/unix-bridge.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { applyObject, applyYaml, startKube, type KubeServer } from '../../test/helpers/kube.js';
 import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
@@ -31,7 +30,7 @@ import { crashAgentProcess, stopOwner, trace, type HeraldScenario } from './hera
 const BRIDGE = fileURLToPath(new URL('../../lab/unix-bridge.ts', import.meta.url));
 
 let kube: KubeServer | undefined;
-let bridge: Server | undefined;
+let bridge: { close(): void } | undefined;
 let trial = 0;
 
 async function cluster(): Promise<KubeServer> {
@@ -40,7 +39,7 @@ async function cluster(): Promise<KubeServer> {
   kube = k;
   const socket = join(k.dir, 'api.sock');
   const port = Number(new URL(k.server).port);
-  bridge = await unixToTcp(socket, port);
+  bridge = await startRootBridge(socket, port);
   process.once('exit', () => {
     bridge?.close();
     rmSync(socket, { force: true });

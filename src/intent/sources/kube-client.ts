@@ -52,7 +52,8 @@ export interface KubeObject {
 
 /**
  * Deletes the object at `path` only as read: GET it, let `accept` judge it,
- * DELETE it with its uid and resourceVersion as preconditions. A write in
+ * DELETE it with its uid and resourceVersion as preconditions (`known`: the
+ * first attempt trusts a cached copy instead of a read). A write in
  * between (a 409) reads again — while `again()` allows, `attempts` times in
  * all. Other API errors are thrown.
  */
@@ -60,16 +61,19 @@ export async function deleteAsRead(
   client: KubeClient,
   path: string,
   accept: (cur: KubeObject) => boolean,
-  opts: { attempts?: number; again?: () => boolean } = {},
+  opts: { attempts?: number; again?: () => boolean; /** The object as already known (a watch cache): the first attempt deletes it without reading. */ known?: KubeObject } = {},
 ): Promise<'deleted' | 'gone' | 'refused' | 'conflict'> {
   for (let attempt = 0; attempt < (opts.attempts ?? 3); attempt++) {
     if (attempt > 0 && opts.again && !opts.again()) return 'conflict';
     let cur: KubeObject;
-    try {
-      cur = await client.request<KubeObject>('GET', path);
-    } catch (e) {
-      if (isNotFound(e)) return 'gone';
-      throw e;
+    if (attempt === 0 && opts.known) cur = opts.known;
+    else {
+      try {
+        cur = await client.request<KubeObject>('GET', path);
+      } catch (e) {
+        if (isNotFound(e)) return 'gone';
+        throw e;
+      }
     }
     if (!accept(cur)) return 'refused';
     try {

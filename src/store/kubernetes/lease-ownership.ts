@@ -738,6 +738,7 @@ export class LeaseOwnership implements OwnershipBackend {
    */
   private async fence(node: string, ip: string): Promise<void> {
     if (this.disposed || this.released || node === this.node || !(this.now() < this.validUntil)) return;
+    const startedAt = this.now();
     let lease: KubeObject | undefined;
     try {
       lease = await this.client.request<KubeObject>('GET', `${this.base}/${ipLeaseName(ip)}`);
@@ -752,13 +753,14 @@ export class LeaseOwnership implements OwnershipBackend {
       return;
     }
     if (this.disposed || this.released) return;
+    const readAt = this.now();
     const boundTo = annotationsOf(lease)[NODE_LEASE_UID_ANNOTATION];
     const ips = [...this.ips].filter(([, l]) => this.validHolder(l) === node).map(([i]) => i);
     const outcome = await deleteAsRead(
       this.client,
       `${this.base}/${nodeLeaseName(node)}`,
       (cur) => holderOf(cur) === node && (!boundTo || cur.metadata.uid === boundTo),
-      { again: () => this.deps.watch?.stillSilent?.(node, ip) !== false },
+      { again: () => this.deps.watch?.stillSilent?.(node, ip) !== false, ...(this.knownNodeLease(node) ? { known: this.knownNodeLease(node)! } : {}) },
     );
     if (outcome === 'deleted') {
       this.counters.fencesIssued++;
@@ -766,7 +768,7 @@ export class LeaseOwnership implements OwnershipBackend {
       if (this.fencedAt.size > 1000) this.fencedAt.delete(this.fencedAt.keys().next().value!);
       this.nodes.delete(node);
       this.goneNodes.add(node);
-      this.deps.log.warn({ node, ip, ips: ips.length }, 'fenced out a silent owner: deleted its node Lease');
+      this.deps.log.warn({ node, ip, ips: ips.length, readMs: Math.round(readAt - startedAt), deleteMs: Math.round(this.now() - readAt) }, 'fenced out a silent owner: deleted its node Lease');
       const record: FenceRecord = { node, by: this.node, silentIp: ip, ips: ips.slice(0, 100) };
       for (const fn of this.fenceListeners) {
         try {
@@ -777,6 +779,13 @@ export class LeaseOwnership implements OwnershipBackend {
       }
     } else this.deps.log.info({ node, ip, outcome }, 'silent owner not fenced');
     this.evaluate.trigger();
+  }
+
+  /** A node Lease as the watch last showed it (name, uid, resourceVersion, holder): enough for a conditional delete. */
+  private knownNodeLease(node: string): KubeObject | undefined {
+    const o = this.nodes.get(node);
+    if (!o?.uid) return undefined;
+    return { metadata: { name: nodeLeaseName(node), uid: o.uid, resourceVersion: o.rv }, spec: { holderIdentity: node } };
   }
 
   /** An IP Lease read directly: kept unless the cache already holds a newer version. */
