@@ -427,14 +427,19 @@ export class LeaseOwnership implements OwnershipBackend {
     if (this.disposed || this.released) return;
     const sentAt = this.now();
     const name = nodeLeaseName(this.node);
+    const base = this.myLease;
     const spec = () => ({ holderIdentity: this.node, leaseDurationSeconds: this.opts.durationS, renewTime: new this.client.k8s.V1MicroTime() });
     try {
-      if (this.myLease) {
-        const body = { ...this.myLease, metadata: this.stamped(this.myLease.metadata), spec: { ...(this.myLease.spec as object), ...spec() } };
-        this.myLease = await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, body);
+      let result: KubeObject;
+      if (base) {
+        const body = { ...base, metadata: this.stamped(base.metadata), spec: { ...(base.spec as object), ...spec() } };
+        result = await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, body);
       } else {
-        this.myLease = await this.readOrCreate(name, spec());
+        result = await this.readOrCreate(name, spec());
       }
+      // Fenced out while this renewal was in flight (its answer came after the watch's delete): the re-join renews.
+      if (this.myLease !== base) return;
+      this.myLease = result;
       this.counters.renewals++;
       const wasValid = this.now() < this.validUntil;
       this.validUntil = sentAt + this.opts.durationS * 1000 - this.opts.safetyMs;
@@ -443,6 +448,8 @@ export class LeaseOwnership implements OwnershipBackend {
       this.scheduleRenew(Math.max(0, sentAt + this.opts.renewMs - this.now()));
     } catch (e) {
       this.counters.renewFailures++;
+      // Superseded: we were fenced out while this renewal was in flight, and the re-join renews from now on.
+      if (this.myLease !== base) return;
       if (isNotFound(e) && this.myLease && !this.released && !this.disposed) {
         // Deleted under us while we ran: another node found us silent on the wire and fenced us out.
         this.fencedOut('our node Lease is gone: another node found us silent on the wire and fenced us out');
