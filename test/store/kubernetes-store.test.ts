@@ -16,6 +16,7 @@ import { KubeClient, type KubeObject } from '../../src/intent/sources/kube-clien
 import { LeaseOwnership, NODE_LEASE_UID_ANNOTATION, RELEASING_ANNOTATION, ipLeaseName, type FenceRecord, type OwnershipMove } from '../../src/store/kubernetes/lease-ownership.js';
 import type { OwnerWatch, WatchTarget } from '../../src/controlplane/ownership/edges.js';
 import { ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
+import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { INCARNATION_ANNOTATION } from '../../src/supervisor/protocol.js';
 import { releaseNodeLease } from '../../src/supervisor/supervisor.js';
 import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';
@@ -215,12 +216,14 @@ test("the supervisor's release: a crashed node's Lease deleted (its own incarnat
 });
 
 test('wire fencing: a holder silent on the wire while its node Lease runs is fenced out — its IPs move at once (60 s Lease), it steps down, never two owners', async () => {
-  const ips = ['198.51.100.100', '198.51.100.101', '198.51.100.102'];
+  // IPs b is the preferred node for: after the fence b claims them at once, while a (re-joining with a new
+  // node Lease, still a candidate here since its fake wire is not really silent) waits its contend delay.
+  const ips = Array.from({ length: 40 }, (_, i) => `198.51.100.${100 + i}`).filter((ip) => rendezvousScore('node-fb', ip) > rendezvousScore('node-fa', ip)).slice(0, 3);
   const mine = new Map(ips.map((ip) => [ip, ['eth0']] as const));
   const long = { ...OPTS, durationS: 60, handoverHoldMs: 60_000 }; // neither an expiry nor a hand-back within the test
   const wa = new FakeOwnerWatch();
   const wb = new FakeOwnerWatch();
-  const a = await node('node-fa', long, wa);
+  const a = await node('node-fa', { ...long, contendDelayMs: 20_000 }, wa);
   a.o.setCandidates(mine);
   await waitFor('a owns everything', () => ips.every((ip) => a.owned().has(ip)));
   const b = await node('node-fb', long, wb);
