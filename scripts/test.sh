@@ -153,6 +153,7 @@ lab_tests=(
   test/store/etcd-ipam.lab.test.ts
   test/store/kubernetes.lab.test.ts
   test/store/kubernetes-crash.lab.test.ts
+  test/store/kubernetes-fencing.lab.test.ts
   test/cli/first-ten.lab.test.ts
 )
 # A hung test fails the run instead of hanging it: node 20 applies

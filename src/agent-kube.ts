@@ -8,5 +8,6 @@ export { LeaseOwnership, leaseOwnershipDefaults } from './store/kubernetes/lease
 export { PoolStatusWriter, ServiceStatusWriter } from './store/kubernetes/service-status.js';
 export { EventRecorder, KubeIntentEvents } from './store/kubernetes/events.js';
 export { KubeIpamCoordinator, IPAM_ELECTION } from './store/kubernetes/ipam.js';
+export { PacketOwnerWatch, ownerWatchDefaults } from './datapath/owner-watch.js';
 
 export type KubeModules = typeof import('./agent-kube.js');

@@ -105,7 +105,7 @@ export interface AgentConfig {
   statusSocket?: string;
   /** etcd store: what to do when it is unreachable. */
   onStoreLoss: 'withdraw' | 'keep';
-  /** etcd store: watching owners on the wire (default ownerWatchDefaults: probes every 50 ms, silent after 300 ms). */
+  /** etcd and Kubernetes stores: watching owners on the wire (default ownerWatchDefaults: probes every 50 ms, silent after 300 ms). */
   ownerWatch?: { probeIntervalMs?: number; silenceMs?: number };
   /** etcd store: a more preferred candidate must be present this long before an owner hands an IP over (default 5 s). */
   handoverHoldMs?: number;
@@ -215,7 +215,8 @@ export class Agent implements Disposable {
     this.viewStore = etcd && this.session ? this.store.add(new etcd.EtcdViewStore(this.session, config.node, log.child({ module: 'view' }))) : undefined;
     this.fileJournal = this.viewStore ? undefined : new FileJournal(config.node, join(config.stateDir, 'view-events.json'), log.child({ module: 'view' }));
     this.journal = this.viewStore ?? this.fileJournal!;
-    this.ownerWatch = etcd && this.session ? this.store.add(new etcd.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(etcd.ownerWatchDefaults, config.ownerWatch))) : undefined; // silent owners on the wire
+    const watchModule = etcd && this.session ? etcd : kube?.modules;
+    this.ownerWatch = watchModule ? this.store.add(new watchModule.PacketOwnerWatch({ links: this.links, clock, log }, ownerWatchOptions(watchModule.ownerWatchDefaults, config.ownerWatch))) : undefined; // silent owners on the wire
     this.etcdOwnership =
       etcd && this.session && this.ownerWatch
         ? new etcd.EtcdOwnership(
@@ -226,7 +227,7 @@ export class Agent implements Disposable {
           )
         : undefined;
     // Kubernetes: one Lease per node, one per owned IP (written only when ownership moves)
-    this.kubeOwnership = kube ? makeLeaseOwnership(kube, config, log.child({ module: 'ownership' })) : undefined;
+    this.kubeOwnership = kube ? makeLeaseOwnership(kube, config, log.child({ module: 'ownership' }), this.ownerWatch) : undefined;
     this.ownership = this.store.add(this.etcdOwnership ?? this.kubeOwnership ?? new LocalOwnership(config.node)); // per-IP ownership
     this.ipamElection = kube ? this.kubeOwnership?.elect(kube.modules.IPAM_ELECTION) : undefined;
     this.statusWriter =
@@ -955,6 +956,7 @@ function makeKubeEvents(kube: { modules: KubeModules; client: KubeClient }, sour
     active: () => election?.isLeader() ?? true,
   });
   ownership?.onMove((m) => events.moved(m));
+  ownership?.onFence((f) => events.fenced(f));
   return events;
 }
 
@@ -970,10 +972,10 @@ function makePoolStatusWriter(kube: { modules: KubeModules; client: KubeClient }
   });
 }
 
-function makeLeaseOwnership(kube: { modules: KubeModules; client: KubeClient }, config: AgentConfig, log: Logger): LeaseOwnership {
+function makeLeaseOwnership(kube: { modules: KubeModules; client: KubeClient }, config: AgentConfig, log: Logger, watch: PacketOwnerWatch | undefined): LeaseOwnership {
   const k = config.kubernetes ?? {};
   const d = kube.modules.leaseOwnershipDefaults;
-  return new kube.modules.LeaseOwnership(kube.client, config.node, { log }, {
+  return new kube.modules.LeaseOwnership(kube.client, config.node, { log, ...(watch ? { watch } : {}) }, {
     ...d,
     ...(k.namespace ? { namespace: k.namespace } : {}),
     ...(k.leaseDurationS ? { durationS: k.leaseDurationS } : {}),

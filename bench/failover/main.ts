@@ -99,6 +99,11 @@ function ratioLines(results: CaseResult[]): string[] {
   const k8s = by.get('herald-k8s/crash');
   const k8sUnsup = by.get('herald-k8s/crash-unsupervised');
   if (k8s && sup) out.push(`crash      Kubernetes store vs etcd store (both supervised) ARP gap p99 ${((k8s.arpGap.p99 ?? NaN) / Math.max(sup.arpGap.p99 ?? NaN, 1)).toFixed(2)}x (two MACs: ${k8s.dualAnswerTrials}/${k8s.trials} vs ${sup.dualAnswerTrials}/${sup.trials})`);
+  for (const failure of ['node-loss', 'power-loss']) {
+    const e = by.get(`herald/${failure}`);
+    const kk = by.get(`herald-k8s/${failure}`);
+    if (e && kk) out.push(`${failure.padEnd(10)} Kubernetes store vs etcd store ARP gap median ${((kk.arpGap.median ?? NaN) / Math.max(e.arpGap.median ?? NaN, 1)).toFixed(2)}x, p99 ${((kk.arpGap.p99 ?? NaN) / Math.max(e.arpGap.p99 ?? NaN, 1)).toFixed(2)}x (two MACs: ${kk.dualAnswerTrials}/${kk.trials} vs ${e.dualAnswerTrials}/${e.trials})`);
+  }
   if (k8s && k8sUnsup) out.push(`crash      Kubernetes store: supervised vs --no-supervisor ARP gap p99 ${((k8sUnsup.arpGap.p99 ?? NaN) / Math.max(k8s.arpGap.p99 ?? NaN, 1)).toFixed(2)}x shorter (two MACs: ${k8s.dualAnswerTrials}/${k8s.trials} vs ${k8sUnsup.dualAnswerTrials}/${k8sUnsup.trials})`);
   return out;
 }

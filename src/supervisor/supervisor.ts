@@ -151,21 +151,14 @@ function kubeClientFor(k: { kubeconfig?: string }): Promise<KubeClient | undefin
  */
 export async function releaseNodeLease(client: KubeClient, l: KubeLeaseReport): Promise<'released' | 'gone' | 'other' | 'failed'> {
   const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(l.namespace)}/leases/${encodeURIComponent(l.name)}`;
-  const { isConflict, isNotFound } = await import('../intent/sources/kube-client.js');
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      const cur = await client.request<{ metadata: { uid?: string; resourceVersion?: string; annotations?: Record<string, string> } }>('GET', path);
-      if (cur.metadata.annotations?.[INCARNATION_ANNOTATION] !== l.incarnation) return 'other';
-      await client.request('DELETE', path, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { uid: cur.metadata.uid, resourceVersion: cur.metadata.resourceVersion } });
-      return 'released';
-    } catch (e) {
-      if (isNotFound(e)) return 'gone';
-      if (isConflict(e)) continue;
-      log(`kubernetes: releasing ${l.namespace}/${l.name}: ${(e as Error).message}`);
-      return 'failed';
-    }
+  const { deleteAsRead } = await import('../intent/sources/kube-client.js');
+  try {
+    const outcome = await deleteAsRead(client, path, (cur) => (cur.metadata.annotations as Record<string, string> | undefined)?.[INCARNATION_ANNOTATION] === l.incarnation);
+    return outcome === 'deleted' ? 'released' : outcome === 'refused' ? 'other' : outcome === 'gone' ? 'gone' : 'failed';
+  } catch (e) {
+    log(`kubernetes: releasing ${l.namespace}/${l.name}: ${(e as Error).message}`);
+    return 'failed';
   }
-  return 'failed';
 }
 
 /** Zeroes the liveness stamp: the program treats it as never written and answers nothing. True when silent. */

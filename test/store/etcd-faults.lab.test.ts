@@ -12,13 +12,13 @@
  *     the new lease, so the owner does not change.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import type { ArpSummary } from '../../lab/failover-probe.js';
 import type { LabEtcd } from '../../lab/etcd.js';
 import { EtcdLab } from '../helpers/etcd-lab.js';
+import { arpProbe, darkGaps, starved } from '../helpers/faults.js';
 import { sleep, type Host, type Lab, type LabProcess } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { HERALD, labSkipReason, waitFor } from '../helpers/lab-tools.js';
@@ -48,7 +48,6 @@ spec:
   )
   .join('\n')}
 `;
-const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.url));
 const ETCD_KV = fileURLToPath(new URL('../tools/etcd-kv.ts', import.meta.url));
 
 interface HaStatus {
@@ -85,21 +84,7 @@ describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, (
   const fences = () => lab.nodes.filter((n) => agents.get(n)?.running).reduce((sum, n) => sum + (status(n).ha?.ownership.fencesIssued ?? 0), 0);
 
   /** The failover probe on the client: a fresh ARP request for `ip` every `intervalMs`. */
-  let probeN = 0;
-  const probe = (ip: string, durationMs: number, intervalMs = 10) => {
-    const n = probeN++;
-    const out = join(dir, `probe-${n}.json`);
-    const run = lab.client.execAsync(process.execPath, [
-      '--import', 'tsx', PROBE, '--iface', 'eth0', '--src-ip', `192.0.2.${240 + (n % 10)}`, '--src-mac', `02:00:00:00:02:${(0xe0 + (n % 16)).toString(16)}`,
-      '--target', ip, '--interval-ms', String(intervalMs), '--duration-ms', String(durationMs), '--http-port', '1', '--http-timeout-ms', '50', '--no-neigh', '--out-json', out,
-    ]);
-    return run.then((r) => {
-      assert.equal(r.code, 0, r.stderr);
-      return (JSON.parse(readFileSync(out, 'utf8')) as { arp: ArpSummary }).arp;
-    });
-  };
-  /** Gaps in which the IP itself was dark (requests went unanswered), not the probe's own late ticks. */
-  const darkGaps = (arp: ArpSummary) => arp.gaps.filter((g) => (g.unanswered ?? 0) >= 3);
+  const probe = (ip: string, durationMs: number, intervalMs = 10) => arpProbe(lab, dir, ip, durationMs, intervalMs);
 
   before(async () => {
     e = await EtcdLab.create({ nodes: 3, tag: 'hf', agentArgs: () => ['--garp-interval', '200ms'] });
@@ -140,34 +125,6 @@ describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, (
     assert.equal(JSON.stringify([...ownersByNodes()].sort()), ownersBefore, 'no owner changed');
     assert.ok((status(idle).ha?.heartbeat?.lateWakeups ?? 0) >= 3, 'the paused node noticed each late wake-up');
   });
-
-  /** Runs `fn` with `proc` (and its threads) held to `percent` % of one CPU through a cgroup v1 CPU quota. */
-  const starved = async (proc: LabProcess, percent: number, fn: () => Promise<void>) => {
-    const cg = `/sys/fs/cgroup/cpu/herald-starve-${process.pid}`;
-    mkdirSync(cg, { recursive: true });
-    try {
-      writeFileSync(join(cg, 'cpu.cfs_period_us'), '100000');
-      writeFileSync(join(cg, 'cpu.cfs_quota_us'), String(percent * 1000));
-      // Every process in the agent's group (nsenter and node), with all their threads.
-      for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-        try {
-          if (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[2] === String(proc.pid)) writeFileSync(join(cg, 'cgroup.procs'), pid);
-        } catch {
-          /* exited */
-        }
-      }
-      await fn();
-    } finally {
-      for (const pid of readFileSync(join(cg, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
-        try {
-          writeFileSync('/sys/fs/cgroup/cpu/cgroup.procs', pid);
-        } catch {
-          /* exited */
-        }
-      }
-      rmdirSync(cg);
-    }
-  };
 
   test('a CPU-starved candidate (3 % of a CPU for 8 s) never fences a healthy owner', async () => {
     await settle();

@@ -15,69 +15,39 @@
  * that Lease alone.
  */
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
-import type { Server } from 'node:net';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { Lab, supervisedAgentPid, type Host, type LabProcess } from '../../lab/lab.js';
-import { unixToTcp } from '../../lab/unix-bridge.js';
+import { supervisedAgentPid, type Host, type Lab } from '../../lab/lab.js';
 import { KubeClient } from '../../src/intent/sources/kube-client.js';
 import { INCARNATION_ANNOTATION } from '../../src/supervisor/protocol.js';
 import { releaseNodeLease } from '../../src/supervisor/supervisor.js';
-import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';
-import { HERALD, arping, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { applyObject, type KubeServer } from '../helpers/kube.js';
+import { KUBE_LEASE_NS as NS, KubeLab } from '../helpers/kube-lab.js';
+import { HERALD, arping, labSkipReason, waitFor } from '../helpers/lab-tools.js';
 
-const ROOT = new URL('../../', import.meta.url);
-const BRIDGE = fileURLToPath(new URL('lab/unix-bridge.ts', ROOT));
-const NS = 'herald-system';
 const DURATION_S = 60;
 
 describe('Kubernetes store: a crashed agent is replaced at once through its supervisor (lab)', { skip: labSkipReason() }, () => {
+  let k: KubeLab;
   let kube: KubeServer;
   let lab: Lab;
-  let bridge: Server;
-  let socket: string;
-  const agents = new Map<Host, LabProcess>();
   let ip = '';
   let crashed: Host | undefined;
 
-  const lease = async (name: string) => kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${name}`);
+  const lease = async (name: string) => k.lease(name);
   const holderOf = async (addr: string) => (await lease(`ip-${addr.replace(/\./g, '-')}`)).body?.spec?.holderIdentity as string | undefined;
-  const nodeByNs = (netns: string) => lab.nodes.find((n) => n.netns === netns);
+  const nodeByNs = (netns: string) => k.byName(netns);
 
   before(async () => {
-    kube = await startKube();
-    await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/crds.yaml', ROOT), 'utf8'));
-    await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/rbac.yaml', ROOT), 'utf8'));
-    const subjects = [{ kind: 'Group', name: 'herald:agents', apiGroup: 'rbac.authorization.k8s.io' }];
-    await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: 'herald-agent-test' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'herald-agent' }, subjects });
-    await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'herald-leases-test', namespace: NS }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'herald-leases' }, subjects });
-    socket = join(kube.dir, 'api.sock');
-    const port = Number(new URL(kube.server).port);
-    bridge = await unixToTcp(socket, port);
-    lab = Lab.create({ nodes: 2, tag: 'k8scrash' });
+    k = await KubeLab.create({ nodes: 2, tag: 'k8scrash', agentArgs: () => ['--kube-lease-duration', String(DURATION_S), '--kube-lease-renew', '2s', '--garp-interval', '200ms'] });
+    ({ kube, lab } = k);
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'crash-pool' }, spec: { blocks: [{ start: '198.51.100.40', stop: '198.51.100.41' }] } });
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumL2AnnouncementPolicy', metadata: { name: 'crash-policy' }, spec: { loadBalancerIPs: true, interfaces: ['^eth0$'] } });
     await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'crash', namespace: 'default' }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
-    for (const n of lab.nodes) {
-      await applyObject(kube, { apiVersion: 'v1', kind: 'Node', metadata: { name: n.netns, labels: { 'kubernetes.io/hostname': n.netns } } });
-      const b = n.spawn('bridge', process.execPath, ['--import', 'tsx', BRIDGE, '--port', String(port), '--socket', socket]);
-      await b.waitForOutput('bridge listening', 15_000);
-    }
-    for (const n of lab.nodes) await startAgentFor(n);
+    for (const n of lab.nodes) await k.start(n);
   });
 
-  const startAgentFor = async (n: Host) => {
-    const kubeconfig = kube.kubeconfig(`herald:${n.netns}`, ['herald:agents']);
-    agents.set(n, await startAgentReady(n, ['--kubernetes', '--kubeconfig', kubeconfig, '--kube-lease-duration', String(DURATION_S), '--kube-lease-renew', '2s', '--garp-interval', '200ms'], `agent-${Date.now()}`));
-  };
-
   after(async () => {
-    await lab?.destroy();
-    bridge?.close();
-    if (socket) rmSync(socket, { force: true });
-    await kube?.stop();
+    await k?.destroy();
   });
 
   test('kill -9 of the owner: the supervisor deletes its node Lease and the other node takes over well inside the Lease duration', async () => {
@@ -98,7 +68,7 @@ describe('Kubernetes store: a crashed agent is replaced at once through its supe
     const ownerLease = await lease(`node-${owner.netns}`);
     assert.match(ownerLease.body.metadata.annotations?.[INCARNATION_ANNOTATION] ?? '', /^[0-9a-f-]{36}$/);
 
-    const agent = agents.get(owner)!;
+    const agent = k.agents.get(owner)!;
     const pid = supervisedAgentPid(agent);
     assert.ok(pid, 'the agent runs under its supervisor (the default with --kubernetes)');
     const t0 = Date.now();
@@ -119,9 +89,9 @@ describe('Kubernetes store: a crashed agent is replaced at once through its supe
   test("a restarted agent's node Lease is never released for the dead incarnation", async () => {
     assert.ok(crashed, 'the previous test crashed an agent');
     const node = crashed;
-    const dead = agents.get(node)!;
+    const dead = k.agents.get(node)!;
     await dead.stop('SIGKILL');
-    await startAgentFor(node);
+    await k.start(node);
     let now: { metadata: { annotations?: Record<string, string>; resourceVersion: string } } | undefined;
     await waitFor(async () => ((now = (await lease(`node-${node.netns}`)).body), now?.metadata?.annotations?.[INCARNATION_ANNOTATION] !== undefined), { timeoutMs: 15_000, what: 'the restarted agent holds its node Lease' });
     const mine = now!.metadata.annotations![INCARNATION_ANNOTATION]!;

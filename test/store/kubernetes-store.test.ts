@@ -13,8 +13,10 @@ import { after, before, test } from 'node:test';
 import { silentLogger } from '../../src/core/logger.js';
 import type { OwnershipView } from '../../src/controlplane/ownership/backend.js';
 import { KubeClient, type KubeObject } from '../../src/intent/sources/kube-client.js';
-import { LeaseOwnership, ipLeaseName } from '../../src/store/kubernetes/lease-ownership.js';
+import { LeaseOwnership, NODE_LEASE_UID_ANNOTATION, RELEASING_ANNOTATION, ipLeaseName, type FenceRecord, type OwnershipMove } from '../../src/store/kubernetes/lease-ownership.js';
+import type { OwnerWatch, WatchTarget } from '../../src/controlplane/ownership/edges.js';
 import { ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
+import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { INCARNATION_ANNOTATION } from '../../src/supervisor/protocol.js';
 import { releaseNodeLease } from '../../src/supervisor/supervisor.js';
 import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';
@@ -46,9 +48,28 @@ async function waitFor(what: string, fn: () => boolean | Promise<boolean>, timeo
 
 const agentClient = (node: string) => KubeClient.create({ kubeconfig: kube.kubeconfig(`herald:${node}`, ['herald:agents']) });
 
-async function node(name: string, opts: typeof OPTS = OPTS) {
+/** The wire, faked (the real one is datapath/owner-watch.ts, tested in the lab): the test says who went silent. */
+class FakeOwnerWatch implements OwnerWatch {
+  targets: readonly WatchTarget[] = [];
+  heard = false;
+  private cb: (node: string, ip: string) => void = () => {};
+  setTargets(targets: readonly WatchTarget[]): void {
+    this.targets = targets;
+  }
+  onSilent(cb: (node: string, ip: string) => void): void {
+    this.cb = cb;
+  }
+  stillSilent(): boolean {
+    return !this.heard;
+  }
+  silent(node: string, ip: string): void {
+    this.cb(node, ip);
+  }
+}
+
+async function node(name: string, opts: typeof OPTS & { releaseGraceMs?: number } = OPTS, watch?: OwnerWatch) {
   const views: OwnershipView[] = [];
-  const o = new LeaseOwnership(await agentClient(name), name, { log: silentLogger }, opts);
+  const o = new LeaseOwnership(await agentClient(name), name, { log: silentLogger, ...(watch ? { watch } : {}) }, opts);
   await o.start((v) => {
     views.push(v);
   });
@@ -191,6 +212,97 @@ test("the supervisor's release: a crashed node's Lease deleted (its own incarnat
   } finally {
     a.o.dispose();
     b?.o.dispose();
+  }
+});
+
+test('wire fencing: a holder silent on the wire while its node Lease runs is fenced out — its IPs move at once (60 s Lease), it steps down, never two owners', async () => {
+  // IPs b is the preferred node for: after the fence b claims them at once, while a (re-joining with a new
+  // node Lease, still a candidate here since its fake wire is not really silent) waits its contend delay.
+  const ips = Array.from({ length: 40 }, (_, i) => `198.51.100.${100 + i}`).filter((ip) => rendezvousScore('node-fb', ip) > rendezvousScore('node-fa', ip)).slice(0, 3);
+  const mine = new Map(ips.map((ip) => [ip, ['eth0']] as const));
+  const long = { ...OPTS, durationS: 60, handoverHoldMs: 60_000 }; // neither an expiry nor a hand-back within the test
+  const wa = new FakeOwnerWatch();
+  const wb = new FakeOwnerWatch();
+  const a = await node('node-fa', { ...long, contendDelayMs: 20_000 }, wa);
+  a.o.setCandidates(mine);
+  await waitFor('a owns everything', () => ips.every((ip) => a.owned().has(ip)));
+  const b = await node('node-fb', long, wb);
+  const fences: FenceRecord[] = [];
+  const moves: OwnershipMove[] = [];
+  b.o.onFence((f) => fences.push(f));
+  b.o.onMove((m) => moves.push(m));
+  let overlap = '';
+  const check = setInterval(() => {
+    for (const ip of ips) if (a.owned().has(ip) && b.owned().has(ip)) overlap ||= ip;
+  }, 5);
+  try {
+    b.o.setCandidates(mine);
+    // b watches one IP of a on the wire (the lowest IPv4 it could take over).
+    await waitFor('b watches a', () => wb.targets.some((t) => t.node === 'node-fa' && t.ip === ips[0] && t.iface === 'eth0'));
+    // Silence about an IP held by someone else proves nothing about the node named.
+    wb.silent('node-fx', ips[0]!);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(b.o.counters.fencesIssued, 0, 'a node that holds nothing is not fenced');
+    const oldUid = (await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/node-node-fa`)).body.metadata.uid as string;
+    const t0 = Date.now();
+    wb.silent('node-fa', ips[0]!);
+    await waitFor('b owns everything', () => ips.every((ip) => b.owned().has(ip)), 15_000);
+    assert.ok(Date.now() - t0 < 10_000, 'not at Lease expiry');
+    assert.equal(b.o.counters.fencesIssued, 1);
+    assert.deepEqual(fences.map((f) => [f.node, f.by, f.silentIp, [...f.ips].sort()]), [['node-fa', 'node-fb', ips[0], ips]]);
+    assert.ok(moves.length > 0 && moves.every((m) => m.cause === 'fenced' && m.from === 'node-fa'), JSON.stringify(moves));
+    // a saw its node Lease deleted while it ran: it stepped down and re-joined with a new node Lease.
+    await waitFor('a stepped down', () => a.owned().size === 0 && a.o.counters.fencedOut >= 1);
+    await waitFor('a re-joined', async () => (await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/node-node-fa`)).body?.metadata?.uid !== undefined);
+    const newUid = (await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/node-node-fa`)).body.metadata.uid as string;
+    assert.notEqual(newUid, oldUid);
+    const bUid = (await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/node-node-fb`)).body.metadata.uid as string;
+    for (const ip of ips) {
+      const lease = (await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${ipLeaseName(ip)}`)).body;
+      assert.equal(lease.spec.holderIdentity, 'node-fb');
+      assert.equal(lease.metadata.annotations[NODE_LEASE_UID_ANNOTATION], bUid, "bound to the successor's node Lease");
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(a.owned().size, 0, 'the old IP Leases never come back to a with its new node Lease');
+    assert.equal(overlap, '', 'never two owners');
+  } finally {
+    clearInterval(check);
+    a.o.dispose();
+    b.o.dispose();
+  }
+});
+
+test('wire fencing: silence about an IP its holder marked as releasing is no death within the grace; after it, the holder is fenced unless heard since', async () => {
+  const ip = '198.51.100.110';
+  const long = { ...OPTS, durationS: 60, handoverHoldMs: 60_000, releaseGraceMs: 1500 };
+  const wb = new FakeOwnerWatch();
+  const a = await node('node-ra', long);
+  const b = await node('node-rb', long, wb);
+  try {
+    a.o.setCandidates(new Map([[ip, ['eth0']]]));
+    await waitFor('a owns it', () => a.owned().has(ip));
+    b.o.setCandidates(new Map([[ip, ['eth0']]]));
+    await waitFor('b watches a', () => wb.targets.some((t) => t.node === 'node-ra'));
+    // A release in progress (as a releasing holder marks its Lease before going silent).
+    const path = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${ipLeaseName(ip)}`;
+    const cur = (await kube.api('GET', path)).body;
+    assert.equal((await kube.api('PUT', path, { ...cur, metadata: { ...cur.metadata, annotations: { ...cur.metadata.annotations, [RELEASING_ANNOTATION]: 'node-ra' } } })).status, 200);
+    wb.silent('node-ra', ip);
+    await new Promise((r) => setTimeout(r, 800));
+    assert.equal(b.o.counters.fencesIssued, 0, 'within the grace: not fenced');
+    // Heard answering since (the release was called off): no fence after the grace either.
+    wb.heard = true;
+    await new Promise((r) => setTimeout(r, 1200));
+    assert.equal(b.o.counters.fencesIssued, 0, 'heard since: not fenced');
+    assert.ok(a.owned().has(ip));
+    // Silent again, and the marker still stands past the grace: fenced.
+    wb.heard = false;
+    wb.silent('node-ra', ip);
+    await waitFor('b owns it', () => b.owned().has(ip), 10_000);
+    assert.equal(b.o.counters.fencesIssued, 1);
+  } finally {
+    a.o.dispose();
+    b.o.dispose();
   }
 });
 

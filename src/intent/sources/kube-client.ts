@@ -50,6 +50,43 @@ export interface KubeObject {
   [k: string]: unknown;
 }
 
+/**
+ * Deletes the object at `path` only as read: GET it, let `accept` judge it,
+ * DELETE it with its uid and resourceVersion as preconditions (`known`: the
+ * first attempt trusts a cached copy instead of a read). A write in
+ * between (a 409) reads again — while `again()` allows, `attempts` times in
+ * all. Other API errors are thrown.
+ */
+export async function deleteAsRead(
+  client: KubeClient,
+  path: string,
+  accept: (cur: KubeObject) => boolean,
+  opts: { attempts?: number; again?: () => boolean; /** The object as already known (a watch cache): the first attempt deletes it without reading. */ known?: KubeObject } = {},
+): Promise<'deleted' | 'gone' | 'refused' | 'conflict'> {
+  for (let attempt = 0; attempt < (opts.attempts ?? 3); attempt++) {
+    if (attempt > 0 && opts.again && !opts.again()) return 'conflict';
+    let cur: KubeObject;
+    if (attempt === 0 && opts.known) cur = opts.known;
+    else {
+      try {
+        cur = await client.request<KubeObject>('GET', path);
+      } catch (e) {
+        if (isNotFound(e)) return 'gone';
+        throw e;
+      }
+    }
+    if (!accept(cur)) return 'refused';
+    try {
+      await client.request('DELETE', path, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { uid: cur.metadata.uid, resourceVersion: cur.metadata.resourceVersion } });
+      return 'deleted';
+    } catch (e) {
+      if (isNotFound(e)) return 'gone';
+      if (!isConflict(e)) throw e;
+    }
+  }
+  return 'conflict';
+}
+
 export interface KubeList {
   metadata: { resourceVersion?: string; continue?: string };
   items: KubeObject[];

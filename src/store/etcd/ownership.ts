@@ -29,7 +29,8 @@ import { isIpv4 } from '../../core/addr.js';
 import { Trigger } from '../../core/trigger.js';
 import { causeText, type EventBody, type OwnershipCause } from '../../core/events.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
-import type { LivenessGate, OwnerWatch, WatchTarget } from '../../controlplane/ownership/edges.js';
+import type { LivenessGate, OwnerWatch } from '../../controlplane/ownership/edges.js';
+import { SilenceVerdicts, watchTargets, type HeldElsewhere } from '../../controlplane/ownership/fencing.js';
 import type { EtcdSession } from './session.js';
 
 export interface EtcdOwnershipOptions {
@@ -156,8 +157,8 @@ export class EtcdOwnership implements OwnershipBackend {
   private readonly releasingPrefix: string;
   /** ip → the releasing marker's node and lease (another owner is giving the IP up: its silence is no death). */
   private marks = new Map<string, OwnerRecord>();
-  /** "node|ip" → monotonic ms of our first silence verdict about a marked IP, and the re-check timer. */
-  private readonly releaseVerdicts = new Map<string, { firstMs: number; timer: TimerHandle }>();
+  /** What a silence report proves, with the releasing markers' grace (shared with the Kubernetes store). */
+  private readonly verdicts: SilenceVerdicts;
   /**
    * The view is ordered by store revision: a snapshot read (refresh) reflects
    * every change up to its revision, so a watch event or a write of ours at or
@@ -185,6 +186,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.ownersPrefix = `${session.prefix}owners/`;
     this.candidatesPrefix = `${session.prefix}candidates/`;
     this.releasingPrefix = `${session.prefix}releasing/`;
+    this.verdicts = new SilenceVerdicts({ clock: deps.clock, log: deps.log, ...(deps.watch ? { watch: deps.watch } : {}), again: (node, ip) => void this.fence(node, ip) }, opts.releaseGraceMs ?? etcdOwnershipDefaults.releaseGraceMs!);
     // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
     this.passes = new Trigger({ name: 'etcd ownership', run: () => this.pass(), clock: deps.clock, log: deps.log, delayMs: 0 });
     this.refreshes = new Trigger({
@@ -569,22 +571,11 @@ export class EtcdOwnership implements OwnershipBackend {
   private updateWatch(): void {
     const watch = this.deps.watch;
     if (!watch) return;
-    // One pass, not a sort of every owner per pass (10k owners): per node the
-    // lowest IPv4 address we are a candidate for, else the lowest IPv6 one.
-    // An IP its owner is releasing is watched only when the node owns nothing else we could take:
-    // its silence says nothing about the node.
-    const perNode = new Map<string, WatchTarget & { v4: boolean; marked: boolean }>();
-    for (const [ip, owner] of this.owners) {
-      if (owner.node === this.nodeName) continue;
-      const iface = this.candidates.get(ip)?.[0];
-      if (!iface) continue;
-      const v4 = isIpv4(ip);
-      const marked = this.marks.get(ip)?.node === owner.node;
-      const best = perNode.get(owner.node);
-      const better = !best || (best.marked && !marked) || (best.marked === marked && ((v4 && !best.v4) || (v4 === best.v4 && ip.localeCompare(best.ip) < 0)));
-      if (better) perNode.set(owner.node, { node: owner.node, ip, iface, v4, marked });
-    }
-    watch.setTargets([...perNode.values()].map(({ node, ip, iface }) => ({ node, ip, iface })));
+    watch.setTargets(watchTargets(this.heldElsewhere(), this.candidates));
+  }
+
+  private *heldElsewhere(): Iterable<HeldElsewhere> {
+    for (const [ip, owner] of this.owners) if (owner.node !== this.nodeName) yield { ip, node: owner.node, marked: this.marks.get(ip)?.node === owner.node };
   }
 
   /**
@@ -646,49 +637,21 @@ export class EtcdOwnership implements OwnershipBackend {
     }
     const kv = res.responses[0]?.response_range?.kvs[0];
     const mark = res.responses[1]?.response_range?.kvs[0];
-    const verdictKey = `${node}|${ip}`;
-    if (kv && kv.value.toString() === node) {
-      // Marked by that owner on the lease its key is on: a release in progress, not a death —
-      // unless it has not finished within the grace (then the fence, as without a marker).
-      // A crashed releasing owner is no safer for it: its supervisor revokes its lease, and
-      // a frozen or cut-off one's lease expires; the marker goes with the lease.
-      if (mark && String(kv.lease) !== NO_LEASE && mark.value.toString() === node && String(mark.lease) === String(kv.lease)) {
-        const graceMs = this.opts.releaseGraceMs ?? etcdOwnershipDefaults.releaseGraceMs!;
-        const now = monotonicMs(this.deps.clock);
-        const seen = this.releaseVerdicts.get(verdictKey);
-        if (!seen) {
-          const timer = this.deps.clock.setTimeout(() => void this.fence(node, ip), graceMs);
-          this.releaseVerdicts.set(verdictKey, { firstMs: now, timer });
-          this.deps.log.info({ node, ip, graceMs }, 'owner went silent about an IP it is releasing: not fenced');
-          return false;
-        }
-        if (now - seen.firstMs < graceMs) return false;
-        this.releaseVerdicts.delete(verdictKey);
-        // Heard answering since (a release called off): no evidence any more.
-        if (this.deps.watch?.stillSilent?.(node, ip) === false) return false;
-        this.deps.log.warn({ node, ip, afterMs: Math.round(now - seen.firstMs) }, 'owner marked an IP as releasing and did not release it within the grace: fencing');
-        return true;
-      }
-      this.dropReleaseVerdict(verdictKey);
-      return true;
+    const holder = kv?.value.toString();
+    // Marked by that owner on the lease its key is on: a release in progress (SilenceVerdicts: the grace).
+    const releasing = Boolean(kv && mark && String(kv.lease) !== NO_LEASE && mark.value.toString() === node && String(mark.lease) === String(kv.lease));
+    const fence = this.verdicts.judge(node, ip, { holder, releasing });
+    if (holder !== node) {
+      if (kv) this.observe({ type: 'put', key, value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
+      else this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+      this.markDirty();
     }
-    this.dropReleaseVerdict(verdictKey);
-    this.deps.log.info({ node, ip, now: kv ? kv.value.toString() : null }, 'owner went silent about an IP it no longer holds: not fenced');
-    if (kv) this.observe({ type: 'put', key, value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
-    else this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
-    this.markDirty();
-    return false;
+    return fence;
   }
 
   /** The owner key of `ip` is gone: a release we were waiting out has finished (no re-check). */
   private releaseDone(ip: string): void {
-    if (this.releaseVerdicts.size === 0) return;
-    for (const key of [...this.releaseVerdicts.keys()]) if (key.endsWith(`|${ip}`)) this.dropReleaseVerdict(key);
-  }
-
-  private dropReleaseVerdict(key: string): void {
-    this.releaseVerdicts.get(key)?.timer.cancel();
-    this.releaseVerdicts.delete(key);
+    this.verdicts.released(ip);
   }
 
   private isSkipped(ip: string, node: string): boolean {
@@ -1117,7 +1080,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.refreshes.dispose();
     this.watchRetry?.cancel();
     for (const t of this.timers.values()) t.cancel();
-    for (const v of this.releaseVerdicts.values()) v.timer.cancel();
+    this.verdicts.dispose();
     void this.watcher?.cancel();
   }
 }

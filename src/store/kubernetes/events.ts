@@ -16,7 +16,7 @@ import type { ManifestDiagnostic } from '../../intent/diagnostics.js';
 import type { KubeClient, KubeObject } from '../../intent/sources/kube-client.js';
 import type { KubeResource } from '../../intent/sources/kubernetes.js';
 import { CLUSTER_SEGMENT } from '../../intent/sources/stored-manifest.js';
-import { describeMove, type OwnershipMove } from './lease-ownership.js';
+import { describeFence, describeMove, type FenceRecord, type OwnershipMove } from './lease-ownership.js';
 
 export interface EventOptions {
   readonly qps: number;
@@ -105,7 +105,7 @@ export class EventRecorder {
 }
 
 /** Reasons of the Events below (kubectl describe's Reason column). */
-export const EVENT_REASONS = { moved: 'IPOwnerChanged', rejected: 'InvalidIntent', warning: 'IntentWarning' } as const;
+export const EVENT_REASONS = { moved: 'IPOwnerChanged', rejected: 'InvalidIntent', warning: 'IntentWarning', fenced: 'OwnerFenced' } as const;
 
 /**
  * Events about intent and ownership, on the objects users look at:
@@ -114,6 +114,10 @@ export const EVENT_REASONS = { moved: 'IPOwnerChanged', rejected: 'InvalidIntent
  *   onMove: the writer knows the cause) is a Normal Event `IPOwnerChanged`
  *   on every Service the IP is announced for ("node-b now announces
  *   192.0.2.10: took it over from node-a, whose node Lease expired").
+ * - `fenced`: this node fenced out an owner that went silent on the wire
+ *   while its node Lease still ran (LeaseOwnership's onFence) — a Warning
+ *   Event `OwnerFenced` on every Service of every IP it held, with the cause
+ *   (the `IPOwnerChanged` of each takeover follows from whoever wins it).
  * - `rejected`: a change the intent source refused is a Warning Event
  *   `InvalidIntent` on each refused object, with every error of that object
  *   (field path and message), sent by the LB-IPAM leader only (every node
@@ -148,6 +152,19 @@ export class KubeIntentEvents {
       const slash = key.indexOf('/');
       const svc = this.deps.cached('Service', key.slice(slash + 1), key.slice(0, slash));
       if (svc) this.deps.events.record({ ...svc, apiVersion: 'v1', kind: 'Service' }, 'Normal', EVENT_REASONS.moved, describeMove(move));
+    }
+  }
+
+  fenced(fence: FenceRecord): void {
+    const seen = new Set<string>();
+    for (const ip of fence.ips.includes(fence.silentIp) ? fence.ips : [fence.silentIp, ...fence.ips]) {
+      for (const key of this.deps.servicesOf(ip)) {
+        if (seen.has(key)) continue;
+        seen.add(key);
+        const slash = key.indexOf('/');
+        const svc = this.deps.cached('Service', key.slice(slash + 1), key.slice(0, slash));
+        if (svc) this.deps.events.record({ ...svc, apiVersion: 'v1', kind: 'Service' }, 'Warning', EVENT_REASONS.fenced, describeFence(fence));
+      }
     }
   }
 

@@ -47,8 +47,9 @@ import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { Trigger } from '../../core/trigger.js';
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
-import type { LivenessGate } from '../../controlplane/ownership/edges.js';
-import { isConflict, isNotFound, type KubeClient, type KubeList, type KubeObject } from '../../intent/sources/kube-client.js';
+import type { LivenessGate, OwnerWatch } from '../../controlplane/ownership/edges.js';
+import { RELEASE_GRACE_MS, SilenceVerdicts, watchTargets, type HeldElsewhere } from '../../controlplane/ownership/fencing.js';
+import { deleteAsRead, isConflict, isNotFound, type KubeClient, type KubeList, type KubeObject } from '../../intent/sources/kube-client.js';
 import { rendezvousScore } from '../etcd/ownership.js';
 import { INCARNATION_ANNOTATION } from '../../supervisor/protocol.js';
 
@@ -67,6 +68,11 @@ export interface LeaseOwnershipOptions {
   readonly handoverHoldMs: number;
   /** A preferred node that left a handed-over IP unclaimed is skipped for that IP this long (it is not a candidate). */
   readonly skipPreferredMs: number;
+  /**
+   * Silence about an IP its holder has marked as releasing is no evidence of
+   * death for this long (our own clock, from the first such verdict).
+   */
+  readonly releaseGraceMs?: number;
 }
 
 export const leaseOwnershipDefaults: LeaseOwnershipOptions = {
@@ -80,6 +86,10 @@ export const leaseOwnershipDefaults: LeaseOwnershipOptions = {
 };
 
 const LABEL = 'herald.dev/lease';
+/** On an IP Lease: the uid of the holder's node Lease when it was written — valid only while that very node Lease is. */
+export const NODE_LEASE_UID_ANNOTATION = 'herald.dev/node-lease-uid';
+/** On an IP Lease: its holder is giving it up (written before it goes silent; the Lease's delete or hand-over removes it). */
+export const RELEASING_ANNOTATION = 'herald.dev/releasing';
 /** IP Lease claims in flight at once in one pass. */
 const CLAIMS_IN_FLIGHT = 16;
 
@@ -102,6 +112,8 @@ export function nodeLeaseName(node: string): string {
 
 interface Observed {
   rv: string;
+  /** The node Lease object's uid: IP Leases bound to another uid are not valid for this node. */
+  uid: string | undefined;
   /** Our monotonic ms when this resourceVersion was first seen. */
   seenAt: number;
   durationMs: number;
@@ -123,6 +135,12 @@ export interface LeaseOwnershipStatus {
   elected: number;
   /** Our node Lease is valid by our own clock. */
   leaseValid: boolean;
+  /** Nodes this one fenced out (silent on the wire while their node Lease ran). */
+  fencedNodes: string[];
+  fencesIssued: number;
+  /** Times our own node Lease was found deleted while we ran (fenced out by another node). */
+  fencedOut: number;
+  releaseMarks: number;
   liveNodes: string[];
   /** Election Lease → its live holder (null: none). */
   leaders: Record<string, string | null>;
@@ -138,7 +156,26 @@ export interface OwnershipMove {
   readonly ip: string;
   readonly to: string;
   readonly from?: string;
-  readonly cause: 'free' | 'released' | 'expired' | 'handover';
+  /**
+   * `fenced`: we deleted the holder's node Lease because it went silent on
+   * the wire while its Lease still ran; `gone`: its node Lease was deleted
+   * (its supervisor after a crash, or another node's fence).
+   */
+  readonly cause: 'free' | 'released' | 'expired' | 'handover' | 'fenced' | 'gone';
+}
+
+/** A node fenced out by this one: silent on the wire about `silentIp` while its node Lease still ran. */
+export interface FenceRecord {
+  readonly node: string;
+  readonly by: string;
+  readonly silentIp: string;
+  /** The IPs it held (each moves now), at most 100. */
+  readonly ips: readonly string[];
+}
+
+/** One line for logs and Events. */
+export function describeFence(f: FenceRecord): string {
+  return `${f.by} fenced out ${f.node}: it stopped answering for ${f.silentIp} on the wire while its node Lease still ran (a lost link, a frozen agent); its node Lease was deleted, so its IPs move now instead of at Lease expiry`;
 }
 
 /** One line for logs and Events: `node-b now announces 192.0.2.10: …`. */
@@ -146,7 +183,11 @@ export function describeMove(m: OwnershipMove): string {
   const why =
     m.cause === 'expired'
       ? `took it over from ${m.from}, whose node Lease expired`
-      : m.cause === 'handover'
+      : m.cause === 'fenced'
+        ? `took it over from ${m.from}, fenced out: silent on the wire while its node Lease still ran`
+        : m.cause === 'gone'
+          ? `took it over from ${m.from}, whose node Lease was deleted (its agent crashed, or it was fenced out)`
+          : m.cause === 'handover'
         ? `handed over by ${m.from} (${m.to} is its preferred node)`
         : m.cause === 'released'
           ? `claimed it after ${m.from} released it`
@@ -206,17 +247,26 @@ export class LeaseOwnership implements OwnershipBackend {
   private disposed = false;
   /** Nodes whose Lease we saw deleted (a clean stop, or a crash released by the supervisor): gone, no benefit of the doubt. */
   private readonly goneNodes = new Set<string>();
+  /** Nodes we fenced out, and when (monotonic ms): the cause of the takeovers that follow. */
+  private readonly fencedAt = new Map<string, number>();
+  private readonly fenceListeners: ((f: FenceRecord) => void)[] = [];
+  private readonly verdicts: SilenceVerdicts;
   /** This process's incarnation, stamped on our node Lease. */
   readonly incarnation = randomUUID();
-  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, handovers: 0, elected: 0 };
+  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, handovers: 0, elected: 0, fencesIssued: 0, fencedOut: 0, releaseMarks: 0 };
 
   constructor(
     private readonly client: KubeClient,
     private readonly node: string,
-    private readonly deps: { log: Logger; clock?: Clock },
+    /** `watch`: other owners on the wire (datapath/owner-watch.ts); a silent one is fenced out. */
+    private readonly deps: { log: Logger; clock?: Clock; watch?: OwnerWatch },
     private readonly opts: LeaseOwnershipOptions = leaseOwnershipDefaults,
   ) {
     this.clock = deps.clock ?? systemClock;
+    this.verdicts = new SilenceVerdicts(
+      { clock: this.clock, log: deps.log, ...(deps.watch ? { watch: deps.watch } : {}), again: (node, ip) => void this.fence(node, ip) },
+      opts.releaseGraceMs ?? RELEASE_GRACE_MS,
+    );
     this.base = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(opts.namespace)}/leases`;
     this.evaluate = new Trigger({
       name: 'lease-ownership',
@@ -234,6 +284,7 @@ export class LeaseOwnership implements OwnershipBackend {
 
   async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
     this.onChange = onChange;
+    this.deps.watch?.onSilent((node, ip) => void this.fence(node, ip).catch((e) => this.deps.log.warn({ node, ip, err: describeError(e) }, 'fencing a silent owner failed')));
     await this.renew();
     this.startWatch();
   }
@@ -297,8 +348,8 @@ export class LeaseOwnership implements OwnershipBackend {
   view(): OwnershipView {
     const owners = new Map<string, string>();
     for (const [ip, lease] of this.ips) {
-      const holder = holderOf(lease);
-      if (holder && this.alive(holder)) owners.set(ip, holder);
+      const holder = this.validHolder(lease);
+      if (holder) owners.set(ip, holder);
     }
     return { owned: this.owned, owners };
   }
@@ -308,8 +359,12 @@ export class LeaseOwnership implements OwnershipBackend {
       mayAnswer: (nowMs) => !this.released && nowMs < this.validUntil,
       recheck: async (why) => {
         this.deps.log.warn({ why }, 'node lease re-checked with the API server');
+        // Our renewal is the fencing token: it finds our node Lease deleted (we were fenced out:
+        // step down) or, written, makes a fence still in flight fail (a 409 on its precondition).
         await this.renew();
-        await this.reconcile();
+        // What we missed meanwhile (a successor's IP Lease, others' renewals): read now, not from the watch cache.
+        await this.relist().catch((e) => this.deps.log.warn({ err: describeError(e) }, 'leases could not be re-read; the watch decides'));
+        await this.evaluate.triggerNow();
       },
     };
   }
@@ -318,6 +373,7 @@ export class LeaseOwnership implements OwnershipBackend {
     return {
       ...this.counters,
       leaseValid: this.now() < this.validUntil,
+      fencedNodes: [...this.fencedAt.keys()].sort(),
       liveNodes: [...this.nodes.keys()].filter((n) => this.alive(n)).sort(),
       leaders: Object.fromEntries([...this.elections.values()].map((e) => [e.name, this.leaderOf(e) ?? null])),
     };
@@ -355,6 +411,7 @@ export class LeaseOwnership implements OwnershipBackend {
     this.renewTimer?.cancel();
     this.retryTimer?.cancel();
     this.evaluate.dispose();
+    this.verdicts.dispose();
     void this.lw?.stop().catch(() => {});
   }
 
@@ -370,14 +427,19 @@ export class LeaseOwnership implements OwnershipBackend {
     if (this.disposed || this.released) return;
     const sentAt = this.now();
     const name = nodeLeaseName(this.node);
+    const base = this.myLease;
     const spec = () => ({ holderIdentity: this.node, leaseDurationSeconds: this.opts.durationS, renewTime: new this.client.k8s.V1MicroTime() });
     try {
-      if (this.myLease) {
-        const body = { ...this.myLease, metadata: this.stamped(this.myLease.metadata), spec: { ...(this.myLease.spec as object), ...spec() } };
-        this.myLease = await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, body);
+      let result: KubeObject;
+      if (base) {
+        const body = { ...base, metadata: this.stamped(base.metadata), spec: { ...(base.spec as object), ...spec() } };
+        result = await this.client.request<KubeObject>('PUT', `${this.base}/${name}`, body);
       } else {
-        this.myLease = await this.readOrCreate(name, spec());
+        result = await this.readOrCreate(name, spec());
       }
+      // Fenced out while this renewal was in flight (its answer came after the watch's delete): the re-join renews.
+      if (this.myLease !== base) return;
+      this.myLease = result;
       this.counters.renewals++;
       const wasValid = this.now() < this.validUntil;
       this.validUntil = sentAt + this.opts.durationS * 1000 - this.opts.safetyMs;
@@ -386,6 +448,13 @@ export class LeaseOwnership implements OwnershipBackend {
       this.scheduleRenew(Math.max(0, sentAt + this.opts.renewMs - this.now()));
     } catch (e) {
       this.counters.renewFailures++;
+      // Superseded: we were fenced out while this renewal was in flight, and the re-join renews from now on.
+      if (this.myLease !== base) return;
+      if (isNotFound(e) && this.myLease && !this.released && !this.disposed) {
+        // Deleted under us while we ran: another node found us silent on the wire and fenced us out.
+        this.fencedOut('our node Lease is gone: another node found us silent on the wire and fenced us out');
+        return;
+      }
       if (isConflict(e) || isNotFound(e)) this.myLease = undefined; // re-read (or re-create) next time
       this.deps.log.warn({ err: describeError(e), validForMs: Math.max(0, this.validUntil - this.now()) }, 'node lease renewal failed; retrying');
       this.scheduleRenew(Math.min(500, this.opts.renewMs));
@@ -407,6 +476,22 @@ export class LeaseOwnership implements OwnershipBackend {
         spec: { ...spec, acquireTime: new this.client.k8s.V1MicroTime() },
       });
     }
+  }
+
+  /**
+   * Fenced out (our node Lease deleted while we ran): answer nothing from now
+   * on — the gate closes, every IP is withdrawn — and re-join with a new node
+   * Lease. The IP Leases written under the old one are bound to its uid, so
+   * they are nobody's now (never ours again by accident): whoever claims one
+   * does it with a conditional write, as with any free IP.
+   */
+  private fencedOut(why: string): void {
+    this.counters.fencedOut++;
+    this.validUntil = 0;
+    this.myLease = undefined;
+    this.deps.log.warn({ why }, 'fenced out: stepping down at once (every IP withdrawn), re-joining with a new node Lease');
+    void Promise.resolve(this.emit(new Set())).catch(() => {});
+    this.scheduleRenew(0);
   }
 
   private stamped(metadata: KubeObject['metadata']): KubeObject['metadata'] {
@@ -447,6 +532,9 @@ export class LeaseOwnership implements OwnershipBackend {
       const node = (obj.spec as { holderIdentity?: string } | undefined)?.holderIdentity ?? name.slice('node-'.length);
       const known = this.nodes.get(node);
       const wasAlive = this.alive(node);
+      if (node === this.node && deleted && !this.released && !this.disposed && this.myLease && obj.metadata.uid === this.myLease.metadata.uid) {
+        this.fencedOut('our node Lease was deleted: another node found us silent on the wire and fenced us out');
+      }
       if (deleted) {
         this.nodes.delete(node);
         this.goneNodes.add(node);
@@ -457,7 +545,8 @@ export class LeaseOwnership implements OwnershipBackend {
         const durationMs = ((obj.spec as { leaseDurationSeconds?: number }).leaseDurationSeconds ?? this.opts.durationS) * 1000;
         const now = this.now();
         const liveSince = known && wasAlive ? known.liveSince : now;
-        if (!known || known.rv !== rv) this.nodes.set(node, { rv, seenAt: now, durationMs, liveSince, renewing: known !== undefined && wasAlive });
+        const uid = typeof obj.metadata.uid === 'string' ? obj.metadata.uid : undefined;
+        if (!known || known.rv !== rv) this.nodes.set(node, { rv, uid, seenAt: now, durationMs, liveSince, renewing: known !== undefined && wasAlive && known.uid === uid });
       }
       // A node joining, coming back or leaving changes preferences and owners; a renewal alone does not
       // (expiries are found by the periodic pass).
@@ -479,7 +568,12 @@ export class LeaseOwnership implements OwnershipBackend {
       if (holder) this.releasedBy.set(ip, holder);
       if (this.releasedBy.size > 100_000) this.releasedBy.clear(); // bounded; only the message loses the name
       this.ips.delete(ip);
-    } else this.ips.set(ip, obj);
+      this.verdicts.released(ip);
+    } else {
+      const before = this.ips.get(ip);
+      if (before && holderOf(before) !== holderOf(obj)) this.verdicts.released(ip);
+      this.ips.set(ip, obj);
+    }
     this.evaluate.trigger();
   }
 
@@ -511,6 +605,25 @@ export class LeaseOwnership implements OwnershipBackend {
     return o !== undefined && this.now() < o.seenAt + o.durationMs;
   }
 
+  /**
+   * The holder an IP Lease names while that holding is valid: the holder's
+   * node Lease is valid, and is the very one the IP Lease was written under
+   * (a node Lease deleted — a fence, a crash — and created again does not
+   * bring the old IP Leases back to life).
+   */
+  private validHolder(lease: KubeObject): string | undefined {
+    const holder = holderOf(lease);
+    if (!holder || !this.alive(holder)) return undefined;
+    return this.bound(lease, holder) ? holder : undefined;
+  }
+
+  private bound(lease: KubeObject, holder: string): boolean {
+    const uid = annotationsOf(lease)[NODE_LEASE_UID_ANNOTATION];
+    if (!uid) return true; // written before bindings: valid with any node Lease of its holder
+    const current = holder === this.node ? this.myLease?.metadata.uid : this.nodes.get(holder)?.uid;
+    return current === uid;
+  }
+
   /** The live node with the highest rendezvous score: the same answer on every node that sees the same live nodes. */
   private preferred(ip: string): string | undefined {
     let best: string | undefined;
@@ -533,7 +646,7 @@ export class LeaseOwnership implements OwnershipBackend {
     const now = this.now();
     const leaseValid = now < this.validUntil;
     // Give up what we hold but no longer qualify for: withdraw first, then delete the Lease.
-    const giveUp = [...this.ips].filter(([ip, lease]) => holderOf(lease) === this.node && (!this.candidates.has(ip) || this.handOverTo(ip, now) !== undefined));
+    let giveUp = [...this.ips].filter(([ip, lease]) => this.validHolder(lease) === this.node && (!this.candidates.has(ip) || this.handOverTo(ip, now) !== undefined));
     for (const [ip] of giveUp) {
       const to = this.candidates.has(ip) ? this.handOverTo(ip, now) : undefined;
       if (to) {
@@ -542,6 +655,8 @@ export class LeaseOwnership implements OwnershipBackend {
       }
     }
     if (giveUp.length > 0) {
+      // Said in the store before we go silent: candidates take our silence about these IPs for a release, not for death.
+      giveUp = await this.markReleasing(giveUp);
       const leaving = new Set(giveUp.map(([ip]) => ip));
       await this.emit(new Set([...this.owned].filter((ip) => !leaving.has(ip))));
       for (const [ip, lease] of giveUp) {
@@ -555,14 +670,15 @@ export class LeaseOwnership implements OwnershipBackend {
       for (const ip of this.candidates.keys()) {
         const lease = this.ips.get(ip);
         const holder = lease ? holderOf(lease) : undefined;
-        if (holder === this.node) continue;
-        if (holder && this.alive(holder)) {
+        const valid = lease ? this.validHolder(lease) : undefined;
+        if (valid === this.node) continue;
+        if (valid) {
           this.freeSince.delete(ip);
           continue;
         }
         // Free, or its holder expired. A holder we have not watched for a whole lease duration yet is given the
         // benefit of the doubt — unless we saw its node Lease deleted (released: a clean stop, or its supervisor after a crash).
-        if (holder && this.doubtful(holder, now)) continue;
+        if (holder && holder !== this.node && this.doubtful(holder, now)) continue;
         const since = this.freeSince.get(ip) ?? now;
         this.freeSince.set(ip, since);
         const mine = this.preferred(ip) === this.node;
@@ -591,8 +707,152 @@ export class LeaseOwnership implements OwnershipBackend {
     if (leaseValid) for (const e of this.elections.values()) await this.contend(e, now);
     this.announceLeaders();
     const owned = new Set<string>();
-    if (leaseValid) for (const [ip, lease] of this.ips) if (holderOf(lease) === this.node && this.candidates.has(ip)) owned.add(ip);
+    if (leaseValid) for (const [ip, lease] of this.ips) if (this.validHolder(lease) === this.node && this.candidates.has(ip)) owned.add(ip);
     await this.emit(owned);
+    this.updateWatch();
+  }
+
+  // ---- wire-verified fencing (controlplane/ownership/fencing.ts: the rules shared with etcd) ----
+
+  /** Watch one IP of every other valid holder we could take over from. */
+  private updateWatch(): void {
+    this.deps.watch?.setTargets(watchTargets(this.heldElsewhere(), this.candidates));
+  }
+
+  private *heldElsewhere(): Iterable<HeldElsewhere> {
+    for (const [ip, lease] of this.ips) {
+      const holder = this.validHolder(lease);
+      if (holder && holder !== this.node) yield { ip, node: holder, marked: annotationsOf(lease)[RELEASING_ANNOTATION] === holder };
+    }
+  }
+
+  /** Told every node this one fences out. */
+  onFence(fn: (f: FenceRecord) => void): void {
+    this.fenceListeners.push(fn);
+  }
+
+  /**
+   * `node` went silent on the wire about `ip` while its node Lease still runs
+   * (a lost link, a frozen agent): read the IP Lease again (a releasing
+   * holder goes silent first and lets go next — SilenceVerdicts), then delete
+   * the holder's node Lease — only the one the IP Lease is bound to, and only
+   * as read (uid and resourceVersion preconditions; a renewal in between is
+   * read again while the node is still silent). Every IP Lease bound to it is
+   * then nobody's: candidates take them over with conditional writes at once,
+   * instead of waiting out the Lease duration. The fenced node finds its
+   * Lease gone (watch, renewal, or the re-check after a late wake-up or a
+   * link regaining carrier, which renews before answering) and steps down.
+   */
+  private async fence(node: string, ip: string): Promise<void> {
+    if (this.disposed || this.released || node === this.node || !(this.now() < this.validUntil)) return;
+    const startedAt = this.now();
+    let lease: KubeObject | undefined;
+    try {
+      lease = await this.client.request<KubeObject>('GET', `${this.base}/${ipLeaseName(ip)}`);
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+    if (lease) this.learnIpLease(ip, lease);
+    const holder = lease ? holderOf(lease) : undefined;
+    const releasing = Boolean(lease && holder && annotationsOf(lease)[RELEASING_ANNOTATION] === holder);
+    if (!this.verdicts.judge(node, ip, { holder, releasing }) || !lease) {
+      this.evaluate.trigger();
+      return;
+    }
+    if (this.disposed || this.released) return;
+    const readAt = this.now();
+    const boundTo = annotationsOf(lease)[NODE_LEASE_UID_ANNOTATION];
+    const ips = [...this.ips].filter(([, l]) => this.validHolder(l) === node).map(([i]) => i);
+    const outcome = await deleteAsRead(
+      this.client,
+      `${this.base}/${nodeLeaseName(node)}`,
+      (cur) => holderOf(cur) === node && (!boundTo || cur.metadata.uid === boundTo),
+      { again: () => this.deps.watch?.stillSilent?.(node, ip) !== false, ...(this.knownNodeLease(node) ? { known: this.knownNodeLease(node)! } : {}) },
+    );
+    if (outcome === 'deleted') {
+      this.counters.fencesIssued++;
+      this.fencedAt.set(node, this.now());
+      if (this.fencedAt.size > 1000) this.fencedAt.delete(this.fencedAt.keys().next().value!);
+      this.nodes.delete(node);
+      this.goneNodes.add(node);
+      this.deps.log.warn({ node, ip, ips: ips.length, readMs: Math.round(readAt - startedAt), deleteMs: Math.round(this.now() - readAt) }, 'fenced out a silent owner: deleted its node Lease');
+      const record: FenceRecord = { node, by: this.node, silentIp: ip, ips: ips.slice(0, 100) };
+      for (const fn of this.fenceListeners) {
+        try {
+          fn(record);
+        } catch (e) {
+          this.deps.log.warn({ err: describeError(e) }, 'a fence listener failed');
+        }
+      }
+    } else this.deps.log.info({ node, ip, outcome }, 'silent owner not fenced');
+    this.evaluate.trigger();
+  }
+
+  /** A node Lease as the watch last showed it (name, uid, resourceVersion, holder): enough for a conditional delete. */
+  private knownNodeLease(node: string): KubeObject | undefined {
+    const o = this.nodes.get(node);
+    if (!o?.uid) return undefined;
+    return { metadata: { name: nodeLeaseName(node), uid: o.uid, resourceVersion: o.rv }, spec: { holderIdentity: node } };
+  }
+
+  /** An IP Lease read directly: kept unless the cache already holds a newer version. */
+  private learnIpLease(ip: string, lease: KubeObject): void {
+    const cached = this.ips.get(ip);
+    if (cached && newer(cached.metadata.resourceVersion, lease.metadata.resourceVersion)) return;
+    this.observe(lease, false);
+  }
+
+  /**
+   * Every Lease of the namespace read now (after a late wake-up or a link
+   * regaining carrier): what the watch has not delivered yet — a successor's
+   * IP Lease, a deletion — is in the view before we answer again.
+   */
+  private async relist(): Promise<void> {
+    const list = await this.client.list(this.base);
+    const present = new Set<string>();
+    for (const obj of list.items) {
+      present.add(obj.metadata.name);
+      const ip = annotationsOf(obj)['herald.dev/ip'];
+      if (obj.metadata.name.startsWith('ip-') && ip) this.learnIpLease(ip, obj);
+      else if (obj.metadata.name.startsWith('node-')) {
+        const node = holderOf(obj) ?? obj.metadata.name.slice('node-'.length);
+        if (!newer(this.nodes.get(node)?.rv, obj.metadata.resourceVersion)) this.observe(obj, false);
+      }
+    }
+    for (const lease of [...this.ips.values()]) {
+      if (!present.has(lease.metadata.name) && !newer(lease.metadata.resourceVersion, list.metadata.resourceVersion)) this.observe(lease, true);
+    }
+  }
+
+  /**
+   * Marks each IP Lease as being released by us (its resourceVersion as the
+   * precondition), 16 at a time, before we go silent about them; returns the
+   * IP Leases as they are now (a failed mark keeps the one we had: the old
+   * order holds — silence before the delete, and a candidate may fence us:
+   * safe, never two answering).
+   */
+  private async markReleasing(leases: readonly [string, KubeObject][]): Promise<[string, KubeObject][]> {
+    const out = leases.map(([ip, lease]) => [ip, lease] as [string, KubeObject]);
+    let next = 0;
+    const worker = async () => {
+      while (next < out.length) {
+        const n = next++;
+        const [ip, lease] = out[n]!;
+        try {
+          const marked = await this.client.request<KubeObject>('PUT', `${this.base}/${lease.metadata.name}`, {
+            ...lease,
+            metadata: { ...lease.metadata, annotations: { ...annotationsOf(lease), [RELEASING_ANNOTATION]: this.node } },
+          });
+          this.counters.releaseMarks++;
+          this.ips.set(ip, marked);
+          out[n] = [ip, marked];
+        } catch (e) {
+          this.deps.log.debug({ ip, err: describeError(e) }, 'could not mark an IP as releasing: a candidate may take our silence for death');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CLAIMS_IN_FLIGHT, out.length) }, worker));
+    return out;
   }
 
   /** Claims an election Lease that is free or whose holder expired (the preferred live node at once, others after the contend delay). */
@@ -651,13 +911,15 @@ export class LeaseOwnership implements OwnershipBackend {
 
   private async claim(ip: string, lease: KubeObject | undefined): Promise<void> {
     const now = new this.client.k8s.V1MicroTime();
+    const uid = this.myLease?.metadata.uid;
+    if (typeof uid !== 'string') return; // our node Lease is being re-created: claim once it is (a binding needs its uid)
     try {
       let result: KubeObject;
       if (!lease) {
         result = await this.client.request<KubeObject>('POST', this.base, {
           apiVersion: 'coordination.k8s.io/v1',
           kind: 'Lease',
-          metadata: { name: ipLeaseName(ip), namespace: this.opts.namespace, labels: { [LABEL]: 'ip' }, annotations: { 'herald.dev/ip': ip } },
+          metadata: { name: ipLeaseName(ip), namespace: this.opts.namespace, labels: { [LABEL]: 'ip' }, annotations: { 'herald.dev/ip': ip, [NODE_LEASE_UID_ANNOTATION]: uid } },
           spec: { holderIdentity: this.node, acquireTime: now, leaseTransitions: 0 },
         });
         this.counters.claims++;
@@ -668,11 +930,13 @@ export class LeaseOwnership implements OwnershipBackend {
         // PUT carries the resourceVersion we saw: 409 if anyone wrote since.
         result = await this.client.request<KubeObject>('PUT', `${this.base}/${lease.metadata.name}`, {
           ...lease,
+          metadata: rebound(lease.metadata, uid),
           spec: { ...spec, holderIdentity: this.node, acquireTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 },
         });
         this.counters.takeovers++;
         const from = holderOf(lease);
-        this.moved(from ? { ip, to: this.node, from, cause: 'expired' } : { ip, to: this.node, cause: 'free' });
+        if (from === this.node) this.deps.log.info({ ip }, 'claimed an IP again under our new node Lease');
+        else this.moved(from ? { ip, to: this.node, from, cause: this.takeoverCause(from) } : { ip, to: this.node, cause: 'free' });
       }
       this.releasedBy.delete(ip);
       this.ips.set(ip, result);
@@ -686,12 +950,21 @@ export class LeaseOwnership implements OwnershipBackend {
     }
   }
 
+  /** Why the holder we take an IP over from lost it: we fenced it out, its node Lease was deleted, or it expired. */
+  private takeoverCause(from: string): OwnershipMove['cause'] {
+    const fenced = this.fencedAt.get(from);
+    if (fenced !== undefined && this.now() - fenced < 10_000) return 'fenced';
+    return this.goneNodes.has(from) ? 'gone' : 'expired';
+  }
+
   /** Names `to` as the holder of an IP Lease we hold (withdrawn already); 409 means someone wrote it since: theirs stands. */
   private async handIpLeaseTo(ip: string, lease: KubeObject, to: string): Promise<void> {
     const spec = lease.spec as { leaseTransitions?: number };
     try {
+      const uid = this.nodes.get(to)?.uid;
       const result = await this.client.request<KubeObject>('PUT', `${this.base}/${lease.metadata.name}`, {
         ...lease,
+        metadata: rebound(lease.metadata, uid),
         spec: { ...spec, holderIdentity: to, acquireTime: new this.client.k8s.V1MicroTime(), leaseTransitions: (spec.leaseTransitions ?? 0) + 1 },
       });
       this.counters.handovers++;
@@ -724,4 +997,23 @@ export class LeaseOwnership implements OwnershipBackend {
 
 function holderOf(lease: KubeObject): string | undefined {
   return (lease.spec as { holderIdentity?: string } | undefined)?.holderIdentity || undefined;
+}
+
+function annotationsOf(obj: KubeObject): Record<string, string> {
+  return (obj.metadata.annotations as Record<string, string> | undefined) ?? {};
+}
+
+/** An IP Lease's metadata for its next holder: bound to that holder's node Lease (uid), no releasing marker. */
+function rebound(metadata: KubeObject['metadata'], uid: string | undefined): KubeObject['metadata'] {
+  const annotations = { ...(metadata.annotations as Record<string, string> | undefined) };
+  delete annotations[RELEASING_ANNOTATION];
+  if (uid) annotations[NODE_LEASE_UID_ANNOTATION] = uid;
+  else delete annotations[NODE_LEASE_UID_ANNOTATION];
+  return { ...metadata, annotations };
+}
+
+/** resourceVersion `a` is known to be newer than `b` (both etcd revisions, as kube-apiserver writes them; otherwise: not known). */
+function newer(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
+  return BigInt(a) > BigInt(b);
 }
