@@ -122,6 +122,47 @@ test('lease ownership: one holder per IP, takeover after expiry by a conditional
   }
 });
 
+test('lease ownership: an expiry seen through a stale watch is checked with the API server — a live holder keeps its IPs; a dead one is taken over', async () => {
+  // b's watch loses a's renewals (a starved candidate reading its watch late looks the same): on b's clock
+  // a's node Lease stops changing and "expires" while a keeps renewing it. Taking a's IPs then would make two owners.
+  const ips = ['198.51.100.150', '198.51.100.151'];
+  const mine = new Map(ips.map((ip) => [ip, ['eth0']] as const));
+  const a = await node('node-sa', { ...OPTS, handoverHoldMs: 60_000 });
+  a.o.setCandidates(mine);
+  await waitFor('a owns everything', () => ips.every((ip) => a.owned().has(ip)));
+  const b = await node('node-sb', { ...OPTS, handoverHoldMs: 60_000 });
+  let overlap = '';
+  const check = setInterval(() => {
+    for (const ip of ips) if (a.owned().has(ip) && b.owned().has(ip)) overlap ||= ip;
+  }, 5);
+  try {
+    await waitFor('b sees a live', () => b.o.status().liveNodes.includes('node-sa'));
+    // From here b's watch loses every change of a's node Lease (its renewals).
+    const inner = b.o as unknown as { observe(obj: KubeObject, deleted: boolean): void };
+    const observe = inner.observe;
+    inner.observe = function (obj, deleted) {
+      if (obj.metadata.name !== 'node-node-sa') observe.call(this, obj, deleted);
+    };
+    b.o.setCandidates(mine);
+    await waitFor('b judged a expired and the API server refuted it', () => b.o.status().expiriesRefuted >= 2 || b.owned().size > 0, 20_000);
+    assert.equal(overlap, '', 'never two owners');
+    assert.equal(b.owned().size, 0, "a live holder's IPs are not taken");
+    assert.ok(ips.every((ip) => a.owned().has(ip)));
+    // a dies (no release): its Lease stops changing for real; b (its watch whole again) takes over.
+    inner.observe = observe;
+    clearInterval(check); // a dead node's view is not an owner (it is frozen at what it held)
+    a.o.dispose();
+    await waitFor('b owns everything', () => ips.every((ip) => b.owned().has(ip)), 20_000);
+    assert.ok(b.o.status().expiriesConfirmed >= 1);
+    const lease = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/node-node-sa`);
+    assert.equal(lease.status, 404, "the expired holder's node Lease was deleted as b last saw it");
+  } finally {
+    clearInterval(check);
+    a.o.dispose();
+    b.o.dispose();
+  }
+});
+
 test('lease ownership: spreading hands an IP Lease straight to its preferred node (it never has to race for a free Lease)', async () => {
   const ips = ['198.51.100.70', '198.51.100.71', '198.51.100.72', '198.51.100.73', '198.51.100.74', '198.51.100.75'];
   const mine = new Map(ips.map((ip) => [ip, ['eth0']] as const));

@@ -141,6 +141,10 @@ export interface LeaseOwnershipStatus {
   /** Times our own node Lease was found deleted while we ran (fenced out by another node). */
   fencedOut: number;
   releaseMarks: number;
+  /** Holders we judged expired and the API server agreed (their node Lease deleted as we saw it, or none). */
+  expiriesConfirmed: number;
+  /** Holders we judged expired whose node Lease had been renewed after all (our watch was behind): nothing taken. */
+  expiriesRefuted: number;
   liveNodes: string[];
   /** Election Lease → its live holder (null: none). */
   leaders: Record<string, string | null>;
@@ -249,11 +253,13 @@ export class LeaseOwnership implements OwnershipBackend {
   private readonly goneNodes = new Set<string>();
   /** Nodes we fenced out, and when (monotonic ms): the cause of the takeovers that follow. */
   private readonly fencedAt = new Map<string, number>();
+  /** Nodes whose expiry the API server confirmed (confirmExpired), when: the takeover's cause. */
+  private readonly expiredAt = new Map<string, number>();
   private readonly fenceListeners: ((f: FenceRecord) => void)[] = [];
   private readonly verdicts: SilenceVerdicts;
   /** This process's incarnation, stamped on our node Lease. */
   readonly incarnation = randomUUID();
-  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, handovers: 0, elected: 0, fencesIssued: 0, fencedOut: 0, releaseMarks: 0 };
+  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, handovers: 0, elected: 0, fencesIssued: 0, fencedOut: 0, releaseMarks: 0, expiriesConfirmed: 0, expiriesRefuted: 0 };
 
   constructor(
     private readonly client: KubeClient,
@@ -692,6 +698,22 @@ export class LeaseOwnership implements OwnershipBackend {
         this.handedTo.delete(ip);
         toClaim.push([ip, lease]);
       }
+      // A holder we judge expired is judged on our own view, which may be stale (a starved candidate
+      // reads its watch late and sees a whole Lease duration pass without the renewals already sent).
+      // Before taking over, its node Lease is deleted exactly as we last saw it: a renewal we have not
+      // seen yet makes that a 409 and nothing is taken (its IP Leases stay its). One request per
+      // expired node, not per IP.
+      const expiredHolders = new Set<string>();
+      for (const [, lease] of toClaim) {
+        const h = lease ? holderOf(lease) : undefined;
+        if (h && h !== this.node && !this.goneNodes.has(h) && !this.alive(h)) expiredHolders.add(h);
+      }
+      const stillLive = new Set<string>();
+      for (const h of expiredHolders) if (!(await this.confirmExpired(h).catch(() => false))) stillLive.add(h);
+      if (stillLive.size > 0) {
+        toClaim.splice(0, toClaim.length, ...toClaim.filter(([, lease]) => !stillLive.has((lease && holderOf(lease)) ?? '')));
+        this.evaluate.trigger();
+      }
       // Claims are independent conditional writes (a create, or an update carrying the resourceVersion
       // seen): CLAIMS_IN_FLIGHT at a time instead of one round trip after another (1,000 IPs took
       // 2.3 s on one node one by one). One IP's refusal (a 403, a 422) holds back no other claim.
@@ -788,6 +810,39 @@ export class LeaseOwnership implements OwnershipBackend {
     this.evaluate.trigger();
   }
 
+  /**
+   * `node`'s Lease has expired by our observation: true once the API server
+   * agrees — its node Lease deleted as we last saw it (uid and
+   * resourceVersion preconditions), or there is none. A 409 is a renewal we
+   * had not seen (our watch is behind): read it, so it counts as live again.
+   */
+  private async confirmExpired(node: string): Promise<boolean> {
+    const path = `${this.base}/${nodeLeaseName(node)}`;
+    const known = this.knownNodeLease(node);
+    const outcome = known ? await deleteAsRead(this.client, path, (cur) => holderOf(cur) === node, { known, attempts: 1 }) : 'conflict';
+    if (outcome === 'deleted' || outcome === 'gone') {
+      this.expiredAt.set(node, this.now());
+      if (this.expiredAt.size > 1000) this.expiredAt.delete(this.expiredAt.keys().next().value!);
+      this.nodes.delete(node);
+      this.goneNodes.add(node);
+      this.counters.expiriesConfirmed++;
+      return true;
+    }
+    try {
+      const cur = await this.client.request<KubeObject>('GET', path);
+      if (holderOf(cur) !== node) return true; // not its Lease any more: nothing of it to wait for
+      this.counters.expiriesRefuted++;
+      this.deps.log.info({ node, rv: cur.metadata.resourceVersion }, 'a node Lease we judged expired was renewed (our watch was behind): not taking over');
+      this.observe(cur, false);
+      return false;
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+      this.nodes.delete(node);
+      this.goneNodes.add(node);
+      return true;
+    }
+  }
+
   /** A node Lease as the watch last showed it (name, uid, resourceVersion, holder): enough for a conditional delete. */
   private knownNodeLease(node: string): KubeObject | undefined {
     const o = this.nodes.get(node);
@@ -865,6 +920,11 @@ export class LeaseOwnership implements OwnershipBackend {
     if (holder && this.doubtful(holder, now)) return;
     e.freeSince ??= now;
     if (this.preferred(e.name) !== this.node && now - e.freeSince < this.opts.contendDelayMs) {
+      this.evaluate.trigger();
+      return;
+    }
+    // As for IPs: an expiry seen through a stale watch is checked with the API server first.
+    if (holder && !this.goneNodes.has(holder) && !(await this.confirmExpired(holder).catch(() => false))) {
       this.evaluate.trigger();
       return;
     }
@@ -954,6 +1014,8 @@ export class LeaseOwnership implements OwnershipBackend {
   private takeoverCause(from: string): OwnershipMove['cause'] {
     const fenced = this.fencedAt.get(from);
     if (fenced !== undefined && this.now() - fenced < 10_000) return 'fenced';
+    const expired = this.expiredAt.get(from);
+    if (expired !== undefined && this.now() - expired < 10_000) return 'expired';
     return this.goneNodes.has(from) ? 'gone' : 'expired';
   }
 
