@@ -126,6 +126,7 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
    * whose interface or key fails gets its own error; the others go in.
    */
   async updateBatch(rows: readonly L2AnnounceRow[]): Promise<unknown[]> {
+    const t0 = performance.now();
     const out: unknown[] = new Array<unknown>(rows.length).fill(undefined);
     const links = await this.resolveAll(rows.map((r) => r.iface), (name) => this.resolve(name));
     const keys: ResponderKey[] = [];
@@ -160,6 +161,7 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
         announced.push(j);
       }
     });
+    this.deps.log.debug({ rows: rows.length, created: announced.length, ms: Math.round(performance.now() - t0) }, 'trace: responder entries created, first rounds queued');
     if (announced.length > 0) {
       setImmediate(() => {
         for (const j of announced) {

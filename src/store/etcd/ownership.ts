@@ -134,6 +134,8 @@ export class EtcdOwnership implements OwnershipBackend {
   /** "ip/node" → the lease another node's candidacy key sits on (a hand-over on stop writes the owner key onto it). */
   private candidateLeases = new Map<string, string>();
   private emitQueued = false;
+  /** Hand-overs to us seen in the current watch batch (traced). */
+  private handedToUs = 0;
   private watcher: Watcher | undefined;
   private onChange: (view: OwnershipView) => void | Promise<void> = () => {};
   private lastOwned: ReadonlySet<string> = new Set();
@@ -336,9 +338,12 @@ export class EtcdOwnership implements OwnershipBackend {
           void Promise.resolve(this.deps.events?.({ kind: 'owner-took', ip, from: prev.node, hint: 'released', cause: 'clean-stop', causeText: causeText('clean-stop') })).catch(() => {});
         });
         // Answer once the watch batch is applied, not a timer later (the pass follows for the rest).
+        this.handedToUs++;
         if (!this.emitQueued) {
           this.emitQueued = true;
           queueMicrotask(() => {
+            this.deps.log.debug({ ips: this.handedToUs }, 'trace: handed over to us (watch batch)');
+            this.handedToUs = 0;
             this.emitQueued = false;
             void this.emit();
           });
@@ -799,12 +804,14 @@ export class EtcdOwnership implements OwnershipBackend {
       const lease = this.session.leaseId;
       if (!lease || this.released || this.disposed) return changed;
       const keys = pending.map((c) => `${this.ownersPrefix}${c.ip}`);
+      const t0 = monotonicMs(this.deps.clock);
       let txn = client.if(keys[0]!, 'Create', '==', 0);
       for (const key of keys.slice(1)) txn = txn.and(key, 'Create', '==', 0);
       const res = await txn
         .then(...keys.map((key) => client.put(key).value(this.nodeName).lease(lease)))
         .else(...keys.map((key) => client.get(key)))
         .commit();
+      this.deps.log.debug({ ips: pending.length, won: res.succeeded, first: pending[0]!.ip, ms: Math.round(monotonicMs(this.deps.clock) - t0) }, 'trace: contention transaction');
       if (res.succeeded) {
         for (const n of pending.keys()) this.observe({ type: 'put', key: keys[n]!, value: this.nodeName, lease, revision: Number(res.header.revision) });
         // Answer for this chunk now, before the other chunks' transactions
@@ -986,9 +993,15 @@ export class EtcdOwnership implements OwnershipBackend {
     }
     const same = owned.size === this.lastOwned.size && [...owned].every((ip) => this.lastOwned.has(ip));
     if (same) return Promise.resolve(true);
+    const added = [...owned].filter((ip) => !this.lastOwned.has(ip)).length;
+    this.deps.log.debug({ owned: owned.size, added, removed: this.lastOwned.size + added - owned.size }, 'trace: owned set emitted');
     this.lastOwned = owned;
+    const t0 = monotonicMs(this.deps.clock);
     const applied = Promise.resolve(this.onChange(this.view())).then(
-      () => true,
+      () => {
+        this.deps.log.debug({ owned: owned.size, added, ms: Math.round(monotonicMs(this.deps.clock) - t0) }, 'trace: owned set applied');
+        return true;
+      },
       (e: unknown) => {
         this.deps.log.warn({ err: describeError(e) }, 'applying the owned set failed');
         return false;
@@ -1052,6 +1065,7 @@ export class EtcdOwnership implements OwnershipBackend {
     for (const t of this.timers.values()) t.cancel();
     const lease = this.session.leaseId;
     const mine = [...this.owners].filter(([, o]) => o.node === this.nodeName && o.lease === lease).map(([ip]) => ip);
+    this.deps.log.debug({ ips: mine.length, silenced: !!opts.silenced }, 'trace: release');
     if (opts.silenced && lease && mine.length > 0) {
       // Silent already: the local withdrawal (a thousand map deletes and log
       // lines) waits until the transactions are through, so it never delays
@@ -1094,11 +1108,13 @@ export class EtcdOwnership implements OwnershipBackend {
           if (n > 0) txn = txn.and(`${this.ownersPrefix}${m.ip}`, 'Lease', '==', lease);
           txn = txn.and(`${this.candidatesPrefix}${m.ip}/${m.node}`, 'Lease', '==', m.lease);
         }
+        const t0 = monotonicMs(this.deps.clock);
         try {
           // Our candidacy goes in the same revision: the successor must not see us as a more preferred node to hand back to.
           const res = await txn
             .then(...chunk.map((m) => client.put(`${this.ownersPrefix}${m.ip}`).value(m.node).lease(m.lease)), ...chunk.map((m) => client.delete().key(`${this.candidatesPrefix}${m.ip}/${this.nodeName}`)))
             .commit();
+          this.deps.log.debug({ ips: chunk.length, done: res.succeeded, ms: Math.round(monotonicMs(this.deps.clock) - t0) }, 'trace: hand-over transaction');
           if (!res.succeeded) return 0;
         } catch (e) {
           this.deps.log.debug({ err: describeError(e) }, 'handing ownership over failed; the lease revoke frees the IPs');
