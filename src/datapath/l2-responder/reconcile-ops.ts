@@ -147,7 +147,9 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
         out[i] = e;
       }
     });
+    const t1 = performance.now();
     const created = this.deps.map.createMany(keys);
+    const t2 = performance.now();
     // Every new entry's first gratuitous round first, then the log lines (a
     // thousand synchronous log writes must not stand between the last IP and its announcement).
     const announced: number[] = [];
@@ -161,7 +163,8 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
         announced.push(j);
       }
     });
-    this.deps.log.debug({ rows: rows.length, created: announced.length, ms: Math.round(performance.now() - t0) }, 'trace: responder entries created, first rounds queued');
+    const t3 = performance.now();
+    this.deps.log.debug({ rows: rows.length, created: announced.length, ms: Math.round(t3 - t0), groupsMs: Math.round(t1 - t0), mapMs: Math.round(t2 - t1), garpMs: Math.round(t3 - t2) }, 'trace: responder entries created, first rounds queued');
     if (announced.length > 0) {
       setImmediate(() => {
         for (const j of announced) {

@@ -64,7 +64,7 @@ export const etcdOwnershipDefaults: EtcdOwnershipOptions = { onStoreLoss: 'withd
 /** Keys without a lease carry no authority: a live agent's keys always sit on its lease. */
 const NO_LEASE = '0';
 /** Keys per contention transaction (etcd refuses more than 128 operations per branch by default). */
-const CONTEND_CHUNK = 100;
+const CONTEND_CHUNK = 125;
 /** Contention transactions in flight at once (disjoint keys; etcd orders them). */
 const CONTEND_IN_FLIGHT = 8;
 /** Timeline events recorded per claim or release batch (a cold start of 10k IPs records this many, not 10k). */
@@ -81,6 +81,23 @@ const HANDOVER_CHUNK = 125;
 const DEPARTED_MS = 10_000;
 /** IPs per release transaction: the owner key and its releasing marker deleted for each. */
 const RELEASE_CHUNK = 60;
+
+/** At most `n` per `windowMs` (a mass move records its first few events, not one per IP). */
+class EventBudget {
+  private start = -Infinity;
+  private used = 0;
+  constructor(
+    private readonly n: number,
+    private readonly windowMs: number,
+  ) {}
+  count(nowMs: number): boolean {
+    if (nowMs - this.start >= this.windowMs) {
+      this.start = nowMs;
+      this.used = 0;
+    }
+    return this.used++ < this.n;
+  }
+}
 
 /** A free IP to claim; `late` when we are not its preferred node and waited the contention delay. */
 /** An owned IP to give up, and why (logged). */
@@ -151,6 +168,8 @@ export class EtcdOwnership implements OwnershipBackend {
    * defer to, or to name as a successor. Its next incarnation has a new lease.
    */
   private readonly departed = new Map<string, { node: string; untilMs: number }>();
+  /** Events recorded for hand-overs to us: EVENTS_PER_BATCH a second. */
+  private readonly handoverEvents = new EventBudget(EVENTS_PER_BATCH, 1000);
   /** Hand-overs to us seen in the current watch batch (traced). */
   private handedToUs = 0;
   private watcher: Watcher | undefined;
@@ -355,17 +374,21 @@ export class EtcdOwnership implements OwnershipBackend {
       if (watched && prev && prev.node !== value && prev.lease !== lease && prev.lease !== NO_LEASE) this.depart(prev.lease, prev.node);
       if (value === this.nodeName && prev && prev.node !== this.nodeName) {
         this.gone.delete(ip);
-        // Logged after the datapath has run (hundreds of synchronous writes must not delay the answers).
+        // On the timeline as a move like any other (the view names it a clean
+        // stop), not awaited, after the datapath has run; bounded like a
+        // claim's: each event is a store write that every node reads back, and
+        // a stop of 1,000 IPs recorded 500 per successor while they answered.
+        const record = this.handoverEvents.count(monotonicMs(this.deps.clock));
         setImmediate(() => {
           this.deps.log.info({ ip, from: prev.node }, 'took ownership: handed over by the stopping owner');
-          // On the timeline as a move like any other (the view names it a clean stop), not awaited.
-          void Promise.resolve(this.deps.events?.({ kind: 'owner-took', ip, from: prev.node, hint: 'released', cause: 'clean-stop', causeText: causeText('clean-stop') })).catch(() => {});
+          if (record) void Promise.resolve(this.deps.events?.({ kind: 'owner-took', ip, from: prev.node, hint: 'released', cause: 'clean-stop', causeText: causeText('clean-stop') })).catch(() => {});
         });
-        // Answer once the watch batch is applied, not a timer later (the pass follows for the rest).
+        // Answer once the watch messages that are in are applied (one pass over
+        // the pipeline for all of them, not one per message), not a timer later.
         this.handedToUs++;
         if (!this.emitQueued) {
           this.emitQueued = true;
-          queueMicrotask(() => {
+          setImmediate(() => {
             this.deps.log.debug({ ips: this.handedToUs }, 'trace: handed over to us (watch batch)');
             this.handedToUs = 0;
             this.emitQueued = false;
