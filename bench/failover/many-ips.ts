@@ -78,7 +78,7 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
     writeFileSync(file, text);
     n1.must(HERALD, ['apply', '-f', file, '--etcd', etcd.endpoint, '--prefix', `${prefix}manifests/`]);
   }
-  const agentArgs = ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--handover-hold', '10m', ...(process.env.HERALD_FAILOVER_TRACE ? ['--log-format', 'json'] : []), ...(process.env.HERALD_FAILOVER_AGENT_ARGS?.split(' ').filter(Boolean) ?? [])];
+  const agentArgs = ['--store', 'etcd', '--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--handover-hold', '10m', ...(process.env.HERALD_FAILOVER_TRACE ? ['--log-format', 'json', '--log-level', 'debug'] : []), ...(process.env.HERALD_FAILOVER_AGENT_ARGS?.split(' ').filter(Boolean) ?? [])];
   const agents = new Map<Host, LabProcess>();
   let collector: LabProcess | undefined;
   let senders: LabProcess[] = [];
@@ -147,6 +147,25 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
         }
       }
       for (const [, l] of lines.sort((a, b) => a[0] - b[0]).slice(0, 40)) log(l);
+      // The batch-level trace points (debug): every one after the trigger, per node, with its fields.
+      const trace: Array<[number, string]> = [];
+      for (const [h, a] of agents) {
+        for (const line of a.text().split('\n')) {
+          if (!line.startsWith('{') || !line.includes('"trace: ') && !line.includes('fenced') && !line.includes('handed ownership')) continue;
+          let j: Record<string, unknown>;
+          try {
+            j = JSON.parse(line) as Record<string, unknown>;
+          } catch {
+            continue;
+          }
+          const t = Number(j.time) - trigWall;
+          if (t < -20 || t > 4000) continue;
+          const { time: _t, level: _l, msg, node: _n, module: _m, pid: _p, hostname: _hn, ...rest } = j;
+          trace.push([t, `      +${t} ms ${h.name} ${String(msg)} ${JSON.stringify(rest)}`]);
+        }
+      }
+      for (const [, l] of trace.sort((a, b) => a[0] - b[0]).slice(0, 200)) log(l);
+      writeFileSync(join(tmpdir(), `herald-many-${failure}-${idx}.trace.txt`), trace.map(([, l]) => l).join('\n'));
     }
     const gaps: number[] = [];
     let missing = 0;

@@ -319,15 +319,21 @@ export class ControlPlane implements Disposable {
     }
     for (const a of this.deps.staticAnnouncements) if (view.owned.has(a.ip)) add(a.ip, a.interface, STATIC_ORIGIN);
 
+    const t0 = monotonicMs(this.deps.clock);
+    let written = 0;
     this.deps.db.update([l2AnnounceTable], (txn) => {
       for (const row of txn.list(l2AnnounceTable)) {
         if (!desired.has(l2AnnounceKey(row.ip, row.iface))) txn.delete(l2AnnounceTable, row);
       }
       for (const [key, row] of desired) {
         const old = txn.get(l2AnnounceTable, key);
-        if (!old || old.origins.join(',') !== row.origins.join(',')) txn.insert(l2AnnounceTable, row);
+        if (!old || old.origins.join(',') !== row.origins.join(',')) {
+          txn.insert(l2AnnounceTable, row);
+          written++;
+        }
       }
     });
+    this.deps.log.debug({ rows: desired.size, written, ms: Math.round(monotonicMs(this.deps.clock) - t0) }, 'trace: l2-announce table written');
     if (!this.initialized) {
       this.initialized = true;
       this.initializer.done();

@@ -140,11 +140,13 @@ export class GarpAnnouncer implements Disposable {
     let remaining = this.schedule.count;
     let timer: TimerHandle | undefined;
     let pending: PendingRound | undefined;
+    // Built once per burst: every round sends the same frames (a send never changes them).
+    const frames = this.frames(target);
     const round = (first: boolean) => {
       timer = undefined;
       pending = {
         target,
-        frames: this.frames(target),
+        frames: [...frames],
         cancelled: false,
         done: () => {
           pending = undefined;

@@ -153,7 +153,7 @@ describe('etcd ownership', () => {
     const kv = (await b.session.client.get(`${prefix}owners/${IP}`).exec()).kvs[0]!;
     assert.equal(kv.value.toString(), 'node-b');
     assert.equal(String(kv.lease), b.session.leaseId, "the owner key sits on the successor's lease");
-    assert.equal((await a.session.client.get(`${prefix}candidates/${IP}/node-a`).exec()).kvs.length, 0, "a's candidacy left with the IP: b will not hand it back");
+    assert.equal(b.own.view().owners.get(IP), 'node-b');
     // a's lease going does not take the key with it.
     await a.session.revoke();
     await new Promise((r) => setTimeout(r, 300));
@@ -161,6 +161,51 @@ describe('etcd ownership', () => {
     assert.equal(maxOwnersOfIp(), 1, 'never two owners at once');
     // Gone now, so they add nothing to a later test's timeline.
     for (const m of [a, b]) {
+      m.own.dispose();
+      m.session.dispose();
+    }
+  });
+
+  test('a stop hands 1,000 IPs over in a bounded number of transactions (8, one compare and one put per IP), and no successor hands one back while the stopping node\'s candidacies still stand', async () => {
+    const prefix = freshPrefix();
+    const txns = async () => {
+      const text = await (await fetch(`${etcd.endpoint}/metrics`)).text();
+      return text
+        .split('\n')
+        .filter((l) => l.startsWith('grpc_server_handled_total{') && l.includes('grpc_method="Txn"'))
+        .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+    };
+    const ips = Array.from({ length: 1000 }, (_, i) => `2001:db8::${(0x3000 + i).toString(16)}`);
+    const candidates = new Map(ips.map((ip) => [ip, ['eth0']] as const));
+    // a keeps everything (a long hold); the successors would hand an IP back to a more preferred node at once.
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(candidates);
+    await waitFor(() => a.owned.current.size === ips.length, { timeoutMs: 60_000, what: 'a owns every IP' });
+    const [b, c] = [await member('node-b', prefix, { handoverHoldMs: 1 }), await member('node-c', prefix, { handoverHoldMs: 1 })];
+    b.own.setCandidates(candidates);
+    c.own.setCandidates(candidates);
+    const count = async (node: string) => (await a.session.client.getAll().prefix(`${prefix}candidates/`).keys()).filter((k) => k.endsWith(`/${node}`)).length;
+    await waitFor(async () => (await count('node-b')) === ips.length && (await count('node-c')) === ips.length, { timeoutMs: 30_000, what: 'the candidacies in the store' });
+    await new Promise((r) => setTimeout(r, 500)); // a's watch has delivered them
+    const before = await txns();
+    timeline.push({ node: 'node-a', owned: new Set() });
+    await a.own.release({ silenced: true });
+    const used = (await txns()) - before;
+    await waitFor(() => b.owned.current.size + c.owned.current.size === ips.length, { timeoutMs: 10_000, what: 'the successors own every IP' });
+    // 1,000 IPs in transactions of 125; 17 with two compares and two operations per IP.
+    assert.ok(used <= 8, `${used} transactions to hand 1,000 IPs over`);
+    // a's candidacy keys stand (no revoke yet) and a is the preferred node for about a third of
+    // the IPs, which b and c would hand back at once: a handed its keys over, so it counts as departed.
+    assert.equal(await count('node-a'), ips.length, "a's candidacies still stand");
+    await new Promise((r) => setTimeout(r, 1500));
+    const sizes = (node: string) => timeline.flatMap((e) => ('owned' in e && e.node === node ? [e.owned.size] : []));
+    for (const node of ['node-b', 'node-c']) {
+      const s = sizes(node);
+      assert.ok(s.every((n, i) => i === 0 || n >= s[i - 1]!), `${node} never gave an IP back: owned sizes ${s.join(' ')}`);
+    }
+    assert.equal(b.owned.current.size + c.owned.current.size, ips.length);
+    for (const ip of ips) assert.ok(b.owned.current.has(ip) !== c.owned.current.has(ip), `${ip}: exactly one successor`);
+    for (const m of [a, b, c]) {
       m.own.dispose();
       m.session.dispose();
     }

@@ -126,6 +126,7 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
    * whose interface or key fails gets its own error; the others go in.
    */
   async updateBatch(rows: readonly L2AnnounceRow[]): Promise<unknown[]> {
+    const t0 = performance.now();
     const out: unknown[] = new Array<unknown>(rows.length).fill(undefined);
     const links = await this.resolveAll(rows.map((r) => r.iface), (name) => this.resolve(name));
     const keys: ResponderKey[] = [];
@@ -146,7 +147,9 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
         out[i] = e;
       }
     });
+    const t1 = performance.now();
     const created = this.deps.map.createMany(keys);
+    const t2 = performance.now();
     // Every new entry's first gratuitous round first, then the log lines (a
     // thousand synchronous log writes must not stand between the last IP and its announcement).
     const announced: number[] = [];
@@ -160,6 +163,8 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
         announced.push(j);
       }
     });
+    const t3 = performance.now();
+    this.deps.log.debug({ rows: rows.length, created: announced.length, ms: Math.round(t3 - t0), groupsMs: Math.round(t1 - t0), mapMs: Math.round(t2 - t1), garpMs: Math.round(t3 - t2) }, 'trace: responder entries created, first rounds queued');
     if (announced.length > 0) {
       setImmediate(() => {
         for (const j of announced) {
