@@ -92,6 +92,7 @@ unit_tests=(
   test/store/etcd-ipam.test.ts
   test/store/etcd-node-claim.test.ts
   test/store/etcd-session.test.ts
+  test/store/etcd-session-lifecycle.test.ts
   test/store/etcd-view-store.test.ts
   test/store/kubernetes-store.test.ts
   test/store/kubernetes-ipam.test.ts
