@@ -97,6 +97,7 @@ unit_tests=(
   test/store/kubernetes-store.test.ts
   test/store/kubernetes-ipam.test.ts
   test/store/kubernetes-events.test.ts
+  test/store/kubernetes-event-recorder.test.ts
   test/store/kubernetes-helm.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts
