@@ -98,6 +98,7 @@ unit_tests=(
   test/store/kubernetes-ipam.test.ts
   test/store/kubernetes-events.test.ts
   test/store/kubernetes-event-recorder.test.ts
+  test/store/kubernetes-status-writer.test.ts
   test/store/kubernetes-helm.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts
