@@ -93,10 +93,13 @@ unit_tests=(
   test/store/etcd-ipam.test.ts
   test/store/etcd-node-claim.test.ts
   test/store/etcd-session.test.ts
+  test/store/etcd-session-lifecycle.test.ts
   test/store/etcd-view-store.test.ts
   test/store/kubernetes-store.test.ts
   test/store/kubernetes-ipam.test.ts
   test/store/kubernetes-events.test.ts
+  test/store/kubernetes-event-recorder.test.ts
+  test/store/kubernetes-status-writer.test.ts
   test/store/kubernetes-helm.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts

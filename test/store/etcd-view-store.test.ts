@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Etcd3 } from 'etcd3';
 import { waitFor } from '../../lab/lab.js';
+import { systemClock } from '../../src/core/clock.js';
 import type { ClusterEvent } from '../../src/core/events.js';
 import { silentLogger, type Logger } from '../../src/core/logger.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
@@ -60,6 +61,9 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     assert.ok(Date.parse(allocated.at) > 0);
     const [first, second] = stored.filter((kv) => kv.key.includes('/events/a/')).map((kv) => kv.key);
     assert.ok(first! < second!, "one agent's keys sort in the order it wrote them");
+    // The store lists keys by name (a's, then b's); a new instance still reads them in revision order.
+    const c = await view(await session(prefix), 'c');
+    assert.deepEqual(brief(c.ring.list()), expected);
   });
 
   test('a new instance re-reads the timeline with the same ids, and continues its sequence after the stored keys', async () => {
@@ -82,9 +86,71 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     assert.equal(keys.at(-1), `${prefix}view/events/a/${String(ahead + 1).padStart(20, '0')}`);
   });
 
+  test('a fresh node numbers its events from the clock (µs); a non-numeric key of its own does not break the sequence', async () => {
+    const prefix = freshPrefix();
+    const s = await session(prefix);
+    const fresh = await view(s, 'f');
+    const before = Date.now() * 1000;
+    await fresh.record({ kind: 'node-started', version: '1' });
+    const [k] = (await keysUnder(`${prefix}view/events/f/`)).map((kv) => kv.key);
+    assert.ok(Number(k!.split('/').pop()) >= before, `${k} numbered from the clock`);
+    await real.raw.put(`${prefix}view/events/j/junk`).value(JSON.stringify({ kind: 'intent-accepted' }));
+    const j = await view(s, 'j');
+    await j.record({ kind: 'node-started', version: '1' });
+    const keys = (await keysUnder(`${prefix}view/events/j/`)).map((kv) => kv.key.split('/').pop()!);
+    assert.equal(keys.length, 2);
+    assert.ok(keys.some((x) => /^\d{20}$/.test(x)), keys.join());
+  });
+
+  test('node listeners hear of cards only (not of events, nor of old events deleted), and not after unsubscribing', async () => {
+    const prefix = freshPrefix();
+    const a = await view(await session(prefix), 'a', { perNode: 1, writeTimeoutMs: 5000 });
+    const b = await view(await session(prefix), 'b');
+    let notified = 0;
+    const off = b.onNodes(() => notified++);
+    real.own({ dispose: off });
+    for (let i = 0; i < 3; i++) await a.record({ kind: 'intent-accepted' });
+    const card = { version: '1', startedAt: '', interfaces: [], owned: 1 };
+    await a.publishCard(card);
+    await waitFor(() => b.nodes().get('a')?.owned === 1, { what: "b to see a's card (after the events and their deletions)" });
+    assert.equal(b.ring.list().length, 3);
+    assert.equal(notified, 1, 'one notice: the card');
+    off();
+    await a.publishCard({ ...card, owned: 2 });
+    await waitFor(() => b.nodes().get('a')?.owned === 2, { what: 'the changed card' });
+    assert.equal(notified, 1, 'unsubscribed');
+  });
+
+  test('a card that cannot be stored is a debug line, not a throw, and is tried again next time', async () => {
+    const prefix = freshPrefix();
+    const s = await session(prefix);
+    const log = recordingLogger();
+    const v = await view(s, 'a', viewStoreDefaults, log);
+    s.dispose(); // its clients closed; the session still counts itself live
+    const card = { version: '1', startedAt: '', interfaces: [], owned: 0 };
+    await v.publishCard(card);
+    await v.publishCard(card);
+    assert.deepEqual(log.lines.map((l) => [l.level, l.msg]), [
+      ['debug', 'cluster view: publishing the node card failed'],
+      ['debug', 'cluster view: publishing the node card failed'],
+    ]);
+    assert.equal(typeof log.lines[0]!.obj.err, 'string');
+  });
+
+  test('a store that cannot be read at start is a warning, and the read is tried again every second', async () => {
+    const s = new EtcdSession({ endpoints: [`unix://${real.etcd.dataDir}/no-such.sock`], prefix: freshPrefix(), ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 }, { clock: systemClock, log: silentLogger });
+    real.own(s);
+    const log = recordingLogger();
+    await view(s, 'a', viewStoreDefaults, log);
+    assert.deepEqual(log.lines.map((l) => [l.level, l.msg]), [['warn', 'cluster view: reading the store failed; retrying']]);
+    assert.equal(typeof log.lines[0]!.obj.err, 'string');
+    await waitFor(() => log.lines.length === 2, { what: 'the read tried again' });
+  });
+
   test('at most perNode events are kept per node: the oldest are deleted, other nodes untouched', async () => {
     const prefix = freshPrefix();
-    const a = await view(await session(prefix), 'a', { perNode: 3, writeTimeoutMs: 5000 });
+    const log = recordingLogger();
+    const a = await view(await session(prefix), 'a', { perNode: 3, writeTimeoutMs: 5000 }, log);
     const b = await view(await session(prefix), 'b', { perNode: 3, writeTimeoutMs: 5000 });
     await b.record({ kind: 'intent-accepted' });
     for (let i = 0; i < 5; i++) await a.record({ kind: 'allocated', service: `s${i}`, ip: `192.0.2.${i}` });
@@ -93,6 +159,7 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     assert.equal((await keysUnder(`${prefix}view/events/b/`)).length, 1);
     await a.record({ kind: 'allocated', service: 's5', ip: '192.0.2.5' });
     assert.deepEqual((await keysUnder(`${prefix}view/events/a/`)).map((kv) => (JSON.parse(kv.value) as { service: string }).service), ['s3', 's4', 's5']);
+    assert.deepEqual(log.lines, [], 'no write failed');
   });
 
   test('the node card is on the lease, written only when it changed, seen by every agent, and gone with the lease', async () => {
@@ -157,6 +224,7 @@ describe('etcd view store: the cluster timeline and node cards', () => {
       await real.raw.put(`${prefix}view/events/x/${tag}5`).value(JSON.stringify({ kind: 'node-stopping', at: 7 }));
       await real.raw.put(`${prefix}view/nodes/bad-${tag}`).value('{not json');
       await real.raw.put(`${prefix}view/nodes/null-${tag}`).value('null');
+      await real.raw.put(`${prefix}view/nodes/num-${tag}`).value('7');
       await real.raw.put(`${prefix}view/nodes/big-${tag}`).value(JSON.stringify({ pad: 'x'.repeat(64 * 1024) }));
       await real.raw.put(`${prefix}view/nodes/ok-${tag}`).value(JSON.stringify({ owned: 1, node: 'spoofed' }));
     };
@@ -197,7 +265,7 @@ describe('etcd view store: the cluster timeline and node cards', () => {
   test('after a store outage the view follows the store again; a failed write is a debug line, not a throw', async () => {
     const prefix = freshPrefix();
     const log = recordingLogger();
-    const a = await view(await session(prefix), 'a', { perNode: 100, writeTimeoutMs: 5000 }, log);
+    const a = await view(await session(prefix), 'a', { perNode: 2, writeTimeoutMs: 5000 }, log);
     await a.record({ kind: 'node-started', version: '1' });
     await real.etcd.kill();
     try {
@@ -218,5 +286,7 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     await waitFor(() => a.ring.list().some((e) => e.node === 'b'), { timeoutMs: 15_000, what: "the other node's event after the outage" });
     await a.record({ kind: 'intent-accepted' });
     await waitFor(() => a.ring.list().filter((e) => e.node === 'a').length === 2, { what: 'our own event after the outage' });
+    // The re-read after the outage counted our stored keys afresh: both kept (perNode 2).
+    assert.deepEqual((await keysUnder(`${prefix}view/events/a/`)).map((kv) => (JSON.parse(kv.value) as { kind: string }).kind), ['node-started', 'intent-accepted']);
   });
 });

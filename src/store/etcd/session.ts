@@ -59,6 +59,8 @@ export class EtcdSession implements Disposable {
    * circuit breaker: a burst of slow store writes never starves the lease.
    */
   private readonly keepaliveClient: Etcd3;
+  /** The keep-alive connection's call deadline: short enough for several attempts before TTL − margin, long enough for a loaded machine. */
+  readonly keepaliveCallTimeoutMs: number;
   private lease: Lease | undefined;
   private leaseIdValue: string | undefined;
   /** Monotonic ms at which the last successful keep-alive (or grant) was SENT: the lease is valid TTL from then, at least. */
@@ -84,12 +86,8 @@ export class EtcdSession implements Disposable {
       throw new HeraldError('HERALD_BAD_ARGUMENT', 'etcd keep-alive period must leave room for two attempts within TTL − margin');
     }
     this.client = createEtcdClient({ endpoints: opts.endpoints });
-    this.keepaliveClient = createEtcdClient({
-      endpoints: opts.endpoints,
-      // Short enough for several attempts before TTL − margin, long enough for a loaded machine.
-      callTimeoutMs: Math.max(250, Math.floor((opts.ttlSeconds * 1000 - opts.marginMs) / 3)),
-      noFaultHandling: true,
-    });
+    this.keepaliveCallTimeoutMs = Math.max(250, Math.floor((opts.ttlSeconds * 1000 - opts.marginMs) / 3));
+    this.keepaliveClient = createEtcdClient({ endpoints: opts.endpoints, callTimeoutMs: this.keepaliveCallTimeoutMs, noFaultHandling: true });
   }
 
   get prefix(): string {
