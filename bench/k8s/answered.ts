@@ -112,7 +112,7 @@ async function main(): Promise<void> {
     const st = (i: number) => JSON.parse(lab.nodes[i]!.must(HERALD, ['status', '--json', '--status-socket', lab.nodes[i]!.statusSocket]));
     await waitFor(() => lab.nodes.every((_, i) => st(i).kubernetes.leases.liveNodes.length === 3 && st(i).kubernetes.leases.leaders['herald-ipam']), { timeoutMs: 60_000, what: 'three live nodes and an LB-IPAM leader', onTimeout: () => agents.map((a) => a.text().slice(-600)).join('\n') });
 
-    sweep = lab.client.spawn('nd-sweep', process.execPath, ['--import', 'tsx', SWEEP, '--iface', 'eth0', '--src-ip', '2001:db8::fa', '--src-mac', '02:00:00:00:02:fa', '--prefix', POOL_PREFIX, '--count', String(N + 16), '--out-json', out, '--start-file', startFile]);
+    sweep = lab.client.spawn('nd-sweep', process.execPath, ['--import', 'tsx', SWEEP, '--iface', 'eth0', '--src-ip', '2001:db8::fa', '--src-mac', '02:00:00:00:02:fa', '--prefix', POOL_PREFIX, '--count', String(N + 16), '--out-json', out, '--start-file', startFile, '--duration-ms', String(24 * 3600_000)]);
     await sweep.waitForOutput('ready t0Ns=', 30_000);
     admin = await KubeClient.create({ kubeconfig: kube.kubeconfig('admin', ['system:masters']), keepAlive: true });
     const svc = (i: number) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name: `svc-${i}`, namespace: 'default' }, spec: { type: 'LoadBalancer', allocateLoadBalancerNodePorts: false, ipFamilies: ['IPv6'], ipFamilyPolicy: 'SingleStack', ports: [{ port: 80, protocol: 'TCP' }] } });
