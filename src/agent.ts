@@ -704,10 +704,12 @@ export class Agent implements Disposable {
     if (this.config.store === 'etcd' && allocator !== this.config.node) return;
     let n = 0;
     for (const [service, ips] of ingress) {
+      if (before.get(service) === ips) continue; // unchanged (the allocator keeps an unchanged Service's list)
       const old = new Set(before.get(service) ?? []);
       for (const ip of ips) if (!old.has(ip) && n++ < 50) void this.record({ kind: 'allocated', service, ip });
     }
     for (const [service, ips] of before) {
+      if (ingress.get(service) === ips) continue;
       const now = new Set(ingress.get(service) ?? []);
       for (const ip of ips) if (!now.has(ip) && n++ < 50) void this.record({ kind: 'freed', service, ip });
     }

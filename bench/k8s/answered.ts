@@ -18,9 +18,20 @@
  * one Lease per Service and win each by a write (anchors: ≥ N / its client
  * QPS for the Leases alone) — printed as arithmetic, as in bench/k8s.
  *
- *   node --import tsx bench/k8s/answered.ts [--services 1000] [--json]
+ * The creates keep --concurrency requests in flight (a sliding window over
+ * one keep-alive client). Printed on the way: the create rate and the CPU
+ * seconds the three agents (each its supervisor + agent process group) and the
+ * API server spent per 1,000 creates — the per-create cost curve. After every
+ * IP was answered: API write requests/s in steady state (apiserver_request_total,
+ * non-read verbs, over --steady-s seconds).
+ *
+ *   node --import tsx bench/k8s/answered.ts [--services 1000] [--concurrency 16] [--steady-s 10]
+ *     [--cpu-prof DIR] [--json]
+ *
+ * --cpu-prof DIR: a V8 CPU profile of each agent process from the first create
+ * to its exit at the end (bench/k8s/cpu-prof.mjs, preloaded; DIR/agent-<pid>.cpuprofile).
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,10 +39,11 @@ import { fileURLToPath } from 'node:url';
 import { Lab, waitFor, type LabProcess } from '../../lab/lab.js';
 import { unixToTcp } from '../../lab/unix-bridge.js';
 import { KubeApiError, KubeClient } from '../../src/intent/sources/kube-client.js';
-import { applyObject, applyYaml, startKube, KUBE_SERVICE_CIDR } from '../../test/helpers/kube.js';
+import { applyObject, applyYaml, requestTotal, startKube, KUBE_SERVICE_CIDR } from '../../test/helpers/kube.js';
 import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 
 const BRIDGE = fileURLToPath(new URL('../../lab/unix-bridge.ts', import.meta.url));
+const PROF_PRELOAD = fileURLToPath(new URL('./cpu-prof.mjs', import.meta.url));
 const SWEEP = fileURLToPath(new URL('../../lab/nd-sweep.ts', import.meta.url));
 const POOL_PREFIX = '2001:db8:1::';
 const args = process.argv.slice(2);
@@ -40,6 +52,28 @@ const opt = (name: string, def: string) => {
   return i >= 0 ? args[i + 1]! : def;
 };
 const N = Number(opt('services', '1000'));
+const CONCURRENCY = Number(opt('concurrency', '16'));
+const STEADY_S = Number(opt('steady-s', '10'));
+const CPU_PROF = args.includes('--cpu-prof') ? opt('cpu-prof', '') : undefined;
+const WRITE_VERBS = ['POST', 'PUT', 'PATCH', 'DELETE', 'APPLY'];
+const TICK_S = 100;
+/** CPU seconds (user + system) of every process in a process group, or of one process. */
+function cpuSeconds(match: (pid: number, pgrp: number, cmd: string) => boolean): number {
+  let ticks = 0;
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const close = stat.lastIndexOf(')');
+      const f = stat.slice(close + 2).split(' ');
+      if (!match(Number(d), Number(f[2]), stat.slice(stat.indexOf('(') + 1, close))) continue;
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return ticks / TICK_S;
+}
 const log = (s: string) => process.stderr.write(`bench/k8s/answered: ${s}\n`);
 const mono = () => Number(process.hrtime.bigint()) / 1e6;
 
@@ -52,6 +86,7 @@ async function main(): Promise<void> {
   const out = join(tmpdir(), `herald-nd-sweep-${process.pid}.json`);
   const startFile = join(tmpdir(), `herald-nd-sweep-${process.pid}.start`);
   let sweep: LabProcess | undefined;
+  const agents: LabProcess[] = [];
   try {
     const root = new URL('../../', import.meta.url);
     await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/crds.yaml', root), 'utf8'));
@@ -61,19 +96,23 @@ async function main(): Promise<void> {
     await applyObject(kube, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'herald-system' } }); // the Leases
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'bench' }, spec: { blocks: [{ cidr: `${POOL_PREFIX}/112` }] } });
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumL2AnnouncementPolicy', metadata: { name: 'bench' }, spec: { loadBalancerIPs: true, interfaces: ['^eth0$'] } });
-    const agents: LabProcess[] = [];
     for (const n of lab.nodes) {
       await applyObject(kube, { apiVersion: 'v1', kind: 'Node', metadata: { name: n.netns, labels: { 'kubernetes.io/hostname': n.netns } } });
       const b = n.spawn('kube-bridge', process.execPath, ['--import', 'tsx', BRIDGE, '--port', String(port), '--socket', socket]);
       await b.waitForOutput('bridge listening', 15_000);
-      agents.push(startAgent(n, ['--kubernetes', '--kubeconfig', kube.kubeconfig(`herald:${n.netns}`, ['system:masters']), '--responder-map-size', String(Math.max(16_384, 2 * N))], 'agent'));
+      const agentArgs = ['--kubernetes', '--kubeconfig', kube.kubeconfig(`herald:${n.netns}`, ['system:masters']), '--responder-map-size', String(Math.max(16_384, 2 * N))];
+      agents.push(
+        CPU_PROF
+          ? n.spawn('agent', process.execPath, ['--import', PROF_PRELOAD, HERALD, 'agent', '--node', n.netns, '--bpf-pin-dir', n.pinDir, '--state-dir', n.stateDir, '--status-socket', n.statusSocket, ...agentArgs], { HERALD_BENCH_CPU_PROF: CPU_PROF })
+          : startAgent(n, agentArgs, 'agent'),
+      );
     }
     for (const a of agents) await a.waitForOutput('agent running', 60_000);
     // Every node live for the others and one LB-IPAM leader, before the clock starts.
     const st = (i: number) => JSON.parse(lab.nodes[i]!.must(HERALD, ['status', '--json', '--status-socket', lab.nodes[i]!.statusSocket]));
     await waitFor(() => lab.nodes.every((_, i) => st(i).kubernetes.leases.liveNodes.length === 3 && st(i).kubernetes.leases.leaders['herald-ipam']), { timeoutMs: 60_000, what: 'three live nodes and an LB-IPAM leader', onTimeout: () => agents.map((a) => a.text().slice(-600)).join('\n') });
 
-    sweep = lab.client.spawn('nd-sweep', process.execPath, ['--import', 'tsx', SWEEP, '--iface', 'eth0', '--src-ip', '2001:db8::fa', '--src-mac', '02:00:00:00:02:fa', '--prefix', POOL_PREFIX, '--count', String(N + 16), '--out-json', out, '--start-file', startFile]);
+    sweep = lab.client.spawn('nd-sweep', process.execPath, ['--import', 'tsx', SWEEP, '--iface', 'eth0', '--src-ip', '2001:db8::fa', '--src-mac', '02:00:00:00:02:fa', '--prefix', POOL_PREFIX, '--count', String(N + 16), '--out-json', out, '--start-file', startFile, '--duration-ms', String(24 * 3600_000)]);
     await sweep.waitForOutput('ready t0Ns=', 30_000);
     admin = await KubeClient.create({ kubeconfig: kube.kubeconfig('admin', ['system:masters']), keepAlive: true });
     const svc = (i: number) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name: `svc-${i}`, namespace: 'default' }, spec: { type: 'LoadBalancer', allocateLoadBalancerNodePorts: false, ipFamilies: ['IPv6'], ipFamilyPolicy: 'SingleStack', ports: [{ port: 80, protocol: 'TCP' }] } });
@@ -89,15 +128,45 @@ async function main(): Promise<void> {
       }
     };
     const answeredNow = () => Number([...(sweep?.text() ?? '').matchAll(/answered (\d+)/g)].at(-1)?.[1] ?? 0);
-    const t0 = mono();
-    let lastLog = t0;
-    for (let i = 0; i < N; i += 10) {
-      await Promise.all(Array.from({ length: Math.min(10, N - i) }, (_, k) => apply(i + k)));
-      if (mono() - lastLog > 30_000) {
-        lastLog = mono();
-        log(`${i + 10} created after ${((lastLog - t0) / 1000).toFixed(0)} s `);
+    // Ours (another run's API server may be on the machine): its command line names our directory.
+    const apiserverPid = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).find((d) => {
+      try {
+        const cmdline = readFileSync(`/proc/${d}/cmdline`, 'utf8');
+        return cmdline.includes('kube-apiserver') && cmdline.includes(kube.dir);
+      } catch {
+        return false;
       }
-    }
+    });
+    const apiserverCpu = () => cpuSeconds((pid) => String(pid) === apiserverPid);
+    const agentCpu = () => agents.map((a) => cpuSeconds((_pid, pgrp) => pgrp === a.pid));
+    const curve: { upTo: number; seconds: number; perSecond: number; agentsCpuS: number[]; apiserverCpuS: number }[] = [];
+    if (CPU_PROF) writeFileSync(join(CPU_PROF, 'start'), '');
+    const t0 = mono();
+    let done = 0;
+    let next = 0;
+    let mark = { t: t0, agents: agentCpu(), api: apiserverCpu(), done: 0 };
+    const block = N >= 5000 ? 1000 : Math.max(100, N / 10);
+    const sample = (): void => {
+      const t = mono();
+      const a = agentCpu();
+      const api = apiserverCpu();
+      const row = { upTo: done, seconds: (t - mark.t) / 1000, perSecond: (done - mark.done) / ((t - mark.t) / 1000), agentsCpuS: a.map((v, i) => Math.round((v - mark.agents[i]!) * 10) / 10), apiserverCpuS: Math.round((api - mark.api) * 10) / 10 };
+      curve.push(row);
+      log(`${done} created after ${((t - t0) / 1000).toFixed(0)} s: ${row.perSecond.toFixed(1)}/s over the last ${done - mark.done}; CPU s in that block: agents ${row.agentsCpuS.join(' / ')}, API server ${row.apiserverCpuS}`);
+      mark = { t, agents: a, api, done };
+    };
+    // A sliding window of CONCURRENCY creates in flight.
+    await Promise.all(
+      Array.from({ length: Math.min(CONCURRENCY, N) }, async () => {
+        for (;;) {
+          const i = next++;
+          if (i >= N) return;
+          await apply(i);
+          done++;
+          if (done % block === 0 || done === N) sample();
+        }
+      }),
+    );
     const created = mono() - t0;
     log(`${N} created in ${(created / 1000).toFixed(1)} s`);
     // The sweep starts asking once the last create returned (it was started idle before): 10,000
@@ -131,16 +200,30 @@ async function main(): Promise<void> {
     const missing = times.filter((t) => Number.isNaN(t)).length;
     const answeredAt = Math.max(...times.filter((t) => !Number.isNaN(t)));
     const owned = lab.nodes.map((_, i) => (st(i).owned as unknown[]).length);
-    const r = { services: N, createdMs: Math.round(created), statusMs: Math.round(statusAt), answeredMs: Math.round(answeredAt), answeredAfterLastCreateMs: Math.round(answeredAt - created), missing, owned, sweep: { rounds: result.rounds, sent: result.sent } };
+    // API writes in steady state: every Service answered, nothing changing.
+    await new Promise((r) => setTimeout(r, 5000));
+    const writes = (m: string) => requestTotal(m, (l) => WRITE_VERBS.includes(l.verb ?? ''));
+    const w0 = writes(await kube.metrics());
+    const s0 = mono();
+    await new Promise((r) => setTimeout(r, STEADY_S * 1000));
+    const steadyWritesPerS = (writes(await kube.metrics()) - w0) / ((mono() - s0) / 1000);
+    const r = { services: N, concurrency: CONCURRENCY, steadyWritesPerS: Math.round(steadyWritesPerS * 100) / 100, curve, createdMs: Math.round(created), statusMs: Math.round(statusAt), answeredMs: Math.round(answeredAt), answeredAfterLastCreateMs: Math.round(answeredAt - created), missing, owned, sweep: { rounds: result.rounds, sent: result.sent } };
     if (args.includes('--json')) console.log(JSON.stringify(r));
     else {
       console.log(`${N} Services, 3 agents (lab), L2 announcement policy; from the first create:`);
       console.log(`created ${(created / 1000).toFixed(1)} s · every status written ${(statusAt / 1000).toFixed(1)} s · every IP answered on the wire ${(answeredAt / 1000).toFixed(1)} s (+${((answeredAt - created) / 1000).toFixed(2)} s after the last create)${missing ? ` · ${missing} of the status IPs never answered` : ''}`);
       console.log(`IPs owned per node: ${owned.join(' / ')}; sweep: ${result.rounds} rounds, ${result.sent} solicitations`);
+      console.log(`creates ${CONCURRENCY} in flight; per block: ${curve.map((c) => `${c.upTo}: ${c.perSecond.toFixed(1)}/s, agents ${c.agentsCpuS.join('/')} s, API server ${c.apiserverCpuS} s`).join('; ')}`);
+      console.log(`API writes in steady state: ${steadyWritesPerS.toFixed(2)}/s over ${STEADY_S} s (the API server's own included)`);
       console.log(`Cilium's L2 announcements: one Lease per Service, created and then renewed every 2 s by its holder — ${N} Lease creates before all are announced and ${(N / 2).toFixed(0)} renewals/s after (herald: 3 node Leases, 1.5 writes/s, bench/k8s)`);
     }
   } finally {
     sweep?.signal('SIGTERM');
+    if (CPU_PROF) {
+      // Let the agents exit on their own (their profiles are written at exit).
+      for (const a of agents) a.signal('SIGTERM');
+      await Promise.race([Promise.all(agents.map((a) => a.exited)), new Promise((r) => setTimeout(r, 60_000))]);
+    }
     admin?.close();
     await lab.destroy();
     bridge?.close();

@@ -30,6 +30,16 @@ import type { OwnershipBackend, OwnershipView } from './ownership/backend.js';
 import type { StaticAnnouncement } from './static-announcements.js';
 import { STATIC_ORIGIN } from './static-announcements.js';
 
+/**
+ * A recompute of d ms is followed by at least this many times d ms without
+ * one. Was 1 (half a core under a stream): at 4,000–5,000 Services each of
+ * three agents then spent its half core on recomputes over every Service
+ * while the API server, on the same two cores, slowed to 3.6 creates/s —
+ * the fewer creates per pass, the more passes per create. 3 caps it at a
+ * quarter of a core and delays the last change by at most 3 × a pass.
+ */
+export const RECOMPUTE_GAP_FACTOR = 3;
+
 export interface ControlPlaneDeps {
   db: StateDB;
   nodeName: string;
@@ -129,13 +139,14 @@ export class ControlPlane implements Disposable {
    * an informer, IPAM state changes) join it instead of queueing one pass
    * each, so a pass that takes longer than changes arrive never builds a
    * backlog — the next pass takes the latest snapshot. A pass that took d ms
-   * is followed by at least d ms without one (waited outside the queue, so
-   * ownership changes are never held up): under a stream of changes the
-   * recomputes use at most half a core, however many Services there are.
+   * is followed by at least RECOMPUTE_GAP_FACTOR × d ms without one (waited
+   * outside the queue, so ownership changes are never held up): under a
+   * stream of changes the recomputes use at most a quarter of a core, however
+   * many Services there are, and the more changes each pass takes in.
    */
   private recompute(): Promise<void> {
     if (this.queuedRecompute) return this.queuedRecompute;
-    const gap = this.lastPass.end + this.lastPass.took - monotonicMs(this.deps.clock);
+    const gap = this.lastPass.end + this.lastPass.took * RECOMPUTE_GAP_FACTOR - monotonicMs(this.deps.clock);
     const waited = gap > 0 ? new Promise<void>((resolve) => this.deps.clock.setTimeout(resolve, gap)) : Promise.resolve();
     const run = waited.then(() =>
       this.enqueue(async () => {

@@ -6,7 +6,7 @@
 import { HeraldError } from '../core/errors.js';
 import { quote } from './quote.js';
 import type { SourceRef } from './diagnostics.js';
-import { keyOf, type IntentObject, type Sourced } from './kinds.js';
+import { keyOf, type IntentKind, type IntentObject, type Sourced } from './kinds.js';
 import type { NodeManifest } from './node.js';
 import type { L2PolicyManifest } from './policy.js';
 import type { IPPoolManifest } from './pool.js';
@@ -179,3 +179,44 @@ export function buildSnapshot(objects: Iterable<IntentObject>): IntentSnapshot {
 }
 
 export const emptySnapshot: IntentSnapshot = buildSnapshot([]);
+
+/** The snapshot map each kind's objects are kept in (what buildSnapshot's switch does). */
+export const SNAPSHOT_TABLE_OF: Readonly<Record<IntentKind, keyof IntentSnapshot>> = Object.freeze({
+  Service: 'services',
+  CiliumLoadBalancerIPPool: 'pools',
+  CiliumL2AnnouncementPolicy: 'policies',
+  Node: 'nodes',
+  EndpointSlice: 'endpointSlices',
+  CiliumBGPClusterConfig: 'bgpClusterConfigs',
+  CiliumBGPPeerConfig: 'bgpPeerConfigs',
+  CiliumBGPAdvertisement: 'bgpAdvertisements',
+  CiliumBGPNodeConfigOverride: 'bgpNodeOverrides',
+  CiliumNetworkPolicy: 'networkPolicies',
+  CiliumClusterwideNetworkPolicy: 'clusterwideNetworkPolicies',
+  NetworkPolicy: 'k8sNetworkPolicies',
+  CiliumCIDRGroup: 'cidrGroups',
+});
+
+/** One kind's map for snapshotOf(): entries in the order given, each object deep-frozen (already frozen ones cost nothing). */
+export function frozenTable<T extends IntentObject>(entries: Iterable<readonly [string, T]>): ReadonlyMap<string, T> {
+  const frozen: [string, T][] = [];
+  for (const [k, v] of entries) frozen.push([k, deepFreeze(v)]);
+  return new FrozenMap(frozen);
+}
+
+/**
+ * A snapshot from one map per kind, for a source that keeps its tables up to
+ * date itself (Kubernetes informers): a map unchanged since the last snapshot
+ * is passed again as is (no copy), so a change costs the kinds it touched.
+ * The maps must come from frozenTable() (or an earlier snapshot); each key
+ * must be keyOf() its object. Missing kinds are empty.
+ */
+export function snapshotOf(tables: { readonly [K in keyof IntentSnapshot]?: IntentSnapshot[K] }): IntentSnapshot {
+  const out = {} as Record<keyof IntentSnapshot, ReadonlyMap<string, IntentObject>>;
+  for (const field of Object.keys(emptySnapshot) as (keyof IntentSnapshot)[]) {
+    const t = tables[field];
+    if (t !== undefined && !(t instanceof FrozenMap)) throw new HeraldError('HERALD_INTERNAL', `snapshot table ${field} is not frozen`);
+    out[field] = (t ?? emptySnapshot[field]) as ReadonlyMap<string, IntentObject>;
+  }
+  return Object.freeze(out) as unknown as IntentSnapshot;
+}

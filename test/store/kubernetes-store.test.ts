@@ -188,6 +188,31 @@ test('lease ownership: spreading hands an IP Lease straight to its preferred nod
   }
 });
 
+test('lease ownership: waiting out the contend delay is one timed pass, not a busy loop; rankings are hashed once per IP', async () => {
+  const opts = { ...OPTS, contendDelayMs: 1500 };
+  const a = await node('wait-a', opts);
+  const b = await node('wait-b', opts);
+  try {
+    await waitFor('each sees the other live', () => a.o.status().liveNodes.length === 2 && b.o.status().liveNodes.length === 2);
+    // IPs whose preferred node is wait-b, which does not want them: wait-a claims each after the contend delay.
+    const ips = Array.from({ length: 200 }, (_, i) => `203.0.113.${i % 250}`).filter((ip, i, all) => all.indexOf(ip) === i && rendezvousScore('wait-b', ip) > rendezvousScore('wait-a', ip)).slice(0, 20);
+    assert.ok(ips.length >= 5);
+    const passes = a.o.counters.passes;
+    const rankings = a.o.counters.rankings;
+    a.o.setCandidates(new Map(ips.map((ip) => [ip, ['eth0']] as const)));
+    await waitFor('wait-a owns them all', () => ips.every((ip) => a.owned().has(ip)));
+    // The pass on the change, one at the end of the delay, the claims' own watch events and renewals: a handful,
+    // where re-running the pass until the delay was over made thousands.
+    const ran = a.o.counters.passes - passes;
+    assert.ok(ran < 40, `${ran} passes while waiting 1.5 s`);
+    // Each IP's ranking was hashed once, however many passes looked at it (the node set did not change).
+    assert.equal(a.o.counters.rankings - rankings, ips.length);
+  } finally {
+    a.o.dispose();
+    b.o.dispose();
+  }
+});
+
 test('lease ownership: the Lease is the fence — a conflicting claim loses with 409 and is counted', async () => {
   const ip = '198.51.100.60';
   // Someone else already holds the IP's Lease, with a live node Lease.

@@ -110,13 +110,13 @@ export function assembleResult(
   }
 
   const ipOwners = new Map<string, readonly string[]>();
-  const heldPerPool = new Map<string, bigint>();
+  const heldPerPool = new Map<string, number>(); // counted as numbers (a bigint per IP per pass was a cost at 10,000)
   for (const holding of holdings) {
     ipOwners.set(holding.text, holding.owners.length === 1 ? [holding.owners[0]?.key as string] : holding.owners.map((o) => o.key).sort());
-    heldPerPool.set(holding.pool.name, (heldPerPool.get(holding.pool.name) ?? 0n) + 1n);
+    heldPerPool.set(holding.pool.name, (heldPerPool.get(holding.pool.name) ?? 0) + 1);
   }
   const poolStatuses = new Map<string, PoolStatus>();
-  for (const pool of pools) poolStatuses.set(pool.name, poolStatus(pool, heldPerPool.get(pool.name) ?? 0n, ledger));
+  for (const pool of pools) poolStatuses.set(pool.name, poolStatus(pool, BigInt(heldPerPool.get(pool.name) ?? 0), ledger));
 
   return {
     dormant: false,
@@ -135,7 +135,13 @@ export function assembleResult(
 export function onlyPersisted(result: IpamResult, persisted: AllocationState, allocator: string | undefined): IpamResult {
   const services = new Map<string, ServiceAllocation>();
   for (const [key, svc] of result.services) {
-    const held = new Set(Object.hasOwn(persisted.allocations, key) ? persisted.allocations[key] : []);
+    const kept = Object.hasOwn(persisted.allocations, key) ? persisted.allocations[key]! : [];
+    // The common case, every IP persisted in the same order (the same array, or equal): no set to build.
+    if (kept === svc.ingress || (kept.length === svc.ingress.length && kept.every((ip, i) => ip === svc.ingress[i]))) {
+      services.set(key, svc);
+      continue;
+    }
+    const held = new Set(kept);
     const ingress = svc.ingress.filter((ip) => held.has(ip));
     if (ingress.length === svc.ingress.length) {
       services.set(key, svc);

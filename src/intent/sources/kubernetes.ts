@@ -24,10 +24,16 @@
  * debounced Trigger) turns only the dirty keys into stored form and validates
  * only those whose stored form changed (a status-only write to a pool, a
  * Node heartbeat: nothing to validate), keeps each key's outcome (objects,
- * errors, warnings) and assembles the snapshot from the kept outcomes. A
- * relist marks every key of its kind dirty (objects gone meanwhile are
- * dropped). The content hash is built from per-key digests, so a pass costs
- * O(changed objects) validation plus O(objects) map assembly.
+ * errors, warnings) and applies the changed outcomes to the intent tables it
+ * keeps (one sorted map per kind, the objects' content hash as an XOR of
+ * per-key digests): a pass costs O(changed objects) — validation, hash and
+ * tables — and the snapshot reuses every kind's map the pass did not touch
+ * (a changed kind's map is one native copy). A relist marks every key of its
+ * kind dirty (objects gone meanwhile are dropped). Fully at start and
+ * periodically (`fullEveryMs`): the tables and the hash are rebuilt from the
+ * kept outcomes and compared with the incremental ones (a difference is
+ * logged, counted in `stats.drift` and repaired by publishing the rebuilt
+ * state). `stats` counts what each pass touched.
  */
 import type * as k8s from '@kubernetes/client-node';
 import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
@@ -42,7 +48,9 @@ import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from '.
 import type { ParseJob } from './parse-job.js';
 import { SnapshotPublisher } from './publisher.js';
 import { createHash } from 'node:crypto';
-import { buildSnapshot } from '../snapshot.js';
+import { buildSnapshot, frozenTable, snapshotOf, SNAPSHOT_TABLE_OF, type IntentSnapshot } from '../snapshot.js';
+import { keyOf } from '../kinds.js';
+import { monotonicMs } from '../../core/clock.js';
 import type { IgnoredObject } from '../parse.js';
 import type { IntentObject } from '../kinds.js';
 import type { ManifestWarning } from '../diagnostics.js';
@@ -100,9 +108,11 @@ export interface KubernetesIntentSourceOptions {
   readonly clock?: Clock;
   readonly limits?: ManifestLimits;
   readonly parse?: (job: ParseJob) => Promise<ManifestLoad>;
+  /** The intent tables are rebuilt from every kept outcome this often (and checked against the incremental ones). */
+  readonly fullEveryMs?: number;
 }
 
-export const kubernetesSourceDefaults = { debounceMs: 100, retryMinMs: 250, retryMaxMs: 10_000, watchTimeoutS: 300, missingRecheckMs: 30_000 } as const;
+export const kubernetesSourceDefaults = { debounceMs: 100, retryMinMs: 250, retryMaxMs: 10_000, watchTimeoutS: 300, missingRecheckMs: 30_000, fullEveryMs: 300_000 } as const;
 
 interface Informer {
   readonly resource: KubeResource;
@@ -129,9 +139,18 @@ interface KeyOutcome {
   readonly ignored: readonly IgnoredObject[];
   readonly errors: readonly ManifestError[];
   readonly warnings: readonly ManifestWarning[];
+  /** sha256 of key and digest: XOR-ed into the content hash while the outcome is kept. */
+  readonly mix: Buffer;
 }
 
-/** Counters of the incremental passes (status, bench). */
+/** One kind's intent table: objects by intent key (keyOf), the keys sorted, and the frozen map of the last snapshot. */
+interface IntentTable {
+  readonly objects: Map<string, { readonly obj: IntentObject; readonly from: string }>;
+  readonly sorted: string[];
+  frozen: ReadonlyMap<string, IntentObject> | undefined;
+}
+
+/** Counters of the incremental passes (status, bench, tests). */
 export interface KubernetesSourceStats {
   /** Passes that looked at dirty keys. */
   passes: number;
@@ -139,6 +158,14 @@ export interface KubernetesSourceStats {
   looked: number;
   /** Objects validated (stored form changed). */
   validated: number;
+  /** Outcomes applied to (or removed from) the intent tables, one per changed key: O(changed). */
+  applied: number;
+  /** Snapshot maps made (copied): only kinds a pass changed, or every kind on a full rebuild. */
+  tablesMade: number;
+  /** Full rebuilds of the tables from every kept outcome (at start, periodically, after a duplicate). */
+  full: number;
+  /** Full rebuilds that found the incremental tables or hash different (repaired then). */
+  drift: number;
 }
 
 export interface KubernetesSourceStatus {
@@ -168,7 +195,21 @@ export class KubernetesIntentSource implements IntentSource {
   private readonly outcomes = new Map<string, KeyOutcome>();
   /** Keys to look at in the next pass: informer + name/namespace of the object. */
   private readonly dirty = new Map<string, { inf: Informer; name: string; namespace: string | undefined }>();
-  readonly stats: KubernetesSourceStats = { passes: 0, looked: 0, validated: 0 };
+  readonly stats: KubernetesSourceStats = { passes: 0, looked: 0, validated: 0, applied: 0, tablesMade: 0, full: 0, drift: 0 };
+  /** The intent tables, by snapshot field (see IntentTable). */
+  private tables = new Map<keyof IntentSnapshot, IntentTable>();
+  /** XOR of every kept outcome's mix: the content hash, kept in O(changed). */
+  private acc = Buffer.alloc(32);
+  /** Keys whose outcome holds errors, warnings or ignored objects (assembled per publish: few). */
+  private readonly errorKeys = new Set<string>();
+  private readonly warningKeys = new Set<string>();
+  private readonly ignoredKeys = new Set<string>();
+  /** A full rebuild is due (start; two keys gave one intent key: the full path reports the duplicate). */
+  private needFull = true;
+  private lastFull = 0;
+  /** Bumped when a full rebuild repaired drift, so the publisher looks at the repaired state. */
+  private repairs = 0;
+  private readonly fullEveryMs: number;
 
   constructor(opts: KubernetesIntentSourceOptions) {
     this.client = opts.client;
@@ -180,6 +221,7 @@ export class KubernetesIntentSource implements IntentSource {
     this.missingRecheckMs = opts.missingRecheckMs ?? kubernetesSourceDefaults.missingRecheckMs;
     this.limits = opts.limits ?? manifestLimitDefaults;
     this.parse = opts.parse ?? ((job) => parseManifestJob(job, { signal: this.abort.signal }));
+    this.fullEveryMs = opts.fullEveryMs ?? kubernetesSourceDefaults.fullEveryMs;
     this.name = `kubernetes ${this.client.server}`;
     this.log = opts.log.child({ source: this.name });
     this.applies = new Trigger({
@@ -188,6 +230,7 @@ export class KubernetesIntentSource implements IntentSource {
       clock: this.clock,
       log: this.log,
       delayMs: opts.debounceMs ?? kubernetesSourceDefaults.debounceMs,
+      periodicMs: this.fullEveryMs,
       onError: (e) => this.log.error({ err: describeError(e) }, 'applying intent from kubernetes failed'),
     });
   }
@@ -370,7 +413,7 @@ export class KubernetesIntentSource implements IntentSource {
     for (const [key, { inf, name, namespace }] of batch) {
       const obj = inf.lw.get(name, namespace);
       if (!obj) {
-        this.outcomes.delete(key);
+        this.setOutcome(key, undefined);
         continue;
       }
       const { resource } = inf;
@@ -381,7 +424,7 @@ export class KubernetesIntentSource implements IntentSource {
       const digest = createHash('sha1').update(value).digest('hex');
       const bytes = Buffer.byteLength(value);
       if (bytes > this.limits.maxBytes) {
-        this.outcomes.set(key, { kind: resource.kind, digest, value, objects: [], ignored: [], errors: [tooLargeError(key, bytes, this.limits, 'stored value')], warnings: [] });
+        this.setOutcome(key, { kind: resource.kind, digest, value, objects: [], ignored: [], errors: [tooLargeError(key, bytes, this.limits, 'stored value')], warnings: [], mix: mixOf(key, digest) });
         continue;
       }
       pending.set(key, { kind: resource.kind, digest, value });
@@ -413,33 +456,152 @@ export class KubernetesIntentSource implements IntentSource {
     const errors = by(load.errors, (e) => e.file);
     const warnings = by(load.warnings, (w) => w.file);
     for (const [key, p] of pending) {
-      this.outcomes.set(key, { ...p, objects: objects.get(key) ?? [], ignored: ignored.get(key) ?? [], errors: errors.get(key) ?? [], warnings: warnings.get(key) ?? [] });
+      this.setOutcome(key, { ...p, objects: objects.get(key) ?? [], ignored: ignored.get(key) ?? [], errors: errors.get(key) ?? [], warnings: warnings.get(key) ?? [], mix: mixOf(key, p.digest) });
     }
     return true;
+  }
+
+  /** Keeps (or drops) a key's outcome and applies the change to the hash and the intent tables: O(that key). */
+  private setOutcome(key: string, outcome: KeyOutcome | undefined): void {
+    const old = this.outcomes.get(key);
+    if (old) {
+      xorInto(this.acc, old.mix);
+      this.untable(key, old);
+    }
+    if (outcome) {
+      this.outcomes.set(key, outcome);
+      xorInto(this.acc, outcome.mix);
+      this.table(key, outcome);
+    } else this.outcomes.delete(key);
+    if (old || outcome) this.stats.applied++;
+  }
+
+  private tableOf(field: keyof IntentSnapshot): IntentTable {
+    let t = this.tables.get(field);
+    if (!t) this.tables.set(field, (t = { objects: new Map(), sorted: [], frozen: undefined }));
+    return t;
+  }
+
+  private table(key: string, o: KeyOutcome): void {
+    for (const obj of o.objects) {
+      const t = this.tableOf(SNAPSHOT_TABLE_OF[obj.kind]);
+      const k = keyOf(obj);
+      const held = t.objects.get(k);
+      if (held && held.from !== key) {
+        this.needFull = true; // two keys, one intent key: the full path reports it
+        continue;
+      }
+      if (!held) t.sorted.splice(sortedIndex(t.sorted, k), 0, k);
+      t.objects.set(k, { obj, from: key });
+      t.frozen = undefined;
+    }
+    if (o.errors.length > 0) this.errorKeys.add(key);
+    if (o.warnings.length > 0) this.warningKeys.add(key);
+    if (o.ignored.length > 0) this.ignoredKeys.add(key);
+  }
+
+  private untable(key: string, o: KeyOutcome): void {
+    for (const obj of o.objects) {
+      const t = this.tableOf(SNAPSHOT_TABLE_OF[obj.kind]);
+      const k = keyOf(obj);
+      if (t.objects.get(k)?.from !== key) continue;
+      t.objects.delete(k);
+      const i = sortedIndex(t.sorted, k);
+      if (t.sorted[i] === k) t.sorted.splice(i, 1);
+      t.frozen = undefined;
+    }
+    this.errorKeys.delete(key);
+    this.warningKeys.delete(key);
+    this.ignoredKeys.delete(key);
+  }
+
+  /**
+   * Rebuilds the hash and the tables from every kept outcome, and says
+   * whether the incremental ones differed (they should not: counted, logged).
+   */
+  private rebuild(): void {
+    const keys = [...this.outcomes.keys()].sort();
+    const before = { acc: this.acc, tables: this.tables };
+    this.acc = Buffer.alloc(32);
+    this.tables = new Map();
+    for (const k of [this.errorKeys, this.warningKeys, this.ignoredKeys]) k.clear();
+    this.needFull = false;
+    for (const key of keys) {
+      const o = this.outcomes.get(key)!;
+      xorInto(this.acc, mixOf(key, o.digest));
+      this.table(key, o);
+    }
+    this.stats.full++;
+    this.lastFull = monotonicMs(this.clock);
+    let same = before.acc.equals(this.acc);
+    for (const field of new Set([...before.tables.keys(), ...this.tables.keys()])) {
+      const b = before.tables.get(field);
+      const t = this.tableOf(field);
+      const equal = (b?.sorted.length ?? 0) === t.sorted.length && t.sorted.every((k, i) => b!.sorted[i] === k && b!.objects.get(k)?.obj === t.objects.get(k)!.obj);
+      if (equal && b?.frozen) t.frozen = b.frozen; // unchanged: the snapshot keeps its map
+      same &&= equal;
+    }
+    if (!same && this.stats.full > 1) {
+      this.stats.drift++;
+      this.repairs++;
+      this.log.warn({ objects: keys.length }, 'kubernetes intent tables differed from a full rebuild; the rebuilt ones are in force');
+    }
+  }
+
+  /** The snapshot of the tables: maps of kinds no change touched are the last snapshot's. */
+  private snapshotNow(): IntentSnapshot {
+    const maps: Partial<Record<keyof IntentSnapshot, ReadonlyMap<string, IntentObject>>> = {};
+    for (const [field, t] of this.tables) {
+      if (!t.frozen) {
+        t.frozen = frozenTable(t.sorted.map((k) => [k, t.objects.get(k)!.obj] as const));
+        this.stats.tablesMade++;
+      }
+      maps[field] = t.frozen;
+    }
+    return snapshotOf(maps as Parameters<typeof snapshotOf>[0]);
   }
 
   private async publish(): Promise<void> {
     const publisher = this.publisher;
     if (!publisher || this.disposed || !this.synced) return;
     if (!(await this.refresh()) || this.disposed) return;
-    const keys = [...this.outcomes.keys()].sort();
-    const h = createHash('sha256');
-    for (const key of keys) h.update(key).update('\u0000').update(this.outcomes.get(key)!.digest).update('\u0000');
-    const hash = h.digest('hex');
+    if (this.needFull || monotonicMs(this.clock) - this.lastFull >= this.fullEveryMs) this.rebuild();
+    const hash = `${this.acc.toString('hex')}:${this.outcomes.size}:${this.repairs}`;
     const outcome = await publisher.offer(hash, () => {
-      const objects: IntentObject[] = [];
-      const ignored: IgnoredObject[] = [];
-      const errors: ManifestError[] = [];
-      const warnings: ManifestWarning[] = [];
-      for (const key of keys) {
-        const o = this.outcomes.get(key)!;
-        objects.push(...o.objects);
-        ignored.push(...o.ignored);
-        errors.push(...o.errors);
-        warnings.push(...o.warnings);
+      const pick = <T>(keys: ReadonlySet<string>, of: (o: KeyOutcome) => readonly T[]): T[] => [...keys].sort().flatMap((k) => of(this.outcomes.get(k)!));
+      const ignored = pick(this.ignoredKeys, (o) => o.ignored);
+      const errors = pick(this.errorKeys, (o) => o.errors);
+      const warnings = pick(this.warningKeys, (o) => o.warnings);
+      if (errors.length > 0) return { objects: [], ignored, errors, warnings, snapshot: undefined };
+      if (this.needFull) {
+        // Two keys gave one intent key (cannot happen with informers: a key is kind, namespace and name):
+        // the full path, whose buildSnapshot names the duplicate.
+        const objects = [...this.outcomes.keys()].sort().flatMap((k) => this.outcomes.get(k)!.objects);
+        return { objects, ignored, errors, warnings, snapshot: buildSnapshot(objects) };
       }
-      return { objects, ignored, errors, warnings, snapshot: errors.length === 0 ? buildSnapshot(objects) : undefined };
+      // `objects` stays empty: the publisher reads the snapshot (which holds them all), not the list.
+      return { objects: [], ignored, errors, warnings, snapshot: this.snapshotNow() };
     });
-    if (outcome !== 'same') this.log.debug({ objects: keys.length, outcome }, 'intent read from kubernetes');
+    if (outcome !== 'same') this.log.debug({ objects: this.outcomes.size, outcome }, 'intent read from kubernetes');
   }
+}
+
+function mixOf(key: string, digest: string): Buffer {
+  return createHash('sha256').update(key).update('\u0000').update(digest).digest();
+}
+
+function xorInto(acc: Buffer, b: Buffer): void {
+  for (let i = 0; i < acc.length; i++) acc[i]! ^= b[i]!;
+}
+
+/** Where `k` is or would go in the sorted array (binary search). */
+function sortedIndex(sorted: readonly string[], k: string): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! < k) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

@@ -92,6 +92,8 @@ export const NODE_LEASE_UID_ANNOTATION = 'herald.dev/node-lease-uid';
 export const RELEASING_ANNOTATION = 'herald.dev/releasing';
 /** IP Lease claims in flight at once in one pass. */
 const CLAIMS_IN_FLIGHT = 16;
+/** Rendezvous rankings kept (one per IP); beyond it the cache starts over. */
+const RANKINGS_MAX = 1 << 17;
 
 /**
  * Lease name of an IP: `ip-198-51-100-7`, `ip-2001-db8--7` (injective: IPs
@@ -257,9 +259,13 @@ export class LeaseOwnership implements OwnershipBackend {
   private readonly expiredAt = new Map<string, number>();
   private readonly fenceListeners: ((f: FenceRecord) => void)[] = [];
   private readonly verdicts: SilenceVerdicts;
+  /** The known nodes and this one (the array is replaced when the set changes: rankings made from another are stale). */
+  private nodeSet: readonly string[] | undefined;
+  /** Per IP, the nodes by rendezvous score (see ranking()). */
+  private readonly rankings = new Map<string, { nodes: readonly string[]; ranked: readonly string[] }>();
   /** This process's incarnation, stamped on our node Lease. */
   readonly incarnation = randomUUID();
-  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, handovers: 0, elected: 0, fencesIssued: 0, fencedOut: 0, releaseMarks: 0, expiriesConfirmed: 0, expiriesRefuted: 0 };
+  readonly counters = { renewals: 0, renewFailures: 0, claims: 0, takeovers: 0, lostRaces: 0, releases: 0, handovers: 0, elected: 0, fencesIssued: 0, fencedOut: 0, releaseMarks: 0, expiriesConfirmed: 0, expiriesRefuted: 0, rankings: 0, passes: 0 };
 
   constructor(
     private readonly client: KubeClient,
@@ -542,7 +548,7 @@ export class LeaseOwnership implements OwnershipBackend {
         this.fencedOut('our node Lease was deleted: another node found us silent on the wire and fenced us out');
       }
       if (deleted) {
-        this.nodes.delete(node);
+        if (this.nodes.delete(node)) this.nodeSet = undefined;
         this.goneNodes.add(node);
         if (this.goneNodes.size > 10_000) this.goneNodes.clear(); // bounded; only the benefit of the doubt comes back
       } else {
@@ -551,6 +557,7 @@ export class LeaseOwnership implements OwnershipBackend {
         const durationMs = ((obj.spec as { leaseDurationSeconds?: number }).leaseDurationSeconds ?? this.opts.durationS) * 1000;
         const now = this.now();
         const liveSince = known && wasAlive ? known.liveSince : now;
+        if (!known) this.nodeSet = undefined;
         const uid = typeof obj.metadata.uid === 'string' ? obj.metadata.uid : undefined;
         if (!known || known.rv !== rv) this.nodes.set(node, { rv, uid, seenAt: now, durationMs, liveSince, renewing: known !== undefined && wasAlive && known.uid === uid });
       }
@@ -605,10 +612,10 @@ export class LeaseOwnership implements OwnershipBackend {
   }
 
   /** A node's Lease is valid by our observation (our own: by our own clock). */
-  private alive(node: string): boolean {
-    if (node === this.node) return this.now() < this.validUntil;
+  private alive(node: string, now = this.now()): boolean {
+    if (node === this.node) return now < this.validUntil;
     const o = this.nodes.get(node);
-    return o !== undefined && this.now() < o.seenAt + o.durationMs;
+    return o !== undefined && now < o.seenAt + o.durationMs;
   }
 
   /**
@@ -631,24 +638,34 @@ export class LeaseOwnership implements OwnershipBackend {
   }
 
   /** The live node with the highest rendezvous score: the same answer on every node that sees the same live nodes. */
-  private preferred(ip: string): string | undefined {
-    let best: string | undefined;
-    let bestScore = '';
-    for (const node of new Set([...this.nodes.keys(), this.node])) {
-      if (!this.alive(node)) continue;
-      const score = rendezvousScore(node, ip);
-      if (score > bestScore) {
-        best = node;
-        bestScore = score;
-      }
-    }
-    return best;
+  private preferred(ip: string, now = this.now()): string | undefined {
+    for (const node of this.ranking(ip)) if (this.alive(node, now)) return node;
+    return undefined;
+  }
+
+  /**
+   * Every known node (and this one), highest rendezvous score for `ip` first.
+   * Kept per IP until the set of known nodes changes: a pass asks it for every
+   * IP held and every free candidate, and a score is a sha256 — hashed again per
+   * node per IP per pass it was the largest cost of a pass at 2,000 IPs.
+   */
+  private ranking(ip: string): readonly string[] {
+    const cached = this.rankings.get(ip);
+    if (cached && cached.nodes === this.nodeSet) return cached.ranked;
+    if (this.nodeSet === undefined) this.nodeSet = [...new Set([...this.nodes.keys(), this.node])];
+    const nodes = this.nodeSet;
+    const ranked = nodes.map((node) => ({ node, score: rendezvousScore(node, ip) })).sort((a, b) => (a.score < b.score ? 1 : a.score > b.score ? -1 : 0)).map((r) => r.node);
+    if (this.rankings.size >= RANKINGS_MAX) this.rankings.clear(); // bounded; recomputed on need
+    this.rankings.set(ip, { nodes, ranked });
+    this.counters.rankings++;
+    return ranked;
   }
 
   // ---- one pass: claim, take over, give up, publish ----
 
   private async reconcile(): Promise<void> {
     if (this.disposed || this.released || !this.synced) return;
+    this.counters.passes++;
     const now = this.now();
     const leaseValid = now < this.validUntil;
     // Give up what we hold but no longer qualify for: withdraw first, then delete the Lease.
@@ -687,9 +704,11 @@ export class LeaseOwnership implements OwnershipBackend {
         if (holder && holder !== this.node && this.doubtful(holder, now)) continue;
         const since = this.freeSince.get(ip) ?? now;
         this.freeSince.set(ip, since);
-        const mine = this.preferred(ip) === this.node;
+        const mine = this.preferred(ip, now) === this.node;
         if (!mine && now - since < this.opts.contendDelayMs) {
-          this.evaluate.trigger(); // look again after the delay (periodic pass too)
+          // Look again when the delay is over (not at once: re-running the pass until then was a busy loop
+          // over every candidate while Services kept arriving — the largest cost of a pass at 2,000 IPs).
+          this.lookAgainAt(since + this.opts.contendDelayMs, now);
           continue;
         }
         // We handed this IP over and the preferred node left it: it is not a candidate; skip it for a while.
@@ -711,8 +730,8 @@ export class LeaseOwnership implements OwnershipBackend {
       const stillLive = new Set<string>();
       for (const h of expiredHolders) if (!(await this.confirmExpired(h).catch(() => false))) stillLive.add(h);
       if (stillLive.size > 0) {
+        // Read live again (observe): the next pass leaves their IPs alone until their Leases really lapse.
         toClaim.splice(0, toClaim.length, ...toClaim.filter(([, lease]) => !stillLive.has((lease && holderOf(lease)) ?? '')));
-        this.evaluate.trigger();
       }
       // Claims are independent conditional writes (a create, or an update carrying the resourceVersion
       // seen): CLAIMS_IN_FLIGHT at a time instead of one round trip after another (1,000 IPs took
@@ -795,7 +814,7 @@ export class LeaseOwnership implements OwnershipBackend {
       this.counters.fencesIssued++;
       this.fencedAt.set(node, this.now());
       if (this.fencedAt.size > 1000) this.fencedAt.delete(this.fencedAt.keys().next().value!);
-      this.nodes.delete(node);
+      if (this.nodes.delete(node)) this.nodeSet = undefined;
       this.goneNodes.add(node);
       this.deps.log.warn({ node, ip, ips: ips.length, readMs: Math.round(readAt - startedAt), deleteMs: Math.round(this.now() - readAt) }, 'fenced out a silent owner: deleted its node Lease');
       const record: FenceRecord = { node, by: this.node, silentIp: ip, ips: ips.slice(0, 100) };
@@ -823,7 +842,7 @@ export class LeaseOwnership implements OwnershipBackend {
     if (outcome === 'deleted' || outcome === 'gone') {
       this.expiredAt.set(node, this.now());
       if (this.expiredAt.size > 1000) this.expiredAt.delete(this.expiredAt.keys().next().value!);
-      this.nodes.delete(node);
+      if (this.nodes.delete(node)) this.nodeSet = undefined;
       this.goneNodes.add(node);
       this.counters.expiriesConfirmed++;
       return true;
@@ -837,7 +856,7 @@ export class LeaseOwnership implements OwnershipBackend {
       return false;
     } catch (e) {
       if (!isNotFound(e)) throw e;
-      this.nodes.delete(node);
+      if (this.nodes.delete(node)) this.nodeSet = undefined;
       this.goneNodes.add(node);
       return true;
     }
@@ -920,7 +939,7 @@ export class LeaseOwnership implements OwnershipBackend {
     if (holder && this.doubtful(holder, now)) return;
     e.freeSince ??= now;
     if (this.preferred(e.name) !== this.node && now - e.freeSince < this.opts.contendDelayMs) {
-      this.evaluate.trigger();
+      this.lookAgainAt(e.freeSince + this.opts.contendDelayMs, now);
       return;
     }
     // As for IPs: an expiry seen through a stale watch is checked with the API server first.
@@ -955,10 +974,15 @@ export class LeaseOwnership implements OwnershipBackend {
     }
   }
 
+  /** A pass at monotonic time `at` (`now` being the pass's monotonic time). */
+  private lookAgainAt(at: number, now: number): void {
+    this.evaluate.triggerAt(this.clock.now() + Math.max(0, at - now));
+  }
+
   /** The more preferred node to hand an IP we hold over to, once it has been live for the hold time. */
   private handOverTo(ip: string, now: number): string | undefined {
-    if (!this.alive(this.node)) return undefined; // stepping down (our own Lease lapsed) is not a hand-over
-    const pref = this.preferred(ip);
+    if (!this.alive(this.node, now)) return undefined; // stepping down (our own Lease lapsed) is not a hand-over
+    const pref = this.preferred(ip, now);
     if (!pref || pref === this.node) return undefined;
     const skip = this.skip.get(ip);
     if (skip && skip.node === pref && now < skip.until) return undefined; // it left this IP unclaimed before

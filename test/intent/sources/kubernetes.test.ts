@@ -143,6 +143,66 @@ test('informers: nothing is published before every kind has listed (RBAC denial:
   }
 });
 
+test('incremental intent tables: one Service changed touches that Service only; the periodic full rebuild finds and repairs drift', async () => {
+  const group = 'herald:agents-inc';
+  await bindAgents(group);
+  await applyObject(kube, pool('inc', '203.0.113.0/28'));
+  const names = Array.from({ length: 40 }, (_, i) => `inc-${i}`);
+  for (const n of names) await applyObject(kube, { ...service(n), metadata: { ...service(n).metadata, namespace: 'inc' } }).catch(async () => {
+    await applyObject(kube, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'inc' } });
+    await applyObject(kube, { ...service(n), metadata: { ...service(n).metadata, namespace: 'inc' } });
+  });
+  const client = await KubeClient.create({ kubeconfig: kube.kubeconfig('herald:node-inc', [group]) });
+  const source = new KubernetesIntentSource({ client, log: silentLogger, fullEveryMs: 600_000 });
+  const rec = recorder();
+  try {
+    await source.start(rec.handlers);
+    const first = await waitFor('all 40 Services', () => rec.last()?.services.size !== undefined && names.every((n) => rec.last()!.services.has(`inc/${n}`)) && rec.last());
+    await new Promise((r) => setTimeout(r, 300)); // whatever else was pending has been published
+    const before = rec.last()!;
+    const stats = { ...source.stats };
+    // One Service changed: one outcome applied, one table (Services) copied, every other map and object kept as is.
+    await applyObject(kube, { ...service('inc-7'), metadata: { name: 'inc-7', namespace: 'inc', labels: { app: 'inc-7', tier: 'front' } } });
+    const after = await waitFor('inc-7 relabelled', () => rec.last()?.services.get('inc/inc-7')?.metadata.labels.tier === 'front' && rec.last());
+    assert.equal(source.stats.applied - stats.applied, 1, 'only the changed Service was applied to the tables');
+    assert.equal(source.stats.validated - stats.validated, 1, 'and validated');
+    assert.equal(source.stats.tablesMade - stats.tablesMade, 1, 'only the Services map was made again');
+    assert.equal(source.stats.full, stats.full, 'no full rebuild for a change');
+    assert.equal(after.pools, before.pools, 'the pools map is the one of the last snapshot');
+    assert.equal(after.nodes, before.nodes);
+    for (const n of names) if (n !== 'inc-7') assert.equal(after.services.get(`inc/${n}`), before.services.get(`inc/${n}`), `${n} is the same object`);
+    assert.deepEqual([...after.services.keys()], [...before.services.keys()], 'same keys, same (sorted) order');
+    assert.ok(first.services.size >= 40);
+    // A deleted Service leaves the table in one step too.
+    const s2 = { ...source.stats };
+    await kube.api('DELETE', '/api/v1/namespaces/inc/services/inc-3');
+    await waitFor('inc-3 gone', () => !rec.last()?.services.has('inc/inc-3'));
+    assert.equal(source.stats.applied - s2.applied, 1);
+    assert.deepEqual([...rec.last()!.services.keys()], [...after.services.keys()].filter((k) => k !== 'inc/inc-3'));
+  } finally {
+    source.dispose();
+  }
+  // The periodic full rebuild: a table that lost a row (drift, here made on purpose) is found and repaired.
+  const source2 = new KubernetesIntentSource({ client, log: silentLogger, fullEveryMs: 500 });
+  const rec2 = recorder();
+  try {
+    await source2.start(rec2.handlers);
+    await waitFor('the first snapshot', () => rec2.last()?.services.has('inc/inc-9'));
+    const fulls = source2.stats.full;
+    await waitFor('a periodic full rebuild', () => source2.stats.full > fulls, 5000);
+    assert.equal(source2.stats.drift, 0, 'nothing to repair');
+    const tables = (source2 as unknown as { tables: Map<string, { objects: Map<string, unknown>; sorted: string[]; frozen: unknown }> }).tables;
+    const svc = tables.get('services')!;
+    const published = rec2.snapshots.length;
+    svc.objects.delete('inc/inc-9');
+    svc.sorted.splice(svc.sorted.indexOf('inc/inc-9'), 1);
+    await waitFor('the drift repaired', () => source2.stats.drift === 1, 5000);
+    await waitFor('the repaired tables published', () => rec2.snapshots.length > published && rec2.last()?.services.has('inc/inc-9'), 5000);
+  } finally {
+    source2.dispose();
+  }
+});
+
 test('an API server restart withdraws nothing; a compacted resourceVersion (410 Gone) relists and catches up', async () => {
   const group = 'herald:agents-b';
   await bindAgents(group);
