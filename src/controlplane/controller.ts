@@ -332,9 +332,16 @@ export class ControlPlane implements Disposable {
 
     const t0 = monotonicMs(this.deps.clock);
     let written = 0;
+    // An IP we still own but no longer qualify for keeps its rows until the
+    // ownership module lets it go: its release marks the IP as releasing in
+    // the store first and only then withdraws it. Dropping the rows here, on
+    // the intent change, would silence the IP with our key still standing and
+    // no marker — which a candidate whose intent lags rightly takes for a
+    // dead owner, and fences.
+    const awaitingRelease = (ip: string) => view.owned.has(ip) && !this.candidates.has(ip) && !this.deps.staticAnnouncements.some((a) => a.ip === ip);
     this.deps.db.update([l2AnnounceTable], (txn) => {
       for (const row of txn.list(l2AnnounceTable)) {
-        if (!desired.has(l2AnnounceKey(row.ip, row.iface))) txn.delete(l2AnnounceTable, row);
+        if (!desired.has(l2AnnounceKey(row.ip, row.iface)) && !awaitingRelease(row.ip)) txn.delete(l2AnnounceTable, row);
       }
       for (const [key, row] of desired) {
         const old = txn.get(l2AnnounceTable, key);

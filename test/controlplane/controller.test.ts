@@ -153,6 +153,18 @@ test('losing ownership of an IP removes its row; the others stay', async () => {
   assert.deepEqual(s.announced(), []);
 });
 
+test('a Service deleted while its IP is owned keeps answering until ownership lets the IP go (its release marks it first: a candidate whose intent lags must not hear silence from a key-holding owner)', async () => {
+  const s = await setup();
+  await s.ownership.own(WEB, DB);
+  // db is deleted: the intent no longer makes this node a candidate, but the backend still holds the IP.
+  await s.cp.setSnapshot(snapshot(MANIFESTS.split('---').filter((doc) => !doc.includes('name: db,')).join('---')));
+  assert.ok(!s.ownership.candidates.has(DB), 'no longer contended for');
+  assert.deepEqual(s.announced().sort(), [`${WEB}@eth0 service:default/web`, `${DB}@eth0 service:default/db`].sort(), 'still answered while owned');
+  // The backend's release (mark, then withdraw, then delete the key) drops it from the owned set: now the row goes.
+  await s.ownership.own(WEB);
+  assert.deepEqual(s.announced(), [`${WEB}@eth0 service:default/web`]);
+});
+
 test('a static announcement is announced only while owned', async () => {
   const s = await setup({ staticAnnouncements: [{ ip: STATIC, interface: 'eth0' }] });
   assert.ok(s.ownership.candidates.has(STATIC), 'a static announcement is a candidate');
@@ -251,7 +263,9 @@ test('snapshots arriving faster than a recompute are coalesced: one pass takes t
   for (let i = 0; i < 10; i++) pending.push(s.cp.setSnapshot(snapshot(i % 2 === 0 ? MANIFESTS : without)));
   await Promise.all(pending);
   assert.equal(s.cp.stats.recomputes - before, 1, 'one recompute for the burst');
-  assert.deepEqual(s.announced(), [`${WEB}@eth0 service:default/web`], 'the latest snapshot (without db) is in force');
+  assert.ok(!s.ownership.candidates.has(DB) && s.ownership.candidates.has(WEB), 'the latest snapshot (without db) is in force');
+  await s.ownership.own(WEB); // the backend lets db's IP go
+  assert.deepEqual(s.announced(), [`${WEB}@eth0 service:default/web`]);
   assert.deepEqual(s.cp.servicesFor(WEB), ['default/web']);
   assert.deepEqual(s.cp.servicesFor(DB), [], 'db is no candidate any more');
 });
