@@ -82,7 +82,8 @@ export class BpfMap<K, V> implements Disposable {
 
   private constructor(
     readonly name: string,
-    private readonly fd: number,
+    /** The descriptor (the heartbeat thread writes the config map through it directly). */
+    readonly fd: number,
     private readonly codec: MapCodec<K, V>,
     private readonly ownsFd: boolean,
   ) {}

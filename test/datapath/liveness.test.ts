@@ -23,7 +23,7 @@ function fakeConfig(opts: { failWrites?: () => boolean } = {}) {
   return { map, m };
 }
 
-const openGate = { mayAnswer: () => true, recheck: async () => {} };
+const openGate = { answerUntilMs: () => Infinity, recheck: async () => {} };
 
 test('silence() clears the stamp at once and the heartbeat never writes it again', () => {
   const clock = new ManualClock();

@@ -55,7 +55,7 @@ interface HaStatus {
   ha: {
     session: { state: string; leasesGranted: number };
     ownership: { fencesIssued: number; staleKeysIgnored: number; staleKeysRemoved: number; keysMovedToNewLease: number };
-    heartbeat?: { lateWakeups: number };
+    heartbeat?: { lateWakeups: number; thread?: boolean };
   } | null;
 }
 
@@ -124,6 +124,7 @@ describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, (
     assert.equal(fences() - fencesBefore, 0, 'no lease was revoked');
     assert.equal(JSON.stringify([...ownersByNodes()].sort()), ownersBefore, 'no owner changed');
     assert.ok((status(idle).ha?.heartbeat?.lateWakeups ?? 0) >= 3, 'the paused node noticed each late wake-up');
+    assert.equal(status(idle).ha?.heartbeat?.thread, true, 'its heartbeat thread noticed them (the agent stamps from a thread of its own)');
   });
 
   test('a CPU-starved candidate (3 % of a CPU for 8 s) never fences a healthy owner', async () => {

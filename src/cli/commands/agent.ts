@@ -45,6 +45,7 @@ interface AgentOptions {
   responderMapSize: number;
   livenessInterval: number;
   livenessMaxAge?: number;
+  heartbeatThread: boolean;
   garpCount: number;
   garpInterval: number;
   conflictDefenceInterval: number;
@@ -152,6 +153,7 @@ export function agentCommand(): Command {
       '--liveness-max-age <duration>',
       'the datapath stops answering when the heartbeat is older (default: 800ms with etcd, below the lease TTL; 3s with the local store, to outlast a restart)',
     ))
+    .option('--no-heartbeat-thread', 'write the datapath heartbeat from the agent thread instead of a thread of its own (a busy agent thread then silences the node)')
     .option('--garp-count <n>', 'gratuitous ARP / unsolicited NA rounds per newly announced IP (0 = off)', parseCount, garpDefaults.count)
     .addOption(durationOption('--garp-interval <duration>', 'time between gratuitous ARP rounds', garpDefaults.intervalMs))
     .addOption(durationOption(
@@ -256,6 +258,7 @@ export function agentCommand(): Command {
               liveness: {
                 intervalMs: opts.livenessInterval,
                 maxAgeMs: opts.livenessMaxAge ?? (opts.store === 'etcd' || opts.kubernetes ? livenessDefaults.maxAgeMs : LOCAL_STORE_LIVENESS_MAX_AGE_MS),
+                thread: opts.heartbeatThread,
               },
             },
             garp: { count: opts.garpCount, intervalMs: opts.garpInterval },

@@ -33,8 +33,12 @@ export interface OwnerWatch {
  * resumed owner never answers beside the node that took over meanwhile.
  */
 export interface LivenessGate {
-  /** True while our own lease is valid by our own clock (monotonic ms). */
-  mayAnswer(nowMs: number): boolean;
+  /**
+   * Monotonic ms until which our own lease is valid by our own clock: the
+   * datapath may answer until then (Infinity: no limit; 0: not at all). The
+   * heartbeat, on a thread of its own, stops at it by itself.
+   */
+  answerUntilMs(): number;
   /**
    * We could not be seen for a while (asleep past the liveness limit, a link
    * without carrier, a foreign claim of our IP): others may have fenced us
@@ -45,4 +49,4 @@ export interface LivenessGate {
 }
 
 /** The local store: no one else can take over, the gate is always open. */
-export const openGate: LivenessGate = { mayAnswer: () => true, recheck: async () => {} };
+export const openGate: LivenessGate = { answerUntilMs: () => Infinity, recheck: async () => {} };

@@ -1,9 +1,15 @@
 /**
- * The liveness gate's heartbeat: the agent stamps CLOCK_MONOTONIC nanoseconds
- * into the runtime_config map on its own timer; the BPF program stops answering
- * once the stamp is older than the configured limit. Independent of every other
- * loop, so a stuck reconciler does not silence a healthy node, while a stuck or
- * dead agent does.
+ * The liveness gate's heartbeat: CLOCK_MONOTONIC nanoseconds stamped into the
+ * runtime_config map; the BPF program stops answering once the stamp is older
+ * than the configured limit.
+ *
+ * With `thread` (the agent), the stamps come from a thread of their own
+ * (heartbeat-thread.ts), so a busy agent thread — a recompute of thousands of
+ * Services, a large store read — does not silence a healthy node; a stopped or
+ * starved process does, and so does a lease whose validity ran out (the agent's
+ * thread publishes that validity: a blocked agent thread stops extending it).
+ * Without it (unit tests, or when the thread cannot run) this object stamps on
+ * its own timer, with the same rules (HeartbeatState.tick).
  */
 import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import type { Disposable } from '../../core/disposable.js';
@@ -12,36 +18,36 @@ import { describeError } from '../../core/errors.js';
 import type { BpfMap } from '../../os/bpf-map.js';
 import { openGate, type LivenessGate } from '../../controlplane/ownership/edges.js';
 import { CONFIG_LIVENESS_NS, CONFIG_MAX_AGE_NS } from './layout.js';
+import { HeartbeatState } from './heartbeat-state.js';
+import { startHeartbeatThread, type HeartbeatThread } from './heartbeat-thread.js';
+import type { HeartbeatMessage } from './heartbeat-worker.js';
 
 export interface LivenessOptions {
   /** How often the stamp is written. */
   intervalMs: number;
   /** The program goes silent when the stamp is older than this. */
   maxAgeMs: number;
+  /** Stamp from a thread of its own (the agent); otherwise on this thread's timer. */
+  thread?: boolean;
 }
 
 // The limit is a trade-off. With a shared store it sits well below the etcd
 // lease TTL (3 s): a crashed agent's node goes silent before anyone may take
 // over, and candidates fence it out on the wire within ~1 s. With the local
 // store nobody takes over, so it must outlast an agent restart instead.
-export const livenessDefaults: LivenessOptions = { intervalMs: 200, maxAgeMs: 800 };
+export const livenessDefaults: LivenessOptions = { intervalMs: 200, maxAgeMs: 800, thread: true };
 export const LOCAL_STORE_LIVENESS_MAX_AGE_MS = 3000;
 
 export class LivenessWriter implements Disposable {
   private timer: TimerHandle | undefined;
   private disposed = false;
-  /** Monotonic ms of the last tick (undefined before the first). */
+  private readonly state = new HeartbeatState();
+  private thread: HeartbeatThread | undefined;
+  /** Monotonic ms of this thread's last stamping tick (without a thread). */
   private lastTickAt: number | undefined;
-  /** A re-check after a late wake-up is in flight: no stamps until it settles. */
-  private rechecking = false;
-  failures = 0;
-  /** `failures` when the current streak of failed stamps began; undefined while stamps succeed. */
+  /** `failures` when the current streak of failed stamps began (this thread's stamps); undefined while they succeed. */
   private failingSince: number | undefined;
-  /** False while the heartbeat is held back (the datapath is, or is about to be, silent). */
-  answering = true;
-  /** Times the heartbeat was held back (gate closed or re-checking), for status. */
-  held = 0;
-  lateWakeups = 0;
+  private recheckDone: Promise<void> | undefined;
 
   constructor(
     private readonly deps: { config: BpfMap<number, bigint>; clock: Clock; log: Logger; gate?: LivenessGate },
@@ -53,55 +59,123 @@ export class LivenessWriter implements Disposable {
     }
   }
 
+  /** Times the heartbeat was held back (gate closed or re-checking), for status. */
+  get held(): number {
+    return this.state.counters.held;
+  }
+  get lateWakeups(): number {
+    return this.state.counters.lateWakeups;
+  }
+  get failures(): number {
+    return this.state.counters.failures;
+  }
+  /** Whether stamps run on a thread of their own (for status). */
+  get threaded(): boolean {
+    return this.thread !== undefined;
+  }
+
+  /** False while the heartbeat is held back (the datapath is, or is about to be, silent). */
+  get answering(): boolean {
+    const now = monotonicMs(this.deps.clock);
+    const s = this.state;
+    return !s.held && !s.stopped && !s.rechecking && now < s.answerUntilMs && now - s.lastStampMs <= this.opts.maxAgeMs;
+  }
+
   start(): void {
     this.deps.config.update(CONFIG_MAX_AGE_NS, BigInt(this.opts.maxAgeMs) * 1_000_000n);
+    this.publish();
+    this.state.stampIfAllowed(monotonicMs(this.deps.clock), () => this.stamp());
+    if (this.opts.thread) this.startThread();
     this.tick();
   }
 
-  /** Writes a fresh stamp now. */
+  private startThread(): void {
+    try {
+      this.thread = startHeartbeatThread({
+        state: this.state,
+        mapFd: this.deps.config.fd,
+        key: CONFIG_LIVENESS_NS,
+        intervalMs: this.opts.intervalMs,
+        maxAgeMs: this.opts.maxAgeMs,
+        onMessage: (m) => this.onThreadMessage(m),
+        onExit: (why) => {
+          if (this.disposed) return;
+          // Stamping falls back to this thread: a node whose heartbeat thread died is still alive.
+          this.thread = undefined;
+          this.lastTickAt = undefined;
+          this.deps.log.error({ why }, 'the heartbeat thread ended: stamping from the agent thread');
+        },
+      });
+    } catch (e) {
+      this.deps.log.error({ err: describeError(e) }, 'the heartbeat thread could not start: stamping from the agent thread');
+    }
+  }
+
+  private onThreadMessage(m: HeartbeatMessage): void {
+    if (this.disposed) return;
+    if (m.kind === 'late') this.lateRecheck(m.sleptMs);
+    else if (m.kind === 'lapsed') this.runRecheck('our lease validity ran out before it was renewed');
+    else if (m.kind === 'failed') this.deps.log.error({ errno: m.errno }, 'writing the liveness stamp failed');
+    else this.deps.log.info({}, 'liveness stamp written again');
+  }
+
+  /** Writes a fresh stamp now (unconditionally: start-up and tests). */
   stamp(): void {
     this.deps.config.update(CONFIG_LIVENESS_NS, this.deps.clock.monotonicNs());
+  }
+
+  /** Our lease's validity, for the stamper: the only thing it learns from this thread. */
+  private publish(): void {
+    this.state.answerUntilMs = (this.deps.gate ?? openGate).answerUntilMs();
   }
 
   private tick(): void {
     if (this.disposed) return;
     this.timer = this.deps.clock.setTimeout(() => this.tick(), this.opts.intervalMs);
-    const gate = this.deps.gate ?? openGate;
+    this.publish();
+    if (this.thread) return;
     const now = monotonicMs(this.deps.clock);
     const sinceLastTick = this.lastTickAt === undefined ? 0 : now - this.lastTickAt;
     this.lastTickAt = now;
-    if (this.rechecking) {
-      this.held++;
-      this.answering = false;
-      return;
+    const outcome = this.state.tick(now, sinceLastTick, this.opts.maxAgeMs, () => this.stamp());
+    if (outcome === 'late') this.lateRecheck(sinceLastTick);
+    else if (outcome === 'lapsed') this.runRecheck('our lease validity ran out before it was renewed');
+    else if (outcome === 'failed') {
+      // One line per failure streak at error level, not one per tick (every few hundred ms).
+      if (this.failingSince === undefined) {
+        this.failingSince = this.failures - 1;
+        this.deps.log.error({ err: describeError(this.state.lastError) }, 'writing the liveness stamp failed');
+      } else this.deps.log.debug({ err: describeError(this.state.lastError) }, 'writing the liveness stamp failed');
+    } else if (outcome === 'stamped' && this.failingSince !== undefined) {
+      this.deps.log.info({ failedTicks: this.failures - this.failingSince }, 'liveness stamp written again');
+      this.failingSince = undefined;
     }
-    // This timer fired so late that our last stamp went stale (we were
-    // stopped, starved or blocked): the datapath fell silent and a candidate
-    // may have fenced us out meanwhile. Re-check with the store before
-    // answering again, instead of resuming beside the new owner.
-    if (sinceLastTick > this.opts.maxAgeMs) {
-      this.lateWakeups++;
-      this.held++;
-      this.answering = false;
-      this.rechecking = true;
-      this.deps.log.warn({ sleptMs: sinceLastTick, limitMs: this.opts.maxAgeMs }, 'heartbeat woke up late: re-checking ownership before answering again');
-      void this.runRecheck(gate, `woke up ${Math.round(sinceLastTick)} ms late`);
-      return;
-    }
-    this.write(gate);
   }
 
-  private recheckDone: Promise<void> | undefined;
+  // The stamper ran so late that our last stamp went stale (we were stopped,
+  // starved or blocked): the datapath fell silent and a candidate may have
+  // fenced us out meanwhile. Re-check with the store before answering again,
+  // instead of resuming beside the new owner.
+  private lateRecheck(sleptMs: number): void {
+    this.deps.log.warn({ sleptMs, limitMs: this.opts.maxAgeMs }, 'heartbeat woke up late: re-checking ownership before answering again');
+    this.runRecheck(`woke up ${Math.round(sleptMs)} ms late`);
+  }
 
-  private runRecheck(gate: LivenessGate, why: string): Promise<void> {
-    this.rechecking = true;
+  /** Asks the store (once at a time); the stamper is held (`recheck` raised) until it has answered. */
+  private runRecheck(why: string): Promise<void> {
+    if (this.recheckDone) return this.recheckDone;
+    const gate = this.deps.gate ?? openGate;
     this.recheckDone = gate
       .recheck(why)
       .catch((e: unknown) => this.deps.log.warn({ err: describeError(e) }, 'ownership re-check failed; the gate decides'))
       .finally(() => {
-        this.rechecking = false;
         this.recheckDone = undefined;
-        if (!this.disposed) this.write(gate);
+        if (this.disposed) return;
+        this.state.releaseHold();
+        this.state.clearRecheck();
+        this.publish();
+        // Answer again at once, not at the stamper's next tick.
+        this.state.stampIfAllowed(monotonicMs(this.deps.clock), () => this.stamp());
       });
     return this.recheckDone;
   }
@@ -117,41 +191,17 @@ export class LivenessWriter implements Disposable {
   holdAndRecheck(why: string): Promise<void> {
     if (this.disposed) return Promise.resolve();
     if (this.recheckDone) return this.recheckDone;
-    this.held++;
-    this.answering = false;
     try {
-      this.deps.config.update(CONFIG_LIVENESS_NS, 0n);
+      this.state.hold({}, () => this.deps.config.update(CONFIG_LIVENESS_NS, 0n));
     } catch (e) {
       this.deps.log.warn({ err: describeError(e) }, 'clearing the liveness stamp failed');
     }
-    return this.runRecheck(this.deps.gate ?? openGate, why);
+    return this.runRecheck(why);
   }
 
   /** Re-verifies ownership with the store without falling silent meanwhile (before defending an IP). */
   recheck(why: string): Promise<void> {
     return (this.deps.gate ?? openGate).recheck(why);
-  }
-
-  private write(gate: LivenessGate): void {
-    if (!gate.mayAnswer(monotonicMs(this.deps.clock))) {
-      // Our lease may have lapsed: let the stamp go stale, the program falls silent.
-      this.held++;
-      this.answering = false;
-      return;
-    }
-    try {
-      this.stamp();
-      this.answering = true;
-      if (this.failingSince !== undefined) this.deps.log.info({ failedTicks: this.failures - this.failingSince }, 'liveness stamp written again');
-      this.failingSince = undefined;
-    } catch (e) {
-      this.failures++;
-      // One line per failure streak at error level, not one per tick (every few hundred ms).
-      if (this.failingSince === undefined) {
-        this.failingSince = this.failures - 1;
-        this.deps.log.error({ err: describeError(e) }, 'writing the liveness stamp failed');
-      } else this.deps.log.debug({ err: describeError(e) }, 'writing the liveness stamp failed');
-    }
   }
 
   /**
@@ -162,21 +212,26 @@ export class LivenessWriter implements Disposable {
    * and wait for it before letting anyone else answer).
    */
   silence(): boolean {
-    this.dispose();
-    this.answering = false;
     try {
-      this.deps.config.update(CONFIG_LIVENESS_NS, 0n);
+      this.state.hold({ stop: true }, () => this.deps.config.update(CONFIG_LIVENESS_NS, 0n));
       return true;
     } catch (e) {
       this.deps.log.warn({ err: describeError(e) }, 'clearing the liveness stamp failed');
       return false;
+    } finally {
+      this.dispose();
     }
   }
 
   /** Stops stamping; the stamp goes stale by itself and the program falls silent. */
   dispose(): void {
+    if (this.disposed) return;
     this.disposed = true;
     this.timer?.cancel();
+    // Stopped under the lock first: whatever the thread does next, it writes no stamp.
+    if (!this.state.stopped) this.state.hold({ stop: true }, () => {});
+    void this.thread?.terminate();
+    this.thread = undefined;
   }
 }
 

@@ -1064,10 +1064,10 @@ export class EtcdOwnership implements OwnershipBackend {
    */
   livenessGate(): LivenessGate {
     return {
-      mayAnswer: (nowMs) => {
-        if (this.released) return false;
-        if (this.holdingThroughOutage()) return true;
-        return this.session.state === 'live' && nowMs < this.session.validUntilMs();
+      answerUntilMs: () => {
+        if (this.released) return 0;
+        if (this.holdingThroughOutage()) return Infinity;
+        return this.session.state === 'live' ? this.session.validUntilMs() : 0;
       },
       recheck: async (why) => {
         const verdict = await this.session.verify();

@@ -368,7 +368,7 @@ export class LeaseOwnership implements OwnershipBackend {
 
   livenessGate(): LivenessGate {
     return {
-      mayAnswer: (nowMs) => !this.released && nowMs < this.validUntil,
+      answerUntilMs: () => (this.released ? 0 : this.validUntil),
       recheck: async (why) => {
         this.deps.log.warn({ why }, 'node lease re-checked with the API server');
         // Our renewal is the fencing token: it finds our node Lease deleted (we were fenced out:
