@@ -32,17 +32,15 @@
  * to its exit at the end (bench/k8s/cpu-prof.mjs, preloaded; DIR/agent-<pid>.cpuprofile).
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Lab, waitFor, type LabProcess } from '../../lab/lab.js';
-import { unixToTcp } from '../../lab/unix-bridge.js';
+import { waitFor, type LabProcess } from '../../lab/lab.js';
 import { KubeApiError, KubeClient } from '../../src/intent/sources/kube-client.js';
-import { applyObject, applyYaml, requestTotal, startKube, KUBE_SERVICE_CIDR } from '../../test/helpers/kube.js';
+import { applyObject, requestTotal, KUBE_SERVICE_CIDR } from '../../test/helpers/kube.js';
+import { KubeLab } from '../../test/helpers/kube-lab.js';
 import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 
-const BRIDGE = fileURLToPath(new URL('../../lab/unix-bridge.ts', import.meta.url));
 const PROF_PRELOAD = fileURLToPath(new URL('./cpu-prof.mjs', import.meta.url));
 const SWEEP = fileURLToPath(new URL('../../lab/nd-sweep.ts', import.meta.url));
 const POOL_PREFIX = '2001:db8:1::';
@@ -78,28 +76,19 @@ const log = (s: string) => process.stderr.write(`bench/k8s/answered: ${s}\n`);
 const mono = () => Number(process.hrtime.bigint()) / 1e6;
 
 async function main(): Promise<void> {
-  const kube = await startKube({ serviceCidrs: `${KUBE_SERVICE_CIDR},2001:db8:ffff::/108` });
-  const lab = Lab.create({ nodes: 3, tag: 'k8sans' });
-  let bridge: Server | undefined;
+  // API server, CRDs, RBAC, the lab, Node objects and a bridge per node (the agents are started here, optionally profiled).
+  const k = await KubeLab.create({ nodes: 3, tag: 'k8sans', kube: { serviceCidrs: `${KUBE_SERVICE_CIDR},2001:db8:ffff::/108` } });
+  const { kube, lab } = k;
   let admin: KubeClient | undefined;
-  const socket = join(kube.dir, 'api.sock');
   const out = join(tmpdir(), `herald-nd-sweep-${process.pid}.json`);
   const startFile = join(tmpdir(), `herald-nd-sweep-${process.pid}.start`);
   let sweep: LabProcess | undefined;
   const agents: LabProcess[] = [];
   try {
-    const root = new URL('../../', import.meta.url);
-    await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/crds.yaml', root), 'utf8'));
-    const port = Number(new URL(kube.server).port);
-    bridge = await unixToTcp(socket, port);
     [lab.client, ...lab.nodes].forEach((h, i) => h.must('ip', ['-6', 'addr', 'add', `2001:db8::${i === 0 ? 1 : (0x10 + i).toString(16)}/64`, 'dev', 'eth0', 'nodad']));
-    await applyObject(kube, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'herald-system' } }); // the Leases
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'bench' }, spec: { blocks: [{ cidr: `${POOL_PREFIX}/112` }] } });
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumL2AnnouncementPolicy', metadata: { name: 'bench' }, spec: { loadBalancerIPs: true, interfaces: ['^eth0$'] } });
     for (const n of lab.nodes) {
-      await applyObject(kube, { apiVersion: 'v1', kind: 'Node', metadata: { name: n.netns, labels: { 'kubernetes.io/hostname': n.netns } } });
-      const b = n.spawn('kube-bridge', process.execPath, ['--import', 'tsx', BRIDGE, '--port', String(port), '--socket', socket]);
-      await b.waitForOutput('bridge listening', 15_000);
       const agentArgs = ['--kubernetes', '--kubeconfig', kube.kubeconfig(`herald:${n.netns}`, ['system:masters']), '--responder-map-size', String(Math.max(16_384, 2 * N))];
       agents.push(
         CPU_PROF
@@ -225,12 +214,9 @@ async function main(): Promise<void> {
       await Promise.race([Promise.all(agents.map((a) => a.exited)), new Promise((r) => setTimeout(r, 60_000))]);
     }
     admin?.close();
-    await lab.destroy();
-    bridge?.close();
-    rmSync(socket, { force: true });
+    await k.destroy();
     rmSync(out, { force: true });
     rmSync(startFile, { force: true });
-    await kube.stop();
   }
 }
 

@@ -42,6 +42,15 @@ export interface EtcdServer {
   output(): string;
 }
 
+/** Transactions the server has handled so far (its gRPC metrics): how many a step cost, as a difference. */
+export async function etcdTxnCount(endpoint: string): Promise<number> {
+  const text = await (await fetch(`${endpoint}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('grpc_server_handled_total{') && l.includes('grpc_method="Txn"'))
+    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+}
+
 export interface StartEtcdOptions {
   /** Also listen on a unix socket in the temp dir. */
   readonly unix?: boolean;

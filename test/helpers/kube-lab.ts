@@ -25,6 +25,8 @@ export interface KubeLabOptions {
   tag: string;
   /** Agent arguments after `--kubernetes --kubeconfig <file>`. */
   agentArgs?: (n: Host) => string[];
+  /** For the API server (e.g. an IPv6 Service range for many Services). */
+  kube?: Parameters<typeof startKube>[0];
 }
 
 export class KubeLab {
@@ -42,7 +44,7 @@ export class KubeLab {
 
   /** API server, CRDs, RBAC, the lab, Node objects and bridges (no agent yet). */
   static async create(opts: KubeLabOptions): Promise<KubeLab> {
-    const kube = await startKube();
+    const kube = await startKube(opts.kube);
     let lab: Lab | undefined;
     let bridge: { close(): void } | undefined;
     const socket = join(kube.dir, 'api.sock');

@@ -10,7 +10,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import type { OwnerWatch, WatchTarget } from '../../src/controlplane/ownership/edges.js';
 import { EtcdOwnership, rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
-import { TcpProxy, hostPort, startEtcd, type EtcdServer } from '../helpers/etcd.js';
+import { TcpProxy, etcdTxnCount, hostPort, startEtcd, type EtcdServer } from '../helpers/etcd.js';
 import { waitFor } from '../../lab/lab.js';
 
 class ManualWatch implements OwnerWatch {
@@ -168,13 +168,7 @@ describe('etcd ownership', () => {
 
   test('a stop hands 1,000 IPs over in a bounded number of transactions (8, one compare and one put per IP), and no successor hands one back while the stopping node\'s candidacies still stand', async () => {
     const prefix = freshPrefix();
-    const txns = async () => {
-      const text = await (await fetch(`${etcd.endpoint}/metrics`)).text();
-      return text
-        .split('\n')
-        .filter((l) => l.startsWith('grpc_server_handled_total{') && l.includes('grpc_method="Txn"'))
-        .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
-    };
+    const txns = () => etcdTxnCount(etcd.endpoint);
     const ips = Array.from({ length: 1000 }, (_, i) => `2001:db8::${(0x3000 + i).toString(16)}`);
     const candidates = new Map(ips.map((ip) => [ip, ['eth0']] as const));
     // a keeps everything (a long hold); the successors would hand an IP back to a more preferred node at once.
@@ -460,13 +454,7 @@ describe('etcd ownership', () => {
   });
   test('contention is batched: 1,000 free IPs on two nodes cost tens of transactions, not thousands, and each IP gets exactly one owner (the first node to see them as free contends for all at once)', async () => {
     const prefix = freshPrefix();
-    const txns = async () => {
-      const text = await (await fetch(`${etcd.endpoint}/metrics`)).text();
-      return text
-        .split('\n')
-        .filter((l) => l.startsWith('grpc_server_handled_total{') && l.includes('grpc_method="Txn"'))
-        .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
-    };
+    const txns = () => etcdTxnCount(etcd.endpoint);
     const ips = Array.from({ length: 1000 }, (_, i) => `2001:db8::${(0x1000 + i).toString(16)}`);
     const candidates = new Map(ips.map((ip) => [ip, ['eth0']] as const));
     const [a, b] = [await member('node-a', prefix), await member('node-b', prefix)];

@@ -12,30 +12,24 @@
  * it on its own 127.0.0.1 through lab/unix-bridge.ts.
  */
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:net';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { Lab, type Host, type LabProcess } from '../../lab/lab.js';
-import { unixToTcp } from '../../lab/unix-bridge.js';
+import type { Host, Lab, LabProcess } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
-import { applyObject, applyYaml, requestTotal, startKube, type KubeServer } from '../helpers/kube.js';
-import { HERALD, arping, labSkipReason, startAgentReady, waitFor } from '../helpers/lab-tools.js';
+import { applyObject, requestTotal, type KubeServer } from '../helpers/kube.js';
+import { KUBE_LEASE_NS, KubeLab } from '../helpers/kube-lab.js';
+import { HERALD, arping, labSkipReason, waitFor } from '../helpers/lab-tools.js';
 
-const ROOT = new URL('../../', import.meta.url);
-const BRIDGE = fileURLToPath(new URL('lab/unix-bridge.ts', ROOT));
-const NS = 'herald-system';
+const NS = KUBE_LEASE_NS;
 const SERVICES = ['a', 'b', 'c', 'd', 'e', 'f'].map((n) => `svc-${n}`);
 const RENEW_S = 1;
 const DURATION_S = 10;
 
 describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSkipReason() }, () => {
+  let k: KubeLab;
   let kube: KubeServer;
   let lab: Lab;
-  let bridge: Server;
-  let socket: string;
-  const agents = new Map<Host, LabProcess>();
+  let agents: Map<Host, LabProcess>;
 
   const leases = async () => {
     const r = await kube.api('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`);
@@ -54,48 +48,26 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
         return `${n.name}: owned ${st.owned.map((o) => o.ip).join(',')} candidates ${st.candidates.map((c) => `${c.ip}@${c.owner}`).join(',')}`;
       })
       .join('\n') + lab.nodes.map((n) => (process.env.K8S_LAB_LOGS ? writeFileSync(`${process.env.K8S_LAB_LOGS}-${n.name}.log`, agents.get(n)?.text() ?? '') : undefined, '')).join('');
-  const nodeByNs = (netns: string) => lab.nodes.find((n) => n.netns === netns);
 
   before(async () => {
-    kube = await startKube();
-    await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/crds.yaml', ROOT), 'utf8'));
-    await applyYaml(kube, readFileSync(new URL('deploy/kubernetes/rbac.yaml', ROOT), 'utf8'));
-    // The test's agents authenticate as herald:<node> in group herald:agents (client certificates).
-    const subjects = [{ kind: 'Group', name: 'herald:agents', apiGroup: 'rbac.authorization.k8s.io' }];
-    await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: 'herald-agent-test' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'herald-agent' }, subjects });
-    await applyObject(kube, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'herald-leases-test', namespace: NS }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'herald-leases' }, subjects });
-    socket = join(kube.dir, 'api.sock');
-    const port = Number(new URL(kube.server).port);
-    bridge = await unixToTcp(socket, port);
-    lab = Lab.create({ nodes: 3, tag: 'k8s' });
-    // Intent through the API: pool, policy, services, and the Node objects (as kubelets would).
+    k = await KubeLab.create({
+      nodes: 3,
+      tag: 'k8s',
+      agentArgs: () => ['--kube-lease-duration', String(DURATION_S), '--kube-lease-renew', `${RENEW_S}s`, '--garp-interval', '200ms'],
+    });
+    ({ kube, lab, agents } = k);
+    // Intent through the API: pool, policy, services (the Node objects are the lab's, as kubelets would make them).
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumLoadBalancerIPPool', metadata: { name: 'k8s-pool' }, spec: { blocks: [{ start: '198.51.100.10', stop: '198.51.100.29' }] } });
     await applyObject(kube, { apiVersion: 'cilium.io/v2alpha1', kind: 'CiliumL2AnnouncementPolicy', metadata: { name: 'k8s-policy' }, spec: { loadBalancerIPs: true, interfaces: ['^eth0$'] } });
     for (const name of SERVICES) {
       await applyObject(kube, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } });
     }
-    for (const n of lab.nodes) {
-      await applyObject(kube, { apiVersion: 'v1', kind: 'Node', metadata: { name: n.netns, labels: { 'kubernetes.io/hostname': n.netns } } });
-      const b = n.spawn('bridge', process.execPath, ['--import', 'tsx', BRIDGE, '--port', String(port), '--socket', socket]);
-      await b.waitForOutput('bridge listening', 15_000);
-    }
-    for (const n of lab.nodes) await startAgentFor(n);
+    for (const n of lab.nodes) await k.start(n);
   });
-
-  const startAgentFor = async (n: Host) => {
-    const kubeconfig = kube.kubeconfig(`herald:${n.netns}`, ['herald:agents']);
-    agents.set(
-      n,
-      await startAgentReady(n, ['--kubernetes', '--kubeconfig', kubeconfig, '--kube-lease-duration', String(DURATION_S), '--kube-lease-renew', `${RENEW_S}s`, '--garp-interval', '200ms'], `agent-${Date.now()}`),
-    );
-  };
 
   after(async () => {
     if (process.env.K8S_LAB_LOGS && lab) for (const n of lab.nodes) writeFileSync(`${process.env.K8S_LAB_LOGS}-${n.name}.log`, agents.get(n)?.text() ?? '');
-    await lab?.destroy();
-    bridge?.close();
-    if (socket) rmSync(socket, { force: true });
-    await kube?.stop();
+    await k?.destroy();
   });
 
   let holdersNow = new Map<string, string>();
@@ -130,7 +102,7 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
     const byIp = await holders();
     for (const ip of ips) {
       const holder = byIp.get(ip)!;
-      const owner = nodeByNs(holder);
+      const owner = k.byName(holder);
       assert.ok(owner, `${ip} held by a lab node (${holder})`);
       await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(owner.mac('eth0')), { timeoutMs: 10_000, what: `${ip} answered by ${owner.name}`, onTimeout: dump });
       const r = arping(lab.client, ip, { count: 2 });
@@ -202,7 +174,7 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
     const before = new Map(await Promise.all(SERVICES.map(async (s) => [s, await ingressOf(s)] as const)));
     const statusOf = (n: Host) => JSON.parse(n.must(HERALD, ['status', '--json', '--status-socket', n.statusSocket]));
     const leaderName = statusOf(lab.nodes[0]!).kubernetes.leases.leaders['herald-ipam'] as string;
-    const victim = nodeByNs(leaderName)!;
+    const victim = k.byName(leaderName)!;
     // The leader's first IP (the names usually give it some).
     const held = [...(await holders())].find(([, h]) => h === leaderName);
     const t0 = Date.now();
@@ -217,7 +189,7 @@ describe('Kubernetes mode: three agents, a real API server (lab)', { skip: labSk
         },
         { timeoutMs: 30_000, what: `${ip} taken over from ${holder}` },
       );
-      const successor = nodeByNs(newHolder)!;
+      const successor = k.byName(newHolder)!;
       const statusDump = () => JSON.stringify(statusOf(successor).kubernetes);
       await waitFor(() => arping(lab.client, ip, { count: 1 }).macs.includes(successor.mac('eth0')), { timeoutMs: 20_000, what: `${ip} answered by ${successor.name}`, onTimeout: statusDump });
       console.log(`k8s failover: ${ip} answered by ${successor.name} ${Date.now() - t0} ms after kill -9 of ${victim.name} (lease ${DURATION_S} s, renew ${RENEW_S} s)`);
