@@ -20,6 +20,8 @@ const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.u
 const ETCD_KEYS = fileURLToPath(new URL('./etcd-keys.ts', import.meta.url));
 /** The line an agent logs when it revokes another node's lease (every version since fencing exists). */
 export const REVOCATION_LOG = 'fenced out a silent owner';
+/** The line an agent logs when its heartbeat fired past the liveness limit (its datapath fell silent). */
+export const LATE_WAKEUP_LOG = 'heartbeat woke up late';
 
 const MANIFESTS = `apiVersion: cilium.io/v2
 kind: CiliumLoadBalancerIPPool
@@ -57,6 +59,7 @@ export class FaultLab {
   readonly agents = new Map<Host, LabProcess>();
   /** Revocation log lines per node, across agent restarts (LabProcess keeps only a bounded tail). */
   private readonly revocationLines = new Map<Host, number>();
+  private lateWakeupLines = 0;
   private probeN = 0;
 
   private constructor(
@@ -114,9 +117,15 @@ export class FaultLab {
       carry = lines.pop()!;
       const hits = lines.filter((l) => l.includes(REVOCATION_LOG)).length;
       if (hits) this.revocationLines.set(n, (this.revocationLines.get(n) ?? 0) + hits);
+      this.lateWakeupLines += lines.filter((l) => l.includes(LATE_WAKEUP_LOG)).length;
     };
     p.child.stdout?.on('data', onData);
     p.child.stderr?.on('data', onData);
+  }
+
+  /** Late heartbeat wake-ups logged by every agent so far. */
+  lateWakeups(): number {
+    return this.lateWakeupLines;
   }
 
   revocations(): number {

@@ -10,6 +10,12 @@
  *   lease-less ghost     a candidate key without a lease for a more preferred, nonexistent node (10 s)
  *   etcd down 5s         etcd killed 5 s, agents with --on-store-loss withdraw (the default)
  *   etcd down 10s keep   etcd killed 10 s, agents with --on-store-loss keep
+ *   churn …              1,000 IPv6 Services applied and deleted in files of 100
+ *                        for 60 s beside `stress-ng --cpu 2`, the agents at its
+ *                        priority (`--nice 0`: busy and starved): a healthy owner
+ *                        must not be fenced.
+ *                        Run with the heartbeat on its own thread (the default)
+ *                        and with --no-heartbeat-thread (`--only churn`).
  *
  * Per trial: dual-answered requests (two MACs answered one request), dark ms
  * (time in runs of >= 3 unanswered requests, the worst IP of the trial),
@@ -25,9 +31,10 @@
  *
  *   node --import tsx bench/faults/main.ts [--herald-root DIR] [--trials N] [--only SUBSTR[,SUBSTR]] [--out-json FILE]
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { cpus } from 'node:os';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sleep } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
@@ -57,6 +64,8 @@ interface TrialRecord {
   ownerChanges: number;
   ipsChanged: number;
   revocations: number;
+  /** Heartbeats that fired past the liveness limit (all agents). */
+  lateWakeups: number;
   /** etcd faults: from the kill until etcd was healthy again. */
   outageMs?: number;
   ownersBefore: string;
@@ -76,6 +85,7 @@ interface FaultResult {
     ownerChanges: number;
     ipsChanged: number;
     revocations: number;
+    lateWakeups: number;
     outageMs: Stat;
   };
   wallMs: number;
@@ -171,6 +181,60 @@ function etcdDown(ms: number, onStoreLoss: 'withdraw' | 'keep'): Fault {
   };
 }
 
+/** The churn's manifests (once per lab): a pool of IPv6 addresses and 10 files of 100 Services each (etcd's 128-operation transactions). */
+function churnFiles(fl: FaultLab): { pool: string; files: string[] } {
+  const pool = join(fl.dir, 'churn-pool.yaml');
+  writeFileSync(pool, 'apiVersion: cilium.io/v2\nkind: CiliumLoadBalancerIPPool\nmetadata: { name: churn-pool }\nspec:\n  blocks: [{ cidr: 2001:db8:c::/108 }]\n');
+  const files = Array.from({ length: 10 }, (_, f) => {
+    const file = join(fl.dir, `churn-${f}.yaml`);
+    const svc = (i: number) => `---\napiVersion: v1\nkind: Service\nmetadata: { name: churn-${i}, namespace: churn }\nspec:\n  type: LoadBalancer\n  ipFamilies: [IPv6]\n  ports: [{ port: 80 }]\n`;
+    writeFileSync(file, Array.from({ length: 100 }, (_, i) => svc(f * 100 + i)).join(''));
+    return file;
+  });
+  return { pool, files };
+}
+
+function churn(seconds: number, thread: boolean): Fault {
+  return {
+    name: `churn 1000 svc ${seconds}s + stress-ng, heartbeat ${thread ? 'thread' : 'on agent thread'}`,
+    ips: () => [...IPS],
+    intervalMs: 10,
+    // At stress-ng's priority (the agent's default -10 lets it win the CPU): busy and starved.
+    agentArgs: ['--nice', '0', ...(thread ? [] : ['--no-heartbeat-thread'])],
+    run: async (fl, t) => {
+      const { pool, files } = churnFiles(fl);
+      const herald = async (verb: 'apply' | 'delete', file: string) => {
+        const r = await fl.nodes[0]!.execAsync(fl.herald, [verb, '-f', file, '--etcd', fl.etcd.endpoint]);
+        if (r.code !== 0) throw new Error(`${verb} ${file}: ${r.stdout}${r.stderr}`);
+      };
+      await herald('apply', pool);
+      const stress: ChildProcess = spawn('stress-ng', ['--cpu', String(cpus().length), '--timeout', `${seconds + 30}s`, '--quiet'], { stdio: 'ignore', detached: true });
+      let rounds = 0;
+      try {
+        await sleep(1000);
+        const until = Date.now() + seconds * 1000;
+        while (Date.now() < until) {
+          for (const f of files) await herald('apply', f);
+          await sleep(1000);
+          for (const f of files) await herald('delete', f);
+          await sleep(1000);
+          rounds++;
+        }
+      } finally {
+        try {
+          if (stress.pid) process.kill(-stress.pid, 'SIGKILL'); // stress-ng and its workers
+        } catch {
+          stress.kill('SIGKILL');
+        }
+      }
+      const endedAtMs = t.nowMs();
+      log(`    ${rounds} apply/delete rounds of 1,000 Services`);
+      await sleep(2000);
+      return { endedAtMs };
+    },
+  };
+}
+
 const FAULTS: Fault[] = [
   pauseNonOwner(1000),
   pauseNonOwner(2000),
@@ -181,6 +245,8 @@ const FAULTS: Fault[] = [
   leaseLessGhost,
   etcdDown(5000, 'withdraw'),
   etcdDown(10_000, 'keep'),
+  churn(60, true),
+  churn(60, false),
 ];
 
 function ipsChanged(before: Owners, after: Owners): number {
@@ -194,6 +260,7 @@ async function runFault(fl: FaultLab, f: Fault, trials: number, macNames: Map<st
     const settled = await fl.settle();
     const before = fl.owners();
     const revocationsBefore = fl.revocations();
+    const lateBefore = fl.lateWakeups();
     const probe = await fl.probe(f.ips(fl), f.intervalMs);
     let ran: { endedAtMs: number; outageMs?: number };
     try {
@@ -213,6 +280,7 @@ async function runFault(fl: FaultLab, f: Fault, trials: number, macNames: Map<st
       ownerChanges: ips.reduce((s, m) => s + m.ownerChanges, 0),
       ipsChanged: ipsChanged(before, after),
       revocations: fl.revocations() - revocationsBefore,
+      lateWakeups: fl.lateWakeups() - lateBefore,
       ...(ran.outageMs !== undefined ? { outageMs: ran.outageMs } : {}),
       ownersBefore: describe(before),
       ownersAfter: describe(after),
@@ -222,11 +290,11 @@ async function runFault(fl: FaultLab, f: Fault, trials: number, macNames: Map<st
     records.push(rec);
     log(
       `  trial ${trial}: dual ${rec.dualAnswered} (after ${rec.dualAnsweredAfterFault}), dark ${rec.darkMs} ms, owner changes ${rec.ownerChanges} ` +
-        `[${ips.map((m) => `${m.ip}: ${m.owners.join('→')}`).join('; ')}], IPs changed ${rec.ipsChanged}, revocations ${rec.revocations}` +
+        `[${ips.map((m) => `${m.ip}: ${m.owners.join('→')}`).join('; ')}], IPs changed ${rec.ipsChanged}, revocations ${rec.revocations}, late wake-ups ${rec.lateWakeups}` +
         (rec.outageMs !== undefined ? `, outage ${rec.outageMs} ms` : '') + ` (settled: ${rec.settledBefore})`,
     );
   }
-  const sum = (k: 'dualAnswered' | 'dualAnsweredAfterFault' | 'ownerChanges' | 'ipsChanged' | 'revocations') => records.reduce((s, r) => s + r[k], 0);
+  const sum = (k: 'dualAnswered' | 'dualAnsweredAfterFault' | 'ownerChanges' | 'ipsChanged' | 'revocations' | 'lateWakeups') => records.reduce((s, r) => s + r[k], 0);
   return {
     name: f.name,
     trials: records,
@@ -238,6 +306,7 @@ async function runFault(fl: FaultLab, f: Fault, trials: number, macNames: Map<st
       ownerChanges: sum('ownerChanges'),
       ipsChanged: sum('ipsChanged'),
       revocations: sum('revocations'),
+      lateWakeups: sum('lateWakeups'),
       outageMs: stat(records.flatMap((r) => (r.outageMs !== undefined ? [r.outageMs] : []))),
     },
     wallMs: Date.now() - started,
@@ -246,13 +315,13 @@ async function runFault(fl: FaultLab, f: Fault, trials: number, macNames: Map<st
 
 function table(results: FaultResult[]): string {
   const ms = (x: number | null) => (x === null ? '—' : String(Math.round(x)));
-  const headers = ['fault', 'trials', 'dual-answered requests', 'dark ms (median / max)', 'owner changes', 'IPs changed', 'revocations', 'notes'];
+  const headers = ['fault', 'trials', 'dual-answered requests', 'dark ms (median / max)', 'owner changes', 'IPs changed', 'revocations', 'late wake-ups', 'notes'];
   const rows = results.map((r) => {
     const s = r.summary;
     const notes: string[] = [];
     if (r.name.startsWith('pause owner')) notes.push(`dual after resume ${s.dualAnsweredAfterFault}`);
     if (s.outageMs.median !== null) notes.push(`outage ${ms(s.outageMs.median)} ms (median, kill → etcd healthy)`);
-    return [r.name, String(s.trials), String(s.dualAnswered), `${ms(s.darkMs.median)} / ${ms(s.darkMs.max)}`, String(s.ownerChanges), String(s.ipsChanged), String(s.revocations), notes.join('; ')];
+    return [r.name, String(s.trials), String(s.dualAnswered), `${ms(s.darkMs.median)} / ${ms(s.darkMs.max)}`, String(s.ownerChanges), String(s.ipsChanged), String(s.revocations), String(s.lateWakeups), notes.join('; ')];
   });
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
