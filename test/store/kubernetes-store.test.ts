@@ -188,6 +188,45 @@ test('lease ownership: spreading hands an IP Lease straight to its preferred nod
   }
 });
 
+test('lease ownership: a preferred node that held a handed-over IP and then died gets it back when it re-joins; one that left it at once is skipped', async () => {
+  const candidates = Array.from({ length: 40 }, (_, i) => `198.51.100.${160 + i}`);
+  const ip = candidates.find((c) => rendezvousScore('node-kb', c) > rendezvousScore('node-ka', c))!;
+  const mine = new Map([[ip, ['eth0']]]);
+  const opts = { ...OPTS, handedBackWithinMs: 3000 };
+  const a = await node('node-ka', opts);
+  const others: Awaited<ReturnType<typeof node>>[] = [];
+  const join = async () => {
+    const b = await node('node-kb', opts);
+    others.push(b);
+    b.o.setCandidates(mine);
+    return b;
+  };
+  try {
+    a.o.setCandidates(mine);
+    await waitFor('a owns it', () => a.owned().has(ip));
+    const b1 = await join();
+    await waitFor('handed to b', () => b1.owned().has(ip), 15_000);
+    // b holds it well past the window, then dies: a takes it over after the expiry…
+    await new Promise((r) => setTimeout(r, 3500));
+    b1.o.dispose();
+    await waitFor('a took it over', () => a.owned().has(ip), 15_000);
+    // …and b, back, gets it again after the hand-over hold (it was not skipped: it had kept the IP, CI's
+    // lost-node lab waited 40 s for a hand-back a 60 s skip never allowed).
+    const b2 = await join();
+    await waitFor('handed back to b', () => b2.owned().has(ip), 8000);
+    assert.equal(a.o.counters.handovers, 2);
+    // b lets go of it at once (a clean stop right after the hand-over): a takes it back and skips b for this IP.
+    await b2.o.release();
+    await waitFor('a owns it again', () => a.owned().has(ip), 15_000);
+    const b3 = await join();
+    await new Promise((r) => setTimeout(r, opts.handoverHoldMs + 3000));
+    assert.ok(a.owned().has(ip) && !b3.owned().has(ip), 'b is skipped for this IP (skipPreferredMs)');
+  } finally {
+    a.o.dispose();
+    for (const b of others) b.o.dispose();
+  }
+});
+
 test('lease ownership: waiting out the contend delay is one timed pass, not a busy loop; rankings are hashed once per IP', async () => {
   const opts = { ...OPTS, contendDelayMs: 1500 };
   const a = await node('wait-a', opts);
@@ -257,6 +296,8 @@ test("the supervisor's release: a crashed node's Lease deleted (its own incarnat
     const started = await node('node-cb', long);
     b = started;
     started.o.setCandidates(new Map([[ip, ['eth0']]]));
+    const moves: OwnershipMove[] = [];
+    started.o.onMove((m) => moves.push(m));
     await new Promise((r) => setTimeout(r, 600));
     const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/node-node-ca`;
     assert.equal((await kube.api('GET', leasePath)).body.metadata.annotations[INCARNATION_ANNOTATION], a.o.incarnation, 'the node Lease carries its incarnation');
@@ -274,10 +315,39 @@ test("the supervisor's release: a crashed node's Lease deleted (its own incarnat
     await waitFor('b owns it', () => started.owned().has(ip), 15_000);
     assert.ok(Date.now() - t0 < long.durationS * 1000);
     assert.equal(started.o.counters.takeovers, 1, 'taken over by a conditional update');
+    assert.deepEqual(moves.map((m) => [m.ip, m.from, m.cause]), [[ip, 'node-ca', 'gone']], 'deleted long before it could expire: a crash or a fence, not an expiry');
     assert.equal(await releaseNodeLease(client, a.o.nodeLease()), 'gone');
   } finally {
     a.o.dispose();
     b?.o.dispose();
+  }
+});
+
+test('a node Lease deleted by another node that confirmed its expiry first: the take-over says "expired", not "deleted"', async () => {
+  // Three nodes: the holder dies, a second confirms its expiry (deletes its node Lease) and the third wins
+  // the IP. The third saw a deletion, not an expiry of its own; an Event then claimed a crash or fence (CI flake).
+  const ip = '198.51.100.91';
+  const x = await node('node-ex', { ...OPTS, handoverHoldMs: 60_000 }); // no spreading: x keeps it until it dies
+  let z: Awaited<ReturnType<typeof node>> | undefined;
+  try {
+    x.o.setCandidates(new Map([[ip, ['eth0']]]));
+    await waitFor('x owns it', () => x.owned().has(ip));
+    z = await node('node-ez', { ...OPTS, handoverHoldMs: 60_000 });
+    z.o.setCandidates(new Map([[ip, ['eth0']]]));
+    const moves: OwnershipMove[] = [];
+    z.o.onMove((m) => moves.push(m));
+    await waitFor('z sees x live', () => z!.o.status().liveNodes.includes('node-ex'));
+    await new Promise((r) => setTimeout(r, OPTS.durationS * 1000)); // z has watched x for a whole Lease duration
+    x.o.dispose(); // x dies (no release)
+    // Another node's confirmation of the expiry, as confirmExpired makes it: past half the duration, before z's own.
+    await new Promise((r) => setTimeout(r, OPTS.durationS * 600));
+    assert.equal(z.owned().size, 0, 'z has not judged x expired yet');
+    assert.equal((await kube.api('DELETE', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/node-node-ex`)).status, 200);
+    await waitFor('z owns it', () => z!.owned().has(ip), 15_000);
+    assert.deepEqual(moves.map((m) => [m.ip, m.from, m.cause]), [[ip, 'node-ex', 'expired']]);
+  } finally {
+    x.o.dispose();
+    z?.o.dispose();
   }
 });
 

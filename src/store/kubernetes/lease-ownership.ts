@@ -68,6 +68,8 @@ export interface LeaseOwnershipOptions {
   readonly handoverHoldMs: number;
   /** A preferred node that left a handed-over IP unclaimed is skipped for that IP this long (it is not a candidate). */
   readonly skipPreferredMs: number;
+  /** A handed-over IP back to us within this long counts as left unclaimed (default HANDED_BACK_WITHIN_MS). */
+  readonly handedBackWithinMs?: number;
   /**
    * Silence about an IP its holder has marked as releasing is no evidence of
    * death for this long (our own clock, from the first such verdict).
@@ -84,6 +86,9 @@ export const leaseOwnershipDefaults: LeaseOwnershipOptions = {
   handoverHoldMs: 5000,
   skipPreferredMs: 60_000,
 };
+
+/** As on etcd: an IP handed over that is ours again within 10 s was left by the preferred node. */
+export const HANDED_BACK_WITHIN_MS = 10_000;
 
 const LABEL = 'herald.dev/lease';
 /** On an IP Lease: the uid of the holder's node Lease when it was written — valid only while that very node Lease is. */
@@ -548,6 +553,10 @@ export class LeaseOwnership implements OwnershipBackend {
         this.fencedOut('our node Lease was deleted: another node found us silent on the wire and fenced us out');
       }
       if (deleted) {
+        // Deleted when it had (nearly) run out by our clock: another node confirmed its expiry before we did,
+        // so a take-over says "expired". A live holder renews long before half its duration is gone, so a
+        // deletion earlier than that was a fence or a crash revoked at once ("deleted").
+        if (node !== this.node && known && known.seenAt + known.durationMs - this.now() < known.durationMs / 2) this.noteExpired(node);
         if (this.nodes.delete(node)) this.nodeSet = undefined;
         this.goneNodes.add(node);
         if (this.goneNodes.size > 10_000) this.goneNodes.clear(); // bounded; only the benefit of the doubt comes back
@@ -711,9 +720,11 @@ export class LeaseOwnership implements OwnershipBackend {
           this.lookAgainAt(since + this.opts.contendDelayMs, now);
           continue;
         }
-        // We handed this IP over and the preferred node left it: it is not a candidate; skip it for a while.
+        // We handed this IP over and it came back to us soon after: the preferred node left it (not a candidate,
+        // or broken); skip it for a while instead of flapping. Later, it held the IP and then died or was fenced
+        // out: when it re-joins it gets the IP back like any preferred node (as on etcd).
         const handed = this.handedTo.get(ip);
-        if (handed && now - handed.at < this.opts.skipPreferredMs) this.skip.set(ip, { node: handed.node, until: now + this.opts.skipPreferredMs });
+        if (handed && now - handed.at < (this.opts.handedBackWithinMs ?? HANDED_BACK_WITHIN_MS)) this.skip.set(ip, { node: handed.node, until: now + this.opts.skipPreferredMs });
         this.handedTo.delete(ip);
         toClaim.push([ip, lease]);
       }
@@ -840,8 +851,7 @@ export class LeaseOwnership implements OwnershipBackend {
     const known = this.knownNodeLease(node);
     const outcome = known ? await deleteAsRead(this.client, path, (cur) => holderOf(cur) === node, { known, attempts: 1 }) : 'conflict';
     if (outcome === 'deleted' || outcome === 'gone') {
-      this.expiredAt.set(node, this.now());
-      if (this.expiredAt.size > 1000) this.expiredAt.delete(this.expiredAt.keys().next().value!);
+      this.noteExpired(node);
       if (this.nodes.delete(node)) this.nodeSet = undefined;
       this.goneNodes.add(node);
       this.counters.expiriesConfirmed++;
@@ -860,6 +870,12 @@ export class LeaseOwnership implements OwnershipBackend {
       this.goneNodes.add(node);
       return true;
     }
+  }
+
+  private noteExpired(node: string): void {
+    this.expiredAt.delete(node);
+    this.expiredAt.set(node, this.now());
+    if (this.expiredAt.size > 1000) this.expiredAt.delete(this.expiredAt.keys().next().value!);
   }
 
   /** A node Lease as the watch last showed it (name, uid, resourceVersion, holder): enough for a conditional delete. */
