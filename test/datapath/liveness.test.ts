@@ -53,3 +53,84 @@ test('silence() reports false when the stamp cannot be cleared, so the caller wi
   assert.equal(w.silence(), false);
   assert.notEqual(m.get(CONFIG_LIVENESS_NS), 0n);
 });
+
+/** A gate whose re-checks the test answers one by one. */
+function manualGate() {
+  const pending: Array<{ why: string; done: () => void }> = [];
+  return {
+    pending,
+    gate: {
+      answerUntilMs: () => Infinity,
+      recheck: (why: string) => new Promise<void>((done) => pending.push({ why, done })),
+    },
+  };
+}
+const settled = () => new Promise((r) => setImmediate(r));
+
+test('every served link dark: silent at once and through any re-check, until a link is back and a re-check begun after that answers', async () => {
+  const clock = new ManualClock();
+  clock.advance(1000);
+  const { map, m } = fakeConfig();
+  const { gate, pending } = manualGate();
+  const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
+  w.start();
+  w.holdWhileLinksDown();
+  assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'silent in the same call');
+  clock.advance(2000);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'no tick stamps while the links are dark (the lease is still valid)');
+  assert.equal(w.answering, false);
+  // A store answer while still dark (a re-check for another reason) does not end the silence.
+  const other = w.recheck('a foreign MAC claims an IP');
+  void other;
+  // The port comes back: a fresh re-check; only its answer releases the hold.
+  const back = w.holdAndRecheck('eth0 regained carrier');
+  assert.equal(pending.at(-1)?.why, 'eth0 regained carrier');
+  clock.advance(400);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'still silent while the store has not answered');
+  pending.at(-1)!.done();
+  await back;
+  assert.ok(m.get(CONFIG_LIVENESS_NS)! > 0n, 'answering again once re-checked');
+  assert.equal(w.answering, true);
+  w.dispose();
+});
+
+test('a re-check in flight when a link regains carrier does not release the new hold: a fresh one is asked after it (hold generations)', async () => {
+  const clock = new ManualClock();
+  clock.advance(1000);
+  const { map, m } = fakeConfig();
+  const { gate, pending } = manualGate();
+  const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
+  w.start();
+  // A late wake-up's re-check is in flight (begun before the link came back: its answer may predate a fence).
+  const first = w.holdAndRecheck('woke up late');
+  assert.equal(pending.length, 1);
+  const second = w.holdAndRecheck('eth0 regained carrier');
+  assert.equal(pending.length, 1, 'one re-check at a time');
+  pending[0]!.done();
+  await first;
+  await settled();
+  assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'the older re-check did not release the newer hold');
+  assert.equal(pending.length, 2, 'a fresh re-check was asked');
+  assert.equal(pending[1]!.why, 'eth0 regained carrier');
+  pending[1]!.done();
+  await second;
+  assert.ok(m.get(CONFIG_LIVENESS_NS)! > 0n);
+  w.dispose();
+});
+
+test('dark links: a late wake-up re-check meanwhile leaves the node silent', async () => {
+  const clock = new ManualClock();
+  clock.advance(1000);
+  const { map, m } = fakeConfig();
+  const { gate, pending } = manualGate();
+  const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
+  w.start();
+  const late = w.holdAndRecheck('woke up late');
+  w.holdWhileLinksDown();
+  pending[0]!.done();
+  await late;
+  await settled();
+  clock.advance(1000);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'silent while the links are dark');
+  w.dispose();
+});

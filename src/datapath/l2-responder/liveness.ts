@@ -48,6 +48,10 @@ export class LivenessWriter implements Disposable {
   /** `failures` when the current streak of failed stamps began (this thread's stamps); undefined while they succeed. */
   private failingSince: number | undefined;
   private recheckDone: Promise<void> | undefined;
+  /** Bumped by every hold that needs a re-check of its own: a re-check begun before it does not release it. */
+  private holdGeneration = 0;
+  /** Every served link is without carrier: silent until one regains it and ownership is re-checked. */
+  private linksDown = false;
 
   constructor(
     private readonly deps: { config: BpfMap<number, bigint>; clock: Clock; log: Logger; gate?: LivenessGate },
@@ -161,16 +165,26 @@ export class LivenessWriter implements Disposable {
     this.runRecheck(`woke up ${Math.round(sleptMs)} ms late`);
   }
 
-  /** Asks the store (once at a time); the stamper is held (`recheck` raised) until it has answered. */
+  /**
+   * Asks the store (once at a time); the stamper is held (`recheck` raised) until it has answered. The hold is
+   * released only by a re-check begun after it (same generation) and never while every served link is down.
+   */
   private runRecheck(why: string): Promise<void> {
     if (this.recheckDone) return this.recheckDone;
     const gate = this.deps.gate ?? openGate;
+    const generation = this.holdGeneration;
     this.recheckDone = gate
       .recheck(why)
       .catch((e: unknown) => this.deps.log.warn({ err: describeError(e) }, 'ownership re-check failed; the gate decides'))
       .finally(() => {
         this.recheckDone = undefined;
         if (this.disposed) return;
+        if (this.linksDown || generation !== this.holdGeneration) {
+          // Held since this re-check began: its answer may predate what the hold is for (a fence while our
+          // link was down). Stay held; the newer hold's own re-check releases it.
+          this.state.clearRecheck();
+          return;
+        }
         this.state.releaseHold();
         this.state.clearRecheck();
         this.publish();
@@ -190,13 +204,34 @@ export class LivenessWriter implements Disposable {
    */
   holdAndRecheck(why: string): Promise<void> {
     if (this.disposed) return Promise.resolve();
-    if (this.recheckDone) return this.recheckDone;
+    this.linksDown = false;
+    this.holdSilent();
+    // A re-check already in flight began before this hold: its answer does not count for it; ask again after it.
+    const inFlight = this.recheckDone;
+    return inFlight ? inFlight.then(() => this.runRecheck(why)) : this.runRecheck(why);
+  }
+
+  /**
+   * Every link we serve lost carrier: fall silent now and stay silent until one
+   * regains it (holdAndRecheck). Nobody can hear us meanwhile, so this costs
+   * nothing; without it the stamp stays fresh through the outage (the lease is
+   * still valid) and the program answers the first requests after the port
+   * comes back, beside the node that took over, before the regain is seen.
+   */
+  holdWhileLinksDown(): void {
+    if (this.disposed || this.linksDown) return;
+    this.linksDown = true;
+    this.holdSilent();
+    this.deps.log.warn({}, 'every served link lost carrier: silent until one regains it and ownership is re-checked');
+  }
+
+  private holdSilent(): void {
+    this.holdGeneration++;
     try {
       this.state.hold({}, () => this.deps.config.update(CONFIG_LIVENESS_NS, 0n));
     } catch (e) {
       this.deps.log.warn({ err: describeError(e) }, 'clearing the liveness stamp failed');
     }
-    return this.runRecheck(why);
   }
 
   /** Re-verifies ownership with the store without falling silent meanwhile (before defending an IP). */

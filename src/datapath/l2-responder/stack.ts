@@ -113,6 +113,8 @@ export class L2Stack implements Disposable {
 
   /** ifindex → carrier, as last seen: a link regaining carrier is re-checked before answering on it. */
   private carrier = new Map<number, boolean>();
+  /** The links we served when all of them lost carrier (the heartbeat is held until one regains it). */
+  private darkLinks: Set<number> | undefined;
 
   /**
    * Links changed: re-resolve interface names (a recreated interface has a
@@ -126,9 +128,20 @@ export class L2Stack implements Disposable {
     try {
       const links = await this.deps.links.list();
       const served = new Set(this.datapath.maps.interfaces.keys());
-      const back = links.filter((l) => served.has(l.ifindex) && l.up && l.carrier && this.carrier.get(l.ifindex) === false);
-      this.carrier = new Map(links.map((l) => [l.ifindex, l.up && l.carrier]));
-      if (back.length > 0) void this.datapath.liveness?.holdAndRecheck(`${back.map((l) => l.name).join(', ')} regained carrier`);
+      const answers = (l: { up: boolean; carrier: boolean }) => l.up && l.carrier;
+      // Links we served when every one of them went dark count as served until one is back (the control
+      // plane withdraws what a dark link announced, which may empty the interfaces map meanwhile).
+      const back = links.filter((l) => (served.has(l.ifindex) || this.darkLinks?.has(l.ifindex)) && answers(l) && this.carrier.get(l.ifindex) === false);
+      this.carrier = new Map(links.map((l) => [l.ifindex, answers(l)]));
+      const servedLinks = links.filter((l) => served.has(l.ifindex));
+      const liveness = this.datapath.liveness;
+      if (back.length > 0) {
+        this.darkLinks = undefined;
+        void liveness?.holdAndRecheck(`${back.map((l) => l.name).join(', ')} regained carrier`);
+      } else if (servedLinks.length > 0 && !servedLinks.some(answers) && !this.darkLinks) {
+        this.darkLinks = new Set(servedLinks.map((l) => l.ifindex));
+        liveness?.holdWhileLinksDown();
+      }
     } catch (e) {
       this.deps.log.warn({ err: String(e) }, 'reading links failed');
     }
