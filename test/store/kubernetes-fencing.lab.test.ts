@@ -107,13 +107,11 @@ describe('Kubernetes store: wire-verified fast takeover (lab, real kube-apiserve
     await waitFor(async () => (await fenceEvents()).some((e) => e.message.includes(`fenced out ${owner.netns}`)), { timeoutMs: 10_000, what: 'an OwnerFenced Event on the Service' });
   });
 
-  // KNOWN FAILING (2026-11-26: every one of 6 full runs of this file here, 5 on this head and 1 on af89c7c): two open bugs, run and
-  // reported but not gating CI until fixed — (1) after the frozen-owner case, the fenced node re-joins but the IP is never
-  // handed back to it (settle times out; only when the CPU-starved case ran first); (2) when the port comes back, the node
-  // answers one request beside its successor before the carrier-regain hold lands (its stamp stayed fresh through the
-  // outage: the 30 s Lease keeps it valid). Next: hold the heartbeat while every served link is down; find what stops the
-  // hand-back.
-  test('a lost node (port down, its API path stalled) is fenced out and replaced well inside the Lease; back, it steps down — never two MACs', { todo: 'known failing: hand-back after a fence never happens; one dual answer at port-up (see comment)' }, async () => {
+  // Two bugs this case found (2026-11-26): the IP was never handed back to the node fenced in the case above
+  // (a 60 s skip of a preferred node that had in fact held the IP), and the node coming back answered once beside
+  // its successor before the carrier regain was seen (its stamp stayed fresh through the outage: the heartbeat
+  // is now held while every served link is dark).
+  test('a lost node (port down, its API path stalled) is fenced out and replaced well inside the Lease; back, it steps down — never two MACs', async () => {
     const owner = await settle();
     const other = lab.nodes.find((n) => n !== owner)!;
     const bridge = k.bridges.get(owner)!;
