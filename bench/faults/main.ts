@@ -34,8 +34,9 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { churnRounds, writeChurnFiles } from '../../lab/churn.js';
 import { sleep } from '../../lab/lab.js';
 import { rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { describe, FaultLab, IPS, type Owners } from './cluster.js';
@@ -181,19 +182,6 @@ function etcdDown(ms: number, onStoreLoss: 'withdraw' | 'keep'): Fault {
   };
 }
 
-/** The churn's manifests (once per lab): a pool of IPv6 addresses and 10 files of 100 Services each (etcd's 128-operation transactions). */
-function churnFiles(fl: FaultLab): { pool: string; files: string[] } {
-  const pool = join(fl.dir, 'churn-pool.yaml');
-  writeFileSync(pool, 'apiVersion: cilium.io/v2\nkind: CiliumLoadBalancerIPPool\nmetadata: { name: churn-pool }\nspec:\n  blocks: [{ cidr: 2001:db8:c::/108 }]\n');
-  const files = Array.from({ length: 10 }, (_, f) => {
-    const file = join(fl.dir, `churn-${f}.yaml`);
-    const svc = (i: number) => `---\napiVersion: v1\nkind: Service\nmetadata: { name: churn-${i}, namespace: churn }\nspec:\n  type: LoadBalancer\n  ipFamilies: [IPv6]\n  ports: [{ port: 80 }]\n`;
-    writeFileSync(file, Array.from({ length: 100 }, (_, i) => svc(f * 100 + i)).join(''));
-    return file;
-  });
-  return { pool, files };
-}
-
 function churn(seconds: number, thread: boolean): Fault {
   return {
     name: `churn 1000 svc ${seconds}s + stress-ng, heartbeat ${thread ? 'thread' : 'on agent thread'}`,
@@ -202,7 +190,7 @@ function churn(seconds: number, thread: boolean): Fault {
     // At stress-ng's priority (the agent's default -10 lets it win the CPU): busy and starved.
     agentArgs: ['--nice', '0', ...(thread ? [] : ['--no-heartbeat-thread'])],
     run: async (fl, t) => {
-      const { pool, files } = churnFiles(fl);
+      const { pool, files } = writeChurnFiles(fl.dir);
       const herald = async (verb: 'apply' | 'delete', file: string) => {
         const r = await fl.nodes[0]!.execAsync(fl.herald, [verb, '-f', file, '--etcd', fl.etcd.endpoint]);
         if (r.code !== 0) throw new Error(`${verb} ${file}: ${r.stdout}${r.stderr}`);
@@ -212,14 +200,7 @@ function churn(seconds: number, thread: boolean): Fault {
       let rounds = 0;
       try {
         await sleep(1000);
-        const until = Date.now() + seconds * 1000;
-        while (Date.now() < until) {
-          for (const f of files) await herald('apply', f);
-          await sleep(1000);
-          for (const f of files) await herald('delete', f);
-          await sleep(1000);
-          rounds++;
-        }
+        rounds = await churnRounds(files, seconds * 1000, herald);
       } finally {
         try {
           if (stress.pid) process.kill(-stress.pid, 'SIGKILL'); // stress-ng and its workers

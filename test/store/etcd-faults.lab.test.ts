@@ -12,10 +12,9 @@
  *     the new lease, so the owner does not change.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import { churnRounds, writeChurnFiles } from '../../lab/churn.js';
 import type { LabEtcd } from '../../lab/etcd.js';
 import { EtcdLab } from '../helpers/etcd-lab.js';
 import { arpProbe, darkGaps, starved } from '../helpers/faults.js';
@@ -148,32 +147,7 @@ describe('HA safety under faults (lab, real etcd)', { skip: labSkipReason() }, (
     await settle();
     // etcd bounds one transaction to 128 operations (--max-txn-ops), and
     // `herald apply` writes a file in one: 10 files of 100 services.
-    const pool = join(dir, 'churn-pool.yaml');
-    writeFileSync(pool, `apiVersion: cilium.io/v2
-kind: CiliumLoadBalancerIPPool
-metadata: { name: churn-pool }
-spec:
-  blocks: [{ cidr: 2001:db8:c::/108 }]
-`);
-    const files = Array.from({ length: 10 }, (_, f) => {
-      const file = join(dir, `churn-${f}.yaml`);
-      writeFileSync(
-        file,
-        Array.from(
-          { length: 100 },
-          (_, i) => `---
-apiVersion: v1
-kind: Service
-metadata: { name: churn-${f * 100 + i}, namespace: churn }
-spec:
-  type: LoadBalancer
-  ipFamilies: [IPv6]
-  ports: [{ port: 80 }]
-`,
-        ).join(''),
-      );
-      return file;
-    });
+    const { pool, files } = writeChurnFiles(dir);
     const kubectl = async (verb: 'apply' | 'delete', file: string) => {
       const r = await lab.nodes[0]!.execAsync(HERALD, [verb, '-f', file, '--etcd', etcd.endpoint]);
       assert.equal(r.code, 0, `${verb} ${file}: ${r.stdout}${r.stderr}`);
@@ -183,15 +157,7 @@ spec:
     const fencesBefore = fences();
     const probes = IPS.map((ip) => probe(ip, 64_000));
     await sleep(1000);
-    const until = Date.now() + 60_000;
-    let rounds = 0;
-    while (Date.now() < until) {
-      for (const f of files) await kubectl('apply', f);
-      await sleep(1000);
-      for (const f of files) await kubectl('delete', f);
-      await sleep(1000);
-      rounds++;
-    }
+    const rounds = await churnRounds(files, 60_000, kubectl);
     const results = await Promise.all(probes);
     for (const [i, arp] of results.entries()) {
       assert.equal(arp.dualAnswer, 0, `${IPS[i]}: no request answered by two MACs`);
