@@ -1,15 +1,12 @@
 /**
  * Starts the heartbeat thread (heartbeat-worker.ts) over a HeartbeatState.
- * From dist/ it is the compiled heartbeat-worker.js; when the sources run
- * under tsx (tests), the worker loads tsx first, because a worker does not
- * inherit the parent's module hooks (as the manifest parser's worker does).
+ * (core/worker.ts: the compiled module from dist/, the source under tsx).
  */
-import { Worker } from 'node:worker_threads';
+import { startModuleWorker } from '../../core/worker.js';
 import type { HeartbeatState } from './heartbeat-state.js';
 import type { HeartbeatMessage, HeartbeatWorkerData } from './heartbeat-worker.js';
 
 const WORKER_JS = new URL('./heartbeat-worker.js', import.meta.url);
-const WORKER_TS = new URL('./heartbeat-worker.ts', import.meta.url);
 
 export interface HeartbeatThread {
   /** Ends the thread (after the state was stopped: it writes nothing more either way). */
@@ -31,13 +28,7 @@ export function startHeartbeatThread(opts: HeartbeatThreadOptions): HeartbeatThr
   const workerData: HeartbeatWorkerData = { buffer: opts.state.buffer, mapFd: opts.mapFd, key: opts.key, intervalMs: opts.intervalMs, maxAgeMs: opts.maxAgeMs };
   // A small heap: the thread holds two buffers and a timer.
   const resourceLimits = { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 4 };
-  let worker: Worker;
-  if (!import.meta.url.endsWith('.ts')) worker = new Worker(WORKER_JS, { workerData, resourceLimits });
-  else {
-    const tsx = import.meta.resolve('tsx/esm/api');
-    const boot = `import(${JSON.stringify(tsx)}).then((m) => m.tsImport(${JSON.stringify(WORKER_TS.href)}, ${JSON.stringify(import.meta.url)}))`;
-    worker = new Worker(boot, { eval: true, workerData, resourceLimits });
-  }
+  const worker = startModuleWorker(WORKER_JS, { workerData, resourceLimits });
   let ending = false;
   const ended = (why: string) => {
     if (ending) return;

@@ -19,7 +19,8 @@
  * aliases, depth, expanded nodes, size cap) are enforced by the same code
  * on either path (parseFile, readStoredValue).
  */
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startModuleWorker } from '../../core/worker.js';
 import { truncate } from '../quote.js';
 import { MiB, type ManifestLimits } from '../limits.js';
 import type { ManifestError } from '../diagnostics.js';
@@ -47,19 +48,10 @@ export function defaultParserHeapMb(limits: ManifestLimits): number {
 }
 
 const WORKER_JS = new URL('./parse-worker.js', import.meta.url);
-const WORKER_TS = new URL('./parse-worker.ts', import.meta.url);
 
-/**
- * The worker thread. From dist/ it is the compiled parse-worker.js; when the
- * sources run under tsx (tests), the worker loads tsx first, because a
- * worker does not inherit the parent's module hooks.
- */
+/** The worker thread (core/worker.ts: the compiled parse-worker.js from dist/, the source under tsx). */
 function spawnWorker(job: ParseJob, heapMb: number): Worker {
-  const resourceLimits = { maxOldGenerationSizeMb: heapMb, maxYoungGenerationSizeMb: 32 };
-  if (!import.meta.url.endsWith('.ts')) return new Worker(WORKER_JS, { workerData: job, resourceLimits });
-  const tsx = import.meta.resolve('tsx/esm/api');
-  const boot = `import(${JSON.stringify(tsx)}).then((m) => m.tsImport(${JSON.stringify(WORKER_TS.href)}, ${JSON.stringify(import.meta.url)}))`;
-  return new Worker(boot, { eval: true, workerData: job, resourceLimits });
+  return startModuleWorker(WORKER_JS, { workerData: job, resourceLimits: { maxOldGenerationSizeMb: heapMb, maxYoungGenerationSizeMb: 32 } });
 }
 
 export const inlineParseDefaults = { maxBytes: 64 * 1024 } as const;
