@@ -584,7 +584,7 @@ export class Agent implements Disposable {
       session: this.session.status(),
       ownership: this.etcdOwnership.status(),
       ...(this.ownerWatch ? { ownerWatch: this.ownerWatch.stats() } : {}),
-      ...(liveness ? { heartbeat: { held: liveness.held, lateWakeups: liveness.lateWakeups, failures: liveness.failures, thread: liveness.threaded } } : {}),
+      ...(liveness ? { heartbeat: { held: liveness.held, lateWakeups: liveness.lateWakeups, failures: liveness.failures, thread: liveness.threaded, linksDark: liveness.linksDark } } : {}),
     };
   }
 

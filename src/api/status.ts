@@ -72,7 +72,7 @@ export interface HaStatus {
   session: SessionStatus;
   ownership: OwnershipStatus;
   ownerWatch?: { targets: number; lateTicks: number; reports: number };
-  heartbeat?: { held: number; lateWakeups: number; failures: number; thread?: boolean };
+  heartbeat?: { held: number; lateWakeups: number; failures: number; thread?: boolean; linksDark?: boolean };
 }
 
 /** IPv4 before IPv6, then numeric. */
@@ -190,7 +190,7 @@ export function renderStatus(s: AgentStatus): string {
     const o = s.ha.ownership;
     out.push(
       `allocator ${s.allocator ?? '(none)'}  fences issued ${o.fencesIssued}  stale keys ignored ${o.staleKeysIgnored}  keys moved to a new lease ${o.keysMovedToNewLease}` +
-        (s.ha.heartbeat ? `  heartbeat${s.ha.heartbeat.thread ? ' (own thread)' : ''} held ${s.ha.heartbeat.held}, late wake-ups ${s.ha.heartbeat.lateWakeups}` : ''),
+        (s.ha.heartbeat ? `  heartbeat${s.ha.heartbeat.thread ? ' (own thread)' : ''} held ${s.ha.heartbeat.held}, late wake-ups ${s.ha.heartbeat.lateWakeups}${s.ha.heartbeat.linksDark ? ' — SILENT: every served link lost carrier' : ''}` : ''),
     );
   }
   {

@@ -74,8 +74,10 @@ test('every served link dark: silent at once and through any re-check, until a l
   const { gate, pending } = manualGate();
   const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
   w.start();
+  assert.equal(w.linksDark, false);
   w.holdWhileLinksDown();
   assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'silent in the same call');
+  assert.equal(w.linksDark, true, 'status says why it is silent');
   clock.advance(2000);
   assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'no tick stamps while the links are dark (the lease is still valid)');
   assert.equal(w.answering, false);
@@ -84,6 +86,7 @@ test('every served link dark: silent at once and through any re-check, until a l
   void other;
   // The port comes back: a fresh re-check; only its answer releases the hold.
   const back = w.holdAndRecheck('eth0 regained carrier');
+  assert.equal(w.linksDark, false);
   assert.equal(pending.at(-1)?.why, 'eth0 regained carrier');
   clock.advance(400);
   assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'still silent while the store has not answered');

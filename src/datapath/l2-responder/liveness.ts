@@ -73,6 +73,10 @@ export class LivenessWriter implements Disposable {
   get failures(): number {
     return this.state.counters.failures;
   }
+  /** Silent because every served link lost carrier (for status). */
+  get linksDark(): boolean {
+    return this.linksDown;
+  }
   /** Whether stamps run on a thread of their own (for status). */
   get threaded(): boolean {
     return this.thread !== undefined;
