@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { KubeClient, KubeObject } from '../../src/intent/sources/kube-client.js';
 import type { KubeResource } from '../../src/intent/sources/kubernetes.js';
-import { EVENT_REASONS, EventRecorder, KubeIntentEvents, type EventOptions } from '../../src/store/kubernetes/events.js';
+import { EVENT_REASONS, EventRecorder, KubeIntentEvents, eventDefaults, type EventOptions } from '../../src/store/kubernetes/events.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 
@@ -123,6 +123,46 @@ test('one token bucket for all Events: burst at once, then qps per second, never
   assert.equal(events.stats.sent, 7);
 });
 
+test('the repeat memory is pruned of expired keys once it holds more than 10,000; keys still in their window stay', async () => {
+  const { events, clock } = recorder({ qps: 1, burst: 20_000, repeatMs: 60_000 });
+  // The bound is on memory only: the map's size is the one place it shows.
+  const size = () => (events as unknown as { last: Map<string, number> }).last.size;
+  for (let i = 0; i < 9_999; i++) events.warn(svc(`s${i}`), 'R', 'm');
+  clock.advance(60_000);
+  events.warn(svc('a'), 'R', 'm');
+  assert.equal(size(), 10_000, 'at the bound: not pruned');
+  events.warn(svc('b'), 'R', 'm');
+  assert.equal(size(), 2, 'past it: every key as old as repeatMs goes');
+  events.warn(svc('a'), 'R', 'm');
+  events.warn(svc('s0'), 'R', 'm');
+  assert.equal(events.stats.repeats, 1, 'a key in its window is still a repeat; an expired one is sent again');
+  assert.equal(events.stats.dropped, 0);
+  await settle();
+  assert.equal(events.stats.sent, 10_002);
+});
+
+test('the defaults: a burst of 20 Events, then one a second; the same Event not repeated within 5 minutes', async () => {
+  assert.deepEqual(eventDefaults, { qps: 1, burst: 20, repeatMs: 300_000 });
+  const sent: unknown[] = [];
+  const client = { request: async (_m: string, _p: string, body: unknown) => void sent.push(body) } as unknown as KubeClient;
+  const clock = new ManualClock();
+  const events = new EventRecorder({ client, node: 'node-a', log: recordingLogger(), clock });
+  for (let i = 0; i < 21; i++) events.warn(svc(`s${i}`), 'R', 'm');
+  assert.deepEqual(events.stats, { sent: 0, repeats: 0, dropped: 1, failures: 0 });
+  clock.advance(999);
+  events.warn(svc('t'), 'R', 'm');
+  assert.equal(events.stats.dropped, 2, 'not yet a second');
+  clock.advance(1);
+  events.warn(svc('t'), 'R', 'm');
+  clock.advance(299_999 - 1000); // 299,999 ms after s0
+  events.warn(svc('s0'), 'R', 'm');
+  assert.equal(events.stats.repeats, 1);
+  clock.advance(1);
+  events.warn(svc('s0'), 'R', 'm');
+  await settle();
+  assert.deepEqual(events.stats, { sent: 22, repeats: 1, dropped: 2, failures: 0 });
+});
+
 test('an Event the API server refuses is counted and logged, never thrown', async () => {
   const { events, log } = recorder(undefined, () => new Error('forbidden'));
   events.warn(svc('web'), 'InvalidIntent', 'm');
@@ -136,17 +176,22 @@ const RESOURCES: KubeResource[] = [
   { kind: 'CiliumLoadBalancerIPPool', apiVersion: 'cilium.io/v2alpha1', path: '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools' },
 ] as KubeResource[];
 
-function intentEvents(active = true) {
+const ANNOUNCED: Record<string, string[]> = { '192.0.2.10': ['default/web', 'team/api', 'gone/svc'] };
+
+function intentEvents(active = true, announced: Record<string, string[]> = ANNOUNCED) {
   const r = recorder({ qps: 100, burst: 100, repeatMs: 60_000 });
   const cache = new Map<string, KubeObject>([
     ['Service/default/web', { metadata: { name: 'web', namespace: 'default', uid: 'u-web' } }],
     ['Service/team/api', { metadata: { name: 'api', namespace: 'team' } }],
     ['CiliumLoadBalancerIPPool//pool', { metadata: { name: 'pool' } }],
+    // Cached, but of a kind that is not one of the intent resources: never an Event.
+    ['Secret/default/s', { metadata: { name: 's', namespace: 'default' } }],
+    ['Secret/default/web', { metadata: { name: 'web', namespace: 'default' } }],
   ]);
   const lookups: string[] = [];
   const ie = new KubeIntentEvents({
     events: r.events,
-    servicesOf: (ip) => (ip === '192.0.2.10' ? ['default/web', 'team/api', 'gone/svc'] : []),
+    servicesOf: (ip) => announced[ip] ?? [],
     cached: (kind, name, namespace) => {
       lookups.push(`${kind}/${namespace ?? ''}/${name}`);
       return cache.get(`${kind}/${namespace ?? ''}/${name}`);
@@ -168,6 +213,32 @@ test('an ownership move is a Normal IPOwnerChanged Event on every cached Service
     ['/api/v1/namespaces/team/events', 'Normal', EVENT_REASONS.moved, { apiVersion: 'v1', kind: 'Service', name: 'api', namespace: 'team' }],
   ]);
   assert.equal(sent[0]!.body.message, 'node-b now announces 192.0.2.10: took it over from node-a, whose node Lease expired');
+});
+
+test('a fence is a Warning OwnerFenced Event once on every cached Service of the silent IP and of every IP the node held', async () => {
+  const announced = { '192.0.2.10': ['default/web', 'team/api', 'gone/svc'], '192.0.2.11': ['team/api'], '192.0.2.12': ['default/web'] };
+  const { ie, sent, lookups } = intentEvents(true, announced);
+  // The silent IP among those it held: the held IPs in their order, each Service looked up once.
+  const held = { node: 'node-a', by: 'node-b', silentIp: '192.0.2.10', ips: ['192.0.2.11', '192.0.2.10'] };
+  ie.fenced(held);
+  await settle();
+  assert.deepEqual(lookups, ['Service/team/api', 'Service/default/web', 'Service/gone/svc']);
+  assert.deepEqual(sent.map((s) => [s.path, s.body.type, s.body.reason, s.body.involvedObject]), [
+    ['/api/v1/namespaces/team/events', 'Warning', EVENT_REASONS.fenced, { apiVersion: 'v1', kind: 'Service', name: 'api', namespace: 'team' }],
+    ['/api/v1/namespaces/default/events', 'Warning', EVENT_REASONS.fenced, { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'default', uid: 'u-web' }],
+  ]);
+  assert.equal(
+    sent[0]!.body.message,
+    'node-b fenced out node-a: it stopped answering for 192.0.2.10 on the wire while its node Lease still ran (a lost link, a frozen agent); its node Lease was deleted, so its IPs move now instead of at Lease expiry',
+  );
+  // The silent IP not among them (the record keeps at most 100 of the IPs held): it comes first.
+  lookups.length = 0;
+  sent.length = 0;
+  ie.fenced({ node: 'node-c', by: 'node-b', silentIp: '192.0.2.12', ips: ['192.0.2.11'] });
+  await settle();
+  assert.deepEqual(lookups, ['Service/default/web', 'Service/team/api']);
+  assert.deepEqual(sent.map((s) => s.body.involvedObject.name), ['web', 'api']);
+  assert.match(sent[0]!.body.message, /^node-b fenced out node-c: it stopped answering for 192\.0\.2\.12 /);
 });
 
 test('refused objects: one Warning InvalidIntent per object with all its errors, from the active node only; unknown or uncached objects skipped', async () => {
