@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import type { IpamCondition } from '../../src/controlplane/ipam/types.js';
 import { KubeApiError, type KubeClient, type KubeObject } from '../../src/intent/sources/kube-client.js';
 import { EventRecorder } from '../../src/store/kubernetes/events.js';
-import { PoolStatusWriter, ServiceStatusWriter, type ServiceStatusOptions } from '../../src/store/kubernetes/service-status.js';
+import { PoolStatusWriter, ServiceStatusWriter, serviceStatusDefaults, type ServiceStatusOptions } from '../../src/store/kubernetes/service-status.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 
@@ -72,7 +72,7 @@ const flush = async () => {
 const svcPath = (ns: string, name: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/services/${encodeURIComponent(name)}`;
 const OPTS: ServiceStatusOptions = { qps: 100, burst: 200, perServiceMs: 1000, conflictRetries: 5, concurrency: 8 };
 
-function setup(opts: ServiceStatusOptions = OPTS, extra: { active?: () => boolean; events?: EventRecorder } = {}) {
+function setup(opts: ServiceStatusOptions = OPTS, extra: { active?: () => boolean; events?: EventRecorder; cached?: (name: string, namespace: string) => KubeObject | undefined } = {}) {
   const server = new FakeServer();
   const clock = new ManualClock();
   clock.advance(1_000_000);
@@ -116,6 +116,7 @@ test('only a difference is written: a PUT of the status subresource with the IPs
   // Steady state: the cache shows it → nothing more, at a recheck or a resync.
   sync();
   writer.recheck();
+  assert.equal(clock.pending, 1, 'nothing due: no pass armed, only the resync');
   clock.advance(10_000);
   await flush();
   assert.equal(server.calls.length, 1);
@@ -314,6 +315,10 @@ test('at most `concurrency` writes in flight', async () => {
   clock.advance(0);
   await flush();
   assert.equal(server.inFlight, 2);
+  writer.recheck(); // the rest is still due: a recheck while the pass runs starts no second pass beside it
+  clock.advance(0);
+  await flush();
+  assert.equal(server.inFlight, 2);
   for (let i = 0; i < 5; i++) {
     server.release();
     await flush();
@@ -348,6 +353,7 @@ test('only the active writer writes; a resync restores a status someone overwrot
   writer.dispose();
   clock.advance(60_000);
   writer.recheck();
+  assert.equal(clock.pending, 0, 'disposed: a difference arms no pass');
   clock.advance(0);
   await flush();
   assert.equal(server.calls.length, 2);
@@ -373,9 +379,11 @@ test('a condition turning False is a Warning Event IPAMRequestNotSatisfied, once
   const sent: any[] = [];
   const evClient = { request: async (_m: string, _p: string, body: unknown) => void sent.push(body) } as unknown as KubeClient;
   const clock0 = new ManualClock();
-  const events = new EventRecorder({ client: evClient, node: 'n1', log: recordingLogger(), clock: clock0 });
+  // The recorder's own repeat window off: every Event the writer asks for is sent, so "once" is the writer's doing.
+  const events = new EventRecorder({ client: evClient, node: 'n1', log: recordingLogger(), clock: clock0 }, { qps: 100, burst: 100, repeatMs: 0 });
   const { clock, writer, add, sync } = setup(OPTS, { events });
-  add('default', 'web');
+  // A condition of another type ahead of ours, with the status, reason and message the False one will have: not ours.
+  add('default', 'web', { conditions: [{ type: 'x.io/Other', status: 'False', reason: 'no_pool', message: 'no pool matches' }] });
   writer.update(new Map([['default/web', []]]), new Map([['default/web', satisfied('True')]]));
   clock.advance(0);
   await flush();
@@ -385,7 +393,7 @@ test('a condition turning False is a Warning Event IPAMRequestNotSatisfied, once
   writer.update(new Map([['default/web', []]]), new Map([['default/web', satisfied('False')]]));
   clock.advance(0);
   await flush();
-  assert.deepEqual(sent.map((e) => [e.type, e.reason, e.message, e.involvedObject.name]), [['Warning', 'IPAMRequestNotSatisfied', 'no_pool: no pool matches', 'web']]);
+  assert.deepEqual(sent.map((e) => [e.type, e.reason, e.message, e.involvedObject]), [['Warning', 'IPAMRequestNotSatisfied', 'no_pool: no pool matches', { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'default' }]]);
   // The same False condition written again (the IPs changed): no second Event; another message: one more.
   sync();
   clock.advance(1000);
@@ -405,6 +413,26 @@ test('a condition turning False is a Warning Event IPAMRequestNotSatisfied, once
   clock.advance(0);
   await flush();
   assert.equal(sent.length, 3);
+  // True, then False with the same reason and message: the status alone turning False is an Event.
+  sync();
+  clock.advance(1000);
+  writer.update(new Map([['default/web', ['192.0.2.1']]]), new Map([['default/web', satisfied('True', 'other_reason', 'other')]]));
+  clock.advance(0);
+  await flush();
+  assert.equal(sent.length, 3);
+  sync();
+  clock.advance(1000);
+  writer.update(new Map([['default/web', ['192.0.2.1']]]), new Map([['default/web', satisfied('False', 'other_reason', 'other')]]));
+  clock.advance(0);
+  await flush();
+  assert.equal(sent.length, 4);
+  // A Service whose first condition is False (none before): an Event.
+  sync();
+  add('default', 'fresh');
+  writer.update(new Map([['default/web', ['192.0.2.1']], ['default/fresh', []]]), new Map([['default/web', satisfied('False', 'other_reason', 'other')], ['default/fresh', satisfied('False')]]));
+  clock.advance(0);
+  await flush();
+  assert.deepEqual(sent.slice(4).map((e) => [e.reason, e.message, e.involvedObject.name]), [['IPAMRequestNotSatisfied', 'no_pool: no pool matches', 'fresh']]);
   writer.dispose();
 });
 
@@ -428,4 +456,255 @@ test('pool conditions: PUT to the pool collection, only when they differ', async
   assert.equal(server.calls[0]!.body.apiVersion, 'cilium.io/v2alpha1');
   assert.deepEqual(server.calls[0]!.body.status.conditions.map((c: { message: string }) => c.message), ['8']);
   writer.dispose();
+});
+
+test('the defaults: 8 writes in flight, a resync every 5 s', async () => {
+  assert.deepEqual(serviceStatusDefaults, { qps: 100, burst: 200, perServiceMs: 1000, conflictRetries: 5, concurrency: 8 });
+  const server = new FakeServer();
+  const clock = new ManualClock();
+  const cache = new Map<string, Obj>();
+  const writer = new ServiceStatusWriter({ client: server.client(), log: recordingLogger(), clock, cached: (name, ns) => cache.get(svcPath(ns, name)) });
+  const want = new Map<string, string[]>();
+  for (let i = 0; i < 10; i++) {
+    server.put(svcPath('default', `s${i}`), { apiVersion: 'v1', kind: 'Service', metadata: { name: `s${i}`, namespace: 'default' } });
+    want.set(`default/s${i}`, [`192.0.2.${i + 1}`]);
+  }
+  for (const [p, o] of server.objects) cache.set(p, structuredClone(o));
+  server.hold = true;
+  writer.update(want);
+  clock.advance(0);
+  await flush();
+  assert.equal(server.inFlight, 8);
+  server.hold = false;
+  server.release();
+  await flush();
+  assert.equal(writer.stats.writes, 10);
+  // Someone empties a status; the cache sees it; the resync restores it, 5 s after the last one.
+  server.put(svcPath('default', 's0'), { ...server.objects.get(svcPath('default', 's0'))!, status: {} });
+  for (const [p, o] of server.objects) cache.set(p, structuredClone(o));
+  clock.advance(4999);
+  await flush();
+  assert.equal(writer.stats.writes, 10);
+  clock.advance(1);
+  await flush();
+  assert.equal(writer.stats.writes, 11);
+  writer.dispose();
+});
+
+test('a Service without a status: no IPs and no condition to show is no write; otherwise exactly the IPs and the condition are written', async () => {
+  const { server, clock, writer, add, log } = setup();
+  add('default', 'bare');
+  writer.update(new Map([['default/bare', []]]));
+  clock.advance(0);
+  await flush();
+  assert.equal(server.calls.length, 0);
+  writer.update(new Map([['default/bare', ['192.0.2.1']]]), new Map([['default/bare', satisfied('True')]]));
+  clock.advance(0);
+  await flush();
+  const status = server.calls[0]!.body.status;
+  assert.deepEqual(status, {
+    loadBalancer: { ingress: [{ ip: '192.0.2.1', ipMode: 'VIP' }] },
+    conditions: [{ ...satisfied('True'), lastTransitionTime: status.conditions[0].lastTransitionTime }],
+  });
+  assert.deepEqual(log.lines.map((l) => [l.level, l.msg, l.obj]), [['debug', 'status written', { object: 'Service/default/bare' }]]);
+  writer.dispose();
+});
+
+test('IPs are compared one by one: the same first IP with another second one is a difference', async () => {
+  const { server, clock, writer, add } = setup();
+  add('default', 'web', { loadBalancer: { ingress: [{ ip: '192.0.2.1', ipMode: 'VIP' }, { ip: '192.0.2.2', ipMode: 'VIP' }] } });
+  writer.update(new Map([['default/web', ['192.0.2.1', '192.0.2.3']]]));
+  clock.advance(0);
+  await flush();
+  assert.equal(server.calls.length, 1);
+  writer.dispose();
+});
+
+test('a condition is shown only by one of its type with the same status, reason and message (a missing message is an empty one)', async () => {
+  const { server, clock, writer, add } = setup();
+  const old = '2020-01-01T00:00:00Z';
+  const ingress = { loadBalancer: { ingress: [{ ip: '192.0.2.1', ipMode: 'VIP' }] } };
+  const type = 'cilium.io/IPAMRequestSatisfied';
+  // Another type with our status, reason, message and an old transition time: not ours, and its time is not ours either.
+  add('default', 'other', { ...ingress, conditions: [{ type: 'x.io/Other', status: 'True', reason: 'satisfied', message: '', lastTransitionTime: old }] });
+  // Ours with only the status different.
+  add('default', 'status', { ...ingress, conditions: [{ type, status: 'False', reason: 'satisfied', message: '' }] });
+  // Ours without a message field: an empty message, shown.
+  add('default', 'nomsg', { ...ingress, conditions: [{ type, status: 'True', reason: 'satisfied' }] });
+  const keys = ['default/other', 'default/status', 'default/nomsg'];
+  writer.update(new Map(keys.map((k) => [k, ['192.0.2.1']])), new Map(keys.map((k) => [k, satisfied('True')])));
+  clock.advance(0);
+  await flush();
+  assert.deepEqual(server.calls.map((c) => c.path), [`${svcPath('default', 'other')}/status`, `${svcPath('default', 'status')}/status`]);
+  const [kept, ours] = server.calls[0]!.body.status.conditions;
+  assert.equal(kept.lastTransitionTime, old);
+  assert.equal(ours.type, type);
+  assert.notEqual(ours.lastTransitionTime, old, 'a new condition: a new transition time');
+  writer.dispose();
+});
+
+test('pool conditions: each wanted one must be shown; the written list replaces those types only and keeps other status fields', async () => {
+  const server = new FakeServer();
+  const clock = new ManualClock();
+  const collection = '/apis/cilium.io/v2alpha1/ciliumloadbalancerippools';
+  const cond = (type: string, message: string) => ({ type, status: 'Unknown', reason: 'noreason', message }) as IpamCondition;
+  server.put(`${collection}/p`, {
+    apiVersion: 'cilium.io/v2alpha1',
+    kind: 'CiliumLoadBalancerIPPool',
+    metadata: { name: 'p' },
+    status: { other: 1, conditions: [{ type: 'x.io/Foreign', status: 'True' }, cond('cilium.io/IPsTotal', '4'), cond('cilium.io/IPsAvailable', '4')] },
+  });
+  const cache = (name: string) => structuredClone(server.objects.get(`${collection}/${name}`));
+  const writer = new PoolStatusWriter({ client: server.client(), log: recordingLogger(), clock, resyncMs: 5000, cached: cache, collection, apiVersion: 'cilium.io/v2alpha1' }, OPTS);
+  writer.update(new Map([['p', { conditions: [cond('cilium.io/IPsTotal', '4'), cond('cilium.io/IPsAvailable', '3')] }]]));
+  clock.advance(0);
+  await flush();
+  assert.equal(server.calls.length, 1, 'one of the two differs');
+  const status = server.calls[0]!.body.status;
+  assert.equal(status.other, 1);
+  assert.deepEqual(status.conditions.map((c: { type: string; message?: string }) => [c.type, c.message]), [['x.io/Foreign', undefined], ['cilium.io/IPsTotal', '4'], ['cilium.io/IPsAvailable', '3']]);
+  assert.deepEqual(writer.stats, { writes: 1, conflicts: 0, refused: 0, failures: 0, pending: 0 });
+  writer.dispose();
+});
+
+test('a change for another object is written at once while one waits out its interval', async () => {
+  const { server, clock, writer, add, sync } = setup();
+  add('default', 'a');
+  add('default', 'b');
+  writer.update(new Map([['default/a', ['192.0.2.1']]]));
+  clock.advance(0);
+  await flush();
+  sync();
+  clock.advance(300);
+  writer.update(new Map([['default/a', ['192.0.2.2']]]));
+  clock.advance(0);
+  await flush();
+  assert.equal(server.calls.length, 1, 'a waits 700 ms more');
+  writer.update(new Map([['default/a', ['192.0.2.2']], ['default/b', ['192.0.2.3']]]));
+  clock.advance(0);
+  await flush();
+  assert.deepEqual(server.calls.map((c) => c.path), [`${svcPath('default', 'a')}/status`, `${svcPath('default', 'b')}/status`]);
+  clock.advance(700);
+  await flush();
+  assert.equal(server.calls.length, 3);
+  writer.dispose();
+});
+
+test('objects held by their interval are each written when theirs ends (the pass wakes for the earliest)', async () => {
+  const { server, clock, writer, add, sync } = setup();
+  for (const n of ['a', 'b', 'c']) add('default', n);
+  const step = async (ms: number, want: Array<[string, string]>) => {
+    clock.advance(ms);
+    writer.update(new Map(want.map(([n, ip]) => [`default/${n}`, [ip]])));
+    clock.advance(0);
+    await flush();
+    sync();
+  };
+  await step(3, [['b', '192.0.2.2']]); // b written at 3
+  await step(102, [['a', '192.0.2.1'], ['b', '192.0.2.2']]); // a at 105
+  await step(98, [['a', '192.0.2.1'], ['b', '192.0.2.2'], ['c', '192.0.2.3']]); // c at 203
+  assert.equal(server.calls.length, 3);
+  await step(197, [['a', '192.0.2.11'], ['b', '192.0.2.12'], ['c', '192.0.2.13']]); // at 400 all three wait: 705, 603, 803 ms
+  const written = () => server.calls.slice(3).map((c) => c.path.split('/')[6]);
+  for (const [ms, expect] of [[602, []], [1, ['b']], [101, ['b']], [1, ['b', 'a']], [97, ['b', 'a']], [1, ['b', 'a', 'c']]] as const) {
+    clock.advance(ms);
+    await flush();
+    assert.deepEqual(written(), expect);
+  }
+  writer.dispose();
+});
+
+test('a pass that finds the token bucket part-full waits only for the rest of a token', async () => {
+  const { server, clock, writer, add } = setup({ qps: 2, burst: 1, perServiceMs: 1, conflictRetries: 5, concurrency: 8 });
+  add('default', 's0');
+  add('default', 's1');
+  writer.update(new Map([['default/s0', ['192.0.2.1']], ['default/s1', ['192.0.2.2']]]));
+  clock.advance(0);
+  await flush();
+  assert.equal(server.calls.length, 1);
+  clock.advance(250);
+  writer.recheck(); // half a token now: the pass waits 250 ms more
+  clock.advance(0);
+  await flush();
+  clock.advance(249);
+  await flush();
+  assert.equal(server.calls.length, 1);
+  clock.advance(1);
+  await flush();
+  assert.equal(server.calls.length, 2);
+  writer.dispose();
+});
+
+test('an unexpected error in a write (the cache throws) is a failure, retried', async () => {
+  let broken = false;
+  const cacheOf = new Map<string, Obj>();
+  const { server, clock, writer, add, cache, log } = setup(OPTS, {
+    cached: (name, ns) => {
+      if (broken) throw new Error('cache broken');
+      return cacheOf.get(svcPath(ns, name));
+    },
+  });
+  add('default', 'web');
+  for (const [p, o] of cache) cacheOf.set(p, o);
+  writer.update(new Map([['default/web', ['192.0.2.1']]]));
+  broken = true;
+  clock.advance(0);
+  await flush();
+  assert.equal(server.calls.length, 0);
+  assert.equal(writer.stats.failures, 1);
+  assert.deepEqual(log.lines.map((l) => [l.level, l.msg, l.obj]), [['warn', 'status write failed; retrying', { object: 'Service/default/web', err: 'cache broken' }]]);
+  broken = false;
+  clock.advance(10); // the retry pass: it waits out the rest of the object's interval
+  await flush();
+  clock.advance(990);
+  await flush();
+  assert.equal(server.calls.length, 1);
+  assert.equal(writer.stats.writes, 1);
+  writer.dispose();
+});
+
+test('an object no longer desired before its turn is not written', async () => {
+  const { server, clock, writer, add, sync, log } = setup();
+  add('default', 'web');
+  writer.update(new Map([['default/web', ['192.0.2.1']]]));
+  clock.advance(0);
+  await flush();
+  sync();
+  clock.advance(300);
+  writer.update(new Map([['default/web', ['192.0.2.2']]])); // waits for its interval
+  writer.update(new Map());
+  clock.advance(0);
+  await flush();
+  clock.advance(700);
+  await flush();
+  assert.equal(server.calls.length, 1);
+  assert.deepEqual(writer.stats, { writes: 1, conflicts: 0, refused: 0, failures: 0, pending: 0 });
+  assert.deepEqual(log.lines.map((l) => l.level), ['debug']);
+  writer.dispose();
+});
+
+test('a 409 whose re-read already shows the desired status writes nothing more', async () => {
+  const { server, clock, writer, add } = setup();
+  add('default', 'web');
+  // Another writer sets the same status; the cache has not seen it yet.
+  server.put(svcPath('default', 'web'), { ...server.objects.get(svcPath('default', 'web'))!, status: { loadBalancer: { ingress: [{ ip: '192.0.2.1', ipMode: 'VIP' }] } } });
+  writer.update(new Map([['default/web', ['192.0.2.1']]]));
+  clock.advance(0);
+  await flush();
+  assert.deepEqual(server.calls.map((c) => c.method), ['PUT', 'GET']);
+  assert.deepEqual(writer.stats, { writes: 0, conflicts: 1, refused: 0, failures: 0, pending: 0 });
+  writer.dispose();
+});
+
+test('a writer disposed while a pass runs writes no more', async () => {
+  const { server, clock, writer, add } = setup({ ...OPTS, concurrency: 1 });
+  for (let i = 0; i < 3; i++) add('default', `s${i}`);
+  server.hold = true;
+  writer.update(new Map([0, 1, 2].map((i) => [`default/s${i}`, [`192.0.2.${i + 1}`]])));
+  clock.advance(0);
+  await flush();
+  writer.dispose();
+  server.release();
+  await flush();
+  assert.equal(server.calls.length, 1);
 });
