@@ -67,13 +67,19 @@ function manualGate() {
 }
 const settled = () => new Promise((r) => setImmediate(r));
 
-test('every served link dark: silent at once and through any re-check, until a link is back and a re-check begun after that answers', async () => {
+/** A started writer (200 ms stamps, 800 ms limit) at t = 1 s, its gate's re-checks answered by the test. */
+function startedWithManualGate() {
   const clock = new ManualClock();
   clock.advance(1000);
   const { map, m } = fakeConfig();
   const { gate, pending } = manualGate();
   const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
   w.start();
+  return { clock, m, pending, w };
+}
+
+test('every served link dark: silent at once and through any re-check, until a link is back and a re-check begun after that answers', async () => {
+  const { clock, m, pending, w } = startedWithManualGate();
   assert.equal(w.linksDark, false);
   w.holdWhileLinksDown();
   assert.equal(m.get(CONFIG_LIVENESS_NS), 0n, 'silent in the same call');
@@ -98,12 +104,7 @@ test('every served link dark: silent at once and through any re-check, until a l
 });
 
 test('a re-check in flight when a link regains carrier does not release the new hold: a fresh one is asked after it (hold generations)', async () => {
-  const clock = new ManualClock();
-  clock.advance(1000);
-  const { map, m } = fakeConfig();
-  const { gate, pending } = manualGate();
-  const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
-  w.start();
+  const { m, pending, w } = startedWithManualGate();
   // A late wake-up's re-check is in flight (begun before the link came back: its answer may predate a fence).
   const first = w.holdAndRecheck('woke up late');
   assert.equal(pending.length, 1);
@@ -122,12 +123,7 @@ test('a re-check in flight when a link regains carrier does not release the new 
 });
 
 test('dark links: a late wake-up re-check meanwhile leaves the node silent', async () => {
-  const clock = new ManualClock();
-  clock.advance(1000);
-  const { map, m } = fakeConfig();
-  const { gate, pending } = manualGate();
-  const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
-  w.start();
+  const { clock, m, pending, w } = startedWithManualGate();
   const late = w.holdAndRecheck('woke up late');
   w.holdWhileLinksDown();
   pending[0]!.done();

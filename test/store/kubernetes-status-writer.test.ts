@@ -394,37 +394,25 @@ test('a condition turning False is a Warning Event IPAMRequestNotSatisfied, once
   clock.advance(0);
   await flush();
   assert.deepEqual(sent.map((e) => [e.type, e.reason, e.message, e.involvedObject]), [['Warning', 'IPAMRequestNotSatisfied', 'no_pool: no pool matches', { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'default' }]]);
+  /** The last status taken as written, a second later the IPs changed and `condition` wanted. */
+  const rewrite = async (condition: ReturnType<typeof satisfied>) => {
+    sync();
+    clock.advance(1000);
+    writer.update(new Map([['default/web', ['192.0.2.1']]]), new Map([['default/web', condition]]));
+    clock.advance(0);
+    await flush();
+  };
   // The same False condition written again (the IPs changed): no second Event; another message: one more.
-  sync();
-  clock.advance(1000);
-  writer.update(new Map([['default/web', ['192.0.2.1']]]), new Map([['default/web', satisfied('False')]]));
-  clock.advance(0);
-  await flush();
+  await rewrite(satisfied('False'));
   assert.equal(sent.length, 1);
-  sync();
-  clock.advance(1000);
-  writer.update(new Map([['default/web', ['192.0.2.1']]]), new Map([['default/web', satisfied('False', 'no_pool', 'other')]]));
-  clock.advance(0);
-  await flush();
+  await rewrite(satisfied('False', 'no_pool', 'other'));
   assert.equal(sent.length, 2);
-  sync();
-  clock.advance(1000);
-  writer.update(new Map([['default/web', ['192.0.2.1']]]), new Map([['default/web', satisfied('False', 'other_reason', 'other')]]));
-  clock.advance(0);
-  await flush();
+  await rewrite(satisfied('False', 'other_reason', 'other'));
   assert.equal(sent.length, 3);
   // True, then False with the same reason and message: the status alone turning False is an Event.
-  sync();
-  clock.advance(1000);
-  writer.update(new Map([['default/web', ['192.0.2.1']]]), new Map([['default/web', satisfied('True', 'other_reason', 'other')]]));
-  clock.advance(0);
-  await flush();
+  await rewrite(satisfied('True', 'other_reason', 'other'));
   assert.equal(sent.length, 3);
-  sync();
-  clock.advance(1000);
-  writer.update(new Map([['default/web', ['192.0.2.1']]]), new Map([['default/web', satisfied('False', 'other_reason', 'other')]]));
-  clock.advance(0);
-  await flush();
+  await rewrite(satisfied('False', 'other_reason', 'other'));
   assert.equal(sent.length, 4);
   // A Service whose first condition is False (none before): an Event.
   sync();
