@@ -391,9 +391,10 @@ export class Agent implements Disposable {
     const view = new ViewHandler(this.viewSource());
     this.viewHandler = view;
     this.store.add({ dispose: () => view.dispose() });
+    let publishCard: { trigger(): void } | undefined;
     if (this.viewStore) {
       const vs = this.viewStore;
-      this.jobs.timer('view-card', () => vs.publishCard(this.nodeCard()), 2000);
+      publishCard = this.jobs.timer('view-card', () => vs.publishCard(this.nodeCard()), 2000);
       // Other nodes' counters and health for open pages: fetched from the view servers their cards name.
       const poller = new PeerPoller({
         peers: () => [...vs.nodes()].flatMap(([node, card]) => (node !== this.config.node && card.viewUrl ? [{ node, url: card.viewUrl }] : [])),
@@ -422,6 +423,9 @@ export class Agent implements Disposable {
       this.jobs.hook('metrics-server', { start: () => metrics.start(), stop: () => metrics.dispose() });
     }
     await this.jobs.start();
+    // The card at once, not an interval later: a node that owns IPs within
+    // its first 2 s would otherwise show on every page as gone (no card).
+    publishCard?.trigger();
   }
 
   /**

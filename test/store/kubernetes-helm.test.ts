@@ -18,6 +18,7 @@ import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { silentLogger } from '../../src/core/logger.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 import { KubeClient } from '../../src/intent/sources/kube-client.js';
 import { KubernetesIntentSource } from '../../src/intent/sources/kubernetes.js';
 import { LeaseOwnership, leaseOwnershipDefaults } from '../../src/store/kubernetes/lease-ownership.js';
@@ -76,7 +77,8 @@ test('helm lint passes; helm template renders objects the API server accepts, sa
 test("the chart's RBAC is enough: its ServiceAccount's identity syncs every informer and holds its node Lease in the release namespace", { timeout: 120_000 }, async () => {
   // Objects from the first test are in place (same API server). A ServiceAccount authenticates as this user and groups.
   const client = await KubeClient.create({ kubeconfig: kube.kubeconfig(`system:serviceaccount:${NS}:herald`, ['system:serviceaccounts', `system:serviceaccounts:${NS}`, 'system:authenticated']) });
-  const source = new KubernetesIntentSource({ client, log: silentLogger, retryMinMs: 100, retryMaxMs: 400 });
+  const sourceLog = recordingLogger();
+  const source = new KubernetesIntentSource({ client, log: sourceLog, retryMinMs: 100, retryMaxMs: 400 });
   const ownership = new LeaseOwnership(client, 'node-chart', { log: silentLogger }, { ...leaseOwnershipDefaults, namespace: NS, durationS: 3, renewMs: 500 });
   const errors: unknown[] = [];
   // The first test created the CRDs a moment ago: a kind is served only once its CRD is Established
@@ -95,7 +97,13 @@ test("the chart's RBAC is enough: its ServiceAccount's identity syncs every info
     const deadline = Date.now() + 30_000;
     while (!source.synced && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     assert.ok(source.synced, `every informer synced: ${JSON.stringify(source.status().informers.filter((i) => !i.synced).map((i) => i.kind))} ${JSON.stringify(errors.at(-1))}`);
-    assert.deepEqual(source.status().informers.filter((i) => i.errors > 0).map((i) => i.kind), [], 'no list/watch refused');
+    // A list or watch the role does not allow is a 403 (kept retrying, so it may also sync through a
+    // later grant): none may be refused. A CRD's kind can still answer 404 for a moment after the CRD
+    // is Established (the API server's handler for it is installed asynchronously; CI saw it once for
+    // CiliumNetworkPolicy), which is not a matter of RBAC and is retried like any failure.
+    const failures = sourceLog.lines.filter((l) => l.level === 'warn' && /kubernetes (list|watch) failed/.test(l.msg)).map((l) => `${String(l.obj.kind)}: ${String(l.obj.err)}`);
+    assert.deepEqual(failures.filter((f) => /\b403\b|forbidden/i.test(f)), [], `no list/watch refused (failures: ${JSON.stringify(failures)})`);
+    assert.deepEqual(failures.filter((f) => !/\b404\b|not found/i.test(f)), [], 'no other list/watch failure');
     await ownership.start(() => {});
     const leaseDeadline = Date.now() + 30_000;
     let lease: any;
