@@ -106,6 +106,7 @@ unit_tests=(
   test/net/ndp.test.ts
   test/datapath/garp.test.ts
   test/datapath/liveness.test.ts
+  test/datapath/link-hold.test.ts
   test/datapath/heartbeat-thread.test.ts
   test/datapath/layout.test.ts
   test/datapath/bird-render.test.ts

@@ -19,6 +19,7 @@ import { L2Datapath, type L2DatapathOptions } from './datapath.js';
 import { decodeConflictEvent } from './layout.js';
 import type { LivenessGate } from '../../controlplane/ownership/edges.js';
 import { L2ResponderOps } from './reconcile-ops.js';
+import { answeringLinks, linkHoldDecision } from './link-hold.js';
 
 export interface L2StackConfig {
   datapath: L2DatapathOptions;
@@ -114,7 +115,7 @@ export class L2Stack implements Disposable {
   /** ifindex → carrier, as last seen: a link regaining carrier is re-checked before answering on it. */
   private carrier = new Map<number, boolean>();
   /** The links we served when all of them lost carrier (the heartbeat is held until one regains it). */
-  private darkLinks: Set<number> | undefined;
+  private darkLinks: ReadonlySet<number> | undefined;
 
   /**
    * Links changed: re-resolve interface names (a recreated interface has a
@@ -127,19 +128,14 @@ export class L2Stack implements Disposable {
     this.ops.invalidateLinks();
     try {
       const links = await this.deps.links.list();
-      const served = new Set(this.datapath.maps.interfaces.keys());
-      const answers = (l: { up: boolean; carrier: boolean }) => l.up && l.carrier;
-      // Links we served when every one of them went dark count as served until one is back (the control
-      // plane withdraws what a dark link announced, which may empty the interfaces map meanwhile).
-      const back = links.filter((l) => (served.has(l.ifindex) || this.darkLinks?.has(l.ifindex)) && answers(l) && this.carrier.get(l.ifindex) === false);
-      this.carrier = new Map(links.map((l) => [l.ifindex, answers(l)]));
-      const servedLinks = links.filter((l) => served.has(l.ifindex));
+      const decision = linkHoldDecision({ links, served: new Set(this.datapath.maps.interfaces.keys()), answeredBefore: this.carrier, darkLinks: this.darkLinks });
+      this.carrier = answeringLinks(links);
       const liveness = this.datapath.liveness;
-      if (back.length > 0) {
+      if (decision.action === 'recheck') {
         this.darkLinks = undefined;
-        void liveness?.holdAndRecheck(`${back.map((l) => l.name).join(', ')} regained carrier`);
-      } else if (servedLinks.length > 0 && !servedLinks.some(answers) && !this.darkLinks) {
-        this.darkLinks = new Set(servedLinks.map((l) => l.ifindex));
+        void liveness?.holdAndRecheck(decision.reason);
+      } else if (decision.action === 'hold') {
+        this.darkLinks = decision.darkLinks;
         liveness?.holdWhileLinksDown();
       }
     } catch (e) {
