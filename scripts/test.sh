@@ -89,6 +89,7 @@ unit_tests=(
   test/cli/manifests.test.ts
   test/cli/real-world-corpus.test.ts
   test/store/etcd-ownership.test.ts
+  test/store/etcd-handover-record.test.ts
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts
   test/store/etcd-node-claim.test.ts

@@ -495,4 +495,88 @@ describe('etcd ownership', () => {
     assert.ok(peak > 1, `at most ${peak} contention transaction(s) in flight for 10 chunks`);
     assert.ok(peak <= 8, `${peak} in flight: bounded`);
   });
+  /** a owns IP alone; then b (and c) join as candidates; a's datapath goes silent and its ownership stops working (a stop that stalls after writing its record). */
+  async function stoppingOwner(prefix: string, ip: string, joiners: string[]) {
+    const cands = new Map([[ip, ['eth0']]]);
+    const a = await member('node-a', prefix);
+    a.own.setCandidates(cands);
+    await waitFor(() => a.owned.current.has(ip), { what: 'a owns' });
+    const others = [];
+    for (const node of joiners) {
+      const m = await member(node, prefix);
+      m.own.setCandidates(cands);
+      others.push(m);
+    }
+    for (const node of joiners) {
+      const key = `${prefix}candidates/${ip}/${node}`;
+      await waitFor(async () => (await a.session.client.get(key).exec()).kvs.length === 1, { what: `${node}'s candidacy in the store` });
+    }
+    await new Promise((r) => setTimeout(r, 300)); // every watch has delivered them
+    timeline.push({ node: 'node-a', owned: new Set() }); // silent from here
+    a.own.dispose();
+    const record = (moves: Array<[string, string, string]>) => JSON.stringify({ v: 1, node: 'node-a', moves });
+    const putRecord = (value: string, lease = a.session.leaseId!) => a.session.client.put(`${prefix}handover/node-a`).value(value).lease(lease);
+    return { a, others, record, putRecord };
+  }
+
+  test("a stop's hand-over record: the named successor answers while the owner key still names the stopping node on its lease; it goes with that lease", async () => {
+    const prefix = freshPrefix();
+    const { a, others: [b], record, putRecord } = await stoppingOwner(prefix, IP, ['node-b']);
+    // Records that grant nothing: broken, naming b on a lease b does not hold, naming another IP.
+    await putRecord('{"v":1,"node":"node-a","moves":[[');
+    await putRecord(record([[IP, 'node-b', '12345']]));
+    await putRecord(record([['198.51.100.8', 'node-b', b!.session.leaseId!]]));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(b!.owned.current.has(IP), false, 'no record that names b for IP on its lease');
+    await putRecord(record([[IP, 'node-b', b!.session.leaseId!]]));
+    await waitFor(() => b!.owned.current.has(IP), { timeoutMs: 5000, what: 'b answers at the record' });
+    const kv = (await b!.session.client.get(`${prefix}owners/${IP}`).exec()).kvs[0]!;
+    assert.equal(kv.value.toString(), 'node-a', 'the owner key was not moved');
+    assert.equal(String(kv.lease), a.session.leaseId);
+    // The stopping node's lease ends before the key was moved: record and key go together, b stops
+    // answering, and (the only candidate) claims the free IP on its own lease.
+    await a.session.revoke();
+    await waitFor(async () => {
+      const k = (await b!.session.client.get(`${prefix}owners/${IP}`).exec()).kvs[0];
+      return k?.value.toString() === 'node-b' && String(k.lease) === b!.session.leaseId;
+    }, { timeoutMs: 5000, what: 'b claims the key on its own lease' });
+    await waitFor(() => b!.owned.current.has(IP), { timeoutMs: 5000, what: 'b owns it' });
+    const bSizes = timeline.flatMap((e) => ('owned' in e && e.node === 'node-b' ? [e.owned.has(IP)] : []));
+    assert.deepEqual(bSizes.slice(-3), [true, false, true], `b withdrew between the record's end and its own claim: ${bSizes.join(' ')}`);
+    assert.equal(maxOwnersOfIp(), 1, 'never two owners at once');
+    for (const m of [a, b!]) m.session.dispose();
+  });
+
+  test('a hand-over record voided by its lease ending: a node it did not name waits the contention delay before claiming, though preferred (the named one may still answer)', async () => {
+    // An IP for which c is preferred over b.
+    const ip = Array.from({ length: 64 }, (_, i) => `198.51.100.${100 + i}`).find((x) => rendezvousScore('node-c', x) > rendezvousScore('node-b', x))!;
+    const prefix = freshPrefix();
+    const { a, others: [b, c], record, putRecord } = await stoppingOwner(prefix, ip, ['node-b', 'node-c']);
+    await putRecord(record([[ip, 'node-b', b!.session.leaseId!]]));
+    await waitFor(() => b!.owned.current.has(ip), { timeoutMs: 5000, what: 'b answers at the record' });
+    const t0 = performance.now();
+    await a.session.revoke();
+    let cAt = Infinity;
+    let holder: string | undefined;
+    await waitFor(async () => {
+      if (c!.owned.current.has(ip)) cAt = Math.min(cAt, performance.now() - t0);
+      const k = (await c!.session.client.get(`${prefix}owners/${ip}`).exec()).kvs[0];
+      holder = k && String(k.lease) !== a.session.leaseId ? k.value.toString() : undefined;
+      return holder !== undefined && (holder === 'node-b' ? b! : c!).owned.current.has(ip);
+    }, { timeoutMs: 5000, intervalMs: 2, what: 'a new owner on its own lease' });
+    if (c!.owned.current.has(ip)) cAt = Math.min(cAt, performance.now() - t0);
+    if (holder === 'node-c') assert.ok(cAt >= 250, `c claimed ${Math.round(cAt)} ms after the revoke, before the contention delay (300 ms)`);
+    const owners = timeline.flatMap((e) => ('owned' in e && e.owned.has(ip) ? [e.node] : []));
+    assert.ok(owners.length > 0);
+    // Never two at once, over the whole timeline (for this IP).
+    const now = new Map<string, boolean>();
+    let max = 0;
+    for (const e of timeline) {
+      if (!('owned' in e)) continue;
+      now.set(e.node, e.owned.has(ip));
+      max = Math.max(max, [...now.values()].filter(Boolean).length);
+    }
+    assert.equal(max, 1, 'never two owners at once');
+    for (const m of [a, b!, c!]) m.session.dispose();
+  });
 });

@@ -6,6 +6,9 @@
  *   <prefix>releasing/<ip>            → owner node, on the owner's lease: written
  *                                       before the owner goes silent on a release,
  *                                       deleted with the owner key
+ *   <prefix>handover/<node>           → a stopping node's successors, on its lease
+ *                                       (handover-record.ts): honoured while the
+ *                                       owner key is still on that lease
  *
  * Owning an IP is a key created in a transaction only if absent: the key is the
  * fence, so two nodes never own one IP. Keys live on the agent's one lease, so
@@ -31,6 +34,7 @@ import { causeText, type EventBody, type OwnershipCause } from '../../core/event
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch } from '../../controlplane/ownership/edges.js';
 import { SilenceVerdicts, watchTargets, type HeldElsewhere } from '../../controlplane/ownership/fencing.js';
+import { encodeHandoverRecord, parseHandoverRecord, type HandoverMove, type HandoverRecord } from './handover-record.js';
 import type { EtcdSession } from './session.js';
 
 export interface EtcdOwnershipOptions {
@@ -78,6 +82,8 @@ const EVENTS_PER_BATCH = 50;
  * last watch event; as 8–10 lean ones, 46–73 ms.
  */
 const HANDOVER_CHUNK = 125;
+/** After a hand-over record is written, the moves wait this long: the successors' datapaths go first. */
+const HANDOVER_MOVES_AFTER_MS = 100;
 /** How long a node that handed a key over on its stop counts as departed (its lease is revoked next; at most it expires). */
 const DEPARTED_MS = 10_000;
 /** IPs per release transaction: the owner key and its releasing marker deleted for each. */
@@ -139,6 +145,12 @@ interface OwnerRecord {
   lease: string;
 }
 
+/** A stopping node's hand-over record as seen here: on `lease`; `goneAtMs` once its key was deleted. */
+interface SeenHandover extends HandoverRecord {
+  readonly lease: string;
+  goneAtMs?: number;
+}
+
 /** One change of a key under our prefix, at the store revision that made it. */
 interface KeyEvent {
   type: 'put' | 'delete';
@@ -195,6 +207,21 @@ export class EtcdOwnership implements OwnershipBackend {
   private readonly ownersPrefix: string;
   private readonly candidatesPrefix: string;
   private readonly releasingPrefix: string;
+  private readonly handoverPrefix: string;
+  /**
+   * Stopping nodes' hand-over records by key. A record naming us for an IP
+   * whose owner key still names its node on its lease makes the IP ours to
+   * answer until the key is moved onto our lease (or vanishes with the
+   * record). Kept DEPARTED_MS after deletion, for the rule below.
+   */
+  private handovers = new Map<string, SeenHandover>();
+  /**
+   * ip → monotonic ms until which an IP is not contended at once: its owner
+   * key vanished while a hand-over record named another node for it, which
+   * may still answer it until it sees the delete (contended after the
+   * contention delay instead, like any non-preferred claim).
+   */
+  private readonly voidedHandovers = new Map<string, number>();
   /** ip → the releasing marker's node and lease (another owner is giving the IP up: its silence is no death). */
   private marks = new Map<string, OwnerRecord>();
   /** What a silence report proves, with the releasing markers' grace (shared with the Kubernetes store). */
@@ -226,6 +253,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.ownersPrefix = `${session.prefix}owners/`;
     this.candidatesPrefix = `${session.prefix}candidates/`;
     this.releasingPrefix = `${session.prefix}releasing/`;
+    this.handoverPrefix = `${session.prefix}handover/`;
     this.verdicts = new SilenceVerdicts({ clock: deps.clock, log: deps.log, ...(deps.watch ? { watch: deps.watch } : {}), again: (node, ip) => void this.fence(node, ip) }, opts.releaseGraceMs ?? etcdOwnershipDefaults.releaseGraceMs!);
     // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
     this.passes = new Trigger({ name: 'etcd ownership', run: () => this.pass(), clock: deps.clock, log: deps.log, delayMs: 0 });
@@ -404,6 +432,10 @@ export class EtcdOwnership implements OwnershipBackend {
       const ip = key.slice(this.releasingPrefix.length);
       if (lease === NO_LEASE) this.marks.delete(ip);
       else this.marks.set(ip, { node: value, lease });
+    } else if (key.startsWith(this.handoverPrefix)) {
+      const record = this.seenHandover(value, lease);
+      if (record) this.handovers.set(key, record);
+      else this.handovers.delete(key);
     } else if (key.startsWith(this.candidatesPrefix)) {
       const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
       if (!ip || !node || node === this.nodeName) return;
@@ -431,6 +463,11 @@ export class EtcdOwnership implements OwnershipBackend {
     this.departed.set(lease, { node, untilMs: monotonicMs(this.deps.clock) + DEPARTED_MS });
     // Bounded: one entry per stop seen; the oldest go first.
     if (this.departed.size > 64) this.departed.delete(this.departed.keys().next().value!);
+    this.dropCandidacies(lease, node);
+  }
+
+  /** Forgets `node`'s candidacies on `lease` (a departed node's). */
+  private dropCandidacies(lease: string, node: string): void {
     for (const [k, l] of this.candidateLeases) {
       if (l !== lease) continue;
       const slash = k.lastIndexOf('/');
@@ -439,6 +476,51 @@ export class EtcdOwnership implements OwnershipBackend {
       this.candidateLeases.delete(k);
       this.others.get(ip)?.delete(node);
       if (this.others.get(ip)?.size === 0) this.others.delete(ip);
+    }
+  }
+
+  /**
+   * A hand-over record read from the store (a put or a re-read): another
+   * node's, on a live lease, well-formed — else nothing. Its node is stopping:
+   * departed on that lease, as when its first key moves.
+   */
+  private seenHandover(value: Buffer | string, lease: string): SeenHandover | undefined {
+    if (lease === NO_LEASE) return undefined;
+    const record = parseHandoverRecord(value);
+    if (!record || record.node === this.nodeName) return undefined;
+    this.depart(lease, record.node);
+    const named = [...record.moves.values()].filter((m) => m.node === this.nodeName).length;
+    if (named > 0) this.deps.log.debug({ from: record.node, ips: named }, 'trace: hand-over record names us');
+    return { ...record, lease };
+  }
+
+  /**
+   * `ip`'s owner key vanished: if a hand-over record on its lease (standing or
+   * just gone with it) named another node, that node may answer the IP until
+   * it sees the delete — so nobody else contends at once.
+   */
+  private voidHandover(ip: string, prev: OwnerRecord): void {
+    const now = monotonicMs(this.deps.clock);
+    for (const [key, r] of this.handovers) {
+      if (r.goneAtMs !== undefined && now - r.goneAtMs >= DEPARTED_MS) {
+        this.handovers.delete(key);
+        continue;
+      }
+      if (r.lease !== prev.lease || r.node !== prev.node) continue;
+      const successor = r.moves.get(ip);
+      if (successor && successor.node !== this.nodeName) this.voidedHandovers.set(ip, now + this.opts.contendDelayMs);
+    }
+  }
+
+  /** IPs a standing hand-over record names us for (on our lease) whose owner key is still on the record's lease. */
+  private *handedOverByRecord(lease: string): Iterable<string> {
+    for (const r of this.handovers.values()) {
+      if (r.goneAtMs !== undefined) continue;
+      for (const [ip, m] of r.moves) {
+        if (m.node !== this.nodeName || m.lease !== lease || !this.candidates.has(ip)) continue;
+        const o = this.owners.get(ip);
+        if (o && o.node === r.node && o.lease === r.lease) yield ip;
+      }
     }
   }
 
@@ -452,11 +534,15 @@ export class EtcdOwnership implements OwnershipBackend {
       const ip = key.slice(this.ownersPrefix.length);
       const prev = this.owners.get(ip);
       if (prev && prev.node !== this.nodeName) this.gone.set(ip, { node: prev.node, atMs: monotonicMs(this.deps.clock) });
+      if (prev) this.voidHandover(ip, prev);
       this.deps.onOwners?.();
       this.owners.delete(ip);
       this.releaseDone(ip);
     } else if (key.startsWith(this.releasingPrefix)) {
       this.marks.delete(key.slice(this.releasingPrefix.length));
+    } else if (key.startsWith(this.handoverPrefix)) {
+      const record = this.handovers.get(key);
+      if (record && record.goneAtMs === undefined) record.goneAtMs = monotonicMs(this.deps.clock);
     } else if (key.startsWith(this.candidatesPrefix)) {
       const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
       if (!ip || !node) return;
@@ -503,6 +589,7 @@ export class EtcdOwnership implements OwnershipBackend {
       const others = new Map<string, Map<string, number>>();
       const candidateLeases = new Map<string, string>();
       const marks = new Map<string, OwnerRecord>();
+      const handovers = new Map<string, SeenHandover>();
       const now = this.deps.clock.now();
       for (const kv of res.kvs) {
         const key = kv.key.toString();
@@ -515,6 +602,9 @@ export class EtcdOwnership implements OwnershipBackend {
           owners.set(key.slice(this.ownersPrefix.length), { node: kv.value.toString(), lease });
         } else if (key.startsWith(this.releasingPrefix)) {
           if (lease !== NO_LEASE) marks.set(key.slice(this.releasingPrefix.length), { node: kv.value.toString(), lease });
+        } else if (key.startsWith(this.handoverPrefix)) {
+          const record = this.seenHandover(kv.value, lease);
+          if (record) handovers.set(key, record);
         } else if (key.startsWith(this.candidatesPrefix)) {
           const [ip, node] = key.slice(this.candidatesPrefix.length).split('/');
           if (!ip || !node || node === this.nodeName) continue;
@@ -532,7 +622,13 @@ export class EtcdOwnership implements OwnershipBackend {
       this.owners = owners;
       this.others = others;
       this.candidateLeases = candidateLeases;
+      // Read in key order, candidacies before hand-over records: a stopping node's go now.
+      for (const r of handovers.values()) this.dropCandidacies(r.lease, r.node);
       this.marks = marks;
+      // Records gone since are kept for the voided-hand-over rule (their deletion time is what it reads).
+      const nowMs = monotonicMs(this.deps.clock);
+      for (const [key, r] of this.handovers) if (!handovers.has(key) && nowMs - (r.goneAtMs ?? nowMs) < DEPARTED_MS) handovers.set(key, { ...r, goneAtMs: r.goneAtMs ?? nowMs });
+      this.handovers = handovers;
       this.snapshotRevision = revision;
       this.keyRevisions.clear();
       for (const ev of journal) this.applyEvent(ev);
@@ -587,7 +683,7 @@ export class EtcdOwnership implements OwnershipBackend {
           this.lateContenders.delete(ip);
           continue;
         }
-        if (this.isPreferred(ip)) contendNow.push({ ip, late: false });
+        if (this.isPreferred(ip) && !this.handoverVoidedRecently(ip)) contendNow.push({ ip, late: false });
         else if (this.lateContenders.delete(ip)) contendNow.push({ ip, late: true });
         else this.contendLater(ip);
       }
@@ -739,6 +835,14 @@ export class EtcdOwnership implements OwnershipBackend {
     if (until === undefined) return false;
     if (monotonicMs(this.deps.clock) < until) return true;
     this.skipped.get(ip)!.delete(node);
+    return false;
+  }
+
+  private handoverVoidedRecently(ip: string): boolean {
+    const until = this.voidedHandovers.get(ip);
+    if (until === undefined) return false;
+    if (monotonicMs(this.deps.clock) < until) return true;
+    this.voidedHandovers.delete(ip);
     return false;
   }
 
@@ -1032,6 +1136,8 @@ export class EtcdOwnership implements OwnershipBackend {
       for (const [ip, o] of this.owners) {
         if (o.node === this.nodeName && lease !== undefined && !this.releasing.has(ip) && (o.lease === lease || former.has(o.lease))) owned.add(ip);
       }
+      // A stopping node's successor answers at its hand-over record, not after the moves.
+      if (lease !== undefined) for (const ip of this.handedOverByRecord(lease)) if (!this.releasing.has(ip)) owned.add(ip);
     }
     const same = owned.size === this.lastOwned.size && [...owned].every((ip) => this.lastOwned.has(ip));
     if (same) return Promise.resolve(true);
@@ -1145,6 +1251,10 @@ export class EtcdOwnership implements OwnershipBackend {
       const s = this.successor(ip);
       return s ? [{ ip, ...s }] : [];
     });
+    // The successors answer at the record; the moves only make it last past our revoke. Started at
+    // once, their 1,000 puts and watch events take the CPU the successors need to answer (measured:
+    // last IP 133–201 ms with the moves at once, on 2 cores shared with etcd).
+    if (await this.writeHandoverRecord(moves, lease)) await new Promise<void>((r) => this.deps.clock.setTimeout(() => r(), HANDOVER_MOVES_AFTER_MS));
     const chunks: Array<typeof moves> = [];
     for (let i = 0; i < moves.length; i += HANDOVER_CHUNK) chunks.push(moves.slice(i, i + HANDOVER_CHUNK));
     const done = await Promise.all(
@@ -1171,6 +1281,26 @@ export class EtcdOwnership implements OwnershipBackend {
       }),
     );
     return done.reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * One put before the moves: the successors answer as they see it (one watch
+   * event), while the moves — eight transactions for 1,000 IPs — follow.
+   * On our lease (a put onto a lease that is gone fails), so it goes with our
+   * owner keys at the revoke. Failing is no error: the moves still hand over.
+   */
+  private async writeHandoverRecord(moves: readonly HandoverMove[], lease: string): Promise<boolean> {
+    const value = encodeHandoverRecord(this.nodeName, moves);
+    if (moves.length === 0 || value === undefined) return false;
+    const t0 = monotonicMs(this.deps.clock);
+    try {
+      await this.session.client.put(`${this.handoverPrefix}${this.nodeName}`).value(value).lease(lease);
+      this.deps.log.debug({ ips: moves.length, bytes: value.length, ms: Math.round(monotonicMs(this.deps.clock) - t0) }, 'trace: hand-over record written');
+      return true;
+    } catch (e) {
+      this.deps.log.debug({ err: describeError(e) }, 'writing the hand-over record failed; the moves hand over alone');
+      return false;
+    }
   }
 
   dispose(): void {
