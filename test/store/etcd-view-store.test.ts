@@ -147,6 +147,17 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     await waitFor(() => log.lines.length === 2, { what: 'the read tried again' });
   });
 
+  test('disposed while the store cannot be read: the retries stop', async () => {
+    const s = new EtcdSession({ endpoints: [`unix://${real.etcd.dataDir}/no-such.sock`], prefix: freshPrefix(), ttlSeconds: 3, keepaliveMs: 500, marginMs: 500 }, { clock: systemClock, log: silentLogger });
+    real.own(s);
+    const log = recordingLogger();
+    const v = await view(s, 'a', viewStoreDefaults, log);
+    assert.equal(log.lines.length, 1, 'the first read failed');
+    v.dispose();
+    await new Promise((r) => setTimeout(r, 2500)); // two retry periods
+    assert.equal(log.lines.length, 1, `no read after dispose: ${JSON.stringify(log.lines.map((l) => l.msg))}`);
+  });
+
   test('at most perNode events are kept per node: the oldest are deleted, other nodes untouched', async () => {
     const prefix = freshPrefix();
     const log = recordingLogger();
@@ -221,6 +232,10 @@ describe('etcd view store: the cluster timeline and node cards', () => {
       await real.raw.put(`${prefix}view/events/x/${tag}2`).value('{not json');
       await real.raw.put(`${prefix}view/events/x/${tag}3`).value('{"no":"kind"}');
       await real.raw.put(`${prefix}view/events/x/${tag}4`).value('null');
+      await real.raw.put(`${prefix}view/events/x/${tag}6`).value('7');
+      await real.raw.put(`${prefix}view/events/x/${tag}7`).value('"node-stopping"');
+      await real.raw.put(`${prefix}view/events/x/${tag}8`).value('{"kind":7}');
+      await real.raw.put(`${prefix}view/other-${tag}`).value(JSON.stringify({ kind: 'intent-accepted', owned: 1 })); // neither an event nor a card
       await real.raw.put(`${prefix}view/events/x/${tag}5`).value(JSON.stringify({ kind: 'node-stopping', at: 7 }));
       await real.raw.put(`${prefix}view/nodes/bad-${tag}`).value('{not json');
       await real.raw.put(`${prefix}view/nodes/null-${tag}`).value('null');

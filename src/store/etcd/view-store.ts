@@ -93,7 +93,7 @@ export class EtcdViewStore implements EventJournal {
         const parsed = this.parse(key, kv.value, Number(kv.mod_revision));
         if (parsed?.event) events.push(parsed.event);
       }
-      this.ownKeys.sort();
+      // In key order already: etcd returns a range sorted by key.
       const lastSeq = this.ownKeys.length > 0 ? Number(this.ownKeys[this.ownKeys.length - 1]!.split('/').pop()) : 0;
       this.seq = Math.max(this.seq, Number.isFinite(lastSeq) ? lastSeq : 0);
       events.sort((a, b) => a.id - b.id);
@@ -130,7 +130,7 @@ export class EtcdViewStore implements EventJournal {
         if (parsed?.event) events.push(parsed.event);
         if (parsed?.card) nodes = true;
       }
-      if (events.length > 0) this.ring.add(...events);
+      this.ring.add(...events); // none: a no-op
       if (nodes) this.notifyNodes();
     });
     w.on('disconnected', () => (disconnected = true));
@@ -149,8 +149,9 @@ export class EtcdViewStore implements EventJournal {
     try {
       if (key.startsWith(this.eventsPrefix)) {
         const node = key.slice(this.eventsPrefix.length).split('/')[0] ?? '';
-        const body = JSON.parse(value.toString()) as EventBody & { at?: string };
-        if (typeof body !== 'object' || body === null || typeof body.kind !== 'string') return undefined;
+        const body = JSON.parse(value.toString()) as (EventBody & { at?: string }) | null;
+        // Anything but an object with a text kind (null, a number, a string, an array) has no text `kind`.
+        if (typeof body?.kind !== 'string') return undefined;
         return { event: { ...body, id: revision, node, at: typeof body.at === 'string' ? body.at : new Date(0).toISOString() } as ClusterEvent };
       }
       if (key.startsWith(this.nodesPrefix)) {
