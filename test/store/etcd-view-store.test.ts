@@ -110,6 +110,10 @@ describe('etcd view store: the cluster timeline and node cards', () => {
     const off = b.onNodes(() => notified++);
     real.own({ dispose: off });
     for (let i = 0; i < 3; i++) await a.record({ kind: 'intent-accepted' });
+    // Apart from the card (one watch batch may carry both): the events and their deletions alone notify nobody.
+    await waitFor(() => b.ring.list().length === 3, { what: 'b to see the events' });
+    await new Promise((r) => setTimeout(r, 300)); // the last deletion delivered too
+    assert.equal(notified, 0, 'events and deleted events are no node change');
     const card = { version: '1', startedAt: '', interfaces: [], owned: 1 };
     await a.publishCard(card);
     await waitFor(() => b.nodes().get('a')?.owned === 1, { what: "b to see a's card (after the events and their deletions)" });
