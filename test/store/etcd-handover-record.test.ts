@@ -32,6 +32,9 @@ test('anything but a well-formed record grants nothing', () => {
     '{"v":1,"node":"a","moves":[["198.51.100.7","b",1]]}',
     '{"v":1,"node":"a","moves":[["198.51.100.7","","1"]]}',
     '{"v":1,"node":"a","moves":["198.51.100.7"]}',
+    '7',
+    '"handover"',
+    'true',
   ];
   for (const text of bad) assert.equal(parseHandoverRecord(text), undefined, text);
   // Two successors for one IP: the whole record is refused, not the first or the last taken.
@@ -45,4 +48,13 @@ test('bounded: an oversized value is neither written nor read', () => {
   assert.ok(fits.length < HANDOVER_RECORD_MAX_BYTES);
   assert.equal(parseHandoverRecord(Buffer.alloc(HANDOVER_RECORD_MAX_BYTES + 1, 0x20)), undefined);
   assert.equal(parseHandoverRecord(fits)?.moves.size, 1000);
+  // Exactly at the bound: written and read; one byte more: neither (a valid record all the same).
+  const base = encodeHandoverRecord('', [{ ip: '198.51.100.7', node: 'node-b', lease: '1' }])!;
+  const atBound = (extra: number) => encodeHandoverRecord('n'.repeat(HANDOVER_RECORD_MAX_BYTES - base.length + extra), [{ ip: '198.51.100.7', node: 'node-b', lease: '1' }]);
+  const exact = atBound(0)!;
+  assert.equal(Buffer.byteLength(exact), HANDOVER_RECORD_MAX_BYTES);
+  assert.equal(parseHandoverRecord(exact)?.moves.get('198.51.100.7')?.node, 'node-b');
+  assert.equal(atBound(1), undefined);
+  const over = JSON.stringify({ v: 1, node: 'n'.repeat(HANDOVER_RECORD_MAX_BYTES), moves: [] });
+  assert.equal(parseHandoverRecord(over), undefined, 'a well-formed record over the bound');
 });

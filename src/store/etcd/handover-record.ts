@@ -43,7 +43,7 @@ export function parseHandoverRecord(value: Buffer | string): HandoverRecord | un
   } catch {
     return undefined;
   }
-  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  if (parsed === null) return undefined; // any other JSON value destructures (a number's fields are undefined)
   const { v, node, moves } = parsed as { v?: unknown; node?: unknown; moves?: unknown };
   if (v !== 1 || typeof node !== 'string' || node === '' || !Array.isArray(moves)) return undefined;
   const out = new Map<string, { node: string; lease: string }>();
