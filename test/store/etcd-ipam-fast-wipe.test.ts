@@ -1,0 +1,89 @@
+/**
+ * The etcd LB-IPAM coordinator when the store itself is wiped under running
+ * agents (a new cluster ID, revisions going back), on a manual clock against
+ * a real etcd of its own (the wipe takes every key of the server with it).
+ * Kept apart from etcd-ipam-fast.test.ts so that a mutation rerun of ipam.ts
+ * keeps what that file killed and only retests the rest with this one.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { AllocationState } from '../../src/controlplane/ipam/state.js';
+import { waitFor } from '../../lab/lab.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { EtcdIpamCoordinator, IPAM_COPY_FILE } from '../../src/store/etcd/ipam.js';
+import { EtcdSession } from '../../src/store/etcd/session.js';
+import { ManualClock } from '../helpers/manual-clock.js';
+import { useRealEtcd } from '../helpers/real-etcd-suite.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
+
+const S2: AllocationState = { version: 1, allocations: { 'default/a': ['198.51.100.10'], 'default/b': ['198.51.100.11'] }, fingerprints: {} };
+const WAIT = 1000;
+const WIPED = 'etcd store wiped or rolled back: keeping the allocation state in force; the store is not trusted to remember it';
+
+describe('etcd LB-IPAM coordinator: the store wiped under running agents (manual clock)', () => {
+  const real = useRealEtcd('ipam-wipe');
+  const scratch = mkdtempSync(join(tmpdir(), 'herald-ipam-wipe-'));
+  after(() => rmSync(scratch, { recursive: true, force: true }));
+
+  test('every agent logs the wipe once and keeps its state; the new allocator restores it; the watches see the new store', async () => {
+    const prefix = real.freshPrefix();
+    const clock = new ManualClock();
+    clock.advance(10_000);
+    const members = await Promise.all(
+      ['node-a', 'node-b'].map(async (node) => {
+        const log = recordingLogger();
+        const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: silentLogger }));
+        await session.start();
+        const stateDir = join(scratch, node);
+        const ipam = real.own(new EtcdIpamCoordinator(session, node, log, { stateDir, restoreWaitMs: WAIT, clock }));
+        return { node, log, session, ipam, stateDir };
+      }),
+    );
+    const [a, b] = members as [(typeof members)[number], (typeof members)[number]];
+    await a.ipam.start(() => {});
+    await b.ipam.start(() => {});
+    assert.equal(a.ipam.isAllocator(), true);
+    // Revisions well past what the wiped store will reach soon (read by both: under the ipam prefix).
+    for (let i = 0; i < 40; i++) await real.raw.put(`${prefix}ipam/unrelated`).value(String(i));
+    assert.equal(await a.ipam.save(S2), true);
+    await waitFor(() => b.ipam.current().generation === 1, { what: 'node-b at generation 1' });
+    const oldLeases = [a.session.leaseId, b.session.leaseId];
+    for (const m of members) assert.equal(m.log.lines.filter((l) => l.msg === WIPED).length, 0, 'no wipe at start');
+
+    await real.etcd.wipe();
+    for (const m of members) {
+      await waitFor(() => m.log.lines.some((l) => l.msg === WIPED), { timeoutMs: 15_000, what: `${m.node} to see the wipe` });
+      const e = m.log.lines.find((l) => l.msg === WIPED)!;
+      assert.equal(e.level, 'error');
+      const { clusterId, revision } = e.obj as { clusterId: { was: string; now: string }; revision: { was: number; now: number } };
+      // The same configuration gives the wiped server the same cluster ID: the revision going back tells.
+      assert.equal(typeof clusterId.was, 'string');
+      assert.equal(clusterId.now, clusterId.was);
+      assert.ok(revision.now < revision.was && revision.was > 40, JSON.stringify(revision));
+      assert.deepEqual(m.ipam.current(), { ...S2, generation: 1 }, `${m.node} keeps the state in force`);
+    }
+    // The old leases are gone with the store: the sessions find out, and re-grant on the next tick.
+    for (const m of members) await waitFor(async () => (await m.session.verify()) === 'lease-gone', { timeoutMs: 15_000, what: `${m.node}'s lease gone` });
+    clock.advance(10_000);
+    for (const m of members) await waitFor(() => m.session.state === 'live', { what: `${m.node} live again` });
+    assert.notDeepEqual([a.session.leaseId, b.session.leaseId], oldLeases);
+    await waitFor(() => a.ipam.allocator() !== undefined && a.ipam.allocator() === b.ipam.allocator(), { what: 'a new allocator' });
+    const allocator = members.find((m) => m.node === a.ipam.allocator())!;
+    const follower = members.find((m) => m !== allocator)!;
+    await waitFor(async () => (await real.raw.get(`${prefix}ipam/copies/${follower.node}`).string()) !== null, { what: "the follower's offer" });
+    assert.equal(allocator.ipam.isAllocator(), false);
+    clock.advance(WAIT);
+    await waitFor(() => allocator.ipam.isAllocator(), { what: 'the restore', onTimeout: () => allocator.log.lines.map((l) => `${l.level} ${l.msg}`).join('\n') });
+    const restored = { ...S2, generation: 1, held: ['default/a', 'default/b'] };
+    assert.deepEqual(JSON.parse((await real.raw.get(`${prefix}ipam/state`).string())!), restored);
+
+    // The watches were made anew on the new store: a save is seen by the follower at once.
+    assert.equal(await allocator.ipam.save({ ...S2, allocations: { ...S2.allocations, 'default/c': ['198.51.100.12'] } }), true);
+    await waitFor(() => follower.ipam.current().generation === 2, { what: 'the follower to see generation 2', timeoutMs: 3000 });
+    assert.equal(JSON.parse(readFileSync(join(allocator.stateDir, IPAM_COPY_FILE), 'utf8')).generation, 2);
+    for (const m of members) assert.equal(m.log.lines.filter((l) => l.msg === WIPED).length, 1, `${m.node} logged the wipe once`);
+  });
+});
