@@ -93,7 +93,7 @@ unit_tests=(
   test/store/etcd-ownership-fences.test.ts
   test/store/etcd-ipam.test.ts
   test/store/etcd-ipam-fast.test.ts
-  test/store/etcd-ipam-fast-wipe.test.ts
+  test/store/etcd-ipam-fast-edges.test.ts
   test/store/etcd-node-claim.test.ts
   test/store/etcd-session.test.ts
   test/store/etcd-session-lifecycle.test.ts

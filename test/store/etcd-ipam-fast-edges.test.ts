@@ -1,7 +1,8 @@
 /**
- * The etcd LB-IPAM coordinator when the store itself is wiped under running
- * agents (a new cluster ID, revisions going back), on a manual clock against
- * a real etcd of its own (the wipe takes every key of the server with it).
+ * The etcd LB-IPAM coordinator at its edges, on a manual clock against a real
+ * etcd of its own: what a read tells its listener, lease checks that fail or
+ * are cached, and last the store itself wiped under running agents
+ * (revisions going back; the wipe takes every key of the server with it).
  * Kept apart from etcd-ipam-fast.test.ts so that a mutation rerun of ipam.ts
  * keeps what that file killed and only retests the rest with this one.
  */
@@ -23,11 +24,95 @@ const S2: AllocationState = { version: 1, allocations: { 'default/a': ['198.51.1
 const WAIT = 1000;
 const WIPED = 'etcd store wiped or rolled back: keeping the allocation state in force; the store is not trusted to remember it';
 
-describe('etcd LB-IPAM coordinator: the store wiped under running agents (manual clock)', () => {
+describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
   const real = useRealEtcd('ipam-wipe');
   const scratch = mkdtempSync(join(tmpdir(), 'herald-ipam-wipe-'));
   after(() => rmSync(scratch, { recursive: true, force: true }));
+  let dirN = 0;
 
+  async function member(node: string, prefix: string, clock: ManualClock) {
+    const log = recordingLogger();
+    const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: silentLogger }));
+    await session.start();
+    const ipam = real.own(new EtcdIpamCoordinator(session, node, log, { stateDir: join(scratch, `dir-${dirN++}`), restoreWaitMs: WAIT, clock }));
+    let changes = 0;
+    /** Counts the coordinator's reads of the prefix. */
+    let reads = 0;
+    const client = session.client;
+    const getAll = client.getAll.bind(client);
+    (client as { getAll: typeof client.getAll }).getAll = (() => {
+      reads++;
+      return getAll();
+    }) as typeof client.getAll;
+    await ipam.start(() => void changes++);
+    return { node, log, session, ipam, changes: () => changes, reads: () => reads };
+  }
+  const clockAt = () => {
+    const c = new ManualClock();
+    c.advance(10_000);
+    return c;
+  };
+
+  test('a read that changes nothing tells nobody; a state-like value outside copies/ is no offer', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    const b = await member('node-b', prefix, clock);
+    assert.equal(await a.ipam.save(S2), true);
+    await waitFor(() => b.ipam.current().generation === 1, { what: 'node-b at generation 1' });
+    await new Promise((r) => setTimeout(r, 100));
+    const [changesA, changesB, readsB] = [a.changes(), b.changes(), b.reads()];
+    await real.raw.put(`${prefix}ipam/unrelated`).value(JSON.stringify({ ...S2, generation: 9 }));
+    await waitFor(() => b.reads() > readsB, { what: 'node-b to read again' });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(b.changes(), changesB, 'node-b: nothing changed');
+    assert.equal(a.changes(), changesA, 'node-a: nothing changed');
+    assert.equal(a.ipam.isAllocator(), true, 'no offer of generation 9 made the store behind');
+    assert.equal(a.log.lines.filter((l) => l.level === 'warn').length, 0);
+  });
+
+  test('a lease that cannot be checked is taken as live (a debug line); a live lease is checked once', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const key = `${prefix}ipam/allocator`;
+    const outsider = real.raw.lease(60);
+    const outsiderId = await outsider.grant();
+    real.own({ dispose: () => void outsider.revoke().catch(() => undefined) });
+    await outsider.put(key).value('outsider');
+    const log = recordingLogger();
+    const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: silentLogger }));
+    await session.start();
+    const lc = session.client.leaseClient;
+    const ttl = lc.leaseTimeToLive.bind(lc);
+    let checks = 0;
+    let failing = true;
+    (lc as { leaseTimeToLive: typeof lc.leaseTimeToLive }).leaseTimeToLive = ((...args: Parameters<typeof lc.leaseTimeToLive>) => {
+      checks++;
+      if (failing) return Promise.reject(new Error('injected lease check failure'));
+      return ttl(...args);
+    }) as typeof lc.leaseTimeToLive;
+    const ipam = real.own(new EtcdIpamCoordinator(session, 'node-b', log, { restoreWaitMs: WAIT, clock }));
+    await ipam.start(() => {});
+    assert.equal(ipam.allocator(), 'outsider');
+    assert.equal(ipam.isAllocator(), false);
+    const cannot = log.lines.filter((l) => l.msg === 'cannot check a lease');
+    assert.ok(cannot.length >= 1);
+    for (const l of cannot) assert.deepEqual([l.level, l.obj.lease, typeof l.obj.err], ['debug', outsiderId, 'string']);
+    assert.equal(await real.raw.get(key).string(), 'outsider', 'not removed');
+    failing = false;
+    const before = checks;
+    for (let i = 0; i < 3; i++) {
+      await real.raw.put(`${prefix}ipam/unrelated`).value(String(i));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await waitFor(() => checks > before, { what: 'a successful check' });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(checks, before + 1, 'checked once, then known live');
+    assert.equal(ipam.allocator(), 'outsider');
+  });
+
+
+  // Last: the wipe takes every key of the server with it.
   test('every agent logs the wipe once and keeps its state; the new allocator restores it; the watches see the new store', async () => {
     const prefix = real.freshPrefix();
     const clock = new ManualClock();
