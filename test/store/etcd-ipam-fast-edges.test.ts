@@ -38,14 +38,44 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     let changes = 0;
     /** Counts the coordinator's reads of the prefix. */
     let reads = 0;
+    /** Set: the next read's answer waits for this promise (a read that overlaps something). */
+    let holdNext: { gate: Promise<void>; held: () => void } | undefined;
     const client = session.client;
     const getAll = client.getAll.bind(client);
     (client as { getAll: typeof client.getAll }).getAll = (() => {
       reads++;
-      return getAll();
+      const builder = getAll();
+      const exec = builder.exec.bind(builder);
+      builder.exec = async () => {
+        const res = await exec();
+        const hold = holdNext;
+        holdNext = undefined;
+        if (hold) {
+          hold.held();
+          await hold.gate;
+        }
+        return res;
+      };
+      return builder;
     }) as typeof client.getAll;
     await ipam.start(() => void changes++);
-    return { node, log, session, ipam, changes: () => changes, reads: () => reads };
+    return {
+      node,
+      log,
+      session,
+      ipam,
+      changes: () => changes,
+      reads: () => reads,
+      /** The next read's answer is held until `release()`; `held` resolves once it is. */
+      holdNextRead() {
+        let release!: () => void;
+        let held!: () => void;
+        const gate = new Promise<void>((r) => (release = r));
+        const isHeld = new Promise<void>((r) => (held = r));
+        holdNext = { gate, held };
+        return { release, held: isHeld };
+      },
+    };
   }
   const clockAt = () => {
     const c = new ManualClock();
@@ -69,6 +99,24 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     assert.equal(a.changes(), changesA, 'node-a: nothing changed');
     assert.equal(a.ipam.isAllocator(), true, 'no offer of generation 9 made the store behind');
     assert.equal(a.log.lines.filter((l) => l.level === 'warn').length, 0);
+  });
+
+  test('a read answered before our own write but seen after it is not taken for the store going back: it is read again', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    await new Promise((r) => setTimeout(r, 100));
+    const h = a.holdNextRead();
+    await real.raw.put(`${prefix}ipam/unrelated`).value('x');
+    await h.held; // the read saw no state key
+    assert.equal(await a.ipam.save(S2), true);
+    h.release();
+    const reads = a.reads();
+    await waitFor(() => a.reads() > reads, { what: 'the read made again' });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(a.ipam.isAllocator(), true);
+    assert.deepEqual(a.log.lines.filter((l) => l.level === 'warn').map((l) => l.msg), [], 'the store was never taken as behind');
+    assert.deepEqual(a.ipam.status(), { allocator: 'node-a', generation: 1, source: 'store' });
   });
 
   test('a lease that cannot be checked is taken as live (a debug line); a live lease is checked once', async () => {
