@@ -7,7 +7,7 @@
  * keeps what that file killed and only retests the rest with this one.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -30,11 +30,11 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
   after(() => rmSync(scratch, { recursive: true, force: true }));
   let dirN = 0;
 
-  async function member(node: string, prefix: string, clock: ManualClock) {
+  async function member(node: string, prefix: string, clock: ManualClock, stateDir = join(scratch, `dir-${dirN++}`)) {
     const log = recordingLogger();
     const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: silentLogger }));
     await session.start();
-    const ipam = real.own(new EtcdIpamCoordinator(session, node, log, { stateDir: join(scratch, `dir-${dirN++}`), restoreWaitMs: WAIT, clock }));
+    const ipam = real.own(new EtcdIpamCoordinator(session, node, log, { stateDir, restoreWaitMs: WAIT, clock }));
     let changes = 0;
     /** Counts the coordinator's reads of the prefix. */
     let reads = 0;
@@ -77,6 +77,31 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
       },
     };
   }
+  /** The next allocation-state write (the fenced transaction) first runs `before`, or fails with `fail`. */
+  function beforeNextWrite(session: EtcdSession, o: { before?: () => Promise<unknown>; fail?: Error }) {
+    const client = session.client;
+    const realIf = client.if.bind(client);
+    let armed = true;
+    (client as { if: typeof client.if }).if = ((...args: Parameters<typeof client.if>) => {
+      const tx = realIf(...args);
+      if (armed && args[1] === 'Value') {
+        armed = false;
+        const commit = tx.commit.bind(tx);
+        tx.commit = async () => {
+          await o.before?.();
+          if (o.fail) throw o.fail;
+          return commit();
+        };
+      }
+      return tx;
+    }) as typeof client.if;
+  }
+  const copyDir = (state: AllocationState) => {
+    const d = join(scratch, `dir-${dirN++}`);
+    mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, IPAM_COPY_FILE), JSON.stringify(state));
+    return d;
+  };
   const clockAt = () => {
     const c = new ManualClock();
     c.advance(10_000);
@@ -159,6 +184,59 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     assert.equal(ipam.allocator(), 'outsider');
   });
 
+
+  const RESTORED = 'store wiped or rolled back: restored allocation generation 1 from node node-a';
+  const stored = async (prefix: string) => {
+    const t = await real.raw.get(`${prefix}ipam/state`).string();
+    return t === null ? undefined : (JSON.parse(t) as AllocationState);
+  };
+
+  test('a restore fenced off (the state key changed during it) is retried after another wait', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, copyDir({ ...S2, generation: 1 }));
+    await waitFor(() => a.ipam.status().waiting?.startsWith('restoring') === true, { what: 'the restore to start' });
+    beforeNextWrite(a.session, { before: async () => void (await real.raw.put(`${prefix}ipam/state`).value('garbage')) });
+    clock.advance(WAIT);
+    await waitFor(() => a.log.lines.some((l) => l.msg === 'restoring the allocation state was fenced off; re-reading'), { what: 'the fenced restore' });
+    await waitFor(() => a.ipam.status().waiting === 'restoring the allocation state (the allocation state in the store is unreadable)', { what: 'a new restore' });
+    assert.equal(a.log.lines.filter((l) => l.msg === RESTORED).length, 0);
+    clock.advance(WAIT);
+    await waitFor(() => a.ipam.isAllocator(), { what: 'the retried restore' });
+    assert.deepEqual(await stored(prefix), { ...S2, generation: 1, held: ['default/a', 'default/b'] });
+  });
+
+  test('a restore that fails is retried after another wait', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, copyDir({ ...S2, generation: 1 }));
+    beforeNextWrite(a.session, { fail: new Error('injected write failure') });
+    clock.advance(WAIT);
+    await waitFor(() => a.log.lines.some((l) => l.msg === 'restoring the allocation state failed; retrying'), { what: 'the failed restore' });
+    const failed = a.log.lines.find((l) => l.msg === 'restoring the allocation state failed; retrying')!;
+    assert.equal(failed.level, 'warn');
+    assert.match(String(failed.obj.err), /injected write failure/);
+    await waitFor(() => a.ipam.status().waiting?.startsWith('restoring') === true, { what: 'a new restore' });
+    assert.equal(a.ipam.isAllocator(), false);
+    clock.advance(WAIT);
+    await waitFor(() => a.ipam.isAllocator(), { what: 'the retried restore' });
+    assert.equal(a.log.lines.filter((l) => l.msg === RESTORED).length, 1);
+  });
+
+  test('a store repaired during the wait: nothing restored, the repaired state is taken', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, copyDir({ ...S2, generation: 1 }));
+    await waitFor(() => a.ipam.status().waiting?.startsWith('restoring') === true, { what: 'the restore to start' });
+    await real.raw.put(`${prefix}ipam/state`).value(JSON.stringify({ ...S2, generation: 3 }));
+    await waitFor(() => a.ipam.current().generation === 3, { what: 'the repaired state taken' });
+    assert.equal(a.ipam.isAllocator(), false, 'still restoring');
+    clock.advance(WAIT);
+    await waitFor(() => a.ipam.isAllocator(), { what: 'the restore to end' });
+    assert.equal(a.log.lines.filter((l) => l.msg.startsWith('store wiped or rolled back: restored')).length, 0);
+    assert.deepEqual(await stored(prefix), { ...S2, generation: 3 });
+    assert.deepEqual(a.ipam.status(), { allocator: 'node-a', generation: 3, source: 'store' });
+  });
 
   // Last: the wipe takes every key of the server with it.
   test('every agent logs the wipe once and keeps its state; the new allocator restores it; the watches see the new store', async () => {
