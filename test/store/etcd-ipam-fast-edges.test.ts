@@ -231,11 +231,49 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     await real.raw.put(`${prefix}ipam/state`).value(JSON.stringify({ ...S2, generation: 3 }));
     await waitFor(() => a.ipam.current().generation === 3, { what: 'the repaired state taken' });
     assert.equal(a.ipam.isAllocator(), false, 'still restoring');
+    assert.equal(a.ipam.status().waiting, 'restoring the allocation state (store behind)');
     clock.advance(WAIT);
     await waitFor(() => a.ipam.isAllocator(), { what: 'the restore to end' });
     assert.equal(a.log.lines.filter((l) => l.msg.startsWith('store wiped or rolled back: restored')).length, 0);
     assert.deepEqual(await stored(prefix), { ...S2, generation: 3 });
     assert.deepEqual(a.ipam.status(), { allocator: 'node-a', generation: 3, source: 'store' });
+  });
+
+  test('a stale allocator key that cannot be removed is warned about once per revision and stays ignored', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const key = `${prefix}ipam/allocator`;
+    await real.raw.put(key).value('ghost');
+    const log = recordingLogger();
+    const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: silentLogger }));
+    await session.start();
+    const client = session.client;
+    const realIf = client.if.bind(client);
+    let failing = true;
+    (client as { if: typeof client.if }).if = ((...args: Parameters<typeof client.if>) => {
+      const tx = realIf(...args);
+      if (failing && args[1] === 'Mod') tx.commit = () => Promise.reject(new Error('injected delete failure'));
+      return tx;
+    }) as typeof client.if;
+    const ipam = real.own(new EtcdIpamCoordinator(session, 'node-a', log, { restoreWaitMs: WAIT, clock }));
+    await ipam.start(() => {});
+    for (let i = 0; i < 2; i++) {
+      const n = log.lines.filter((l) => l.msg === 'cannot remove a stale key').length;
+      await real.raw.put(`${prefix}ipam/unrelated`).value(String(i));
+      await waitFor(() => log.lines.filter((l) => l.msg === 'cannot remove a stale key').length > n, { what: 'another failed removal' });
+    }
+    const warned = log.lines.filter((l) => l.msg === `ignoring allocator key ${key}: its lease is not live; removing it`);
+    assert.deepEqual(warned.map((l) => l.level), ['warn']);
+    const cannot = log.lines.find((l) => l.msg === 'cannot remove a stale key')!;
+    assert.deepEqual([cannot.level, cannot.obj.key, typeof cannot.obj.err], ['debug', key, 'string']);
+    assert.equal(ipam.allocator(), undefined, 'ignored');
+    assert.equal(ipam.isAllocator(), false);
+    assert.equal(await real.raw.get(key).string(), 'ghost');
+    // A new revision of the stale key is warned about again; once removal works, an allocator is elected.
+    failing = false;
+    await real.raw.put(key).value('ghost-2');
+    await waitFor(() => ipam.isAllocator(), { what: 'node-a elected' });
+    assert.equal(log.lines.filter((l) => l.msg === `ignoring allocator key ${key}: its lease is not live; removing it`).length, 2);
   });
 
   // Last: the wipe takes every key of the server with it.
