@@ -20,6 +20,7 @@ import { ManualClock } from '../helpers/manual-clock.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 
+const S1 = (): AllocationState => ({ version: 1, allocations: { 'default/a': ['198.51.100.10'] }, fingerprints: {} });
 const S2: AllocationState = { version: 1, allocations: { 'default/a': ['198.51.100.10'], 'default/b': ['198.51.100.11'] }, fingerprints: {} };
 const WAIT = 1000;
 const WIPED = 'etcd store wiped or rolled back: keeping the allocation state in force; the store is not trusted to remember it';
@@ -30,11 +31,11 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
   after(() => rmSync(scratch, { recursive: true, force: true }));
   let dirN = 0;
 
-  async function member(node: string, prefix: string, clock: ManualClock, stateDir = join(scratch, `dir-${dirN++}`)) {
+  async function member(node: string, prefix: string, clock: ManualClock, stateDir: string | undefined = join(scratch, `dir-${dirN++}`), restoreHoldMs?: number) {
     const log = recordingLogger();
     const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: silentLogger }));
     await session.start();
-    const ipam = real.own(new EtcdIpamCoordinator(session, node, log, { stateDir, restoreWaitMs: WAIT, clock }));
+    const ipam = real.own(new EtcdIpamCoordinator(session, node, log, { ...(stateDir !== undefined ? { stateDir } : {}), restoreWaitMs: WAIT, ...(restoreHoldMs !== undefined ? { restoreHoldMs } : {}), clock }));
     let changes = 0;
     /** Counts the coordinator's reads of the prefix. */
     let reads = 0;
@@ -274,6 +275,187 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     await real.raw.put(key).value('ghost-2');
     await waitFor(() => ipam.isAllocator(), { what: 'node-a elected' });
     assert.equal(log.lines.filter((l) => l.msg === `ignoring allocator key ${key}: its lease is not live; removing it`).length, 2);
+  });
+
+  const liveLease = async () => {
+    const l = real.raw.lease(60);
+    const id = await l.grant();
+    real.own({ dispose: () => void l.revoke().catch(() => undefined) });
+    return { l, id };
+  };
+
+  test('a fresh store turned unreadable, nothing known anywhere: no restore from empty, and no allocating', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, undefined);
+    assert.equal(a.ipam.isAllocator(), true);
+    await real.raw.put(`${prefix}ipam/state`).value('garbage');
+    await waitFor(() => a.ipam.status().waiting?.startsWith('restoring') === true, { what: 'the restore to start' });
+    clock.advance(WAIT);
+    await waitFor(() => a.log.lines.some((l) => l.msg.startsWith('no live agent holds a good allocation state')), { what: 'the restore to give up' });
+    await waitFor(() => a.ipam.status().waiting === 'the allocation state in the store is unreadable', { what: 'the restore to end' });
+    assert.equal(a.ipam.isAllocator(), false);
+    assert.equal(await a.ipam.save(S2), false);
+    assert.equal(await real.raw.get(`${prefix}ipam/state`).string(), 'garbage', 'the empty state is no candidate');
+    assert.deepEqual(a.log.lines.filter((l) => l.level === 'error' && l.msg.startsWith('cannot write')), [], 'no copy to write without a state dir');
+  });
+
+  test('of several offers the first of the newest decides; the allocator restores it', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    assert.equal(await a.ipam.save(S2), true);
+    assert.equal(await a.ipam.save({ ...S2, allocations: { 'default/a': ['198.51.100.10'] } }), true);
+    const { l } = await liveLease();
+    const three = { ...S2, allocations: { 'default/p': ['198.51.100.20'] }, generation: 3 };
+    await l.put(`${prefix}ipam/copies/node-m`).value(JSON.stringify({ ...S2, generation: 1 }));
+    await l.put(`${prefix}ipam/copies/node-p`).value(JSON.stringify(three));
+    await l.put(`${prefix}ipam/copies/node-q`).value(JSON.stringify({ ...three, allocations: { 'default/q': ['198.51.100.21'] } }));
+    await waitFor(() => a.ipam.status().waiting !== undefined, { what: 'the store behind' });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(a.ipam.status().waiting, 'restoring the allocation state (node node-p offers generation 3, newer than generation 2 in force)');
+    clock.advance(WAIT);
+    await waitFor(() => a.ipam.isAllocator(), { what: 'the restore' });
+    assert.equal(a.ipam.status().restoredFrom, 'node-p');
+  });
+
+  test('an allocator key is ours only with our name on our lease', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const b = await member('node-b', prefix, clock);
+    assert.equal(b.ipam.isAllocator(), true);
+    const key = `${prefix}ipam/allocator`;
+    await real.raw.put(key).value('node-x').lease(b.session.leaseId!);
+    await waitFor(() => b.ipam.allocator() === 'node-x', { what: 'node-x on our lease' });
+    assert.equal(b.ipam.isAllocator(), false);
+    assert.equal(await b.ipam.save(S2), false);
+    const { id } = await liveLease();
+    await real.raw.put(key).value('node-b').lease(id);
+    await waitFor(async () => b.ipam.allocator() === 'node-b' && (await real.raw.get(key).string()) === 'node-b', { what: 'our name on another lease' });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(b.ipam.isAllocator(), false);
+    assert.equal(await b.ipam.save(S2), false);
+    assert.equal(b.log.lines.filter((l) => l.msg === 'elected LB-IPAM allocator').length, 1);
+  });
+
+  test('an election lost to another agent at the last moment claims nothing', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const { id } = await liveLease();
+    const log = recordingLogger();
+    const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: silentLogger }));
+    await session.start();
+    const client = session.client;
+    const realIf = client.if.bind(client);
+    let armed = true;
+    (client as { if: typeof client.if }).if = ((...args: Parameters<typeof client.if>) => {
+      const tx = realIf(...args);
+      if (armed && args[1] === 'Create') {
+        armed = false;
+        const commit = tx.commit.bind(tx);
+        tx.commit = async () => {
+          await real.raw.put(`${prefix}ipam/allocator`).value('node-o').lease(id);
+          return commit();
+        };
+      }
+      return tx;
+    }) as typeof client.if;
+    const ipam = real.own(new EtcdIpamCoordinator(session, 'node-b', log, { restoreWaitMs: WAIT, clock }));
+    await ipam.start(() => {});
+    assert.equal(log.lines.filter((l) => l.msg === 'elected LB-IPAM allocator').length, 0);
+    assert.equal(ipam.isAllocator(), false);
+    await waitFor(() => ipam.allocator() === 'node-o', { what: 'the winner seen' });
+  });
+
+  test('back-to-back saves while a read is held: each write knows the revision it made; a read overlapping a write is made again', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    await new Promise((r) => setTimeout(r, 100));
+    const h = a.holdNextRead();
+    await real.raw.put(`${prefix}ipam/unrelated`).value('x');
+    await h.held;
+    assert.equal(await a.ipam.save(S1()), true);
+    assert.equal(a.ipam.status().source, 'store');
+    assert.equal(await a.ipam.save(S2), true, 'the second write is not fenced off by the first');
+    h.release();
+    await new Promise((r) => setTimeout(r, 100));
+    // A read made while the write is on its way, answered before it lands.
+    let h2: ReturnType<typeof a.holdNextRead> | undefined;
+    beforeNextWrite(a.session, {
+      before: async () => {
+        h2 = a.holdNextRead();
+        await real.raw.put(`${prefix}ipam/unrelated`).value('y');
+        await h2.held;
+      },
+    });
+    assert.equal(await a.ipam.save({ ...S2, allocations: { ...S2.allocations, 'default/c': ['198.51.100.12'] } }), true);
+    h2!.release();
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(a.ipam.isAllocator(), true);
+    assert.deepEqual(a.log.lines.filter((l) => l.level === 'warn').map((l) => l.msg), []);
+    assert.equal(a.ipam.current().generation, 3);
+  });
+
+  test('a restored state with no allocations holds nothing', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, copyDir({ version: 1, allocations: {}, generation: 2 }));
+    clock.advance(WAIT);
+    await waitFor(() => a.ipam.isAllocator(), { what: 'the restore' });
+    assert.deepEqual(await stored(prefix), { version: 1, allocations: {}, generation: 2 });
+    assert.equal(a.log.lines.find((l) => l.msg.startsWith('store wiped or rolled back: restored'))!.obj.held, 0);
+  });
+
+  test('after a hold ended, the next restore holds again', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, copyDir({ ...S2, generation: 1 }), 5000);
+    clock.advance(WAIT);
+    await waitFor(() => a.ipam.isAllocator(), { what: 'the restore' });
+    clock.advance(5000);
+    assert.equal(await a.ipam.save(S1()), true, 'default/b released');
+    await real.raw.delete().key(`${prefix}ipam/state`);
+    await waitFor(() => a.ipam.status().waiting?.startsWith('restoring') === true, { what: 'the second restore' });
+    clock.advance(WAIT);
+    await waitFor(() => a.ipam.isAllocator(), { what: 'the second restore done' });
+    assert.equal(await a.ipam.save({ version: 1, allocations: {} }), true);
+    assert.deepEqual((await stored(prefix))!.allocations, S1().allocations, 'held again');
+  });
+
+  test('dispose before start is harmless', () => {
+    const clock = clockAt();
+    const session = real.own(new EtcdSession(real.sessionOptions(real.freshPrefix()), { clock, log: silentLogger }));
+    new EtcdIpamCoordinator(session, 'node-a', recordingLogger(), { clock }).dispose();
+  });
+
+  test("an offer under our own name (a former run's, its lease still live) is not an offer to us", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const { l } = await liveLease();
+    await l.put(`${prefix}ipam/copies/node-a`).value(JSON.stringify({ ...S2, generation: 5 }));
+    const a = await member('node-a', prefix, clock, undefined);
+    assert.equal(a.ipam.isAllocator(), true);
+    assert.equal(a.ipam.status().waiting, undefined);
+    assert.equal(await a.ipam.save(S2), true);
+    assert.deepEqual(a.log.lines.filter((l) => l.level === 'error'), [], 'no copy to write without a state dir');
+  });
+
+  test('an offer is made again on a new lease', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const { id } = await liveLease();
+    await real.raw.put(`${prefix}ipam/allocator`).value('outsider').lease(id);
+    const b = await member('node-b', prefix, clock, copyDir({ ...S2, generation: 2 }));
+    const key = `${prefix}ipam/copies/node-b`;
+    await waitFor(async () => (await real.raw.get(key).string()) !== null, { what: 'the offer' });
+    const old = b.session.leaseId;
+    await b.session.revoke();
+    assert.equal(await real.raw.get(key).string(), null);
+    clock.advance(10_000); // the next tick grants a new lease
+    await waitFor(() => b.session.state === 'live', { what: 'a new lease' });
+    assert.notEqual(b.session.leaseId, old);
+    await waitFor(async () => String((await real.raw.get(key).exec()).kvs[0]?.lease) === b.session.leaseId, { what: 'the offer on the new lease' });
   });
 
   // Last: the wipe takes every key of the server with it.
