@@ -18,6 +18,7 @@ import { EtcdIpamCoordinator, IPAM_COPY_FILE } from '../../src/store/etcd/ipam.j
 import { EtcdSession } from '../../src/store/etcd/session.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
+import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 
 const S1 = (): AllocationState => ({ version: 1, allocations: { 'default/a': ['198.51.100.10'] }, fingerprints: {} });
@@ -77,25 +78,6 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
         return { release, held: isHeld };
       },
     };
-  }
-  /** The next allocation-state write (the fenced transaction) first runs `before`, or fails with `fail`. */
-  function beforeNextWrite(session: EtcdSession, o: { before?: () => Promise<unknown>; fail?: Error }) {
-    const client = session.client;
-    const realIf = client.if.bind(client);
-    let armed = true;
-    (client as { if: typeof client.if }).if = ((...args: Parameters<typeof client.if>) => {
-      const tx = realIf(...args);
-      if (armed && args[1] === 'Value') {
-        armed = false;
-        const commit = tx.commit.bind(tx);
-        tx.commit = async () => {
-          await o.before?.();
-          if (o.fail) throw o.fail;
-          return commit();
-        };
-      }
-      return tx;
-    }) as typeof client.if;
   }
   const copyDir = (state: AllocationState) => {
     const d = join(scratch, `dir-${dirN++}`);
@@ -197,7 +179,7 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     const clock = clockAt();
     const a = await member('node-a', prefix, clock, copyDir({ ...S2, generation: 1 }));
     await waitFor(() => a.ipam.status().waiting?.startsWith('restoring') === true, { what: 'the restore to start' });
-    beforeNextWrite(a.session, { before: async () => void (await real.raw.put(`${prefix}ipam/state`).value('garbage')) });
+    beforeNextTxn(a.session, 'Value', { before: async () => void (await real.raw.put(`${prefix}ipam/state`).value('garbage')) });
     clock.advance(WAIT);
     await waitFor(() => a.log.lines.some((l) => l.msg === 'restoring the allocation state was fenced off; re-reading'), { what: 'the fenced restore' });
     await waitFor(() => a.ipam.status().waiting === 'restoring the allocation state (the allocation state in the store is unreadable)', { what: 'a new restore' });
@@ -211,7 +193,7 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
     const a = await member('node-a', prefix, clock, copyDir({ ...S2, generation: 1 }));
-    beforeNextWrite(a.session, { fail: new Error('injected write failure') });
+    beforeNextTxn(a.session, 'Value', { fail: new Error('injected write failure') });
     clock.advance(WAIT);
     await waitFor(() => a.log.lines.some((l) => l.msg === 'restoring the allocation state failed; retrying'), { what: 'the failed restore' });
     const failed = a.log.lines.find((l) => l.msg === 'restoring the allocation state failed; retrying')!;
@@ -345,21 +327,7 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     const log = recordingLogger();
     const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: silentLogger }));
     await session.start();
-    const client = session.client;
-    const realIf = client.if.bind(client);
-    let armed = true;
-    (client as { if: typeof client.if }).if = ((...args: Parameters<typeof client.if>) => {
-      const tx = realIf(...args);
-      if (armed && args[1] === 'Create') {
-        armed = false;
-        const commit = tx.commit.bind(tx);
-        tx.commit = async () => {
-          await real.raw.put(`${prefix}ipam/allocator`).value('node-o').lease(id);
-          return commit();
-        };
-      }
-      return tx;
-    }) as typeof client.if;
+    beforeNextTxn(session, 'Create', { before: async () => void (await real.raw.put(`${prefix}ipam/allocator`).value('node-o').lease(id)) });
     const ipam = real.own(new EtcdIpamCoordinator(session, 'node-b', log, { restoreWaitMs: WAIT, clock }));
     await ipam.start(() => {});
     assert.equal(log.lines.filter((l) => l.msg === 'elected LB-IPAM allocator').length, 0);
@@ -382,7 +350,7 @@ describe('etcd LB-IPAM coordinator at its edges (manual clock)', () => {
     await new Promise((r) => setTimeout(r, 100));
     // A read made while the write is on its way, answered before it lands.
     let h2: ReturnType<typeof a.holdNextRead> | undefined;
-    beforeNextWrite(a.session, {
+    beforeNextTxn(a.session, 'Value', {
       before: async () => {
         h2 = a.holdNextRead();
         await real.raw.put(`${prefix}ipam/unrelated`).value('y');

@@ -16,6 +16,7 @@ import { waitFor } from '../../lab/lab.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { EtcdIpamCoordinator, IPAM_COPY_FILE, etcdIpamDefaults } from '../../src/store/etcd/ipam.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
+import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 import { recordingLogger, type LogLine } from '../helpers/recording-logger.js';
@@ -112,25 +113,13 @@ describe('etcd LB-IPAM coordinator on a manual clock', () => {
   };
   const lines = (m: Member, level: LogLine['level'], msg: string | RegExp) =>
     m.log.lines.filter((l) => l.level === level && (typeof msg === 'string' ? l.msg === msg : msg.test(l.msg)));
+  /**
+   * Until `m`'s restore has armed its wait on the manual clock: `waiting` says
+   * "restoring" only then (a store seen behind is reported a store round trip
+   * earlier, while the copy is offered; advancing before that fired nothing).
+   */
+  const restoreArmed = (m: Member) => waitFor(() => m.ipam.status().waiting?.startsWith('restoring') === true, { what: `${m.node}'s restore waiting for offers`, onTimeout: dump(m) });
   const dump = (m: Member) => () => m.log.lines.map((l) => `${l.level} ${l.msg} ${JSON.stringify(l.obj)}`).join('\n');
-  /** Wraps the member's client so that the next allocation write (the fenced transaction) first runs `before`. */
-  function beforeNextWrite(m: Member, before: () => Promise<unknown>) {
-    const client = m.session.client;
-    const realIf = client.if.bind(client);
-    let armed = true;
-    (client as { if: typeof client.if }).if = ((...args: Parameters<typeof client.if>) => {
-      const tx = realIf(...args);
-      if (armed && args[1] === 'Value') {
-        armed = false;
-        const commit = tx.commit.bind(tx);
-        tx.commit = async () => {
-          await before();
-          return commit();
-        };
-      }
-      return tx;
-    }) as typeof client.if;
-  }
 
   test('the defaults: 3 s restore wait, 15 min hold; the copy file name', () => {
     assert.deepEqual(etcdIpamDefaults, { restoreWaitMs: 3000, restoreHoldMs: 900_000 });
@@ -211,10 +200,10 @@ describe('etcd LB-IPAM coordinator on a manual clock', () => {
       const a = await member('node-a', prefix, clock);
       assert.equal(await a.ipam.save(S1), true);
       let wrote = '';
-      beforeNextWrite(a, async () => {
+      beforeNextTxn(a.session, 'Value', { before: async () => {
         await fence(a, prefix);
         wrote = (await storedText(prefix)) ?? '';
-      });
+      } });
       assert.equal(await a.ipam.save(S2), false);
       assert.equal(await storedText(prefix), wrote, 'the fenced write changed nothing');
       assert.notEqual(a.ipam.current().generation, 2);
@@ -325,6 +314,7 @@ describe('etcd LB-IPAM coordinator on a manual clock', () => {
     await real.raw.put(ghostKey).value(JSON.stringify({ ...S1, generation: 9 })); // lease 0
     await real.raw.put(`${prefix}ipam/copies/node-y`).value('not json'); // unreadable: never an offer
     await waitFor(() => lines(b, 'warn', 'allocation state in the store ignored; the state in force stays').length === 1, { what: 'node-b behind' });
+    await restoreArmed(b);
     clock.advance(WAIT);
     await waitFor(() => b.ipam.isAllocator(), { what: 'node-b to restore', onTimeout: dump(b) });
     assert.deepEqual(await stored(prefix), { ...S2, generation: 3, held: ['default/a', 'default/b'] });
@@ -385,6 +375,7 @@ describe('etcd LB-IPAM coordinator on a manual clock', () => {
     const a2 = await member('node-a', prefix, clock, { stateDir: dir });
     assert.equal(a2.ipam.status().source, 'local-copy');
     assert.match(a2.ipam.status().waiting ?? '', /missing from the store while generation 0 is known/);
+    await restoreArmed(a2);
     clock.advance(WAIT);
     await waitFor(() => a2.ipam.isAllocator(), { what: 'node-a to restore', onTimeout: dump(a2) });
     assert.deepEqual(await stored(prefix), { ...S1, generation: 0, held: ['default/a'] });
@@ -407,6 +398,7 @@ describe('etcd LB-IPAM coordinator on a manual clock', () => {
     assert.equal(b.ipam.status().waiting, undefined, 'a follower waits for nothing');
     assert.equal(await a.ipam.save(S1), false);
     await waitFor(async () => (await real.raw.get(`${prefix}ipam/copies/node-b`).string()) !== null, { what: "node-b's offer" });
+    await restoreArmed(a);
     clock.advance(WAIT);
     await waitFor(() => a.ipam.isAllocator(), { what: 'node-a to write back', onTimeout: dump(a) });
     assert.deepEqual(await stored(prefix), { ...S2, generation: 2, held: ['default/a', 'default/b'] });

@@ -52,13 +52,13 @@ describe('etcd ownership', () => {
   });
 
   let timeline: TimelineEvent[] = [];
-  /** The most owners IP had at once, over the timeline. */
-  const maxOwnersOfIp = (): number => {
+  /** The most owners `ip` had at once, over the timeline. */
+  const maxOwnersOfIp = (ip = IP): number => {
     const now = new Map<string, boolean>();
     let max = 0;
     for (const e of timeline) {
       if (!('owned' in e)) continue;
-      now.set(e.node, e.owned.has(IP));
+      now.set(e.node, e.owned.has(ip));
       max = Math.max(max, [...now.values()].filter(Boolean).length);
     }
     return max;
@@ -568,15 +568,7 @@ describe('etcd ownership', () => {
     if (holder === 'node-c') assert.ok(cAt >= 250, `c claimed ${Math.round(cAt)} ms after the revoke, before the contention delay (300 ms)`);
     const owners = timeline.flatMap((e) => ('owned' in e && e.owned.has(ip) ? [e.node] : []));
     assert.ok(owners.length > 0);
-    // Never two at once, over the whole timeline (for this IP).
-    const now = new Map<string, boolean>();
-    let max = 0;
-    for (const e of timeline) {
-      if (!('owned' in e)) continue;
-      now.set(e.node, e.owned.has(ip));
-      max = Math.max(max, [...now.values()].filter(Boolean).length);
-    }
-    assert.equal(max, 1, 'never two owners at once');
+    assert.equal(maxOwnersOfIp(ip), 1, 'never two owners at once');
     for (const m of [a, b!, c!]) m.session.dispose();
   });
 });
