@@ -115,6 +115,7 @@ unit_tests=(
   test/datapath/bird-render.test.ts
   test/datapath/conflict-defence.test.ts
   test/datapath/l2-reconciler.test.ts
+  test/datapath/l2-standby.test.ts
   test/datapath/responder-map.contract.test.ts
   test/datapath/maglev.test.ts
   test/datapath/ct-gc-interval.test.ts

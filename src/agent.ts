@@ -267,9 +267,7 @@ export class Agent implements Disposable {
           this.statusWriter?.update(inputs.ingress, new Map([...(inputs.ipam?.services ?? [])].map(([k, v]) => [k, v.condition] as const)));
           if (inputs.ipam && !inputs.ipam.dormant) this.poolStatusWriter?.update(inputs.ipam.pools);
         },
-        onCandidateInterfaces: (names) => {
-          for (const name of names) void this.l2.ops?.prepareInterface(name).catch(() => {}); // errors surface on the rows
-        },
+        onCandidates: (wanted) => void this.l2.ops?.standby.set(wanted).catch(() => {}), // errors surface on the rows once owned
         onIntentWarning: (w) => this.kubeEvents?.warned(w),
         clock,
         log: log.child({ module: 'control-plane' }),

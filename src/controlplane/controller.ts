@@ -58,8 +58,8 @@ export interface ControlPlaneDeps {
   onIntentWarning?: (w: { kind: string; name: string; namespace?: string; message: string }) => void;
   /** Told the service IPs (intent, LB-IPAM results, this node) on every recompute: the BGP control plane's input. */
   onServiceIps?: (inputs: { snapshot: IntentSnapshot; ingress: ReadonlyMap<string, readonly string[]>; node: NodeIdentity; ipam?: IpamResult }) => void;
-  /** Told the interfaces this node is a candidate on, so the datapath can serve them ahead of ownership. */
-  onCandidateInterfaces?: (interfaces: ReadonlySet<string>) => void;
+  /** Told every IP this node is a candidate for, with its interfaces, so the datapath can prepare them ahead of ownership. */
+  onCandidates?: (wanted: ReadonlyMap<string, readonly string[]>) => void;
   clock: Clock;
   log: Logger;
 }
@@ -260,7 +260,7 @@ export class ControlPlane implements Disposable {
     // Static announcements qualify on their own, on their named interface.
     const wanted = new Map<string, string[]>([...this.candidates].map(([ip, c]) => [ip, [...c.interfaces]]));
     for (const a of this.deps.staticAnnouncements) wanted.set(a.ip, [...new Set([...(wanted.get(a.ip) ?? []), a.interface])]);
-    this.deps.onCandidateInterfaces?.(new Set([...wanted.values()].flat()));
+    this.deps.onCandidates?.(wanted);
     this.deps.ownership.setCandidates(wanted, affinity);
     this.writeTable(this.deps.ownership.view());
   }

@@ -54,6 +54,8 @@ export interface GarpTarget {
   mac: string;
 }
 
+const prebuiltKey = (t: GarpTarget) => `${t.ip}|${t.ifindex}|${t.mac}`;
+
 /** How soon a round postponed by a held heartbeat is tried again. */
 const HELD_ROUND_RETRY_MS = 20;
 /** How soon frames refused by a full queue are tried again (1,000 small frames leave a 1 Gb/s link in under 1 ms). */
@@ -118,6 +120,8 @@ export class GarpAnnouncer implements Disposable {
   readonly perIp = new Map<string, GarpStats>();
   /** Times a frame was refused by a full queue and retried (for tests and tracing). */
   deferred = 0;
+  /** Frames built ahead for addresses this node may take over ("ip|ifindex|mac" → frames): see prepare(). */
+  private readonly prebuilt = new Map<string, Buffer[]>();
   private readonly firstRounds = new Fifo<PendingRound>();
   private readonly repeatRounds = new Fifo<PendingRound>();
   private drainTimer: TimerHandle | undefined;
@@ -140,8 +144,8 @@ export class GarpAnnouncer implements Disposable {
     let remaining = this.schedule.count;
     let timer: TimerHandle | undefined;
     let pending: PendingRound | undefined;
-    // Built once per burst: every round sends the same frames (a send never changes them).
-    const frames = this.frames(target);
+    // Built once per burst (or ahead, by prepare()): every round sends the same frames (a send never changes them).
+    const frames = this.prebuilt.get(prebuiltKey(target)) ?? this.frames(target);
     const round = (first: boolean) => {
       timer = undefined;
       pending = {
@@ -165,6 +169,25 @@ export class GarpAnnouncer implements Disposable {
       },
     });
     round(true);
+  }
+
+  /**
+   * Builds a target's frames ahead of its first burst (a candidate this node
+   * may take over), so a hand-over of many addresses spends no time building
+   * frames. Until unprepare().
+   */
+  prepare(target: GarpTarget): void {
+    const key = prebuiltKey(target);
+    if (!this.prebuilt.has(key)) this.prebuilt.set(key, this.frames(target));
+  }
+
+  unprepare(target: GarpTarget): void {
+    this.prebuilt.delete(prebuiltKey(target));
+  }
+
+  /** Targets with frames built ahead (for tests and status). */
+  get preparedTargets(): number {
+    return this.prebuilt.size;
   }
 
   /** One round now, outside any burst (a conflict defence). Never throws. */
@@ -242,6 +265,7 @@ export class GarpAnnouncer implements Disposable {
   }
 
   dispose(): void {
+    this.prebuilt.clear();
     this.bursts.dispose();
     this.drainTimer?.cancel();
     this.drainTimer = undefined;

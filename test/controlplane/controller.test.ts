@@ -89,6 +89,7 @@ afterEach(async () => {
 async function setup(
   opts: { db?: StateDB; applied?: () => Promise<void>; staticAnnouncements?: StaticAnnouncement[]; beforeStart?: () => void; manifests?: string } = {},
 ) {
+  const told: Array<ReadonlyMap<string, readonly string[]>> = [];
   const db = opts.db ?? new StateDB([l2AnnounceTable]);
   const links = new FakeLinks();
   links.add('eth0');
@@ -102,6 +103,7 @@ async function setup(
     ipam,
     staticAnnouncements: opts.staticAnnouncements ?? [],
     ...(opts.applied ? { applied: opts.applied } : {}),
+    onCandidates: (wanted) => told.push(wanted),
     clock: new ManualClock(),
     log: silentLogger,
   });
@@ -110,8 +112,20 @@ async function setup(
   await cp.start();
   await cp.setSnapshot(snapshot(opts.manifests));
   const announced = () => db.readTxn().list(l2AnnounceTable).map((r) => `${r.ip}@${r.iface} ${r.origins.join(',')}`);
-  return { db, ownership, ipam, cp, announced };
+  return { db, ownership, ipam, cp, announced, told };
 }
+
+test('the datapath is told every candidate IP with its interfaces (static announcements too), to prepare them ahead of ownership', async () => {
+  const s = await setup({ staticAnnouncements: [{ ip: STATIC, interface: 'eth0' }] });
+  const last = s.told.at(-1);
+  assert.ok(last, 'told on the recompute');
+  assert.deepEqual([...last].sort(), [
+    [WEB, ['eth0']],
+    [DB, ['eth0']],
+    [STATIC, ['eth0']],
+  ].sort());
+  assert.deepEqual(s.announced(), [], 'told of candidates, not owning any');
+});
 
 test('only the IPs this node owns reach the l2-announce table, though it is a candidate for more', async () => {
   const s = await setup();

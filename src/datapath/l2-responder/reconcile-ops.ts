@@ -17,6 +17,7 @@ import type { GarpAnnouncer } from '../garp.js';
 import type { L2AnnounceRow } from '../tables/l2-announce.js';
 import type { ResponderKey } from './layout.js';
 import type { ResponderMap } from './responder-map.js';
+import { CandidateStandby } from './standby.js';
 
 /** The edge that makes the program serve an interface (attach + its MAC in the interfaces map). */
 export interface InterfacePreparer {
@@ -49,7 +50,25 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
   /** A lookup failed for another reason than "no such link": do not prune on partial knowledge. */
   private lookupFailed = false;
 
-  constructor(private readonly deps: L2ResponderOpsDeps) {}
+  /**
+   * The addresses this node is a candidate for, prepared ahead of ownership:
+   * their interfaces served by the program, IPv6 groups joined, first-round
+   * frames built — so that taking one over costs only a map write and a send.
+   */
+  readonly standby: CandidateStandby;
+
+  constructor(private readonly deps: L2ResponderOpsDeps) {
+    this.standby = new CandidateStandby({
+      resolve: async (name) => {
+        const link = await this.resolve(name);
+        this.ensurePrepared(link);
+        return link;
+      },
+      groups: deps.groups,
+      garp: deps.garp,
+      log: deps.log,
+    });
+  }
 
   /** Links changed: forget every resolution; the next full reconciliation re-resolves. */
   invalidateLinks(): void {
@@ -90,15 +109,6 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
     if (!j) return;
     this.joined.delete(k);
     this.deps.groups.leave(j.ifindex, j.mac);
-  }
-
-  /**
-   * Makes the program serve an interface ahead of any entry on it (interfaces
-   * this node is a candidate on), so taking over an IP costs only a map write.
-   */
-  async prepareInterface(name: string): Promise<void> {
-    const link = await this.resolve(name);
-    this.ensurePrepared(link);
   }
 
   private ensurePrepared(link: LinkInfo): void {
