@@ -207,3 +207,19 @@ test('sets given while a pass runs coalesce: the latest set is what ends up prep
   assert.equal(s.group('2001:db8::22'), 1);
   assert.equal(s.ops.standby.size, 1);
 });
+
+test('thousands of new candidates are prepared in slices: the event loop runs in between', async () => {
+  const s = setup();
+  const many = candidates(Array.from({ length: 2000 }, (_, i) => [`2001:db8:1::${(i + 1).toString(16)}`, ['eth0']] as [string, string[]]));
+  const immediates: number[] = [];
+  const spin = () => {
+    immediates.push(s.ops.standby.size);
+    if (immediates.length < 100) setImmediate(spin);
+  };
+  setImmediate(spin);
+  await s.ops.standby.set(many);
+  assert.equal(s.ops.standby.size, 2000);
+  assert.equal(s.groups.held().size, 2000);
+  const partial = immediates.filter((n) => n > 0 && n < 2000);
+  assert.ok(partial.length >= 3, `other work ran while the set was half prepared (sizes seen: ${[...new Set(immediates)].join(', ')})`);
+});

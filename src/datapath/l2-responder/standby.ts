@@ -19,6 +19,9 @@ import type { LinkInfo } from '../../os/links.js';
 import type { MulticastGroups } from '../../os/multicast-groups.js';
 import type { GarpAnnouncer } from '../garp.js';
 
+/** Candidates prepared per turn of the event loop. */
+const WORK_PER_TURN = 256;
+
 export interface StandbyDeps {
   /** The interface's link (cached by the caller); throws when it cannot serve. */
   resolve(name: string): Promise<LinkInfo>;
@@ -85,7 +88,13 @@ export class CandidateStandby {
       }
     }
     const keep = new Set<string>();
+    let work = 0;
     for (const [ip, ifaces] of wanted) {
+      // 10,000 new candidates are ~0.5 s of joins and frame building: let the event loop breathe in between.
+      if (work >= WORK_PER_TURN) {
+        work = 0;
+        await new Promise<void>((r) => setImmediate(r));
+      }
       for (const name of ifaces) {
         const link = links.get(name);
         if (!link) continue;
@@ -96,6 +105,7 @@ export class CandidateStandby {
           continue;
         }
         if (had) this.release(key, had);
+        work++;
         const p: Prepared = { ip, ifindex: link.ifindex, mac: link.mac };
         try {
           if (!isIpv4(ip)) {
