@@ -352,6 +352,11 @@ export class Agent implements Disposable {
     // loads and the control plane starts; snapshots wait for the control plane.
     const intent = this.startSource(manifestFiles);
     this.l2.start();
+    // "agent running" means started; that the datapath serves what the table says is its own fact, logged when it is true.
+    this.l2.reconciler?.firstFullRound().then(
+      () => this.log.info({ rows: this.db.readTxn().count(l2AnnounceTable) }, 'serving: the datapath applied its first full reconciliation'),
+      () => {},
+    );
     this.policy.start();
     this.store.add(this.jobs);
     if (this.config.localRoutes) this.addLocalRoutesJob();

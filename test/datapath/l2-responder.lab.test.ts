@@ -58,8 +58,9 @@ describe('eBPF L2 responder in a lab', { skip }, () => {
   });
 
   test('an IP in the map is answered with the node MAC on its interface', async () => {
-    // "agent running" comes before the first reconciliation has attached the interface: wait for it to serve.
-    await waitFor(() => arping(client, VIP, { count: 1 }).received === 1, { timeoutMs: 10_000, what: `${VIP} answered once` });
+    // "agent running" means started; the agent says when the datapath serves, and from then on the IP is answered.
+    await agent.waitForOutput('serving: the datapath applied its first full reconciliation', 10_000);
+    assert.equal(arping(client, VIP, { count: 1 }).received, 1, 'answered at the first request once the agent says it serves');
     const r = arping(client, VIP, { count: 3 });
     assert.equal(r.received, 3, r.output);
     assert.deepEqual(new Set(r.macs), new Set([node.mac('eth0')]));

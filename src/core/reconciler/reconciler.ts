@@ -176,6 +176,8 @@ export class Reconciler<Row> implements Disposable {
   private readonly timers: TimerHandle[] = [];
   private loop: Promise<void> | undefined;
   private readonly abort = new AbortController();
+  /** Settled by the first full round (pruned and applied: the target is what the table says), or rejected at dispose. */
+  private readonly firstFull = deferred();
   private readonly stats = { errorCount: 0, partialRounds: 0, fullRounds: 0 } as {
     errorCount: number;
     partialRounds: number;
@@ -247,6 +249,15 @@ export class Reconciler<Row> implements Disposable {
     if (this.disposed) return Promise.reject(this.stoppedError());
     const signal = opts.signal ? AbortSignal.any([opts.signal, this.abort.signal]) : this.abort.signal;
     return waitForRow(this.deps, this.deps.name, this.deps.table as Table<Row>, key, revision, { ...opts, signal });
+  }
+
+  /**
+   * Resolves once the first full reconciliation has run — the target was made
+   * what the table said then, stale state pruned (a row that failed shows in
+   * status, not here). Rejects with HERALD_STOPPED if disposed before.
+   */
+  firstFullRound(): Promise<void> {
+    return this.firstFull.promise;
   }
 
   health(): ReconcilerHealth {
@@ -569,6 +580,7 @@ export class Reconciler<Row> implements Disposable {
       ...(pruneError ? { error: pruneError } : {}),
     };
     this.deps.log.debug({ reconciler: this.deps.name, ...this.stats.lastFull }, 'full reconciliation');
+    this.firstFull.resolve();
   }
 
   /** The full pass without a batch capability: row by row, skipping rows changed since the snapshot. */
@@ -591,6 +603,8 @@ export class Reconciler<Row> implements Disposable {
     this.disposed = true;
     // settled() and waitForRow() waiters reject with this reason.
     this.abort.abort(new HeraldError('HERALD_STOPPED', `reconciler ${this.deps.name} stopped`));
+    this.firstFull.promise.catch(() => {}); // nobody may be waiting
+    this.firstFull.reject(this.stoppedError());
     for (const t of this.timers) t.cancel();
     this.kick();
     this.iterator?.close();
@@ -607,4 +621,15 @@ export class Reconciler<Row> implements Disposable {
 
 function sameStatus(a: StatusRow | undefined, b: StatusRow): boolean {
   return a !== undefined && a.kind === b.kind && a.op === b.op && a.revision === b.revision && a.error === b.error && a.attempts === b.attempts;
+}
+
+/** A promise with its settle functions outside (Promise.withResolvers is Node 22). */
+function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void } {
+  let resolve!: () => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
 }

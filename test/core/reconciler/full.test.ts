@@ -48,6 +48,31 @@ test('nothing is pruned before the table is initialized; then one full round app
   assert.deepEqual(h.lastFull && { ok: h.lastFull.ok, rows: h.lastFull.rows, errors: h.lastFull.errors, error: h.lastFull.error }, { ok: true, rows: 2, errors: 0, error: undefined });
 });
 
+test('firstFullRound() waits for the first full round: not for partial rounds before the table is initialized', async () => {
+  const s = setupReconciler({ fullIntervalMs: HOUR, initGraceMs: HOUR }, { initialized: false });
+  disposers.push(s.dispose);
+  let done = false;
+  void s.reconciler.firstFullRound().then(() => (done = true));
+  s.target.entries.set('stale', { key: 'stale', value: 0 });
+  s.put({ key: 'a', value: 1 });
+  await s.reconciler.settled();
+  await turns();
+  assert.equal(done, false, 'a partial round is not the first full one');
+  s.init.done();
+  await s.reconciler.firstFullRound();
+  assert.equal(s.target.entries.has('stale'), false, 'pruned by the time it resolves');
+  assert.deepEqual([...s.target.entries.keys()], ['a']);
+  assert.equal(done, true);
+  await s.reconciler.firstFullRound(); // and stays resolved
+});
+
+test('firstFullRound() rejects with HERALD_STOPPED when the reconciler is disposed before its first full round', async () => {
+  const s = setupReconciler({ fullIntervalMs: HOUR, initGraceMs: HOUR }, { initialized: false });
+  const first = s.reconciler.firstFullRound();
+  await s.dispose();
+  await assert.rejects(first, (e: unknown) => isHeraldError(e) && e.code === 'HERALD_STOPPED');
+});
+
 test('a table still not initialized after the grace period is pruned anyway, with a warning', async () => {
   const log = recordingLogger();
   const s = setupReconciler({ fullIntervalMs: HOUR, initGraceMs: 1000 }, { initialized: false, log });
