@@ -166,6 +166,9 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
       }
       for (const [, l] of trace.sort((a, b) => a[0] - b[0]).slice(0, 200)) log(l);
       writeFileSync(join(tmpdir(), `herald-many-${failure}-${idx}.trace.txt`), trace.map(([, l]) => l).join('\n'));
+      // The failing node's own output: its supervisor's lines (each with the ms since the death) are not JSON.
+      writeFileSync(join(tmpdir(), `herald-many-${failure}-${idx}.n1.txt`), `${trigWall}\n${agents.get(n1)!.text()}`);
+      for (const line of agents.get(n1)!.text().split('\n')) if (line.startsWith('herald supervisor:')) log(`      n1 ${line}`);
     }
     const gaps: number[] = [];
     let missing = 0;

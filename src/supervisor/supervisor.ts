@@ -106,7 +106,10 @@ export async function afterDeath(
   crash?: { prefix: string; signal: NodeJS.Signals | null; code: number | null },
   kube?: { client: Promise<KubeClient | undefined>; lease: KubeLeaseReport },
 ): Promise<void> {
-  if (!silence(opts.pinDir)) {
+  // Each step's line says how long after the death it ended: the crash failover's budget, readable in the log.
+  const died = performance.now();
+  const since = () => `(+${Math.round(performance.now() - died)} ms)`;
+  if (!silence(opts.pinDir, since)) {
     if (leases.size > 0) log(`leases ${[...leases].join(', ')} left to expire: the datapath could not be silenced`);
     if (kube) log(`node Lease ${kube.lease.namespace}/${kube.lease.name} left to expire: the datapath could not be silenced`);
     return;
@@ -126,10 +129,10 @@ export async function afterDeath(
     );
   }
   // Only when a lease is to be revoked (a child that had released everything needs no crash on record).
-  if (crash && leases.size > 0) await recordCrash(opts.endpoints, crash);
+  if (crash && leases.size > 0) await recordCrash(opts.endpoints, crash, since);
   for (const id of leases) {
     const outcome = await revokeLease(opts.endpoints, id);
-    log(outcome === 'revoked' ? `revoked lease ${id}` : outcome === 'gone' ? `lease ${id} already gone` : `revoking lease ${id} failed: it expires by itself`);
+    log(`${outcome === 'revoked' ? `revoked lease ${id}` : outcome === 'gone' ? `lease ${id} already gone` : `revoking lease ${id} failed: it expires by itself`} ${since()}`);
   }
 }
 
@@ -162,7 +165,7 @@ export async function releaseNodeLease(client: KubeClient, l: KubeLeaseReport): 
 }
 
 /** Zeroes the liveness stamp: the program treats it as never written and answers nothing. True when silent. */
-function silence(pinDir: string): boolean {
+function silence(pinDir: string, since: () => string): boolean {
   const path = join(pinDir, MAP_RUNTIME_CONFIG);
   let map: BpfMap<number, bigint>;
   try {
@@ -175,7 +178,7 @@ function silence(pinDir: string): boolean {
   }
   try {
     map.update(CONFIG_LIVENESS_NS, 0n);
-    log('datapath silenced (liveness stamp cleared)');
+    log(`datapath silenced (liveness stamp cleared) ${since()}`);
     return true;
   } catch (e) {
     log(`clearing the liveness stamp failed: ${(e as Error).message}`);
@@ -190,7 +193,7 @@ function silence(pinDir: string): boolean {
  * try per endpoint, 1 s each; a failure only costs the cause its precision).
  * Its key sorts after every key the child wrote (sequence = µs of the clock).
  */
-export async function recordCrash(endpoints: readonly string[], crash: { prefix: string; signal: NodeJS.Signals | null; code: number | null }): Promise<boolean> {
+export async function recordCrash(endpoints: readonly string[], crash: { prefix: string; signal: NodeJS.Signals | null; code: number | null }, since: () => string = () => ''): Promise<boolean> {
   const key = `${crash.prefix}${String(Date.now() * 1000 + 999).padStart(20, '0')}`;
   const value = JSON.stringify({ kind: 'node-crashed', ...(crash.signal ? { signal: crash.signal } : { code: crash.code ?? -1 }), at: new Date().toISOString() });
   const b64 = (t: string) => Buffer.from(t).toString('base64');
@@ -198,7 +201,7 @@ export async function recordCrash(endpoints: readonly string[], crash: { prefix:
     try {
       const { status, body } = await postJson(endpoint, '/v3/kv/put', JSON.stringify({ key: b64(key), value: b64(value) }));
       if (status === 200) {
-        log('crash recorded on the timeline');
+        log(`crash recorded on the timeline ${since()}`.trimEnd());
         return true;
       }
       log(`${endpoint}: recording the crash answered ${status}: ${body.trim().slice(0, 200)}`);

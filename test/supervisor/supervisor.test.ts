@@ -81,8 +81,17 @@ test('reports are lease lines and one journal prefix', () => {
   assert.equal(parseReport(`kube-lease ns/node-n1 ${'a'.repeat(65)}`), undefined, 'bounded');
 });
 
-test('kill -9 of the child: the crash goes on the timeline first, then the lease is revoked', async () => {
+test('kill -9 of the child: the crash goes on the timeline first, then the lease is revoked; each step says how long after the death it ended', async (t) => {
   calls.length = 0;
+  const lines: string[] = [];
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    lines.push(String(chunk));
+    return (write as (c: string | Uint8Array, ...r: unknown[]) => boolean)(chunk, ...rest);
+  }) as typeof process.stderr.write;
+  t.after(() => {
+    process.stderr.write = write;
+  });
   const run = runSupervisor({ command: process.execPath, args: ['-e', childScript(['21'], 'wait', '/herald/view/events/n1/')], pinDir: join(dir, 'none'), endpoints: [endpoint] });
   await new Promise((r) => setTimeout(r, 500));
   const pids = (await import('node:child_process')).execFileSync('pgrep', ['-P', String(process.pid), '-f', 'HERALD_SUPERVISOR_FD']).toString().trim().split('\n');
@@ -92,6 +101,9 @@ test('kill -9 of the child: the crash goes on the timeline first, then the lease
   assert.equal(calls.length, 2, calls.join('\n'));
   assert.match(calls[0]!, /^put \/herald\/view\/events\/n1\/\d{20} \{"kind":"node-crashed","signal":"SIGKILL","at":"[^"]+"\}$/);
   assert.equal(calls[1], 'revoke 21');
+  const text = lines.join('');
+  assert.match(text, /herald supervisor: crash recorded on the timeline \(\+\d+ ms\)\n/);
+  assert.match(text, /herald supervisor: revoked lease 21 \(\+\d+ ms\)\n/);
 });
 
 test('kill -9 of the child: every reported lease is revoked after its death, and the supervisor leaves with 128+9', async () => {

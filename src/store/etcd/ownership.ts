@@ -317,6 +317,13 @@ export class EtcdOwnership implements OwnershipBackend {
       this.markDirty();
     });
     watcher.on('delete', (kv) => {
+      if (this.watchDeletes++ === 0) {
+        const first = performance.now();
+        setImmediate(() => {
+          this.deps.log.debug({ deletes: this.watchDeletes, sinceFirstMs: Math.round(performance.now() - first) }, 'trace: watch deletes applied');
+          this.watchDeletes = 0;
+        });
+      }
       this.observe({ type: 'delete', key: kv.key.toString(), value: '', lease: NO_LEASE, revision: Number(kv.mod_revision) });
       this.markDirty();
     });
@@ -324,6 +331,8 @@ export class EtcdOwnership implements OwnershipBackend {
     watcher.on('error', (e) => this.deps.log.warn({ err: describeError(e) }, 'etcd ownership watch error'));
   }
 
+  /** Deletes seen on the watch in this turn of the event loop (tracing). */
+  private watchDeletes = 0;
   private watchRetry: TimerHandle | undefined;
   private retryWatchSoon(): void {
     if (this.watchRetry || this.disposed) return;
@@ -687,6 +696,7 @@ export class EtcdOwnership implements OwnershipBackend {
         else if (this.lateContenders.delete(ip)) contendNow.push({ ip, late: true });
         else this.contendLater(ip);
       }
+      if (contendNow.length > 0) this.deps.log.debug({ ips: contendNow.length, late: contendNow.filter((c) => c.late).length }, 'trace: contending');
       await this.contend(contendNow);
     } catch (e) {
       // Retry on our own, not only on the next change: a hand-over or a
