@@ -429,6 +429,7 @@ export class Reconciler<Row> implements Disposable {
     let errors = 0;
     const { ops } = this.deps;
     const upserts = changes.filter((c) => c.kind === 'upsert');
+    if (changes.length >= BATCH_MIN_ROWS) this.deps.log.debug({ reconciler: this.deps.name, rows: changes.length, upserts: upserts.length }, 'trace: partial round');
     if ((ops.updateBatch && upserts.length >= BATCH_MIN_ROWS) || (ops.deleteBatch && changes.length - upserts.length >= BATCH_MIN_ROWS)) {
       // Each key appears once per round, so the order between keys is free: deletes first (they free room in a bounded target).
       const deletes = changes.filter((c) => c.kind === 'delete');
