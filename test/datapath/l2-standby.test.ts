@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger, type Logger } from '../../src/core/logger.js';
 import { Reconciler, reconcilerDefaults } from '../../src/core/reconciler/reconciler.js';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { GarpAnnouncer, type FrameSender } from '../../src/datapath/garp.js';
@@ -21,6 +21,7 @@ import { FakeLinks } from '../../src/os/fake/links.js';
 import { FakeMulticastGroups } from '../../src/os/fake/multicast-groups.js';
 import type { LinkInfo } from '../../src/os/links.js';
 import { ManualClock } from '../helpers/manual-clock.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 
 class RecordingSender implements FrameSender {
   frames: Array<{ ip: string; frame: Buffer }> = [];
@@ -37,11 +38,16 @@ class RecordingPreparer implements InterfacePreparer {
   forgetAllBut(): void {}
 }
 
-/** Counts the joins the ops ask for (the syscalls a real join costs). */
+/** Counts the joins the ops ask for (the syscalls a real join costs); `failNext` makes the next join throw. */
 class CountingGroups extends FakeMulticastGroups {
   joins = 0;
+  failNext = false;
   override join(ifindex: number, mac: string): void {
     this.joins++;
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error('ENOBUFS: injected');
+    }
     super.join(ifindex, mac);
   }
 }
@@ -51,7 +57,7 @@ afterEach(() => {
   for (const d of disposers.splice(0)) d();
 });
 
-function setup() {
+function setup(log: Logger = silentLogger) {
   const clock = new ManualClock();
   const db = new StateDB([l2AnnounceTable]);
   const map = new FakeResponderMap();
@@ -61,7 +67,13 @@ function setup() {
   const garp = new GarpAnnouncer({ sender, clock, log: silentLogger }, { count: 1, intervalMs: 1000 });
   const preparer = new RecordingPreparer();
   const groups = new CountingGroups();
-  const ops = new L2ResponderOps({ map, interfaces: preparer, links, garp, groups, log: silentLogger });
+  const ops = new L2ResponderOps({ map, interfaces: preparer, links, garp, groups, log });
+  const prepared: string[] = [];
+  const prepare = garp.prepare.bind(garp);
+  garp.prepare = (t) => {
+    prepared.push(`${t.ip}@${t.ifindex} ${t.mac}`);
+    prepare(t);
+  };
   db.registerInitializer(l2AnnounceTable, 'test').done();
   const reconciler = new Reconciler<L2AnnounceRow>({ name: 'l2-responder', db, table: l2AnnounceTable, ops, clock, log: silentLogger }, reconcilerDefaults);
   reconciler.start();
@@ -82,7 +94,7 @@ function setup() {
     }
   };
   const group = (ip: string, ifindex = eth0.ifindex) => groups.held().get(`${ifindex}|${solicitedNodeMac(ip)}`) ?? 0;
-  return { db, map, links, eth0, sender, garp, preparer, groups, ops, own, disown, settle, group };
+  return { db, map, links, eth0, sender, garp, preparer, groups, ops, own, disown, settle, group, prepared };
 }
 
 const candidates = (entries: Array<[string, string[]]>) => new Map(entries);
@@ -206,6 +218,7 @@ test('sets given while a pass runs coalesce: the latest set is what ends up prep
   assert.equal(s.group('2001:db8::21'), 0);
   assert.equal(s.group('2001:db8::22'), 1);
   assert.equal(s.ops.standby.size, 1);
+  assert.ok(!s.prepared.some((p) => p.startsWith('2001:db8::21@')), 'a set overtaken before its pass began is never prepared');
 });
 
 test('thousands of new candidates are prepared in slices: the event loop runs in between', async () => {
@@ -222,4 +235,48 @@ test('thousands of new candidates are prepared in slices: the event loop runs in
   assert.equal(s.groups.held().size, 2000);
   const partial = immediates.filter((n) => n > 0 && n < 2000);
   assert.ok(partial.length >= 3, `other work ran while the set was half prepared (sizes seen: ${[...new Set(immediates)].join(', ')})`);
+  assert.ok(partial.every((n) => n % 256 === 0), `in slices of 256 (sizes seen: ${[...new Set(partial)].join(', ')})`);
+});
+
+test('the same candidates given again change nothing: no new join, no frame built again', async () => {
+  const s = setup();
+  const set = candidates([['2001:db8::30', ['eth0']], ['198.51.100.30', ['eth0']]]);
+  await s.ops.standby.set(set);
+  const joins = s.groups.joins;
+  const built = s.prepared.length;
+  await s.ops.standby.set(candidates([['2001:db8::30', ['eth0']], ['198.51.100.30', ['eth0']]]));
+  assert.equal(s.groups.joins, joins);
+  assert.equal(s.prepared.length, built);
+  assert.equal(s.group('2001:db8::30'), 1);
+});
+
+test('a new MAC on the same interface index: the frames are built again with it, and a take-over sends them', async () => {
+  const s = setup();
+  await s.ops.standby.set(candidates([['198.51.100.31', ['eth0']]]));
+  s.links.add('eth0', { ifindex: s.eth0.ifindex, mac: '02:00:5e:00:53:fe' });
+  s.ops.invalidateLinks();
+  await s.ops.standby.set(candidates([['198.51.100.31', ['eth0']]]));
+  assert.equal(s.prepared.at(-1), `198.51.100.31@${s.eth0.ifindex} 02:00:5e:00:53:fe`);
+  assert.equal(s.garp.preparedTargets, 1, 'the frames of the old MAC are forgotten');
+  s.own('198.51.100.31');
+  await s.settle();
+  assert.equal(parseArpFrame(s.sender.frames[0]!.frame)?.sha, '02:00:5e:00:53:fe');
+});
+
+test('a failed join costs only the head start: logged at debug, nothing else prepared wrong, the owned entry joins on its own', async () => {
+  const log = recordingLogger();
+  const s = setup(log);
+  s.groups.failNext = true;
+  await s.ops.standby.set(candidates([['2001:db8::32', ['eth0']]]));
+  assert.equal(s.group('2001:db8::32'), 0);
+  assert.deepEqual(
+    log.lines.filter((l) => l.msg === 'standby preparation failed').map((l) => [l.level, l.obj.ip, l.obj.iface, String(l.obj.err)]),
+    [['debug', '2001:db8::32', 'eth0', 'ENOBUFS: injected']],
+  );
+  s.own('2001:db8::32');
+  await s.settle();
+  assert.deepEqual(s.map.keys().map((k) => k.ip), ['2001:db8::32']);
+  assert.equal(s.group('2001:db8::32'), 1, "the entry's own join");
+  await s.ops.standby.set(new Map());
+  assert.equal(s.group('2001:db8::32'), 1, 'letting the candidacy go leaves no membership it never got');
 });

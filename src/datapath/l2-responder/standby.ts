@@ -77,15 +77,9 @@ export class CandidateStandby {
 
   private async apply(wanted: ReadonlyMap<string, readonly string[]>): Promise<void> {
     const links = new Map<string, LinkInfo | undefined>();
-    for (const ifaces of wanted.values()) {
-      for (const name of ifaces) {
-        if (links.has(name)) continue;
-        try {
-          links.set(name, await this.deps.resolve(name));
-        } catch {
-          links.set(name, undefined); // not servable now: the rows report it when owned
-        }
-      }
+    for (const name of new Set([...wanted.values()].flat())) {
+      // Not servable now: nothing to prepare there (the rows report why once owned).
+      links.set(name, await this.deps.resolve(name).catch(() => undefined));
     }
     const keep = new Set<string>();
     let work = 0;
@@ -129,10 +123,5 @@ export class CandidateStandby {
     this.prepared.delete(key);
     if (p.group) this.deps.groups.leave(p.ifindex, p.group);
     this.deps.garp.unprepare({ ip: p.ip, ifindex: p.ifindex, mac: p.mac });
-  }
-
-  /** Everything let go (the agent stops; the groups' sockets close with it anyway). */
-  clear(): void {
-    for (const [key, p] of [...this.prepared]) this.release(key, p);
   }
 }
