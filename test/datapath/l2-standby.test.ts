@@ -280,3 +280,16 @@ test('a failed join costs only the head start: logged at debug, nothing else pre
   await s.ops.standby.set(new Map());
   assert.equal(s.group('2001:db8::32'), 1, 'letting the candidacy go leaves no membership it never got');
 });
+
+test('a recreated interface that kept its MAC (a new ifindex only) is prepared again on the new index', async () => {
+  const s = setup();
+  await s.ops.standby.set(candidates([['2001:db8::33', ['eth0']]]));
+  const old = s.eth0;
+  const eth0 = s.links.add('eth0', { mac: old.mac });
+  assert.notEqual(eth0.ifindex, old.ifindex);
+  s.ops.invalidateLinks();
+  await s.ops.standby.set(candidates([['2001:db8::33', ['eth0']]]));
+  assert.equal(s.group('2001:db8::33', old.ifindex), 0);
+  assert.equal(s.group('2001:db8::33', eth0.ifindex), 1);
+  assert.equal(s.prepared.at(-1), `2001:db8::33@${eth0.ifindex} ${old.mac}`);
+});
