@@ -293,3 +293,17 @@ test('a recreated interface that kept its MAC (a new ifindex only) is prepared a
   assert.equal(s.group('2001:db8::33', eth0.ifindex), 1);
   assert.equal(s.prepared.at(-1), `2001:db8::33@${eth0.ifindex} ${old.mac}`);
 });
+
+test('preparing a target twice keeps the frames built the first time (one build per candidacy)', async () => {
+  const s = setup();
+  const target = { ip: '198.51.100.34', ifindex: s.eth0.ifindex, mac: s.eth0.mac };
+  s.garp.prepare(target);
+  s.garp.announce(target);
+  const first = s.sender.frames.map((f) => f.frame);
+  s.garp.prepare(target);
+  s.garp.cancel(target.ip, target.ifindex);
+  s.garp.announce(target);
+  const again = s.sender.frames.slice(first.length).map((f) => f.frame);
+  assert.equal(again.length, 2);
+  assert.ok(again.every((f, i) => f === first[i]), 'the very buffers of the first build');
+});
