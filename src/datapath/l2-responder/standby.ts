@@ -36,6 +36,8 @@ interface Prepared {
   mac: string;
   /** The solicited-node group joined for it (IPv6). */
   group?: string;
+  /** The last pass that wanted it. */
+  generation: number;
 }
 
 export class CandidateStandby {
@@ -43,6 +45,7 @@ export class CandidateStandby {
   private wanted: ReadonlyMap<string, readonly string[]> = new Map();
   private running: Promise<void> | undefined;
   private again = false;
+  private generation = 0;
 
   constructor(private readonly deps: StandbyDeps) {}
 
@@ -77,11 +80,13 @@ export class CandidateStandby {
 
   private async apply(wanted: ReadonlyMap<string, readonly string[]>): Promise<void> {
     const links = new Map<string, LinkInfo | undefined>();
-    for (const name of new Set([...wanted.values()].flat())) {
+    for (const ifaces of wanted.values()) for (const name of ifaces) links.set(name, undefined);
+    for (const name of links.keys()) {
       // Not servable now: nothing to prepare there (the rows report why once owned).
       links.set(name, await this.deps.resolve(name).catch(() => undefined));
     }
-    const keep = new Set<string>();
+    // Entries this pass wants carry its generation; the others are let go after it (no set of 10,000 keys per pass).
+    const generation = ++this.generation;
     let work = 0;
     for (const [ip, ifaces] of wanted) {
       // 10,000 new candidates are ~0.5 s of joins and frame building: let the event loop breathe in between.
@@ -95,12 +100,12 @@ export class CandidateStandby {
         const key = `${ip}|${name}`;
         const had = this.prepared.get(key);
         if (had && had.ifindex === link.ifindex && had.mac === link.mac) {
-          keep.add(key);
+          had.generation = generation;
           continue;
         }
         if (had) this.release(key, had);
         work++;
-        const p: Prepared = { ip, ifindex: link.ifindex, mac: link.mac };
+        const p: Prepared = { ip, ifindex: link.ifindex, mac: link.mac, generation };
         try {
           if (!isIpv4(ip)) {
             const group = solicitedNodeMac(ip);
@@ -113,10 +118,9 @@ export class CandidateStandby {
           this.deps.log.debug({ ip, iface: name, err: describeError(e) }, 'standby preparation failed');
         }
         this.prepared.set(key, p);
-        keep.add(key);
       }
     }
-    for (const [key, p] of [...this.prepared]) if (!keep.has(key)) this.release(key, p);
+    for (const [key, p] of this.prepared) if (p.generation !== generation) this.release(key, p);
   }
 
   private release(key: string, p: Prepared): void {
