@@ -7,170 +7,18 @@
  * etcd-ownership.test.ts and etcd-ownership-fences.test.ts). Kept apart from
  * them so that a mutation run of ownership.ts can run this file once per
  * mutant. Other nodes are either members (a session and an ownership) or
- * plain keys written with the test's own client on a lease of its own.
+ * plain keys written with the test's own client on a lease of its own
+ * (test/helpers/etcd-ownership-harness.ts).
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
-import type { OwnerWatch, WatchTarget } from '../../src/controlplane/ownership/edges.js';
-import type { EventBody } from '../../src/core/events.js';
-import { EtcdOwnership, etcdOwnershipDefaults, rendezvousScore, type EtcdOwnershipOptions } from '../../src/store/etcd/ownership.js';
+import { etcdOwnershipDefaults, rendezvousScore } from '../../src/store/etcd/ownership.js';
 import { encodeHandoverRecord } from '../../src/store/etcd/handover-record.js';
-import { EtcdSession } from '../../src/store/etcd/session.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
-import { ManualClock } from '../helpers/manual-clock.js';
-import { useRealEtcd, type RealEtcdSuite } from '../helpers/real-etcd-suite.js';
-import { recordingLogger, type LogLine } from '../helpers/recording-logger.js';
-
-export const IP = '198.51.100.7';
-export const IP2 = '198.51.100.8';
-export const START = 10_000;
-export const OPTS: EtcdOwnershipOptions = { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 20_000, fullRefreshMs: 30_000, releaseGraceMs: 3000 };
-
-export class ManualWatch implements OwnerWatch {
-  targets: readonly WatchTarget[] = [];
-  private cb: (node: string, ip: string) => void = () => {};
-  /** What stillSilent() answers. */
-  silentStill = true;
-  setTargets(t: readonly WatchTarget[]): void {
-    this.targets = t;
-  }
-  onSilent(cb: (node: string, ip: string) => void): void {
-    this.cb = cb;
-  }
-  stillSilent(): boolean {
-    return this.silentStill;
-  }
-  silence(node: string, ip = IP): void {
-    this.cb(node, ip);
-  }
-}
-
-/** `nodes`, the most preferred for `ip` first. */
-export const byPref = (ip: string, nodes: string[]): string[] => [...nodes].sort((a, b) => (rendezvousScore(b, ip) > rendezvousScore(a, ip) ? 1 : -1));
-
-export interface Member {
-  node: string;
-  session: EtcdSession;
-  own: EtcdOwnership;
-  log: ReturnType<typeof recordingLogger>;
-  watch: ManualWatch;
-  events: EventBody[];
-  /** Every owned set the ownership emitted, in order. */
-  sets: Array<ReadonlySet<string>>;
-  owned(): ReadonlySet<string>;
-  /** The datapath's apply (replace it to fail or stall). */
-  apply: { fn: () => void | Promise<void> };
-  /** Candidate IPs (interface eth0 each), plus the barrier IPs. */
-  cands(ips: string[], affinity?: Map<string, string>): void;
-  /** One more candidate IP that stays (a barrier). */
-  addBarrier(ip: string): void;
-  /** Disposes the ownership and revokes the session's lease. */
-  stop(): Promise<void>;
-}
-
-/** The harness shared by the fast ownership test files. */
-export function harness(real: RealEtcdSuite) {
-  let barrierN = 0;
-  async function member(node: string, prefix: string, clock: ManualClock, o: Partial<EtcdOwnershipOptions> & { start?: boolean; events?: boolean; watch?: boolean } = {}): Promise<Member> {
-    const log = recordingLogger();
-    const session = real.own(new EtcdSession(real.sessionOptions(prefix, { ttlSeconds: 60, keepaliveMs: 10_000, marginMs: 5_000 }), { clock, log: recordingLogger() }));
-    if (o.start !== false) await session.start();
-    const watch = new ManualWatch();
-    const events: EventBody[] = [];
-    const { start: _s, events: _e, watch: _w, ...opts } = o;
-    const own = real.own(
-      new EtcdOwnership(
-        session,
-        node,
-        { clock, log, ...(o.watch === false ? {} : { watch }), ...(o.events === false ? {} : { events: (e: EventBody) => void events.push(e) }) },
-        { ...OPTS, ...opts },
-      ),
-    );
-    const sets: Array<ReadonlySet<string>> = [];
-    const apply = { fn: (): void | Promise<void> => {} };
-    let ips: string[] = [];
-    let aff = new Map<string, string>();
-    const barriers: string[] = [];
-    const m: Member = {
-      node,
-      session,
-      own,
-      log,
-      watch,
-      events,
-      sets,
-      owned: () => sets.at(-1) ?? new Set(),
-      apply,
-      cands(list, affinity) {
-        ips = list;
-        if (affinity) aff = affinity;
-        own.setCandidates(new Map([...ips, ...barriers].map((ip) => [ip, ['eth0']])), aff);
-      },
-      addBarrier(ip) {
-        barriers.push(ip);
-        m.cands(ips);
-      },
-      async stop() {
-        own.dispose();
-        await session.revoke();
-      },
-    };
-    if (o.start !== false) {
-      await own.start(async (v) => {
-        sets.push(new Set(v.owned));
-        await apply.fn();
-      });
-    }
-    return m;
-  }
-
-  /** Runs the due zero-delay timers (never moving time) until `cond` holds. */
-  const until = (clock: ManualClock, cond: () => boolean | Promise<boolean>, what: string, m?: Member) =>
-    waitFor(
-      async () => {
-        clock.advance(0);
-        return await cond();
-      },
-      { timeoutMs: 10_000, intervalMs: 5, what, ...(m ? { onTimeout: dump(m) } : {}) },
-    );
-
-  /**
-   * A new IP only `m` is a candidate for: once `m` owns it, every pass that
-   * started before this call (and its claims) has ended.
-   */
-  const barrier = async (m: Member, clock: ManualClock) => {
-    const b = `203.0.113.${++barrierN % 250}`;
-    m.addBarrier(b);
-    await until(clock, () => m.owned().has(b), `${m.node} owns the barrier ${b}`, m);
-  };
-
-  const dump = (m: Member) => () => m.log.lines.map((l) => `${l.level} ${l.msg} ${JSON.stringify(l.obj)}`).join('\n');
-  const lines = (m: Member, level: LogLine['level'], msg: string | RegExp) => m.log.lines.filter((l) => l.level === level && (typeof msg === 'string' ? l.msg === msg : msg.test(l.msg)));
-
-  /** A live lease of another (simulated) node, revoked after the test. */
-  const lease = async (): Promise<{ id: string; revoke: () => Promise<void> }> => {
-    const l = real.raw.lease(60, { autoKeepAlive: false });
-    const id = await l.grant();
-    real.own({ dispose: () => void l.revoke().catch(() => undefined) });
-    return { id, revoke: async () => void (await l.revoke()) };
-  };
-  const key = async (k: string): Promise<{ value: string; lease: string } | undefined> => {
-    const kv = (await real.raw.get(k).exec()).kvs[0];
-    return kv ? { value: kv.value.toString(), lease: String(kv.lease) } : undefined;
-  };
-  const ownerKey = (prefix: string, ip = IP) => key(`${prefix}owners/${ip}`);
-  const clockAt = () => {
-    const c = new ManualClock();
-    c.advance(START);
-    return c;
-  };
-  /** Another node's candidacy for `ip`, on `lease`. */
-  const candidacy = (prefix: string, ip: string, node: string, leaseId: string) => real.raw.put(`${prefix}candidates/${ip}/${node}`).value('').lease(leaseId).exec();
-  const ownerPut = (prefix: string, ip: string, node: string, leaseId: string) => real.raw.put(`${prefix}owners/${ip}`).value(node).lease(leaseId).exec();
-  return { member, until, barrier, dump, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut, encodeHandoverRecord };
-}
+import { IP, IP2, OPTS, START, byPref, harness } from '../helpers/etcd-ownership-harness.js';
+import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 
 describe('etcd ownership on a manual clock', () => {
   const real = useRealEtcd('own-fast');
@@ -477,6 +325,7 @@ describe('etcd ownership on a manual clock', () => {
     await until(clock, () => p.own.view().owners.get(IP) === hi && (p.own as unknown as { candidateLeases: Map<string, string> }).candidateLeases.get(`${IP}/${lo}`) === o.session.leaseId, 'the candidacy seen by the owner', p);
     const released = p.own.release({ silenced: true });
     await until(clock, () => o.owned().has(IP), `${lo} answers at the record`, o);
+    await until(clock, () => lines(p, 'debug', 'trace: hand-over record written').length === 1, 'the record written', p);
     assert.deepEqual(await ownerKey(prefix), { value: hi, lease: p.session.leaseId }, 'the key not moved yet');
     const rec = await key(`${prefix}handover/${hi}`);
     assert.deepEqual(rec, { value: encodeHandoverRecord(hi, [{ ip: IP, node: lo, lease: o.session.leaseId! }]), lease: p.session.leaseId });
