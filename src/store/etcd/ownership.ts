@@ -1039,6 +1039,7 @@ export class EtcdOwnership implements OwnershipBackend {
     // Bounded: a mass release (10k IPs) records its first EVENTS_PER_BATCH.
     for (const { ip, why } of ours.slice(0, EVENTS_PER_BATCH)) void Promise.resolve(this.deps.events?.({ kind: 'owner-released', ip, why, cause: releaseCause(why) })).catch(() => {});
     const unfinished = new Set<string>();
+    const deleted = new Set<string>();
     for (let i = 0; i < ours.length; i += RELEASE_CHUNK) {
       let pending = ours.slice(i, i + RELEASE_CHUNK);
       // Each failed round learns at least one changed key; the bound only guards against a view that does not.
@@ -1059,6 +1060,7 @@ export class EtcdOwnership implements OwnershipBackend {
           .commit();
         if (res.succeeded) {
           for (const key of [...keys, ...marks]) this.observe({ type: 'delete', key, value: '', lease: NO_LEASE, revision: Number(res.header.revision) });
+          for (const { ip } of pending) deleted.add(ip);
           break;
         }
         for (const [n, key] of keys.entries()) this.learnKey(key, res, n);
@@ -1071,8 +1073,7 @@ export class EtcdOwnership implements OwnershipBackend {
       this.releasing.delete(ip);
       this.deps.log.info({ ip, why }, 'released ownership');
     }
-    // Markers of IPs that turned out not to be ours to delete (the key moved meanwhile).
-    const deleted = new Set(ours.map(({ ip }) => ip));
+    // Markers of IPs that turned out not to be ours to delete (the key moved meanwhile, before or during the deletes).
     void this.unmark(marked.filter((m) => !deleted.has(m.ip) && !unfinished.has(m.ip)));
   }
 
