@@ -1,0 +1,220 @@
+/**
+ * Cases aimed at the survivors of the mutation run of src/store/etcd/ownership.ts
+ * (2026-11-27) that the two fast files left, in a file of their own so that an
+ * incremental rerun retests only what they add. Same harness: a real etcd, one
+ * manual clock per test.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { waitFor } from '../../lab/lab.js';
+import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
+import { IP, IP2, START, byPref, harness } from '../helpers/etcd-ownership-harness.js';
+import { useRealEtcd } from '../helpers/real-etcd-suite.js';
+
+const block = (n: number, third: number) => Array.from({ length: n }, (_, i) => `10.2.${third}.${i + 1}`);
+
+describe('etcd ownership on a manual clock: survivors of the mutation run', () => {
+  const real = useRealEtcd('own-surv');
+  const { member, until, lines, lease, ownerKey, clockAt, ownerPut } = harness(real);
+
+  test('hand-overs to us record at most 50 events a second: 60 IPs handed over record 50; a stop exactly a second later records again', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = block(60, 1);
+    const b = block(5, 2);
+    const p = await member('node-p', prefix, clock);
+    const q = await member('node-q', prefix, clock);
+    p.cands(a);
+    q.cands(b);
+    await until(clock, () => a.every((ip) => p.owned().has(ip)) && b.every((ip) => q.owned().has(ip)), 'p and q own their IPs', p);
+    const o = await member('node-o', prefix, clock);
+    o.cands([...a, ...b]);
+    const seesAll = (m: typeof p, list: string[]) => () => {
+      const cl = (m.own as unknown as { candidateLeases: Map<string, string> }).candidateLeases;
+      return list.every((ip) => cl.get(`${ip}/node-o`) === o.session.leaseId);
+    };
+    await until(clock, () => seesAll(p, a)() && seesAll(q, b)(), 'the candidacies seen');
+    const handedEvents = () => o.events.filter((e) => e.kind === 'owner-took' && e.cause === 'clean-stop').length;
+    const stop = async (m: typeof p) => {
+      const done = m.own.release({ silenced: true });
+      await until(clock, () => lines(m, 'debug', 'trace: hand-over record written').length === 1, `${m.node}'s record`, m);
+      clock.advance(100);
+      await done;
+    };
+    await stop(p);
+    await until(clock, () => a.every((ip) => o.owned().has(ip)), 'o owns the 60', o);
+    await until(clock, () => lines(o, 'info', 'took ownership: handed over by the stopping owner').length === 60, '60 lines', o);
+    assert.equal(handedEvents(), 50);
+    // p's moves landed 100 ms after its record: q's land exactly 1,000 ms after them.
+    clock.advance(900);
+    await stop(q);
+    await until(clock, () => lines(o, 'info', 'took ownership: handed over by the stopping owner').length === 65, '65 lines', o);
+    assert.equal(handedEvents(), 55, 'a new second, a new budget');
+  });
+
+  test('a key moved onto our lease is answered without waiting for a pass (no clock step)', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock);
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    await ownerPut(prefix, IP, 'node-b', b.session.leaseId!);
+    // Not `until`: the clock does not move, so no pass (a zero-delay timer) runs.
+    await waitFor(() => b.owned().has(IP), { timeoutMs: 5000, intervalMs: 5, what: 'answered at the watch event' });
+  });
+
+  test('an interrupted release is finished by a later pass, recorded with cause unknown', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'owns', a);
+    beforeNextTxn(a.session, 'Lease', { fail: new Error('store hiccup') });
+    a.cands([]);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(a, 'info', 'released ownership').length === 1, 'finished', a);
+    assert.deepEqual(
+      a.events.filter((e) => e.kind === 'owner-released'),
+      [
+        { kind: 'owner-released', ip: IP, why: 'no longer a candidate', cause: 'link-or-policy' },
+        { kind: 'owner-released', ip: IP, why: 'finishing an interrupted release', cause: 'unknown' },
+      ],
+    );
+  });
+
+  test('past the grace a marked owner heard answering since is not fenced (the wire watch is asked); the grace is the option given', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await real.raw.put(`${prefix}releasing/${IP}`).value('node-x').lease(x.id).exec();
+    const b = await member('node-b', prefix, clock, { releaseGraceMs: 1000 });
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    b.watch.silentStill = false;
+    b.watch.silence('node-x');
+    await until(clock, () => lines(b, 'info', /it is releasing: not fenced/).length === 1, 'graced', b);
+    assert.equal(lines(b, 'info', /it is releasing: not fenced/)[0]!.obj.graceMs, 1000);
+    clock.advance(1000);
+    // The grace's re-check reads the store, then asks the watch: heard since, so nothing (no fence within 100 ms).
+    await new Promise((r) => setTimeout(r, 100));
+    clock.advance(0);
+    assert.equal(b.own.status().fencesIssued, 0);
+    assert.notEqual((await real.raw.leaseClient.leaseTimeToLive({ ID: x.id })).TTL, '-1');
+    // Silent still, the next report past the grace fences.
+    b.watch.silentStill = true;
+    b.watch.silence('node-x');
+    await until(clock, () => lines(b, 'info', /it is releasing: not fenced/).length === 2, 'a new grace', b);
+    clock.advance(1000);
+    await until(clock, () => b.owned().has(IP), 'fenced at the new grace end', b);
+  });
+
+  test('the periodic re-read runs every fullRefreshMs', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, { fullRefreshMs: 7000 });
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const client = a.session.client;
+    const realGetAll = client.getAll.bind(client);
+    let reads = 0;
+    (client as { getAll: typeof client.getAll }).getAll = () => {
+      reads++;
+      return realGetAll();
+    };
+    // The first re-read (at start) ended at the clock's start: the next one is due 7 s later.
+    clock.advance(6999);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(reads, 0, 'not before');
+    clock.advance(1);
+    await waitFor(() => reads === 1, { timeoutMs: 5000, intervalMs: 5, what: 'a re-read at 7 s' });
+  });
+
+  test('the store unreachable with withdraw: our keys leave the view at once (others stay), no re-read until the session is back', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP2, 'node-x', x.id);
+    const a = await member('node-a', prefix, clock, { fullRefreshMs: 120_000 });
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP) && a.own.view().owners.get(IP2) === 'node-x', 'owns IP, sees IP2', a);
+    const client = a.session.client;
+    const realGetAll = client.getAll.bind(client);
+    let reads = 0;
+    (client as { getAll: typeof client.getAll }).getAll = () => {
+      reads++;
+      return realGetAll();
+    };
+    clock.advance(55_000);
+    assert.equal(a.session.state, 'lost');
+    assert.equal(a.owned().size, 0, 'withdrawn at the step-down, synchronously');
+    assert.deepEqual([...a.own.view().owners], [[IP2, 'node-x']]);
+    assert.deepEqual(lines(a, 'warn', /keeping announcements/), []);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(reads, 0, 'no re-read while lost');
+    assert.deepEqual([...a.own.view().owners], [[IP2, 'node-x']]);
+  });
+
+  test('an ownership without a wire watch starts and claims', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, { watch: false });
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'owns', a);
+  });
+
+  test('a watch that cannot be created is warned about with the error; one disposed while being created is cancelled (nothing seen after)', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const b = await member('node-b', prefix, clock, { start: false });
+    await b.session.start();
+    const client = b.session.client;
+    const realWatch = client.watch.bind(client);
+    (client as { watch: typeof client.watch }).watch = () => ({ prefix: () => ({ create: () => Promise.reject(new Error('no watch here')) }) }) as unknown as ReturnType<typeof client.watch>;
+    await b.own.start(async (v) => void b.sets.push(new Set(v.owned)));
+    assert.match(String(lines(b, 'warn', 'etcd ownership watch could not be created; retrying')[0]?.obj.err), /no watch here/);
+    // The retry's watch: the ownership is disposed while it is being created.
+    (client as { watch: typeof client.watch }).watch = () => {
+      const builder = realWatch();
+      const prefixOf = builder.prefix.bind(builder);
+      return Object.assign(builder, {
+        prefix: (p: string) => {
+          const w = prefixOf(p);
+          const create = w.create.bind(w);
+          return Object.assign(w, {
+            create: async () => {
+              b.own.dispose();
+              return create();
+            },
+          });
+        },
+      });
+    };
+    clock.advance(1000);
+    await waitFor(() => b.ownersCalls.n === 0 && (b.own as unknown as { disposed: boolean }).disposed, { what: 'disposed during the create', timeoutMs: 5000, intervalMs: 5 });
+    await new Promise((r) => setTimeout(r, 100));
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(b.ownersCalls.n, 0, 'no watch events after dispose');
+  });
+
+  test("another node's key moved onto our lease without a record departs that node: its candidacies no longer delay a claim", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    // A name node-x is preferred over for IP2.
+    const me = ['node-b', 'node-c', 'node-d', 'node-e', 'node-f'].find((n) => byPref(IP2, [n, 'node-x'])[0] === 'node-x')!;
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(x.id).exec();
+    const b = await member(me, prefix, clock);
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    await ownerPut(prefix, IP, me, b.session.leaseId!);
+    await until(clock, () => b.owned().has(IP), 'handed over by a move', b);
+    b.cands([IP, IP2]);
+    await until(clock, () => b.owned().has(IP2), 'claims IP2 at once', b);
+    assert.equal(clock.now(), START);
+  });
+});
