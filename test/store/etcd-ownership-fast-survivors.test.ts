@@ -7,15 +7,68 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
+import { EtcdOwnership } from '../../src/store/etcd/ownership.js';
+import type { EtcdSession } from '../../src/store/etcd/session.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
-import { IP, IP2, START, byPref, harness } from '../helpers/etcd-ownership-harness.js';
+import { IP, IP2, OPTS, START, byPref, harness } from '../helpers/etcd-ownership-harness.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
+
+/**
+ * Holds back the watch events of `m`'s ownership while `paused` (a lagging
+ * watch), replaying them in order on resume(). Install before start().
+ */
+function laggingWatch(session: EtcdSession) {
+  const client = session.client;
+  const realWatch = client.watch.bind(client);
+  const held: Array<[string, unknown[]]> = [];
+  const ctl = {
+    paused: false,
+    resume() {
+      ctl.paused = false;
+      for (const w of watchers) for (const [ev, args] of held.splice(0)) w.realEmit(ev, ...args);
+    },
+    /** Delivers the held events `pick` selects (in order), keeping the rest held. */
+    replay(pick: (ev: string, key: string) => boolean) {
+      const chosen = held.filter(([ev, args]) => pick(ev, String((args[0] as { key: Buffer }).key)));
+      for (const e of chosen) held.splice(held.indexOf(e), 1);
+      for (const w of watchers) for (const [ev, args] of chosen) w.realEmit(ev, ...args);
+    },
+  };
+  const watchers: Array<{ realEmit: (ev: string, ...args: unknown[]) => boolean }> = [];
+  (client as { watch: typeof client.watch }).watch = () => {
+    const builder = realWatch();
+    const prefixOf = builder.prefix.bind(builder);
+    return Object.assign(builder, {
+      prefix: (p: string) => {
+        const w = prefixOf(p);
+        const create = w.create.bind(w);
+        return Object.assign(w, {
+          create: async () => {
+            const watcher = await create();
+            const realEmit = watcher.emit.bind(watcher);
+            watchers.push({ realEmit });
+            watcher.emit = ((ev: string, ...args: unknown[]) => {
+              if (ctl.paused && (ev === 'put' || ev === 'delete')) {
+                held.push([ev, args]);
+                return true;
+              }
+              return realEmit(ev, ...args);
+            }) as typeof watcher.emit;
+            return watcher;
+          },
+        });
+      },
+    });
+  };
+  return ctl;
+}
 
 const block = (n: number, third: number) => Array.from({ length: n }, (_, i) => `10.2.${third}.${i + 1}`);
 
 describe('etcd ownership on a manual clock: survivors of the mutation run', () => {
   const real = useRealEtcd('own-surv');
-  const { member, until, lines, lease, ownerKey, clockAt, ownerPut } = harness(real);
+  const { member, until, barrier, lines, lease, ownerKey, clockAt, ownerPut } = harness(real);
 
   test('hand-overs to us record at most 50 events a second: 60 IPs handed over record 50; a stop exactly a second later records again', async () => {
     const prefix = real.freshPrefix();
@@ -45,6 +98,8 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await until(clock, () => a.every((ip) => o.owned().has(ip)), 'o owns the 60', o);
     await until(clock, () => lines(o, 'info', 'took ownership: handed over by the stopping owner').length === 60, '60 lines', o);
     assert.equal(handedEvents(), 50);
+    // One watch message carried the 60 moves: one answer for all of them.
+    assert.deepEqual(lines(o, 'debug', 'trace: handed over to us (watch batch)').map((l) => l.obj), [{ ips: 60 }]);
     // p's moves landed 100 ms after its record: q's land exactly 1,000 ms after them.
     clock.advance(900);
     await stop(q);
@@ -52,17 +107,21 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     assert.equal(handedEvents(), 55, 'a new second, a new budget');
   });
 
-  test('a key moved onto our lease is answered without waiting for a pass (no clock step)', async () => {
+  test('a key moved onto our lease is answered without waiting for a pass (no clock step), each time; no events sink needed', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
-    const b = await member('node-b', prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
-    await ownerPut(prefix, IP, 'node-b', b.session.leaseId!);
+    await ownerPut(prefix, IP2, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock, { events: false });
+    b.cands([IP, IP2]);
+    await until(clock, () => b.own.view().owners.get(IP2) === 'node-x', 'sees node-x', b);
     // Not `until`: the clock does not move, so no pass (a zero-delay timer) runs.
+    await ownerPut(prefix, IP, 'node-b', b.session.leaseId!);
     await waitFor(() => b.owned().has(IP), { timeoutMs: 5000, intervalMs: 5, what: 'answered at the watch event' });
+    await ownerPut(prefix, IP2, 'node-b', b.session.leaseId!);
+    await waitFor(() => b.owned().has(IP2), { timeoutMs: 5000, intervalMs: 5, what: 'the second answered at its watch event' });
+    await waitFor(() => lines(b, 'info', 'took ownership: handed over by the stopping owner').length === 2, { timeoutMs: 5000, intervalMs: 5, what: 'the lines' });
   });
 
   test('an interrupted release is finished by a later pass, recorded with cause unknown', async () => {
@@ -216,5 +275,124 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     b.cands([IP, IP2]);
     await until(clock, () => b.owned().has(IP2), 'claims IP2 at once', b);
     assert.equal(clock.now(), START);
+  });
+
+  test('preference is scored on the affinity key when the IP has one, else on the IP itself', async () => {
+    const names = Array.from('bcdefghijklmnopqrstuvwxyz', (c) => `node-${c}`);
+    const pair = (want: (m: string, y: string) => boolean) => {
+      for (const m of names) for (const y of names) if (m !== y && want(m, y)) return [m, y] as const;
+      throw new Error('no such pair');
+    };
+    // Preferred by the affinity key, not by the IP; then preferred by the IP, not by the node alone.
+    const cases = [
+      { aff: new Map([[IP, 'svc/z']]), pair: pair((m, y) => byPref('svc/z', [m, y])[0] === m && byPref(IP, [m, y])[0] === y) },
+      { aff: new Map<string, string>(), pair: pair((m, y) => byPref(IP, [m, y])[0] === m && byPref('undefined', [m, y])[0] === y) },
+    ];
+    for (const { aff, pair: [m, y] } of cases) {
+      const prefix = real.freshPrefix();
+      const clock = clockAt();
+      const l = await lease();
+      await real.raw.put(`${prefix}candidates/${IP}/${y}`).value('').lease(l.id).exec();
+      const a = await member(m, prefix, clock);
+      a.cands([IP], aff);
+      await until(clock, () => a.owned().has(IP), `${m} claims at once`, a);
+      assert.equal(clock.now(), START);
+    }
+  });
+
+  test('a lease-less key changed before its removal is seen again: counted again, warned about once, removed then', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    beforeNextTxn(a.session, 'Mod', { before: () => real.raw.put(`${prefix}owners/${IP}`).value('node-y').exec() });
+    await real.raw.put(`${prefix}owners/${IP}`).value('node-x').exec();
+    await until(clock, async () => a.own.status().staleKeysIgnored === 2 && (await ownerKey(prefix)) === undefined, 'removed at the second sighting', a);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(a.own.status().staleKeysRemoved, 1, 'the failed removal not counted');
+    assert.equal(a.own.status().staleKeysIgnored, 2);
+    assert.equal(lines(a, 'warn', /without a live lease/).length, 1);
+  });
+
+  test('a watch lagging behind our own writes: its older events never resurrect a key we deleted', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, { start: false });
+    await a.session.start();
+    const lag = laggingWatch(a.session);
+    await a.own.start(async (v) => void a.sets.push(new Set(v.owned)));
+    lag.paused = true;
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'claimed (our own write, no watch)', a);
+    a.cands([]);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(a, 'info', 'released ownership').length === 1, 'released', a);
+    const n = a.sets.length;
+    // The claim's put arrives now, after our own delete (its delete event still held).
+    lag.replay((ev, key) => ev === 'put' && key === `${prefix}owners/${IP}`);
+    assert.equal(a.own.view().owners.has(IP), false, 'the claim, replayed late, is older than the delete');
+    await barrier(a, clock);
+    assert.ok(a.sets.slice(n).every((set) => !set.has(IP)), 'never answered again');
+    lag.resume();
+  });
+
+  test("a put learnt from a read (not the watch) over another node's key departs nobody", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const y = await lease();
+    const me = ['node-b', 'node-c', 'node-d', 'node-e', 'node-f'].find((n) => byPref(IP2, [n, 'node-x'])[0] === 'node-x')!;
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(x.id).exec();
+    const b = await member(me, prefix, clock, { start: false });
+    await b.session.start();
+    const lag = laggingWatch(b.session);
+    await b.own.start(async (v) => void b.sets.push(new Set(v.owned)));
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    lag.paused = true;
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await ownerPut(prefix, IP, 'node-y', y.id);
+    // Learnt by the silence check's read: node-y on its lease, a release and a claim (the delete between not seen).
+    b.watch.silence('node-x');
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-y', 'learnt node-y', b);
+    b.cands([IP, IP2]);
+    await until(clock, () => (b.own as unknown as { timers: Map<string, unknown> }).timers.has(IP2) || b.owned().has(IP2), 'decided about IP2', b);
+    assert.equal(b.owned().has(IP2), false, 'node-x still a candidate: no claim at once');
+    lag.resume();
+  });
+
+  test('an ownership without an owners callback applies owner keys', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const session = real.own(await real.session(prefix, { clock }));
+    const own = real.own(new EtcdOwnership(session, 'node-a', { clock, log: recordingLogger() }, OPTS));
+    await own.start(() => {});
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await waitFor(() => own.view().owners.get(IP) === 'node-x', { what: 'seen', timeoutMs: 5000, intervalMs: 5 });
+  });
+
+  test("watched changes of another node's key that are no hand-over (its own move to a new lease, another node on that lease) depart nobody and are no take of ours", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const IP3 = '198.51.100.9';
+    const lx = await lease();
+    const lx2 = await lease();
+    const me = ['node-b', 'node-c', 'node-d', 'node-e', 'node-f', 'node-g', 'node-h'].find((n) => byPref(IP2, [n, 'node-x'])[0] === 'node-x' && byPref(IP3, [n, 'node-x'])[0] === 'node-x')!;
+    await ownerPut(prefix, IP, 'node-x', lx.id);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(lx.id).exec();
+    await real.raw.put(`${prefix}candidates/${IP3}/node-x`).value('').lease(lx2.id).exec();
+    const b = await member(me, prefix, clock);
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    await ownerPut(prefix, IP, 'node-x', lx2.id);
+    await ownerPut(prefix, IP, 'node-y', lx2.id);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-y', 'sees node-y', b);
+    b.cands([IP, IP2, IP3]);
+    const timers = (b.own as unknown as { timers: Map<string, unknown> }).timers;
+    await until(clock, () => [IP2, IP3].every((ip) => timers.has(ip)) || b.owned().has(IP2) || b.owned().has(IP3), 'decided', b);
+    assert.equal(b.owned().has(IP2) || b.owned().has(IP3), false, "node-x's candidacies still count");
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(lines(b, 'info', 'took ownership: handed over by the stopping owner'), []);
+    assert.deepEqual(b.events.filter((e) => e.kind === 'owner-took'), []);
   });
 });
