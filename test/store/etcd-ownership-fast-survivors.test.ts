@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { EtcdOwnership } from '../../src/store/etcd/ownership.js';
+import { encodeHandoverRecord } from '../../src/store/etcd/handover-record.js';
 import type { EtcdSession } from '../../src/store/etcd/session.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
@@ -394,5 +395,41 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await new Promise((r) => setImmediate(r));
     assert.deepEqual(lines(b, 'info', 'took ownership: handed over by the stopping owner'), []);
     assert.deepEqual(b.events.filter((e) => e.kind === 'owner-took'), []);
+  });
+
+  test('no candidacy on the watch: a lease-less one (its removal failing), one without a node, a key of another kind under the prefix', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const names = Array.from('bcdefghijklmnopqrstuvwxyz', (c) => `node-${c}`);
+    // Our name, and a name preferred over it for IP; 'undefined' (a missing node part) preferred over ours too.
+    const me = names.find((n) => byPref(IP, [n, 'undefined'])[0] === 'undefined' && names.some((y) => y !== n && byPref(IP, [n, y])[0] === y))!;
+    const y = names.find((n) => n !== me && byPref(IP, [me, n])[0] === n)!;
+    const l = await lease();
+    const a = await member(me, prefix, clock);
+    beforeNextTxn(a.session, 'Mod', { fail: new Error('not removed') });
+    await real.raw.put(`${prefix}candidates/${IP}/${y}`).value('').exec();
+    await real.raw.put(`${prefix}candidates/${IP}`).value('').lease(l.id).exec();
+    // 'elsewhere!/' is as long as 'candidates/'.
+    await real.raw.put(`${prefix}elsewhere!/${IP}/${y}`).value('').lease(l.id).exec();
+    await until(clock, () => a.own.status().staleKeysIgnored === 1, 'the lease-less one seen', a);
+    await barrier(a, clock);
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'claimed', a);
+    assert.equal(clock.now(), START, 'at once');
+  });
+
+  test("a departed node's candidacy arriving later is no candidacy", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const me = ['node-b', 'node-c', 'node-d', 'node-e', 'node-f'].find((n) => byPref(IP2, [n, 'node-x'])[0] === 'node-x')!;
+    const b = await member(me, prefix, clock);
+    await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-z', lease: x.id }])!).lease(x.id).exec();
+    await until(clock, () => (b.own as unknown as { departed: Map<string, unknown> }).departed.has(x.id), 'node-x departed', b);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(x.id).exec();
+    await barrier(b, clock);
+    b.cands([IP2]);
+    await until(clock, () => b.owned().has(IP2), 'claimed', b);
+    assert.equal(clock.now(), START, 'at once');
   });
 });
