@@ -432,4 +432,83 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await until(clock, () => b.owned().has(IP2), 'claimed', b);
     assert.equal(clock.now(), START, 'at once');
   });
+
+  /** A name `node` is preferred over for each of `ips`. */
+  const below = (node: string, ips: string[]) =>
+    Array.from('bcdefghijklmnopqrstuvwxyz', (c) => `node-${c}`).find((n) => n !== node && ips.every((ip) => byPref(ip, [n, node])[0] === node))!;
+
+  test('a departure lasts 10 s from its first sighting (a record seen again does not extend it)', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const me = below('node-x', [IP2]);
+    const b = await member(me, prefix, clock);
+    const rec = encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-z', lease: x.id }])!;
+    const departed = (b.own as unknown as { departed: Map<string, { untilMs: number }> }).departed;
+    await real.raw.put(`${prefix}handover/node-x`).value(rec).lease(x.id).exec();
+    await until(clock, () => departed.has(x.id), 'node-x departed', b);
+    clock.advance(5000);
+    await real.raw.put(`${prefix}handover/node-x`).value(`${rec} `).lease(x.id).exec();
+    await barrier(b, clock);
+    clock.advance(5000);
+    // 10 s after the first sighting: node-x's candidacy counts again.
+    await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(x.id).exec();
+    await until(clock, () => (b.own as unknown as { others: Map<string, Map<string, number>> }).others.get(IP2)?.has('node-x') === true, 'the candidacy counts', b);
+  });
+
+  test('at most 64 departures are remembered: the 65th forgets the oldest', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const nodes = Array.from({ length: 65 }, (_, i) => `stop-${i}`);
+    const ipA = '198.51.100.20';
+    const me = below(nodes[0]!, [ipA]);
+    const b = await member(me, prefix, clock);
+    const leases: string[] = [];
+    for (const n of nodes) leases.push((await lease()).id);
+    const counts = () => (b.own as unknown as { others: Map<string, Map<string, number>> }).others.get(ipA)?.has(nodes[0]!) === true;
+    for (let i = 0; i < 64; i++) await real.raw.put(`${prefix}handover/${nodes[i]}`).value(encodeHandoverRecord(nodes[i]!, [{ ip: IP, node: 'node-z', lease: leases[i]! }])!).lease(leases[i]!).exec();
+    await until(clock, () => (b.own as unknown as { departed: Map<string, unknown> }).departed.size === 64, '64 departed', b);
+    // The oldest is still departed: its candidacy is no candidacy.
+    await real.raw.put(`${prefix}candidates/${ipA}/${nodes[0]}`).value('').lease(leases[0]!).exec();
+    await barrier(b, clock);
+    assert.equal(counts(), false);
+    await real.raw.put(`${prefix}handover/${nodes[64]}`).value(encodeHandoverRecord(nodes[64]!, [{ ip: IP, node: 'node-z', lease: leases[64]! }])!).lease(leases[64]!).exec();
+    await barrier(b, clock);
+    await real.raw.put(`${prefix}candidates/${ipA}/${nodes[0]}`).value(' ').lease(leases[0]!).exec();
+    await until(clock, counts, 'the oldest forgotten: its candidacy counts', b);
+  });
+
+  test("a departing node's candidacies go, another node's for the same IP stay", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const y = await lease();
+    const me = below('node-y', [IP2]);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(x.id).exec();
+    await real.raw.put(`${prefix}candidates/${IP2}/node-y`).value('').lease(y.id).exec();
+    const b = await member(me, prefix, clock);
+    await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-z', lease: x.id }])!).lease(x.id).exec();
+    await until(clock, () => (b.own as unknown as { departed: Map<string, unknown> }).departed.has(x.id), 'node-x departed', b);
+    b.cands([IP2]);
+    const timers = (b.own as unknown as { timers: Map<string, unknown> }).timers;
+    await until(clock, () => timers.has(IP2) || b.owned().has(IP2), 'decided', b);
+    assert.equal(b.owned().has(IP2), false, 'node-y, preferred, still a candidate');
+  });
+
+  test('a record that names us is traced with how many IPs it names us for; one that does not is not', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const w = await lease();
+    const b = await member('node-b', prefix, clock);
+    await real.raw.put(`${prefix}handover/node-w`).value(encodeHandoverRecord('node-w', [{ ip: IP, node: 'node-z', lease: w.id }])!).lease(w.id).exec();
+    await real.raw
+      .put(`${prefix}handover/node-x`)
+      .value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-b', lease: b.session.leaseId! }, { ip: IP2, node: 'node-z', lease: x.id }, { ip: '198.51.100.9', node: 'node-b', lease: b.session.leaseId! }])!)
+      .lease(x.id)
+      .exec();
+    await until(clock, () => lines(b, 'debug', 'trace: hand-over record names us').length === 1, 'traced', b);
+    await barrier(b, clock);
+    assert.deepEqual(lines(b, 'debug', 'trace: hand-over record names us').map((l) => l.obj), [{ from: 'node-x', ips: 2 }]);
+  });
 });
