@@ -511,4 +511,43 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await barrier(b, clock);
     assert.deepEqual(lines(b, 'debug', 'trace: hand-over record names us').map((l) => l.obj), [{ from: 'node-x', ips: 2 }]);
   });
+
+  test('a record deleted 10 s before the owner key no longer voids anything: the preferred claims at once', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const y = await lease();
+    const successor = Array.from('bcdefghijklmnopqrstuvwxyz', (c) => `node-${c}`).find((n) => byPref(IP, [n, 'node-m'])[0] === 'node-m')!;
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await real.raw.put(`${prefix}candidates/${IP}/${successor}`).value('').lease(y.id).exec();
+    await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: successor, lease: y.id }])!).lease(x.id).exec();
+    const m = await member('node-m', prefix, clock);
+    m.cands([IP]);
+    await until(clock, () => m.own.view().owners.get(IP) === 'node-x', 'sees node-x', m);
+    await real.raw.delete().key(`${prefix}handover/node-x`).exec();
+    await until(clock, () => [...(m.own as unknown as { handovers: Map<string, { goneAtMs?: number }> }).handovers.values()].every((r) => r.goneAtMs !== undefined), 'the record gone', m);
+    clock.advance(10_000);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => m.owned().has(IP), 'claimed', m);
+    assert.equal(clock.now(), START + 10_000, 'at once');
+  });
+
+  test('only a record by the owner key node, on its lease, voids a vanished key', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const lx = await lease();
+    const lx2 = await lease();
+    await ownerPut(prefix, IP, 'node-x', lx.id);
+    await ownerPut(prefix, IP2, 'node-x', lx2.id);
+    // On IP's lease but by another node; by IP2's node but on another lease.
+    await real.raw.put(`${prefix}handover/node-w`).value(encodeHandoverRecord('node-w', [{ ip: IP, node: 'node-y', lease: lx.id }])!).lease(lx.id).exec();
+    await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP2, node: 'node-y', lease: lx.id }])!).lease(lx.id).exec();
+    const m = await member('node-m', prefix, clock);
+    m.cands([IP, IP2]);
+    await until(clock, () => m.own.view().owners.size === 2, 'sees both', m);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await real.raw.delete().key(`${prefix}owners/${IP2}`).exec();
+    await until(clock, () => m.owned().has(IP) && m.owned().has(IP2), 'claimed', m);
+    assert.equal(clock.now(), START, 'at once');
+  });
 });
