@@ -550,4 +550,102 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await until(clock, () => m.owned().has(IP) && m.owned().has(IP2), 'claimed', m);
     assert.equal(clock.now(), START, 'at once');
   });
+
+  test('a re-read that fails is a debug line; the next one repairs the view', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    const client = a.session.client;
+    const realGetAll = client.getAll.bind(client);
+    (client as { getAll: typeof client.getAll }).getAll = () => {
+      (client as { getAll: typeof client.getAll }).getAll = realGetAll;
+      return { prefix: () => ({ exec: () => Promise.reject(new Error('read refused')) }) } as unknown as ReturnType<typeof client.getAll>;
+    };
+    await a.own.livenessGate().recheck('test');
+    assert.match(String(lines(a, 'debug', 'etcd ownership refresh failed')[0]?.obj.err), /read refused/);
+  });
+
+  test('a fence whose revoke fails: nothing counted, the key stands, re-read', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock);
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const lc = b.session.client.leaseClient;
+    const realRevoke = lc.leaseRevoke.bind(lc);
+    (lc as { leaseRevoke: typeof lc.leaseRevoke }).leaseRevoke = (...args: Parameters<typeof lc.leaseRevoke>) => {
+      (lc as { leaseRevoke: typeof lc.leaseRevoke }).leaseRevoke = realRevoke;
+      void args;
+      return Promise.reject(new Error('revoke refused'));
+    };
+    b.watch.silence('node-x');
+    await until(clock, () => lines(b, 'debug', 'revoking a silent owner failed (already gone?)').length === 1, 'the failure', b);
+    assert.deepEqual(lines(b, 'debug', 'revoking a silent owner failed (already gone?)')[0]!.obj.node, 'node-x');
+    await barrier(b, clock);
+    assert.equal(b.own.status().fencesIssued, 0);
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id });
+    assert.equal(b.owned().has(IP), false);
+  });
+
+  test('a withdrawal not confirmed for two IPs removes both markers', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    a.cands([IP, IP2]);
+    await until(clock, () => a.owned().has(IP) && a.owned().has(IP2), 'owns both', a);
+    const watcher = await real.raw.watch().prefix(`${prefix}releasing/`).create();
+    real.own({ dispose: () => void watcher.cancel() });
+    const deleted = new Set<string>();
+    watcher.on('delete', (kv) => void deleted.add(kv.key.toString().slice(`${prefix}releasing/`.length)));
+    a.apply.fn = () => Promise.reject(new Error('datapath broken'));
+    a.cands([]);
+    await until(clock, () => deleted.has(IP) && deleted.has(IP2), 'both markers removed', a);
+    a.apply.fn = () => {};
+  });
+
+  test('a stop hands two IPs over in one transaction; a record that cannot be written leaves the moves alone, at once', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const p = await member('node-p', prefix, clock);
+    p.cands([IP, IP2]);
+    await until(clock, () => p.owned().has(IP) && p.owned().has(IP2), 'owns both', p);
+    const o = await member('node-o', prefix, clock);
+    o.cands([IP, IP2]);
+    const cl = (p.own as unknown as { candidateLeases: Map<string, string> }).candidateLeases;
+    await until(clock, () => cl.get(`${IP}/node-o`) === o.session.leaseId && cl.get(`${IP2}/node-o`) === o.session.leaseId, 'the candidacies seen', p);
+    const client = p.session.client;
+    const realPut = client.put.bind(client);
+    (client as { put: typeof client.put }).put = (key: Parameters<typeof client.put>[0]) => {
+      (client as { put: typeof client.put }).put = realPut;
+      const b = realPut(key);
+      return Object.assign(b, { value: () => ({ lease: () => Promise.reject(new Error('record refused')) }) }) as unknown as ReturnType<typeof client.put>;
+    };
+    // No clock step: the moves do not wait for a record that is not there.
+    await p.own.release({ silenced: true });
+    assert.match(String(lines(p, 'debug', 'writing the hand-over record failed; the moves hand over alone')[0]?.obj.err), /record refused/);
+    assert.deepEqual(await ownerKey(prefix, IP), { value: 'node-o', lease: o.session.leaseId });
+    assert.deepEqual(await ownerKey(prefix, IP2), { value: 'node-o', lease: o.session.leaseId });
+    assert.deepEqual(lines(p, 'info', 'handed ownership over to the successors').map((l) => l.obj), [{ ips: 2, of: 2 }]);
+  });
+
+  test('a record gone before a re-read still voids its key for 10 s', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-y', lease: x.id }])!).lease(x.id).exec();
+    const m = await member('node-m', prefix, clock);
+    m.cands([IP]);
+    await until(clock, () => m.own.view().owners.get(IP) === 'node-x', 'sees node-x', m);
+    await real.raw.delete().key(`${prefix}handover/node-x`).exec();
+    const handovers = () => (m.own as unknown as { handovers: Map<string, { goneAtMs?: number }> }).handovers;
+    await until(clock, () => [...handovers().values()].every((r) => r.goneAtMs !== undefined), 'the record gone', m);
+    clock.advance(5000);
+    await m.own.livenessGate().recheck('test');
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => (m.own as unknown as { timers: Map<string, unknown> }).timers.has(IP) || m.owned().has(IP), 'decided', m);
+    assert.equal(m.owned().has(IP), false, 'voided: not at once');
+  });
 });
