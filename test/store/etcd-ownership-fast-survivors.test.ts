@@ -370,6 +370,8 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
     await waitFor(() => own.view().owners.get(IP) === 'node-x', { what: 'seen', timeoutMs: 5000, intervalMs: 5 });
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await waitFor(() => !own.view().owners.has(IP), { what: 'gone', timeoutMs: 5000, intervalMs: 5 });
   });
 
   test("watched changes of another node's key that are no hand-over (its own move to a new lease, another node on that lease) depart nobody and are no take of ours", async () => {
@@ -647,5 +649,76 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
     await until(clock, () => (m.own as unknown as { timers: Map<string, unknown> }).timers.has(IP) || m.owned().has(IP), 'decided', m);
     assert.equal(m.owned().has(IP), false, 'voided: not at once');
+  });
+
+  test('a record grants only IPs named for us, whose owner key stands under its node on its lease', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const ips = ['198.51.100.31', '198.51.100.32', '198.51.100.33', '198.51.100.34'];
+    const b = await member('node-b', prefix, clock);
+    await ownerPut(prefix, ips[0]!, 'node-x', x.id); // granted
+    await ownerPut(prefix, ips[1]!, 'node-w', x.id); // another node on the record's lease
+    // ips[2]: no owner key at all; ips[3]: named for another node, with our lease.
+    await ownerPut(prefix, ips[3]!, 'node-x', x.id);
+    b.cands(ips);
+    await until(clock, () => b.own.view().owners.size === 3, 'sees the keys', b);
+    const ours = b.session.leaseId!;
+    await real.raw
+      .put(`${prefix}handover/node-x`)
+      .value(encodeHandoverRecord('node-x', [{ ip: ips[0]!, node: 'node-b', lease: ours }, { ip: ips[1]!, node: 'node-b', lease: ours }, { ip: ips[2]!, node: 'node-b', lease: ours }, { ip: ips[3]!, node: 'node-z', lease: ours }])!)
+      .lease(x.id)
+      .exec();
+    await until(clock, () => b.owned().has(ips[0]!), 'granted', b);
+    await barrier(b, clock);
+    assert.equal(b.owned().has(ips[1]!), false);
+    assert.equal(b.owned().has(ips[3]!), false);
+    // ips[2] had no key: claimed as free, not granted by the record.
+    assert.deepEqual(await ownerKey(prefix, ips[2]!), { value: 'node-b', lease: ours });
+  });
+
+  test("a departure is of a node on a lease: another node's candidacy on that lease still counts", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const me = below('node-w', [IP2]);
+    const b = await member(me, prefix, clock);
+    await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-z', lease: x.id }])!).lease(x.id).exec();
+    await until(clock, () => (b.own as unknown as { departed: Map<string, unknown> }).departed.has(x.id), 'node-x departed', b);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-w`).value('').lease(x.id).exec();
+    await until(clock, () => (b.own as unknown as { others: Map<string, Map<string, number>> }).others.get(IP2)?.has('node-w') === true, 'node-w counts', b);
+  });
+
+  test('an IP we released and take again is a free take (our own key going is no previous owner)', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'owns', a);
+    a.cands([]);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(a, 'info', 'released ownership').length === 1, 'released', a);
+    a.cands([IP]);
+    await until(clock, () => a.events.filter((e) => e.kind === 'owner-took').length === 2, 'taken again', a);
+    assert.deepEqual(a.events.filter((e) => e.kind === 'owner-took')[1], { kind: 'owner-took', ip: IP, hint: 'free' });
+  });
+
+  test('with a record standing, the delete of an owner key we never held in the view is harmless; a deleted candidacy no longer counts', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const y = await lease();
+    const me = below('node-y', [IP2]);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-y`).value('').lease(y.id).exec();
+    await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-z', lease: x.id }])!).lease(x.id).exec();
+    const b = await member(me, prefix, clock);
+    await until(clock, () => (b.own as unknown as { handovers: Map<string, unknown> }).handovers.size === 1, 'the record seen', b);
+    // A lease-less owner key: never in the view, removed, its delete seen.
+    await real.raw.put(`${prefix}owners/${IP}`).value('node-q').exec();
+    await until(clock, () => b.own.status().staleKeysRemoved === 1, 'removed', b);
+    await real.raw.delete().key(`${prefix}candidates/${IP2}/node-y`).exec();
+    await until(clock, () => !(b.own as unknown as { others: Map<string, Map<string, number>> }).others.has(IP2), 'the candidacy gone', b);
+    b.cands([IP2]);
+    await until(clock, () => b.owned().has(IP2), 'claimed', b);
+    assert.equal(clock.now(), START);
   });
 });
