@@ -721,4 +721,22 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await until(clock, () => b.owned().has(IP2), 'claimed', b);
     assert.equal(clock.now(), START);
   });
+
+  test("a candidacy deleted leaves the IP's other candidacies; a delete of another kind of key touches none", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const y = await lease();
+    const w = await lease();
+    const me = below('node-w', [IP2]);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-y`).value('').lease(y.id).exec();
+    await real.raw.put(`${prefix}candidates/${IP2}/node-w`).value('').lease(w.id).exec();
+    await real.raw.put(`${prefix}elsewhere!/${IP2}/node-w`).value('').lease(w.id).exec();
+    const b = await member(me, prefix, clock);
+    const others = () => (b.own as unknown as { others: Map<string, Map<string, number>> }).others.get(IP2);
+    await until(clock, () => others()?.size === 2, 'both seen', b);
+    await real.raw.delete().key(`${prefix}elsewhere!/${IP2}/node-w`).exec();
+    await real.raw.delete().key(`${prefix}candidates/${IP2}/node-y`).exec();
+    await until(clock, () => others()?.has('node-y') === false, 'node-y gone', b);
+    assert.equal(others()?.has('node-w'), true, 'node-w stays');
+  });
 });
