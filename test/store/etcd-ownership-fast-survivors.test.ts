@@ -662,7 +662,8 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     // ips[2]: no owner key at all; ips[3]: named for another node, with our lease.
     await ownerPut(prefix, ips[3]!, 'node-x', x.id);
     b.cands(ips);
-    await until(clock, () => b.own.view().owners.size === 3, 'sees the keys', b);
+    const owners = () => b.own.view().owners;
+    await until(clock, () => owners().get(ips[0]!) === 'node-x' && owners().get(ips[1]!) === 'node-w' && owners().get(ips[3]!) === 'node-x', 'sees the keys', b);
     const ours = b.session.leaseId!;
     await real.raw
       .put(`${prefix}handover/node-x`)
