@@ -69,7 +69,7 @@ const block = (n: number, third: number) => Array.from({ length: n }, (_, i) => 
 
 describe('etcd ownership on a manual clock: survivors of the mutation run', () => {
   const real = useRealEtcd('own-surv');
-  const { member, until, barrier, lines, lease, ownerKey, clockAt, ownerPut } = harness(real);
+  const { member, until, barrier, lines, lease, key, ownerKey, clockAt, ownerPut } = harness(real);
 
   test('hand-overs to us record at most 50 events a second: 60 IPs handed over record 50; a stop exactly a second later records again', async () => {
     const prefix = real.freshPrefix();
@@ -739,5 +739,68 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await real.raw.delete().key(`${prefix}candidates/${IP2}/node-y`).exec();
     await until(clock, () => others()?.has('node-y') === false, 'node-y gone', b);
     assert.equal(others()?.has('node-w'), true, 'node-w stays');
+  });
+
+  test('read at start: markers on the key lease (lease-less ones not), a broken record, keys of other kinds and candidacies without a node are no candidacies', async () => {
+    const names = Array.from('bcdefghijklmnopqrstuvwxyz', (c) => `node-${c}`);
+    const me = names.find((n) => byPref(IP, [n, 'undefined'])[0] === 'undefined' && names.some((y) => y !== n && byPref(IP, [n, y])[0] === y))!;
+    const y = names.find((n) => n !== me && byPref(IP, [me, n])[0] === n)!;
+    for (const leaseLess of [false, true]) {
+      const prefix = real.freshPrefix();
+      const clock = clockAt();
+      const x = await lease();
+      const l = await lease();
+      const [ipA, ipB] = ['198.51.100.41', '198.51.100.42'];
+      await ownerPut(prefix, ipA, 'node-x', x.id);
+      await ownerPut(prefix, ipB, 'node-x', x.id);
+      if (leaseLess) await real.raw.put(`${prefix}releasing/${ipA}`).value('node-x').exec();
+      else await real.raw.put(`${prefix}releasing/${ipA}`).value('node-x').lease(x.id).exec();
+      await real.raw.put(`${prefix}handover/node-q`).value('{broken').lease(l.id).exec();
+      await real.raw.put(`${prefix}candidates/${IP}`).value('').lease(l.id).exec();
+      await real.raw.put(`${prefix}elsewhere!/${IP}/${y}`).value('').lease(l.id).exec();
+      const b = await member(me, prefix, clock);
+      b.cands([ipA, ipB]);
+      await until(clock, () => b.watch.targets.length === 1, 'a target', b);
+      assert.deepEqual(b.watch.targets, [{ node: 'node-x', ip: leaseLess ? ipA : ipB, iface: 'eth0' }]);
+      b.cands([ipA, ipB, IP]);
+      await until(clock, () => b.owned().has(IP), 'claimed', b);
+      assert.equal(clock.now(), START, 'at once');
+    }
+  });
+
+  test('a re-read does not count our own candidacy as another node (a stop names no successor then); a node departed by a move stays departed over a re-read', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const me = below('node-x', [IP2]);
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(x.id).exec();
+    const b = await member(me, prefix, clock);
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    await ownerPut(prefix, IP, me, b.session.leaseId!);
+    await until(clock, () => b.owned().has(IP), 'moved to us', b);
+    await b.own.livenessGate().recheck('test');
+    b.cands([IP, IP2]);
+    await until(clock, () => b.owned().has(IP2), 'IP2 claimed', b);
+    assert.equal(clock.now(), START, 'at once: node-x departed');
+    await b.own.release({ silenced: true });
+    assert.equal(await key(`${prefix}handover/${me}`), undefined, 'no successor: no record');
+  });
+
+  test('after a release no pass publishes or claims anything', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'owns', a);
+    await a.own.release();
+    a.cands([IP, IP2]);
+    clock.advance(OPTS.contendDelayMs + 10);
+    await new Promise((r) => setTimeout(r, 100));
+    clock.advance(0);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(await key(`${prefix}candidates/${IP2}/node-a`), undefined);
+    assert.equal(await ownerKey(prefix, IP2), undefined);
   });
 });
