@@ -803,4 +803,27 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     assert.equal(await key(`${prefix}candidates/${IP2}/node-a`), undefined);
     assert.equal(await ownerKey(prefix, IP2), undefined);
   });
+
+  test('an interrupted release whose key vanished meanwhile is over: the IP can be claimed and answered again, no release repeated', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock, { start: false });
+    await a.session.start();
+    const lag = laggingWatch(a.session);
+    await a.own.start(async (v) => void a.sets.push(new Set(v.owned)));
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'owns', a);
+    await barrier(a, clock);
+    // No watch event until resumed: the failed release is followed by no pass until then.
+    lag.paused = true;
+    beforeNextTxn(a.session, 'Lease', { before: () => real.raw.delete().key(`${prefix}owners/${IP}`).exec(), fail: new Error('store hiccup') });
+    a.cands([]);
+    await until(clock, () => lines(a, 'debug', 'etcd ownership sync failed; retrying').length === 1, 'failed', a);
+    lag.resume();
+    await until(clock, () => !a.own.view().owners.has(IP), 'the delete seen', a);
+    a.cands([IP, IP2]);
+    await until(clock, () => a.owned().has(IP) && a.owned().has(IP2), 'both claimed and answered', a);
+    await barrier(a, clock);
+    assert.deepEqual(lines(a, 'info', 'released ownership'), []);
+  });
 });
