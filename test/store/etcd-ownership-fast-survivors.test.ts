@@ -826,4 +826,19 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await barrier(a, clock);
     assert.deepEqual(lines(a, 'info', 'released ownership'), []);
   });
+
+  test('a standing record naming us still grants after a re-read', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock);
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-b', lease: b.session.leaseId! }])!).lease(x.id).exec();
+    await until(clock, () => b.owned().has(IP), 'granted', b);
+    await b.own.livenessGate().recheck('test');
+    await barrier(b, clock);
+    assert.equal(b.owned().has(IP), true);
+  });
 });
