@@ -84,6 +84,8 @@ const EVENTS_PER_BATCH = 50;
 const HANDOVER_CHUNK = 125;
 /** After a hand-over record is written, the moves wait this long: the successors' datapaths go first. */
 const HANDOVER_MOVES_AFTER_MS = 100;
+/** How soon a release the datapath did not confirm is tried again. */
+const WITHDRAWAL_RETRY_MS = 1000;
 /** How long a node that handed a key over on its stop counts as departed (its lease is revoked next; at most it expires). */
 const DEPARTED_MS = 10_000;
 /** IPs per release transaction: the owner key and its releasing marker deleted for each. */
@@ -331,6 +333,8 @@ export class EtcdOwnership implements OwnershipBackend {
     watcher.on('error', (e) => this.deps.log.warn({ err: describeError(e) }, 'etcd ownership watch error'));
   }
 
+  /** No new release attempt before this (monotonic ms): the datapath did not confirm the last withdrawal. */
+  private withdrawalRetryAtMs = 0;
   /** Deletes seen on the watch in this turn of the event loop (tracing). */
   private watchDeletes = 0;
   private watchRetry: TimerHandle | undefined;
@@ -1012,6 +1016,9 @@ export class EtcdOwnership implements OwnershipBackend {
 
   private async giveUp(releases: readonly Release[]): Promise<void> {
     if (releases.length === 0) return;
+    // A failed attempt's own marker writes wake a pass at once: without this the
+    // retry would run as fast as the store answers (mark, fail, unmark, again).
+    if (monotonicMs(this.deps.clock) < this.withdrawalRetryAtMs) return;
     // Said in the store before we go silent: candidates take our silence about
     // these IPs for a release, not for death, however late our deletes come
     // (a starved releasing owner was fenced: its whole lease revoked).
@@ -1024,7 +1031,8 @@ export class EtcdOwnership implements OwnershipBackend {
       for (const { ip } of releases) this.releasing.delete(ip);
       void this.unmark(marked);
       this.deps.log.error({ ips: releases.length, first: releases[0]!.ip, why: releases[0]!.why }, 'datapath did not confirm the withdrawal: keeping ownership, retrying');
-      this.resyncAt(this.deps.clock.now() + 1000);
+      this.withdrawalRetryAtMs = monotonicMs(this.deps.clock) + WITHDRAWAL_RETRY_MS;
+      this.resyncAt(this.deps.clock.now() + WITHDRAWAL_RETRY_MS);
       return;
     }
     // Delete our keys in transactions of up to CONTEND_CHUNK, each only while
