@@ -28,7 +28,8 @@ function countTxns(session: EtcdSession): Map<string, number> {
   return counts;
 }
 
-const ips = (n: number) => Array.from({ length: n }, (_, i) => `10.1.${Math.floor(i / 250)}.${(i % 250) + 1}`);
+/** Documentation addresses (RFC 5737), n ≤ 254. */
+const ips = (n: number) => Array.from({ length: n }, (_, i) => `192.0.2.${i + 1}`);
 
 describe('etcd ownership on a manual clock: edges', () => {
   const real = useRealEtcd('own-edges');

@@ -37,35 +37,42 @@ function laggingWatch(session: EtcdSession) {
     },
   };
   const watchers: Array<{ realEmit: (ev: string, ...args: unknown[]) => boolean }> = [];
-  (client as { watch: typeof client.watch }).watch = () => {
+  interceptWatchCreate(client, realWatch, async (create) => {
+    const watcher = await create();
+    const realEmit = watcher.emit.bind(watcher);
+    watchers.push({ realEmit });
+    watcher.emit = ((ev: string, ...args: unknown[]) => {
+      if (ctl.paused && (ev === 'put' || ev === 'delete')) {
+        held.push([ev, args]);
+        return true;
+      }
+      return realEmit(ev, ...args);
+    }) as typeof watcher.emit;
+    return watcher;
+  });
+  return ctl;
+}
+
+type Client = EtcdSession['client'];
+type Watcher = Awaited<ReturnType<ReturnType<ReturnType<Client['watch']>['prefix']>['create']>>;
+
+/** Makes every watch `client` builds from now on (with `realWatch`) go through `create(real)` at its create() step. */
+function interceptWatchCreate(client: Client, realWatch: Client['watch'], create: (real: () => Promise<Watcher>) => Promise<Watcher>): void {
+  (client as { watch: Client['watch'] }).watch = () => {
     const builder = realWatch();
     const prefixOf = builder.prefix.bind(builder);
     return Object.assign(builder, {
       prefix: (p: string) => {
         const w = prefixOf(p);
-        const create = w.create.bind(w);
-        return Object.assign(w, {
-          create: async () => {
-            const watcher = await create();
-            const realEmit = watcher.emit.bind(watcher);
-            watchers.push({ realEmit });
-            watcher.emit = ((ev: string, ...args: unknown[]) => {
-              if (ctl.paused && (ev === 'put' || ev === 'delete')) {
-                held.push([ev, args]);
-                return true;
-              }
-              return realEmit(ev, ...args);
-            }) as typeof watcher.emit;
-            return watcher;
-          },
-        });
+        const real = w.create.bind(w);
+        return Object.assign(w, { create: () => create(real) });
       },
     });
   };
-  return ctl;
 }
 
-const block = (n: number, third: number) => Array.from({ length: n }, (_, i) => `10.2.${third}.${i + 1}`);
+/** Documentation addresses (RFC 5737), n ≤ 99 per block. */
+const block = (n: number, third: number) => Array.from({ length: n }, (_, i) => `192.0.2.${(third - 1) * 100 + i + 1}`);
 
 describe('etcd ownership on a manual clock: survivors of the mutation run', () => {
   const real = useRealEtcd('own-surv');
@@ -235,22 +242,10 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await b.own.start(async (v) => void b.sets.push(new Set(v.owned)));
     assert.match(String(lines(b, 'warn', 'etcd ownership watch could not be created; retrying')[0]?.obj.err), /no watch here/);
     // The retry's watch: the ownership is disposed while it is being created.
-    (client as { watch: typeof client.watch }).watch = () => {
-      const builder = realWatch();
-      const prefixOf = builder.prefix.bind(builder);
-      return Object.assign(builder, {
-        prefix: (p: string) => {
-          const w = prefixOf(p);
-          const create = w.create.bind(w);
-          return Object.assign(w, {
-            create: async () => {
-              b.own.dispose();
-              return create();
-            },
-          });
-        },
-      });
-    };
+    interceptWatchCreate(client, realWatch, (create) => {
+      b.own.dispose();
+      return create();
+    });
     clock.advance(1000);
     await waitFor(() => b.ownersCalls.n === 0 && (b.own as unknown as { disposed: boolean }).disposed, { what: 'disposed during the create', timeoutMs: 5000, intervalMs: 5 });
     await new Promise((r) => setTimeout(r, 100));

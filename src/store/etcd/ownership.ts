@@ -691,16 +691,19 @@ export class EtcdOwnership implements OwnershipBackend {
       await this.giveUp(release);
       // Contend for free IPs: the preferred node at once, the others after a delay.
       const contendNow: Contention[] = [];
+      let late = 0;
       for (const ip of this.candidates.keys()) {
         if (this.owners.has(ip)) {
           this.lateContenders.delete(ip);
           continue;
         }
         if (this.isPreferred(ip) && !this.handoverVoidedRecently(ip)) contendNow.push({ ip, late: false });
-        else if (this.lateContenders.delete(ip)) contendNow.push({ ip, late: true });
-        else this.contendLater(ip);
+        else if (this.lateContenders.delete(ip)) {
+          late++;
+          contendNow.push({ ip, late: true });
+        } else this.contendLater(ip);
       }
-      if (contendNow.length > 0) this.deps.log.debug({ ips: contendNow.length, late: contendNow.filter((c) => c.late).length }, 'trace: contending');
+      if (contendNow.length > 0) this.deps.log.debug({ ips: contendNow.length, late }, 'trace: contending');
       await this.contend(contendNow);
     } catch (e) {
       // Retry on our own, not only on the next change: a hand-over or a
