@@ -123,6 +123,47 @@ export function harness(real: RealEtcdSuite) {
     return m;
   }
 
+  /** A member that is a candidate for `ips` (IP by default), once it owns the first of them. */
+  async function owning(node: string, prefix: string, clock: ManualClock, o: Parameters<typeof member>[3] = {}, ips = [IP]): Promise<Member> {
+    const m = await member(node, prefix, clock, o);
+    m.cands(ips);
+    await until(clock, () => m.owned().has(ips[0]!), `${node} owns ${ips[0]}`, m);
+    return m;
+  }
+
+  /** A member that is a candidate for IP, once it sees IP owned by `node-x` (the tests' other, simulated node). */
+  async function seeingX(node: string, prefix: string, clock: ManualClock, o: Parameters<typeof member>[3] = {}): Promise<Member> {
+    const m = await member(node, prefix, clock, o);
+    m.cands([IP]);
+    await until(clock, () => m.own.view().owners.get(IP) === 'node-x', `${node} sees node-x own ${IP}`, m);
+    return m;
+  }
+
+  /** Counts `m`'s full re-reads of the store (its client's getAll) from now on. */
+  function countReads(m: Member): { readonly n: number } {
+    const client = m.session.client;
+    const realGetAll = client.getAll.bind(client);
+    const counter = { n: 0 };
+    (client as { getAll: typeof client.getAll }).getAll = () => {
+      counter.n++;
+      return realGetAll();
+    };
+    return counter;
+  }
+
+  /**
+   * `o`, the less preferred of node-a and node-b for IP, owns it; then the
+   * more preferred one (`hi`, simulated: a candidacy key on its own lease) becomes a candidate.
+   */
+  async function ownerWithPreferred(prefix: string) {
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const o = await owning(lo, prefix, clock);
+    const preferredLease = await lease();
+    await candidacy(prefix, IP, hi, preferredLease.id);
+    return { hi, lo, clock, o, preferredLease };
+  }
+
   /** Runs the due zero-delay timers (never moving time) until `cond` holds. */
   const until = (clock: ManualClock, cond: () => boolean | Promise<boolean>, what: string, m?: Member) =>
     waitFor(
@@ -166,6 +207,6 @@ export function harness(real: RealEtcdSuite) {
   /** Another node's candidacy for `ip`, on `lease`. */
   const candidacy = (prefix: string, ip: string, node: string, leaseId: string) => real.raw.put(`${prefix}candidates/${ip}/${node}`).value('').lease(leaseId).exec();
   const ownerPut = (prefix: string, ip: string, node: string, leaseId: string) => real.raw.put(`${prefix}owners/${ip}`).value(node).lease(leaseId).exec();
-  return { member, until, barrier, dump, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut, encodeHandoverRecord };
+  return { member, owning, seeingX, countReads, ownerWithPreferred, until, barrier, dump, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut, encodeHandoverRecord };
 }
 

@@ -33,7 +33,7 @@ const ips = (n: number) => Array.from({ length: n }, (_, i) => `192.0.2.${i + 1}
 
 describe('etcd ownership on a manual clock: edges', () => {
   const real = useRealEtcd('own-edges');
-  const { member, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = harness(real);
+  const { member, owning, seeingX, ownerWithPreferred, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = harness(real);
   const took = (m: Member) => m.events.filter((e) => e.kind === 'owner-took');
 
   test('130 free IPs: published in two transactions of ≤ 100, claimed in two of ≤ 125, 50 took events; released in three of ≤ 60, 50 released events', async () => {
@@ -81,9 +81,7 @@ describe('etcd ownership on a manual clock: edges', () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
     const x = await lease();
-    const a = await member('node-a', prefix, clock);
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock);
     beforeNextTxn(a.session, 'Lease', { before: () => ownerPut(prefix, IP, 'node-x', x.id) });
     a.cands([]);
     await until(clock, async () => a.own.view().owners.get(IP) === 'node-x' && (await key(`${prefix}releasing/${IP}`)) === undefined, 'learnt, unmarked', a);
@@ -94,9 +92,7 @@ describe('etcd ownership on a manual clock: edges', () => {
   test('a release whose delete fails: withdrawn, the key kept, the release finished by a later pass ("finishing an interrupted release")', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock);
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock);
     beforeNextTxn(a.session, 'Lease', { fail: new Error('store hiccup') });
     a.cands([]);
     await until(clock, () => lines(a, 'debug', 'etcd ownership sync failed; retrying').length === 1, 'the failure', a);
@@ -109,13 +105,7 @@ describe('etcd ownership on a manual clock: edges', () => {
 
   test('a releasing marker that cannot be written: warned, the hand-over goes on', async () => {
     const prefix = real.freshPrefix();
-    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
-    const clock = clockAt();
-    const o = await member(lo, prefix, clock);
-    o.cands([IP]);
-    await until(clock, () => o.owned().has(IP), 'owns', o);
-    const y = await lease();
-    await candidacy(prefix, IP, hi, y.id);
+    const { hi, lo, clock, o, preferredLease: y } = await ownerWithPreferred(prefix);
     await barrier(o, clock);
     await until(clock, async () => true, 'settle');
     beforeNextTxn(o.session, 'Version', { fail: new Error('no marker') });
@@ -129,9 +119,7 @@ describe('etcd ownership on a manual clock: edges', () => {
     const clock = clockAt();
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
-    const b = await member('node-b', prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX('node-b', prefix, clock);
     beforeNextTxn(b.session, 'Version', { fail: new Error('unreadable') });
     b.watch.silence('node-x');
     await until(clock, () => b.owned().has(IP), 'fenced and taken', b);
@@ -146,9 +134,7 @@ describe('etcd ownership on a manual clock: edges', () => {
       const y = await lease();
       await ownerPut(prefix, IP, 'node-x', x.id);
       await ownerPut(prefix, IP2, 'node-x', x.id);
-      const b = await member('node-b', prefix, clock);
-      b.cands([IP]);
-      await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+      const b = await seeingX('node-b', prefix, clock);
       beforeNextTxn(b.session, 'Version', { before: () => (moved ? ownerPut(prefix, IP, 'node-y', y.id) : real.raw.delete().key(`${prefix}owners/${IP}`).exec()) });
       b.watch.silence('node-x');
       await until(clock, () => lines(b, 'info', /no longer holds: not fenced/).length === 1, 'not fenced', b);
@@ -165,9 +151,7 @@ describe('etcd ownership on a manual clock: edges', () => {
       const clock = clockAt();
       const x = await lease();
       await ownerPut(prefix, IP, 'node-x', x.id);
-      const b = await member('node-b', prefix, clock);
-      b.cands([IP]);
-      await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+      const b = await seeingX('node-b', prefix, clock);
       const counts = countTxns(b.session);
       if (how === 'release') await b.own.release();
       else b.own.dispose();
@@ -210,13 +194,7 @@ describe('etcd ownership on a manual clock: edges', () => {
 
   test("the hand-over hold counts from a candidacy's first sighting, across a re-read and a re-put of the key", async () => {
     const prefix = real.freshPrefix();
-    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
-    const clock = clockAt();
-    const o = await member(lo, prefix, clock);
-    o.cands([IP]);
-    await until(clock, () => o.owned().has(IP), 'owns', o);
-    const y = await lease();
-    await candidacy(prefix, IP, hi, y.id);
+    const { hi, lo, clock, o, preferredLease: y } = await ownerWithPreferred(prefix);
     await barrier(o, clock);
     clock.advance(3000);
     await candidacy(prefix, IP, hi, y.id);
@@ -251,9 +229,7 @@ describe('etcd ownership on a manual clock: edges', () => {
     const clock = clockAt();
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
-    const b = await member('node-b', prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX('node-b', prefix, clock);
     const rec = encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-b', lease: b.session.leaseId! }])!;
     await real.raw.put(`${prefix}handover/node-x`).value(rec).exec();
     await real.raw.put(`${prefix}handover/node-y`).value('{broken').lease(x.id).exec();
@@ -284,9 +260,7 @@ describe('etcd ownership on a manual clock: edges', () => {
   test('a stop hands each IP to its most preferred other candidate; a successor lease gone at the move hands nothing (the revoke frees it)', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const p = await member('node-p', prefix, clock);
-    p.cands([IP]);
-    await until(clock, () => p.owned().has(IP), 'owns', p);
+    const p = await owning('node-p', prefix, clock);
     const [best, second] = byPref(IP, ['node-y', 'node-z']) as [string, string];
     const lb = await lease();
     const l2 = await lease();
@@ -307,9 +281,7 @@ describe('etcd ownership on a manual clock: edges', () => {
   test('a stop whose key moved before the hand-over: the move is refused, nothing handed', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const p = await member('node-p', prefix, clock);
-    p.cands([IP]);
-    await until(clock, () => p.owned().has(IP), 'owns', p);
+    const p = await owning('node-p', prefix, clock);
     const ly = await lease();
     const lz = await lease();
     await candidacy(prefix, IP, 'node-y', ly.id);
@@ -326,9 +298,7 @@ describe('etcd ownership on a manual clock: edges', () => {
   test('a stop with no other candidate writes no record and hands nothing', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const p = await member('node-p', prefix, clock);
-    p.cands([IP]);
-    await until(clock, () => p.owned().has(IP), 'owns', p);
+    const p = await owning('node-p', prefix, clock);
     await p.own.release({ silenced: true });
     assert.equal(await key(`${prefix}handover/node-p`), undefined);
     assert.deepEqual(await ownerKey(prefix), { value: 'node-p', lease: p.session.leaseId });
@@ -395,9 +365,7 @@ describe('etcd ownership on a manual clock: edges', () => {
   test('without an events sink a claim records nothing and goes through', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock, { events: false });
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock, { events: false });
     await barrier(a, clock);
     assert.deepEqual(lines(a, 'debug', /sync failed/), []);
   });

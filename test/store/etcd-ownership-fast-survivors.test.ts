@@ -76,7 +76,7 @@ const block = (n: number, third: number) => Array.from({ length: n }, (_, i) => 
 
 describe('etcd ownership on a manual clock: survivors of the mutation run', () => {
   const real = useRealEtcd('own-surv');
-  const { member, until, barrier, lines, lease, key, ownerKey, clockAt, ownerPut } = harness(real);
+  const { member, owning, seeingX, countReads, until, barrier, lines, lease, key, ownerKey, clockAt, ownerPut } = harness(real);
 
   test('hand-overs to us record at most 50 events a second: 60 IPs handed over record 50; a stop exactly a second later records again', async () => {
     const prefix = real.freshPrefix();
@@ -135,9 +135,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
   test('an interrupted release is finished by a later pass, recorded with cause unknown', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock);
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock);
     beforeNextTxn(a.session, 'Lease', { fail: new Error('store hiccup') });
     a.cands([]);
     await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(a, 'info', 'released ownership').length === 1, 'finished', a);
@@ -156,9 +154,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
     await real.raw.put(`${prefix}releasing/${IP}`).value('node-x').lease(x.id).exec();
-    const b = await member('node-b', prefix, clock, { releaseGraceMs: 1000 });
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX('node-b', prefix, clock, { releaseGraceMs: 1000 });
     b.watch.silentStill = false;
     b.watch.silence('node-x');
     await until(clock, () => lines(b, 'info', /it is releasing: not fenced/).length === 1, 'graced', b);
@@ -180,22 +176,14 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
   test('the periodic re-read runs every fullRefreshMs', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock, { fullRefreshMs: 7000 });
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
-    const client = a.session.client;
-    const realGetAll = client.getAll.bind(client);
-    let reads = 0;
-    (client as { getAll: typeof client.getAll }).getAll = () => {
-      reads++;
-      return realGetAll();
-    };
+    const a = await owning('node-a', prefix, clock, { fullRefreshMs: 7000 });
+    const reads = countReads(a);
     // The first re-read (at start) ended at the clock's start: the next one is due 7 s later.
     clock.advance(6999);
     await new Promise((r) => setTimeout(r, 50));
-    assert.equal(reads, 0, 'not before');
+    assert.equal(reads.n, 0, 'not before');
     clock.advance(1);
-    await waitFor(() => reads === 1, { timeoutMs: 5000, intervalMs: 5, what: 'a re-read at 7 s' });
+    await waitFor(() => reads.n === 1, { timeoutMs: 5000, intervalMs: 5, what: 'a re-read at 7 s' });
   });
 
   test('the store unreachable with withdraw: our keys leave the view at once (others stay), no re-read until the session is back', async () => {
@@ -206,29 +194,21 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     const a = await member('node-a', prefix, clock, { fullRefreshMs: 120_000 });
     a.cands([IP]);
     await until(clock, () => a.owned().has(IP) && a.own.view().owners.get(IP2) === 'node-x', 'owns IP, sees IP2', a);
-    const client = a.session.client;
-    const realGetAll = client.getAll.bind(client);
-    let reads = 0;
-    (client as { getAll: typeof client.getAll }).getAll = () => {
-      reads++;
-      return realGetAll();
-    };
+    const reads = countReads(a);
     clock.advance(55_000);
     assert.equal(a.session.state, 'lost');
     assert.equal(a.owned().size, 0, 'withdrawn at the step-down, synchronously');
     assert.deepEqual([...a.own.view().owners], [[IP2, 'node-x']]);
     assert.deepEqual(lines(a, 'warn', /keeping announcements/), []);
     await new Promise((r) => setTimeout(r, 200));
-    assert.equal(reads, 0, 'no re-read while lost');
+    assert.equal(reads.n, 0, 'no re-read while lost');
     assert.deepEqual([...a.own.view().owners], [[IP2, 'node-x']]);
   });
 
   test('an ownership without a wire watch starts and claims', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock, { watch: false });
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock, { watch: false });
   });
 
   test('a watch that cannot be created is warned about with the error; one disposed while being created is cancelled (nothing seen after)', async () => {
@@ -263,9 +243,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     const me = ['node-b', 'node-c', 'node-d', 'node-e', 'node-f'].find((n) => byPref(IP2, [n, 'node-x'])[0] === 'node-x')!;
     await ownerPut(prefix, IP, 'node-x', x.id);
     await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(x.id).exec();
-    const b = await member(me, prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX(me, prefix, clock);
     await ownerPut(prefix, IP, me, b.session.leaseId!);
     await until(clock, () => b.owned().has(IP), 'handed over by a move', b);
     b.cands([IP, IP2]);
@@ -379,9 +357,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await ownerPut(prefix, IP, 'node-x', lx.id);
     await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(lx.id).exec();
     await real.raw.put(`${prefix}candidates/${IP3}/node-x`).value('').lease(lx2.id).exec();
-    const b = await member(me, prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX(me, prefix, clock);
     await ownerPut(prefix, IP, 'node-x', lx2.id);
     await ownerPut(prefix, IP, 'node-y', lx2.id);
     await until(clock, () => b.own.view().owners.get(IP) === 'node-y', 'sees node-y', b);
@@ -518,9 +494,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     await ownerPut(prefix, IP, 'node-x', x.id);
     await real.raw.put(`${prefix}candidates/${IP}/${successor}`).value('').lease(y.id).exec();
     await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: successor, lease: y.id }])!).lease(x.id).exec();
-    const m = await member('node-m', prefix, clock);
-    m.cands([IP]);
-    await until(clock, () => m.own.view().owners.get(IP) === 'node-x', 'sees node-x', m);
+    const m = await seeingX('node-m', prefix, clock);
     await real.raw.delete().key(`${prefix}handover/node-x`).exec();
     await until(clock, () => [...(m.own as unknown as { handovers: Map<string, { goneAtMs?: number }> }).handovers.values()].every((r) => r.goneAtMs !== undefined), 'the record gone', m);
     clock.advance(10_000);
@@ -567,9 +541,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     const clock = clockAt();
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
-    const b = await member('node-b', prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX('node-b', prefix, clock);
     const lc = b.session.client.leaseClient;
     const realRevoke = lc.leaseRevoke.bind(lc);
     (lc as { leaseRevoke: typeof lc.leaseRevoke }).leaseRevoke = (...args: Parameters<typeof lc.leaseRevoke>) => {
@@ -633,9 +605,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
     await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-y', lease: x.id }])!).lease(x.id).exec();
-    const m = await member('node-m', prefix, clock);
-    m.cands([IP]);
-    await until(clock, () => m.own.view().owners.get(IP) === 'node-x', 'sees node-x', m);
+    const m = await seeingX('node-m', prefix, clock);
     await real.raw.delete().key(`${prefix}handover/node-x`).exec();
     const handovers = () => (m.own as unknown as { handovers: Map<string, { goneAtMs?: number }> }).handovers;
     await until(clock, () => [...handovers().values()].every((r) => r.goneAtMs !== undefined), 'the record gone', m);
@@ -688,9 +658,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
   test('an IP we released and take again is a free take (our own key going is no previous owner)', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock);
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock);
     a.cands([]);
     await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(a, 'info', 'released ownership').length === 1, 'released', a);
     a.cands([IP]);
@@ -770,9 +738,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     const me = below('node-x', [IP2]);
     await ownerPut(prefix, IP, 'node-x', x.id);
     await real.raw.put(`${prefix}candidates/${IP2}/node-x`).value('').lease(x.id).exec();
-    const b = await member(me, prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX(me, prefix, clock);
     await ownerPut(prefix, IP, me, b.session.leaseId!);
     await until(clock, () => b.owned().has(IP), 'moved to us', b);
     await b.own.livenessGate().recheck('test');
@@ -786,9 +752,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
   test('after a release no pass publishes or claims anything', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock);
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock);
     await a.own.release();
     a.cands([IP, IP2]);
     clock.advance(OPTS.contendDelayMs + 10);
@@ -827,9 +791,7 @@ describe('etcd ownership on a manual clock: survivors of the mutation run', () =
     const clock = clockAt();
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
-    const b = await member('node-b', prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX('node-b', prefix, clock);
     await real.raw.put(`${prefix}handover/node-x`).value(encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-b', lease: b.session.leaseId! }])!).lease(x.id).exec();
     await until(clock, () => b.owned().has(IP), 'granted', b);
     await b.own.livenessGate().recheck('test');

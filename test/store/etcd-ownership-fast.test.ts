@@ -23,7 +23,7 @@ import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 describe('etcd ownership on a manual clock', () => {
   const real = useRealEtcd('own-fast');
   const h = harness(real);
-  const { member, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = h;
+  const { member, owning, seeingX, ownerWithPreferred, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = h;
 
   test('the defaults; the rendezvous score is sha256 of node#ip, hex', () => {
     assert.deepEqual(etcdOwnershipDefaults, { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 60_000, fullRefreshMs: 30_000, releaseGraceMs: 3000 });
@@ -101,9 +101,7 @@ describe('etcd ownership on a manual clock', () => {
     const prefix = real.freshPrefix();
     const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
     const clock = clockAt();
-    const o = await member(lo, prefix, clock);
-    o.cands([IP]);
-    await until(clock, () => o.owned().has(IP), `${lo} owns IP alone`, o);
+    const o = await owning(lo, prefix, clock);
     // The preferred joins: its candidacy is seen by the owner at this instant.
     const p = await member(hi, prefix, clock);
     p.cands([IP]);
@@ -138,13 +136,7 @@ describe('etcd ownership on a manual clock', () => {
 
   test('a preferred node that never claims what was handed to it: the owner takes it back late and skips it for skipPreferredMs', async () => {
     const prefix = real.freshPrefix();
-    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
-    const clock = clockAt();
-    const o = await member(lo, prefix, clock);
-    o.cands([IP]);
-    await until(clock, () => o.owned().has(IP), `${lo} owns IP`, o);
-    const l = await lease();
-    await candidacy(prefix, IP, hi, l.id);
+    const { hi, lo, clock, o, preferredLease: l } = await ownerWithPreferred(prefix);
     await until(clock, () => (o.own as unknown as { others: Map<string, Map<string, number>> }).others.get(IP)?.has(hi) === true, 'the candidacy seen');
     clock.advance(OPTS.handoverHoldMs + 10);
     await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(o, 'info', 'released ownership').length === 1, 'handed over (deleted)', o);
@@ -183,9 +175,7 @@ describe('etcd ownership on a manual clock', () => {
   test('a datapath that does not confirm the withdrawal: the key and ownership are kept, the marker removed, retried a second later (not as fast as the store answers)', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock);
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns IP', a);
+    const a = await owning('node-a', prefix, clock);
     const watcher = await real.raw.watch().prefix(prefix).create();
     const seen: string[] = [];
     watcher.on('put', (kv) => void seen.push(`put ${kv.key.toString().slice(prefix.length)}`));
@@ -215,9 +205,7 @@ describe('etcd ownership on a manual clock', () => {
   test('a stalled datapath: the withdrawal is not confirmed within 2 s, so the key is kept', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock);
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns IP', a);
+    const a = await owning('node-a', prefix, clock);
     a.apply.fn = () => new Promise(() => {});
     a.cands([]);
     await until(clock, () => a.owned().size === 0, 'withdrawn locally', a);
@@ -255,9 +243,7 @@ describe('etcd ownership on a manual clock', () => {
     const clock = clockAt();
     const x = await lease();
     await ownerPut(prefix, IP, 'node-x', x.id);
-    const b = await member('node-b', prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    const b = await seeingX('node-b', prefix, clock);
     // Another node's name: it holds nothing.
     b.watch.silence('node-y');
     await until(clock, () => lines(b, 'info', /no longer holds/).length === 1, 'not fenced', b);
@@ -284,9 +270,7 @@ describe('etcd ownership on a manual clock', () => {
       const y = await lease();
       await ownerPut(prefix, IP, 'node-x', x.id);
       await real.raw.put(`${prefix}releasing/${IP}`).value(markNode).lease(markOnKeyLease ? x.id : y.id).exec();
-      const b = await member('node-b', prefix, clock);
-      b.cands([IP]);
-      await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+      const b = await seeingX('node-b', prefix, clock);
       b.watch.silence('node-x');
       await until(clock, () => b.owned().has(IP), `fenced at once (${what})`, b);
       assert.equal(clock.now(), START);
@@ -301,9 +285,7 @@ describe('etcd ownership on a manual clock', () => {
     await real.raw.put(`${prefix}owners/${IP}`).value('node-x').exec();
     await real.raw.put(`${prefix}candidates/${IP}/${y}`).value('').exec();
     await real.raw.put(`${prefix}releasing/${IP2}`).value('node-x').exec();
-    const b = await member(me, prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => b.owned().has(IP), 'claimed', b);
+    const b = await owning(me, prefix, clock);
     await until(clock, () => b.own.status().staleKeysRemoved === 2, 'both removed', b);
     assert.equal(b.own.status().staleKeysIgnored, 2);
     assert.deepEqual(lines(b, 'warn', /without a live lease/).map((l) => l.obj).sort((p, q) => String(p.key).localeCompare(String(q.key))), [
@@ -323,9 +305,7 @@ describe('etcd ownership on a manual clock', () => {
     const prefix = real.freshPrefix();
     const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
     const clock = clockAt();
-    const p = await member(hi, prefix, clock);
-    p.cands([IP]);
-    await until(clock, () => p.owned().has(IP), `${hi} owns IP`, p);
+    const p = await owning(hi, prefix, clock);
     const o = await member(lo, prefix, clock);
     o.cands([IP]);
     await until(clock, () => p.own.view().owners.get(IP) === hi && (p.own as unknown as { candidateLeases: Map<string, string> }).candidateLeases.get(`${IP}/${lo}`) === o.session.leaseId, 'the candidacy seen by the owner', p);
@@ -365,9 +345,7 @@ describe('etcd ownership on a manual clock', () => {
     const prefix = real.freshPrefix();
     const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
     const clock = clockAt();
-    const p = await member(hi, prefix, clock);
-    p.cands([IP]);
-    await until(clock, () => p.owned().has(IP), 'owns', p);
+    const p = await owning(hi, prefix, clock);
     const o = await member(lo, prefix, clock);
     o.cands([IP]);
     await until(clock, () => (p.own as unknown as { candidateLeases: Map<string, string> }).candidateLeases.has(`${IP}/${lo}`), 'candidacy seen', p);
@@ -443,9 +421,7 @@ describe('etcd ownership on a manual clock', () => {
     for (const onStoreLoss of ['withdraw', 'keep'] as const) {
       const prefix = real.freshPrefix();
       const clock = clockAt();
-      const a = await member('node-a', prefix, clock, { onStoreLoss });
-      a.cands([IP]);
-      await until(clock, () => a.owned().has(IP), 'owns', a);
+      const a = await owning('node-a', prefix, clock, { onStoreLoss });
       await real.raw.leaseClient.leaseRevoke({ ID: a.session.leaseId! });
       await a.own.livenessGate().recheck('test');
       assert.equal(a.session.state, 'lost');
@@ -459,9 +435,7 @@ describe('etcd ownership on a manual clock', () => {
   test('the store unreachable (our own clock steps down) with withdraw: withdrawn; back on a new lease, our key moves onto it without an owner change', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock);
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock);
     const old = a.session.leaseId!;
     clock.advance(55_000);
     assert.equal(a.session.state, 'lost');
@@ -488,9 +462,7 @@ describe('etcd ownership on a manual clock', () => {
   test('--on-store-loss keep: unreachable, the owner keeps announcing and the gate stays open', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const a = await member('node-a', prefix, clock, { onStoreLoss: 'keep' });
-    a.cands([IP]);
-    await until(clock, () => a.owned().has(IP), 'owns', a);
+    const a = await owning('node-a', prefix, clock, { onStoreLoss: 'keep' });
     const n = a.sets.length;
     clock.advance(55_000);
     assert.equal(a.session.state, 'lost');
