@@ -19,6 +19,7 @@ unit_tests=(
   test/datapath/policy/policy-layout.test.ts
   test/core/statedb/txn.test.ts
   test/supervisor/supervisor.test.ts
+  test/supervisor/crash-handover.test.ts
   test/core/statedb/indexes.test.ts
   test/core/statedb/changes.test.ts
   test/core/statedb/watch.test.ts

@@ -65,6 +65,7 @@ import type { IpamResult } from './controlplane/ipam/types.js';
 import type { EtcdOwnership } from './store/etcd/ownership.js';
 import type { OwnerWatchOptions, PacketOwnerWatch } from './datapath/owner-watch.js';
 import type { EtcdSession } from './store/etcd/session.js';
+import type { CrashHandoverPlan } from './store/etcd/handover-record.js';
 import { LocalIpamCoordinator } from './store/local-ipam.js';
 import { Reconciler } from './core/reconciler/reconciler.js';
 import { LocalRoutesOps } from './datapath/routes/local-routes-ops.js';
@@ -174,6 +175,8 @@ export class Agent implements Disposable {
   private readonly ownersListeners = new Set<(changes: ReadonlyMap<string, string | null>) => void>();
   private lastOwners: ReadonlyMap<string, string> = new Map();
   private ownersDiffQueued = false;
+  /** The crash hand-over plan's reporter and its job (etcd store under a supervisor). */
+  private crashPlan: { report: (plan: CrashHandoverPlan | undefined) => void; job: { trigger(): void } } | undefined;
   private lastIngress: ReadonlyMap<string, readonly string[]> | undefined;
   private viewHandler: ViewHandler | undefined;
   private tcpViewHandler: ViewHandler | undefined;
@@ -518,6 +521,21 @@ export class Agent implements Disposable {
     return this.kubeOwnership?.nodeLease();
   }
 
+  /**
+   * etcd store: keeps `report` told what our supervisor should hand over if
+   * this process dies without releasing (EtcdOwnership.crashHandoverPlan):
+   * after every owner change (coalesced over 250 ms, so a mass take-over costs
+   * one pass after it) and every second (successors' candidacies change
+   * without an owner change). Nothing is reported once the agent drains.
+   * Call before start().
+   */
+  reportCrashHandoverPlans(report: (plan: CrashHandoverPlan | undefined) => void): void {
+    const own = this.etcdOwnership;
+    if (!own || this.crashPlan) return;
+    const job = this.jobs.timer('crash-handover-plan', () => report(own.crashHandoverPlan()), 1000, { triggerDelayMs: 250 });
+    this.crashPlan = { report, job };
+  }
+
   /** The etcd session (etcd store only): its leases are reported to the supervisor. */
   get etcdSession(): EtcdSession | undefined {
     return this.session;
@@ -646,6 +664,8 @@ export class Agent implements Disposable {
     // at once instead of after the entry-by-entry withdrawal. The local store
     // keeps answering through a restart (nobody else takes over), so it never does this.
     const silenced = this.etcdOwnership ? (this.l2.datapath.liveness?.silence() ?? false) : false;
+    // A stop makes its own hand-over: one killed half-way leaves the revoke to the supervisor.
+    this.crashPlan?.report(undefined);
     await this.ownership.release({ silenced });
     if (silenced) {
       await this.session?.revoke(); // frees what was not handed over
@@ -726,6 +746,7 @@ export class Agent implements Disposable {
   private ownersMayHaveChanged(): void {
     if (this.ownersDiffQueued) return;
     this.ownersDiffQueued = true;
+    this.crashPlan?.job.trigger();
     queueMicrotask(() => {
       this.ownersDiffQueued = false;
       const now = this.ownership.view().owners;

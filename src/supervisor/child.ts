@@ -1,16 +1,18 @@
 /**
  * The supervised agent's end of fd 3: reports each etcd lease as it is
- * granted, and notices the supervisor's death (the channel closes) so the
+ * granted (and the crash hand-over plan as it changes), and notices the supervisor's death (the channel closes) so the
  * agent can stop cleanly instead of running on unwatched.
  */
 import { Socket } from 'node:net';
 import type { EtcdSession } from '../store/etcd/session.js';
-import { SUPERVISED_ENV, journalReport, kubeLeaseReport, leaseReport, type KubeLeaseReport } from './protocol.js';
+import type { CrashHandoverPlan } from '../store/etcd/handover-record.js';
+import { SUPERVISED_ENV, handoverPlanReport, journalReport, kubeLeaseReport, leaseReport, type KubeLeaseReport } from './protocol.js';
 
 export class SupervisorLink {
   private readonly channel: Socket;
   private gone: () => void = () => process.exit(1); // before the agent runs: nothing to release
   private closed = false;
+  private lastPlan = 'handover-plan -\n';
 
   private constructor(fd: number) {
     this.channel = new Socket({ fd, readable: true, writable: true });
@@ -50,6 +52,14 @@ export class SupervisorLink {
   /** Kubernetes store: our node Lease and the incarnation stamped on it (the supervisor deletes it if we crash). */
   reportKubeLease(lease: KubeLeaseReport | undefined): void {
     if (lease && !this.closed) this.channel.write(kubeLeaseReport(lease));
+  }
+
+  /** etcd store: the hand-over our supervisor makes if we die without releasing; written only when it changed. */
+  reportHandoverPlan(plan: CrashHandoverPlan | undefined): void {
+    const line = handoverPlanReport(plan);
+    if (line === this.lastPlan || this.closed) return;
+    this.lastPlan = line;
+    this.channel.write(line);
   }
 
   /** What to do when the supervisor dies (default: exit). */

@@ -164,7 +164,9 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
     const agent = agents.get(owner)!;
     const child = supervisedAgentPid(agent);
     assert.ok(child, 'the agent runs under its supervisor');
-    const lease = (JSON.parse(owner.must(HERALD, ['status', '--json', '--status-socket', owner.statusSocket])) as { ha: { session: { lease: string } } }).ha.session.lease;
+    const before = JSON.parse(owner.must(HERALD, ['status', '--json', '--status-socket', owner.statusSocket])) as { ha: { session: { lease: string } }; owned: unknown[] };
+    const lease = before.ha.session.lease;
+    const owned = before.owned.length;
     const capture = await startCapture(lab.client, 'arp');
     process.kill(child, 'SIGKILL'); // the agent process only: the supervisor survives it
     await agent.exited;
@@ -173,6 +175,10 @@ describe('HA on etcd: three nodes (lab)', { skip: labSkipReason() }, () => {
     const silenced = out.indexOf('datapath silenced');
     const revoked = out.indexOf(`revoked lease ${lease}`);
     assert.ok(silenced >= 0 && revoked > silenced, `the supervisor silences the datapath, then revokes lease ${lease}:\n${out.slice(-1500)}`);
+    // In between, the hand-over the agent kept current: every IP it owned goes straight to its successor.
+    const record = out.indexOf(`hand-over record written for ${owned} IPs`);
+    const handed = out.indexOf(`handed ${owned} of ${owned} IPs over to their successors`);
+    assert.ok(owned > 0 && silenced < record && record < handed && handed < revoked, `silenced, record, moves, revoke — in that order, for all ${owned} IPs:\n${out.slice(-1500)}`);
     assert.equal(mapDump(owner).liveness.ageMs, undefined, "the dead agent's liveness stamp is cleared");
     const ttl = JSON.parse(lab.store!.must('curl', ['-s', '-m', '2', '-X', 'POST', '-d', JSON.stringify({ ID: lease }), `${etcd.endpoint}/v3/lease/timetolive`])) as { TTL: string };
     assert.equal(Number(ttl.TTL), -1, `lease ${lease} is gone from etcd`);

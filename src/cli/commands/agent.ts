@@ -304,6 +304,7 @@ export function agentCommand(): Command {
         supervisor?.reportLeases(agent.etcdSession);
         supervisor?.reportJournal(agent.journalPrefix);
         supervisor?.reportKubeLease(agent.kubeNodeLease);
+        if (supervisor) agent.reportCrashHandoverPlans((plan) => supervisor.reportHandoverPlan(plan));
         await agent.start();
         log.info({ pinDir: pinDirFor(opts), store: opts.store, manifests: opts.manifests ?? null }, 'agent running');
       } catch (e) {

@@ -34,7 +34,7 @@ import { causeText, type EventBody, type OwnershipCause } from '../../core/event
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch } from '../../controlplane/ownership/edges.js';
 import { SilenceVerdicts, watchTargets, type HeldElsewhere } from '../../controlplane/ownership/fencing.js';
-import { encodeHandoverRecord, parseHandoverRecord, type HandoverMove, type HandoverRecord } from './handover-record.js';
+import { HANDOVER_CHUNK, HANDOVER_MOVES_AFTER_MS, encodeHandoverRecord, parseHandoverRecord, type CrashHandoverPlan, type HandoverMove, type HandoverRecord } from './handover-record.js';
 import type { EtcdSession } from './session.js';
 
 export interface EtcdOwnershipOptions {
@@ -74,16 +74,6 @@ const CONTEND_CHUNK = 125;
 const CONTEND_IN_FLIGHT = 8;
 /** Timeline events recorded per claim or release batch (a cold start of 10k IPs records this many, not 10k). */
 const EVENTS_PER_BATCH = 50;
-/**
- * IPs per hand-over transaction on a stop: one compare and one put each (etcd's
- * default limit is 128 per branch), so 1,000 IPs go in 8 transactions. Measured
- * against a real etcd on the loaded VM: 1,000 IPs as 17 transactions of 60 with
- * the successors' candidacy compared and ours deleted took 220–490 ms until the
- * last watch event; as 8–10 lean ones, 46–73 ms.
- */
-const HANDOVER_CHUNK = 125;
-/** After a hand-over record is written, the moves wait this long: the successors' datapaths go first. */
-const HANDOVER_MOVES_AFTER_MS = 100;
 /** How soon a release the datapath did not confirm is tried again. */
 const WITHDRAWAL_RETRY_MS = 1000;
 /** How long a node that handed a key over on its stop counts as departed (its lease is revoked next; at most it expires). */
@@ -525,6 +515,12 @@ export class EtcdOwnership implements OwnershipBackend {
     }
   }
 
+  /** A standing hand-over record of `owner`, on the lease its key is on, names a successor for `ip`. */
+  private recordHandsOver(ip: string, owner: OwnerRecord): boolean {
+    for (const r of this.handovers.values()) if (r.goneAtMs === undefined && r.node === owner.node && r.lease === owner.lease && r.moves.has(ip)) return true;
+    return false;
+  }
+
   /** IPs a standing hand-over record names us for (on our lease) whose owner key is still on the record's lease. */
   private *handedOverByRecord(lease: string): Iterable<string> {
     for (const r of this.handovers.values()) {
@@ -768,7 +764,7 @@ export class EtcdOwnership implements OwnershipBackend {
   }
 
   private *heldElsewhere(): Iterable<HeldElsewhere> {
-    for (const [ip, owner] of this.owners) if (owner.node !== this.nodeName) yield { ip, node: owner.node, marked: this.marks.get(ip)?.node === owner.node };
+    for (const [ip, owner] of this.owners) if (owner.node !== this.nodeName) yield { ip, node: owner.node, marked: this.marks.get(ip)?.node === owner.node || this.recordHandsOver(ip, owner) };
   }
 
   /**
@@ -823,16 +819,23 @@ export class EtcdOwnership implements OwnershipBackend {
     const client = this.session.client;
     let res;
     try {
-      // Both at one revision: the owner key, and whether its owner said it is releasing the IP.
-      res = await client.if(this.ownersPrefix, 'Version', '>', -1).then(client.get(key), client.get(markKey)).commit();
+      // At one revision: the owner key, and whether its owner said it is releasing the IP or handing it over.
+      res = await client.if(this.ownersPrefix, 'Version', '>', -1).then(client.get(key), client.get(markKey), client.get(`${this.handoverPrefix}${node}`)).commit();
     } catch {
       return true;
     }
     const kv = res.responses[0]?.response_range?.kvs[0];
     const mark = res.responses[1]?.response_range?.kvs[0];
+    const record = res.responses[2]?.response_range?.kvs[0];
     const holder = kv?.value.toString();
-    // Marked by that owner on the lease its key is on: a release in progress (SilenceVerdicts: the grace).
-    const releasing = Boolean(kv && mark && String(kv.lease) !== NO_LEASE && mark.value.toString() === node && String(mark.lease) === String(kv.lease));
+    // Marked by that owner on the lease its key is on — a releasing marker, or
+    // a hand-over record naming a successor for the IP (a stop's, or its
+    // supervisor's after a crash): a release in progress, its silence chosen
+    // (SilenceVerdicts: the grace). Fencing it would free the IP under the
+    // successor that answers it by the record, for a contention round.
+    const onKeyLease = (other: { lease: string } | undefined) => Boolean(kv && other && String(kv.lease) !== NO_LEASE && String(other.lease) === String(kv.lease));
+    const handing = onKeyLease(record) ? parseHandoverRecord(record!.value) : undefined;
+    const releasing = (onKeyLease(mark) && mark!.value.toString() === node) || (handing?.node === node && handing.moves.has(ip));
     const fence = this.verdicts.judge(node, ip, { holder, releasing });
     if (holder !== node) {
       if (kv) this.observe({ type: 'put', key, value: kv.value.toString(), lease: String(kv.lease), revision: Number(kv.mod_revision) });
@@ -1234,7 +1237,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.released = true;
     for (const t of this.timers.values()) t.cancel();
     const lease = this.session.leaseId;
-    const mine = [...this.owners].filter(([, o]) => o.node === this.nodeName && o.lease === lease).map(([ip]) => ip);
+    const mine = lease ? this.ownedOn(lease) : [];
     this.deps.log.debug({ ips: mine.length, silenced: !!opts.silenced }, 'trace: release');
     if (opts.silenced && lease && mine.length > 0) {
       // Silent already: the local withdrawal (a thousand map deletes and log
@@ -1254,6 +1257,33 @@ export class EtcdOwnership implements OwnershipBackend {
     this.onChange(this.view());
   }
 
+  /**
+   * What our supervisor hands over if this process dies without releasing
+   * (kill -9, a crash): the record and moves a stop would make now, for every
+   * IP whose key is on our current lease. Undefined when there is nothing to
+   * hand over (no lease, released, no successor, or a record over its bound).
+   */
+  crashHandoverPlan(): CrashHandoverPlan | undefined {
+    const lease = this.session.leaseId;
+    if (!lease || this.released) return undefined;
+    const moves = this.movesFor(this.ownedOn(lease));
+    const record = moves.length > 0 ? encodeHandoverRecord(this.nodeName, moves) : undefined;
+    return record === undefined ? undefined : { lease, recordKey: `${this.handoverPrefix}${this.nodeName}`, ownersPrefix: this.ownersPrefix, record };
+  }
+
+  /** IPs whose owner key names us on `lease`. */
+  private ownedOn(lease: string): string[] {
+    return [...this.owners].filter(([, o]) => o.node === this.nodeName && o.lease === lease).map(([ip]) => ip);
+  }
+
+  /** Each IP's successor, for those that have one. */
+  private movesFor(ips: readonly string[]): HandoverMove[] {
+    return ips.flatMap((ip) => {
+      const s = this.successor(ip);
+      return s ? [{ ip, ...s }] : [];
+    });
+  }
+
   /** The successor for `ip` on a stop: the most preferred other live candidate, with the lease its candidacy is on. */
   private successor(ip: string): { node: string; lease: string } | undefined {
     let best: { node: string; lease: string; score: string } | undefined;
@@ -1269,10 +1299,7 @@ export class EtcdOwnership implements OwnershipBackend {
   /** Owner keys moved onto successors' leases, in transactions of HANDOVER_CHUNK IPs; resolves with how many moved. */
   private async handOver(ips: readonly string[], lease: string): Promise<number> {
     const client = this.session.client;
-    const moves = ips.flatMap((ip) => {
-      const s = this.successor(ip);
-      return s ? [{ ip, ...s }] : [];
-    });
+    const moves = this.movesFor(ips);
     // The successors answer at the record; the moves only make it last past our revoke. Started at
     // once, their 1,000 puts and watch events take the CPU the successors need to answer (measured:
     // last IP 133–201 ms with the moves at once, on 2 cores shared with etcd).
