@@ -58,3 +58,15 @@ test('bounded: an oversized value is neither written nor read', () => {
   const over = JSON.stringify({ v: 1, node: 'n'.repeat(HANDOVER_RECORD_MAX_BYTES), moves: [] });
   assert.equal(parseHandoverRecord(over), undefined, 'a well-formed record over the bound');
 });
+
+test("who wrote it, when not the stopping node: its supervisor after a crash, or a fencer after its silence; any other cause refuses the record", () => {
+  const moves = [{ ip: '198.51.100.7', node: 'node-b', lease: '42' }];
+  for (const cause of ['crash', 'wire-silence'] as const) {
+    const text = encodeHandoverRecord('node-a', moves, cause)!;
+    assert.equal(JSON.parse(text).cause, cause);
+    assert.deepEqual(parseHandoverRecord(text), { node: 'node-a', cause, moves: new Map([['198.51.100.7', { node: 'node-b', lease: '42' }]]) });
+  }
+  assert.equal('cause' in parseHandoverRecord(encodeHandoverRecord('node-a', moves)!)!, false, "a stop's own record names no cause");
+  assert.equal(parseHandoverRecord('{"v":1,"node":"a","cause":"gone","moves":[]}'), undefined);
+  assert.equal(parseHandoverRecord('{"v":1,"node":"a","cause":7,"moves":[]}'), undefined);
+});

@@ -122,8 +122,9 @@ describe('etcd ownership on a manual clock: edges', () => {
     const b = await seeingX('node-b', prefix, clock);
     beforeNextTxn(b.session, 'Version', { fail: new Error('unreadable') });
     b.watch.silence('node-x');
-    await until(clock, () => b.owned().has(IP), 'fenced and taken', b);
-    assert.equal(b.own.status().fencesIssued, 1);
+    await until(clock, () => b.owned().has(IP), 'handed to b at the record', b);
+    clock.advance(100);
+    await until(clock, () => b.own.status().fencesIssued === 1, 'moved and revoked', b);
   });
 
   test('silence about an IP whose key moved or vanished by the time it is read: nothing fenced, the view learns it', async () => {

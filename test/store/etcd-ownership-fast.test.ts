@@ -217,7 +217,7 @@ describe('etcd ownership on a manual clock', () => {
     assert.deepEqual(await ownerKey(prefix), { value: 'node-a', lease: a.session.leaseId });
   });
 
-  test('a silent owner is fenced: its lease revoked, the fence counted and recorded, the candidate takes over (hint fenced)', async () => {
+  test('a silent owner is fenced: its IPs handed to their successors first (a record on its lease, then the keys moved), then its lease revoked; the fence counted and recorded (cause wire-silence)', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
     const x = await lease();
@@ -228,14 +228,76 @@ describe('etcd ownership on a manual clock', () => {
     b.cands([IP]);
     await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'node-b sees node-x', b);
     b.watch.silence('node-x');
-    await until(clock, () => b.owned().has(IP), 'node-b owns IP', b);
+    // Answered at the record, the key still node-x's: IP2 has no candidate, so no successor.
+    await until(clock, () => b.owned().has(IP), 'node-b answers IP at the record', b);
+    const record = await key(`${prefix}handover/node-x`);
+    assert.deepEqual(record && { ...record, value: JSON.parse(record.value) }, { value: { v: 1, node: 'node-x', cause: 'wire-silence', moves: [[IP, 'node-b', b.session.leaseId]] }, lease: x.id });
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id });
+    assert.deepEqual(lines(b, 'warn', 'fencing a silent owner: its IPs handed to their successors first').map((l) => l.obj), [{ node: 'node-x', lease: x.id, ips: 1, of: 2 }]);
+    assert.equal(b.own.status().fencesIssued, 0, 'not revoked before the moves');
+    clock.advance(99);
+    await barrier(b, clock);
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id }, 'the moves wait 100 ms');
+    clock.advance(1);
+    await until(clock, () => b.own.status().fencesIssued === 1, 'moved, then revoked', b);
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-b', lease: b.session.leaseId });
     assert.equal((await real.raw.leaseClient.leaseTimeToLive({ ID: x.id })).TTL, '-1', 'revoked');
-    assert.equal(b.own.status().fencesIssued, 1);
     assert.deepEqual(lines(b, 'warn', 'fenced out a silent owner: revoked its lease').map((l) => l.obj), [{ node: 'node-x', lease: x.id }]);
     assert.deepEqual(b.events.find((e) => e.kind === 'owner-fenced'), { kind: 'owner-fenced', fenced: 'node-x', ips: [IP, IP2] });
-    const took = b.events.find((e) => e.kind === 'owner-took') as { from?: string; hint?: string; gapMs?: number };
-    assert.deepEqual(took, { kind: 'owner-took', ip: IP, from: 'node-x', gapMs: 0, hint: 'fenced' });
-    assert.equal(b.own.view().owners.get(IP2), undefined, 'every key on the lease gone from the view');
+    const tookIp = () => b.events.find((e) => e.kind === 'owner-took' && e.ip === IP);
+    await until(clock, () => tookIp() !== undefined, 'the took event', b);
+    const took = tookIp();
+    assert.deepEqual(took, { kind: 'owner-took', ip: IP, from: 'node-x', hint: 'fenced', cause: 'wire-silence', causeText: 'the previous owner went silent on the wire (fenced)' });
+    assert.ok(b.owned().has(IP));
+    assert.equal(b.own.view().owners.get(IP2), undefined, 'every key left on the lease gone from the view');
+  });
+
+  test("another fencer's hand-over of the same silent node under way: ours is not written and nothing is revoked under it (its writer revokes)", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await seeingX('node-b', prefix, clock);
+    const otherRecord = encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-c', lease: x.id }], 'wire-silence')!;
+    // node-c's record lands between b's verdict and b's own record.
+    const client = b.session.client;
+    const realIf = client.if.bind(client);
+    (client as { if: typeof client.if }).if = ((...args: Parameters<typeof client.if>) => {
+      const tx = realIf(...args);
+      if (args[0] === `${prefix}handover/node-x`) {
+        const commit = tx.commit.bind(tx);
+        tx.commit = async () => {
+          await real.raw.put(`${prefix}handover/node-x`).value(otherRecord).lease(x.id).exec();
+          return commit();
+        };
+      }
+      return tx;
+    }) as typeof client.if;
+    b.watch.silence('node-x');
+    await until(clock, async () => JSON.parse((await key(`${prefix}handover/node-x`))?.value ?? '{}').moves?.[0]?.[1] === 'node-c', "node-c's record stands", b);
+    await barrier(b, clock);
+    clock.advance(100);
+    await barrier(b, clock);
+    assert.equal(b.own.status().fencesIssued, 0);
+    assert.notEqual((await real.raw.leaseClient.leaseTimeToLive({ ID: x.id })).TTL, '-1', 'not revoked');
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id });
+    assert.deepEqual(lines(b, 'warn', 'fencing a silent owner: its IPs handed to their successors first'), []);
+  });
+
+  test("an owner fenced on silence while alive after all (a false verdict) falls silent at the fencer's record, before its key moves or its lease goes", async () => {
+    const prefix = real.freshPrefix();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const a = await owning(hi, prefix, clock);
+    const b = await member(lo, prefix, clock);
+    b.cands([IP]);
+    await until(clock, () => b.watch.targets.some((t) => t.node === hi), 'b watches a', b);
+    b.watch.silence(hi);
+    await until(clock, () => b.owned().has(IP), 'b answers at its record', b);
+    await until(clock, () => !a.owned().has(IP), 'a withdraws at the record', a);
+    assert.deepEqual(await ownerKey(prefix), { value: hi, lease: a.session.leaseId }, 'before the move (the clock has not reached it)');
+    assert.equal(a.session.state, 'live');
+    assert.deepEqual(lines(a, 'warn', 'another node fenced us on silence and is handing our IPs over: withdrawing them').map((l) => l.obj), [{ lease: a.session.leaseId, ips: 1 }]);
   });
 
   test('silence is no evidence against a node that no longer holds the IP, nor while a marker on its key lease stands within the grace; past the grace it is fenced', async () => {
@@ -258,8 +320,9 @@ describe('etcd ownership on a manual clock', () => {
     assert.equal(b.own.status().fencesIssued, 0);
     assert.notEqual((await real.raw.leaseClient.leaseTimeToLive({ ID: x.id })).TTL, '-1');
     clock.advance(1);
-    await until(clock, () => b.owned().has(IP), 'fenced past the grace and taken', b);
-    assert.equal(b.own.status().fencesIssued, 1);
+    await until(clock, () => b.owned().has(IP), 'fenced past the grace: handed to b', b);
+    clock.advance(100);
+    await until(clock, () => b.own.status().fencesIssued === 1, 'and revoked after the moves', b);
   });
 
   test('a marker on another lease than the owner key, or by another node, counts for nothing: fenced at once', async () => {

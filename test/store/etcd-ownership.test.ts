@@ -226,7 +226,7 @@ describe('etcd ownership', () => {
     }
   });
 
-  test('a silent owner is fenced out: its lease is revoked and a candidate takes over long before expiry', async () => {
+  test('a silent owner is fenced out: its IPs handed over, its lease revoked, a candidate takes over long before expiry; an owner that was not dead after all falls silent at the fencer\'s record, before its lease goes', async () => {
     const prefix = freshPrefix();
     const a = await member('node-a', prefix);
     a.own.setCandidates(cand);
@@ -234,13 +234,18 @@ describe('etcd ownership', () => {
     const b = await member('node-b', prefix);
     b.own.setCandidates(cand);
     await waitFor(() => b.watch.targets.some((t) => t.node === 'node-a' && t.ip === IP), { what: 'b watches a on the wire' });
+    const from = timeline.length;
     b.watch.silence('node-a');
     await waitFor(() => b.owned.current.has(IP), { timeoutMs: 15_000, what: 'b takes over' });
     // a keeps its lease alive: b can only have taken over by fencing (revoking a's lease), never by waiting it out.
-    assert.equal(b.own.status().fencesIssued, 1);
-    await waitFor(() => a.session.state === 'lost' || !a.owned.current.has(IP), { timeoutMs: 15_000, what: 'a learns it lost its lease' });
+    await waitFor(() => b.own.status().fencesIssued === 1, { what: "b revokes a's lease after the moves" });
+    await waitFor(() => a.session.state === 'lost', { timeoutMs: 15_000, what: 'a learns it lost its lease' });
     assert.equal(a.owned.current.has(IP), false);
     assert.equal(a.session.lostReason ?? 'lease-gone', 'lease-gone', 'a lost its lease to the fence, not to an outage');
+    const after = timeline.slice(from);
+    const silentAt = after.findIndex((e) => e.node === 'node-a' && 'owned' in e && !e.owned.has(IP));
+    const lostAt = after.findIndex((e) => e.node === 'node-a' && 'session' in e && e.session === 'lost');
+    assert.ok(silentAt >= 0 && silentAt < lostAt, `a withdrew at the record, before its lease went: ${JSON.stringify(after.map((e) => [e.node, 'session' in e ? e.session : [...e.owned]]))}`);
   });
 
   test('silence about an IP its owner has released (key gone, the delete not yet seen) fences nothing', async () => {

@@ -39,7 +39,7 @@ describe('crash hand-over by the supervisor', () => {
     assert.equal(plan.lease, p.session.leaseId);
     assert.equal(plan.recordKey, `${prefix}handover/${p.node}`);
     assert.equal(plan.ownersPrefix, `${prefix}owners/`);
-    assert.deepEqual(parseHandoverRecord(plan.record), { node: p.node, moves: new Map([[IP, { node: s.node, lease: s.session.leaseId! }]]) });
+    assert.deepEqual(parseHandoverRecord(plan.record), { node: p.node, cause: 'crash', moves: new Map([[IP, { node: s.node, lease: s.session.leaseId! }]]) });
     // kill -9: the ownership does nothing more; its lease and keys stand.
     p.own.dispose();
     const moving = handOverAfterCrash(endpoints(), plan);

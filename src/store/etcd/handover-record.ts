@@ -54,16 +54,21 @@ export interface HandoverMove {
   readonly lease: string;
 }
 
+/** Who wrote a record, if not the stopping node itself: its supervisor after a crash, or a node fencing it after its silence. */
+export type HandoverCause = 'crash' | 'wire-silence';
+
 export interface HandoverRecord {
   /** The stopping node. */
   readonly node: string;
+  /** Absent: the node's own stop. */
+  readonly cause?: HandoverCause;
   /** ip → its successor. */
   readonly moves: ReadonlyMap<string, { readonly node: string; readonly lease: string }>;
 }
 
 /** The record's value, or undefined when it would exceed the bound. */
-export function encodeHandoverRecord(node: string, moves: readonly HandoverMove[]): string | undefined {
-  const text = JSON.stringify({ v: 1, node, moves: moves.map((m) => [m.ip, m.node, m.lease]) });
+export function encodeHandoverRecord(node: string, moves: readonly HandoverMove[], cause?: HandoverCause): string | undefined {
+  const text = JSON.stringify({ v: 1, node, ...(cause ? { cause } : {}), moves: moves.map((m) => [m.ip, m.node, m.lease]) });
   return Buffer.byteLength(text) <= HANDOVER_RECORD_MAX_BYTES ? text : undefined;
 }
 
@@ -77,8 +82,9 @@ export function parseHandoverRecord(value: Buffer | string): HandoverRecord | un
     return undefined;
   }
   if (parsed === null) return undefined; // any other JSON value destructures (a number's fields are undefined)
-  const { v, node, moves } = parsed as { v?: unknown; node?: unknown; moves?: unknown };
+  const { v, node, cause, moves } = parsed as { v?: unknown; node?: unknown; cause?: unknown; moves?: unknown };
   if (v !== 1 || typeof node !== 'string' || node === '' || !Array.isArray(moves)) return undefined;
+  if (cause !== undefined && cause !== 'crash' && cause !== 'wire-silence') return undefined;
   const out = new Map<string, { node: string; lease: string }>();
   for (const m of moves) {
     if (!Array.isArray(m) || m.length !== 3 || !m.every((s) => typeof s === 'string' && s !== '')) return undefined;
@@ -87,5 +93,5 @@ export function parseHandoverRecord(value: Buffer | string): HandoverRecord | un
     if (out.has(ip)) return undefined;
     out.set(ip, { node: successor, lease });
   }
-  return { node, moves: out };
+  return { node, ...(cause ? { cause } : {}), moves: out };
 }

@@ -34,7 +34,7 @@ import { causeText, type EventBody, type OwnershipCause } from '../../core/event
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch } from '../../controlplane/ownership/edges.js';
 import { SilenceVerdicts, watchTargets, type HeldElsewhere } from '../../controlplane/ownership/fencing.js';
-import { HANDOVER_CHUNK, HANDOVER_MOVES_AFTER_MS, encodeHandoverRecord, parseHandoverRecord, type CrashHandoverPlan, type HandoverMove, type HandoverRecord } from './handover-record.js';
+import { HANDOVER_CHUNK, HANDOVER_MOVES_AFTER_MS, encodeHandoverRecord, parseHandoverRecord, type CrashHandoverPlan, type HandoverCause, type HandoverMove, type HandoverRecord } from './handover-record.js';
 import type { EtcdSession } from './session.js';
 
 export interface EtcdOwnershipOptions {
@@ -207,6 +207,10 @@ export class EtcdOwnership implements OwnershipBackend {
    * record). Kept DEPARTED_MS after deletion, for the rule below.
    */
   private handovers = new Map<string, SeenHandover>();
+  /** Our IPs a fencer is handing over from our lease (withdrawn; the revoke follows). */
+  private fencedAway: { lease: string; ips: ReadonlySet<string> } | undefined;
+  /** "node|lease" → when a hand-over record of that node on that lease was first seen (a stalled one is fenced past the grace). */
+  private readonly recordsFirstSeen = new Map<string, number>();
   /**
    * ip → monotonic ms until which an IP is not contended at once: its owner
    * key vanished while a hand-over record named another node for it, which
@@ -412,9 +416,11 @@ export class EtcdOwnership implements OwnershipBackend {
         // claim's: each event is a store write that every node reads back, and
         // a stop of 1,000 IPs recorded 500 per successor while they answered.
         const record = this.handoverEvents.count(monotonicMs(this.deps.clock));
+        // Its own stop's record, or one its supervisor (a crash) or a fencer (silence) wrote for it.
+        const cause = this.handoverCause(prev) ?? 'clean-stop';
         setImmediate(() => {
-          this.deps.log.info({ ip, from: prev.node }, 'took ownership: handed over by the stopping owner');
-          if (record) void Promise.resolve(this.deps.events?.({ kind: 'owner-took', ip, from: prev.node, hint: 'released', cause: 'clean-stop', causeText: causeText('clean-stop') })).catch(() => {});
+          this.deps.log.info({ ip, from: prev.node, ...(cause !== 'clean-stop' ? { cause } : {}) }, 'took ownership: handed over by the stopping owner');
+          if (record) void Promise.resolve(this.deps.events?.({ kind: 'owner-took', ip, from: prev.node, hint: cause === 'wire-silence' ? 'fenced' : 'released', cause, causeText: causeText(cause) })).catch(() => {});
         });
         // Answer once the watch messages that are in are applied (one pass over
         // the pipeline for all of them, not one per message), not a timer later.
@@ -490,8 +496,25 @@ export class EtcdOwnership implements OwnershipBackend {
   private seenHandover(value: Buffer | string, lease: string): SeenHandover | undefined {
     if (lease === NO_LEASE) return undefined;
     const record = parseHandoverRecord(value);
-    if (!record || record.node === this.nodeName) return undefined;
+    if (!record) return undefined;
+    if (record.node === this.nodeName) {
+      // Another node fenced us on the wire's evidence and is handing our IPs
+      // over (our lease is revoked next): fall silent about them now, as the
+      // revoke would make us, rather than beside the successor until it lands.
+      if (record.cause === 'wire-silence' && (lease === this.session.leaseId || this.session.formerLeases.has(lease))) {
+        this.fencedAway = { lease, ips: new Set(record.moves.keys()) };
+        this.deps.log.warn({ lease, ips: record.moves.size }, 'another node fenced us on silence and is handing our IPs over: withdrawing them');
+        void this.emit();
+      }
+      return undefined;
+    }
     this.depart(lease, record.node);
+    const id = `${record.node}|${lease}`;
+    if (!this.recordsFirstSeen.has(id)) {
+      this.recordsFirstSeen.set(id, monotonicMs(this.deps.clock));
+      // Bounded: one entry per departure seen; the oldest go first.
+      if (this.recordsFirstSeen.size > 64) this.recordsFirstSeen.delete(this.recordsFirstSeen.keys().next().value!);
+    }
     const named = [...record.moves.values()].filter((m) => m.node === this.nodeName).length;
     if (named > 0) this.deps.log.debug({ from: record.node, ips: named }, 'trace: hand-over record names us');
     return { ...record, lease };
@@ -513,6 +536,12 @@ export class EtcdOwnership implements OwnershipBackend {
       const successor = r.moves.get(ip);
       if (successor && successor.node !== this.nodeName) this.voidedHandovers.set(ip, now + this.opts.contendDelayMs);
     }
+  }
+
+  /** Who wrote the hand-over record on `owner`'s lease, when not the owner's own stop. */
+  private handoverCause(owner: OwnerRecord): HandoverCause | undefined {
+    for (const r of this.handovers.values()) if (r.node === owner.node && r.lease === owner.lease) return r.cause;
+    return undefined;
   }
 
   /** A standing hand-over record of `owner`, on the lease its key is on, names a successor for `ip`. */
@@ -783,6 +812,11 @@ export class EtcdOwnership implements OwnershipBackend {
     }
     let revoked = false;
     for (const lease of leases) {
+      // Its IPs to their successors first, as its own stop would hand them:
+      // they answer at the record instead of contending after the revoke.
+      // Another fencer's hand-over under way: that one revokes (or, should it
+      // fail half-way, the record's grace runs out and we fence again).
+      if ((await this.handOverSilent(node, lease)) === 'in-progress') continue;
       try {
         const res = await this.session.client.leaseClient.leaseRevoke({ ID: lease });
         this.counters.fencesIssued++;
@@ -804,6 +838,42 @@ export class EtcdOwnership implements OwnershipBackend {
       return;
     }
     await this.refresh();
+  }
+
+  /**
+   * A silent node's hand-over, made by the fencer: a record on the node's own
+   * lease naming each of its IPs' successors (written only if the node has
+   * none — its own stop's, or another fencer's: then 'in-progress'), then,
+   * after the same pause a stop makes, the keys moved. The record grants only
+   * while each key still names the node on that lease, so it is no
+   * authority beside the fence: what the revoke would have freed for a
+   * contention round goes straight to the node that round would elect.
+   */
+  private async handOverSilent(node: string, lease: string): Promise<'handed' | 'in-progress' | 'none'> {
+    // A record of its own standing past the release grace: a hand-over that stalled (its
+    // writer died half-way) — the revoke frees the rest.
+    const firstSeen = this.recordsFirstSeen.get(`${node}|${lease}`);
+    if (firstSeen !== undefined && monotonicMs(this.deps.clock) - firstSeen >= (this.opts.releaseGraceMs ?? etcdOwnershipDefaults.releaseGraceMs!)) return 'none';
+    const ips = [...this.owners].filter(([, o]) => o.node === node && o.lease === lease).map(([ip]) => ip);
+    const moves = this.movesFor(ips, node);
+    const value = moves.length > 0 ? encodeHandoverRecord(node, moves, 'wire-silence') : undefined;
+    if (value === undefined) return 'none';
+    const key = `${this.handoverPrefix}${node}`;
+    const client = this.session.client;
+    try {
+      const res = await client.if(key, 'Version', '==', 0).then(client.put(key).value(value).lease(lease)).commit();
+      if (!res.succeeded) return 'in-progress';
+      this.observe({ type: 'put', key, value, lease, revision: Number(res.header.revision) });
+    } catch (e) {
+      // Its lease gone meanwhile (the put is refused): the revoke says so.
+      this.deps.log.debug({ node, err: describeError(e) }, 'writing a silent owner\'s hand-over record failed');
+      return 'none';
+    }
+    this.deps.log.warn({ node, lease, ips: moves.length, of: ips.length }, 'fencing a silent owner: its IPs handed to their successors first');
+    void this.emit();
+    await new Promise<void>((r) => this.deps.clock.setTimeout(() => r(), HANDOVER_MOVES_AFTER_MS));
+    await this.moveKeys(moves, lease);
+    return 'handed';
   }
 
   /**
@@ -1159,7 +1229,7 @@ export class EtcdOwnership implements OwnershipBackend {
     const former = this.session.formerLeases;
     if (!this.released) {
       for (const [ip, o] of this.owners) {
-        if (o.node === this.nodeName && lease !== undefined && !this.releasing.has(ip) && (o.lease === lease || former.has(o.lease))) owned.add(ip);
+        if (o.node === this.nodeName && lease !== undefined && !this.releasing.has(ip) && (o.lease === lease || former.has(o.lease)) && !(this.fencedAway?.lease === o.lease && this.fencedAway.ips.has(ip))) owned.add(ip);
       }
       // A stopping node's successor answers at its hand-over record, not after the moves.
       if (lease !== undefined) for (const ip of this.handedOverByRecord(lease)) if (!this.releasing.has(ip)) owned.add(ip);
@@ -1267,7 +1337,7 @@ export class EtcdOwnership implements OwnershipBackend {
     const lease = this.session.leaseId;
     if (!lease || this.released) return undefined;
     const moves = this.movesFor(this.ownedOn(lease));
-    const record = moves.length > 0 ? encodeHandoverRecord(this.nodeName, moves) : undefined;
+    const record = moves.length > 0 ? encodeHandoverRecord(this.nodeName, moves, 'crash') : undefined;
     return record === undefined ? undefined : { lease, recordKey: `${this.handoverPrefix}${this.nodeName}`, ownersPrefix: this.ownersPrefix, record };
   }
 
@@ -1276,20 +1346,26 @@ export class EtcdOwnership implements OwnershipBackend {
     return [...this.owners].filter(([, o]) => o.node === this.nodeName && o.lease === lease).map(([ip]) => ip);
   }
 
-  /** Each IP's successor, for those that have one. */
-  private movesFor(ips: readonly string[]): HandoverMove[] {
+  /** Each IP's successor when `departing` (we, by default) leaves, for those that have one. */
+  private movesFor(ips: readonly string[], departing = this.nodeName): HandoverMove[] {
     return ips.flatMap((ip) => {
-      const s = this.successor(ip);
+      const s = this.successor(ip, departing);
       return s ? [{ ip, ...s }] : [];
     });
   }
 
-  /** The successor for `ip` on a stop: the most preferred other live candidate, with the lease its candidacy is on. */
-  private successor(ip: string): { node: string; lease: string } | undefined {
+  /**
+   * The successor for `ip` when `departing` leaves: the most preferred live
+   * candidate but it (we among them when another node departs), with the
+   * lease its candidacy is on.
+   */
+  private successor(ip: string, departing: string): { node: string; lease: string } | undefined {
     let best: { node: string; lease: string; score: string } | undefined;
+    const ours = this.session.leaseId;
+    if (departing !== this.nodeName && ours && this.candidates.has(ip)) best = { node: this.nodeName, lease: ours, score: this.score(this.nodeName, ip) };
     for (const node of this.others.get(ip)?.keys() ?? []) {
       const lease = this.candidateLeases.get(`${ip}/${node}`);
-      if (!lease || this.isSkipped(ip, node)) continue;
+      if (!lease || node === departing || this.isSkipped(ip, node)) continue;
       const score = this.score(node, ip);
       if (!best || score > best.score) best = { node, lease, score };
     }
@@ -1298,34 +1374,44 @@ export class EtcdOwnership implements OwnershipBackend {
 
   /** Owner keys moved onto successors' leases, in transactions of HANDOVER_CHUNK IPs; resolves with how many moved. */
   private async handOver(ips: readonly string[], lease: string): Promise<number> {
-    const client = this.session.client;
     const moves = this.movesFor(ips);
     // The successors answer at the record; the moves only make it last past our revoke. Started at
     // once, their 1,000 puts and watch events take the CPU the successors need to answer (measured:
     // last IP 133–201 ms with the moves at once, on 2 cores shared with etcd).
     if (await this.writeHandoverRecord(moves, lease)) await new Promise<void>((r) => this.deps.clock.setTimeout(() => r(), HANDOVER_MOVES_AFTER_MS));
-    const chunks: Array<typeof moves> = [];
+    return this.moveKeys(moves, lease, (m) => ({ kind: 'owner-released', ip: m.ip, why: `handed over to ${m.node} (stopping)`, cause: 'clean-stop' }));
+  }
+
+  /**
+   * Each owner key onto its successor's lease, in transactions of
+   * HANDOVER_CHUNK with one compare per key: still on `from`. The put onto a
+   * successor's lease fails the whole transaction if that lease is gone
+   * (etcd: "requested lease not found"), so no key lands on a dead node; what
+   * is not moved is freed by the revoke of `from` that follows. Resolves with
+   * how many keys moved.
+   */
+  private async moveKeys(moves: readonly HandoverMove[], from: string, event?: (m: HandoverMove) => EventBody): Promise<number> {
+    const client = this.session.client;
+    const chunks: HandoverMove[][] = [];
     for (let i = 0; i < moves.length; i += HANDOVER_CHUNK) chunks.push(moves.slice(i, i + HANDOVER_CHUNK));
     const done = await Promise.all(
       chunks.map(async (chunk) => {
-        // One compare per IP: our key still on our lease. The put onto the
-        // successor's lease fails the whole transaction if that lease is gone
-        // (etcd: "requested lease not found"), so no key lands on a dead node.
-        let txn = client.if(`${this.ownersPrefix}${chunk[0]!.ip}`, 'Lease', '==', lease);
-        for (const [n, m] of chunk.entries()) if (n > 0) txn = txn.and(`${this.ownersPrefix}${m.ip}`, 'Lease', '==', lease);
+        let txn = client.if(`${this.ownersPrefix}${chunk[0]!.ip}`, 'Lease', '==', from);
+        for (const [n, m] of chunk.entries()) if (n > 0) txn = txn.and(`${this.ownersPrefix}${m.ip}`, 'Lease', '==', from);
         const t0 = monotonicMs(this.deps.clock);
         try {
-          // Our candidacy keys stay until the revoke: every node that sees a key
-          // of ours move onto another lease takes us for departed (depart()), so
-          // nobody hands an IP back to us. Deleting them here doubled the work.
+          // The departing node's candidacy keys stay until the revoke: every node that sees
+          // its key move onto another lease takes it for departed (depart()), so nobody
+          // hands an IP back to it. Deleting them here doubled the work.
           const res = await txn.then(...chunk.map((m) => client.put(`${this.ownersPrefix}${m.ip}`).value(m.node).lease(m.lease))).commit();
           this.deps.log.debug({ ips: chunk.length, done: res.succeeded, ms: Math.round(monotonicMs(this.deps.clock) - t0) }, 'trace: hand-over transaction');
           if (!res.succeeded) return 0;
+          for (const m of chunk) this.observe({ type: 'put', key: `${this.ownersPrefix}${m.ip}`, value: m.node, lease: m.lease, revision: Number(res.header.revision) });
         } catch (e) {
           this.deps.log.debug({ err: describeError(e) }, 'handing ownership over failed; the lease revoke frees the IPs');
           return 0;
         }
-        for (const m of chunk.slice(0, EVENTS_PER_BATCH)) void Promise.resolve(this.deps.events?.({ kind: 'owner-released', ip: m.ip, why: `handed over to ${m.node} (stopping)`, cause: 'clean-stop' })).catch(() => {});
+        if (event) for (const m of chunk.slice(0, EVENTS_PER_BATCH)) void Promise.resolve(this.deps.events?.(event(m))).catch(() => {});
         return chunk.length;
       }),
     );
