@@ -237,9 +237,22 @@ export async function handOverAfterCrash(endpoints: readonly string[], plan: Cra
   const record = parseHandoverRecord(plan.record);
   if (!record || record.moves.size === 0) return 0;
   const b64 = (t: string) => Buffer.from(t).toString('base64');
-  const put = await postFirst(endpoints, '/v3/kv/put', JSON.stringify({ key: b64(plan.recordKey), value: b64(plan.record), lease: plan.lease }));
+  // Only if none stands: a node that fenced the child on its silence (frozen before it died)
+  // may be handing its IPs over by a record of its own — two records could name two answerers.
+  const put = await postFirst(
+    endpoints,
+    '/v3/kv/txn',
+    JSON.stringify({
+      compare: [{ key: b64(plan.recordKey), target: 'VERSION', result: 'EQUAL', version: '0' }],
+      success: [{ request_put: { key: b64(plan.recordKey), value: b64(plan.record), lease: plan.lease } }],
+    }),
+  );
   if (put?.status !== 200) {
     log(`writing the hand-over record failed${put ? ` (${put.status}: ${put.body.trim().slice(0, 200)})` : ''}: the revoke frees the IPs`);
+    return 0;
+  }
+  if ((JSON.parse(put.body) as { succeeded?: boolean }).succeeded !== true) {
+    log('a hand-over record stands already (a node fencing the dead agent): left to it; the revoke frees the rest');
     return 0;
   }
   log(`hand-over record written for ${record.moves.size} IPs ${since()}`);

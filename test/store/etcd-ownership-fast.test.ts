@@ -284,6 +284,23 @@ describe('etcd ownership on a manual clock', () => {
     assert.deepEqual(lines(b, 'warn', 'fencing a silent owner: its IPs handed to their successors first'), []);
   });
 
+  test("a stop while a fencer's record of ours stands: ours is not written and no key is moved (the fencer's successors answer by its record); the revoke frees the rest", async () => {
+    const prefix = real.freshPrefix();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const a = await owning(hi, prefix, clock);
+    const b = await member(lo, prefix, clock);
+    b.cands([IP]);
+    await until(clock, () => a.own.crashHandoverPlan() !== undefined, 'a sees its successor', a);
+    const fencers = encodeHandoverRecord(hi, [{ ip: IP, node: 'node-c', lease: a.session.leaseId! }], 'wire-silence')!;
+    await real.raw.put(`${prefix}handover/${hi}`).value(fencers).lease(a.session.leaseId!).exec();
+    await until(clock, () => !a.owned().has(IP), 'a withdraws at the record', a);
+    await a.own.release({ silenced: true });
+    assert.deepEqual(lines(a, 'warn', 'a fencer is handing our IPs over already: leaving the hand-over to it').map((l) => l.obj), [{ ips: 1 }]);
+    assert.equal((await key(`${prefix}handover/${hi}`))?.value, fencers);
+    assert.deepEqual(await ownerKey(prefix), { value: hi, lease: a.session.leaseId });
+  });
+
   test("an owner fenced on silence while alive after all (a false verdict) falls silent at the fencer's record, before its key moves or its lease goes", async () => {
     const prefix = real.freshPrefix();
     const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];

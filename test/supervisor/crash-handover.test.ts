@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { handOverAfterCrash } from '../../src/supervisor/supervisor.js';
 import { handoverPlanReport, parseReport } from '../../src/supervisor/protocol.js';
-import { HANDOVER_CHUNK, HANDOVER_RECORD_MAX_BYTES, parseHandoverRecord, type CrashHandoverPlan } from '../../src/store/etcd/handover-record.js';
+import { HANDOVER_CHUNK, HANDOVER_RECORD_MAX_BYTES, encodeHandoverRecord, parseHandoverRecord, type CrashHandoverPlan } from '../../src/store/etcd/handover-record.js';
 import { IP, IP2, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 import type { ManualClock } from '../helpers/manual-clock.js';
@@ -73,6 +73,18 @@ describe('crash hand-over by the supervisor', () => {
     clock.advance(3000);
     await until(clock, () => s.own.status().fencesIssued === 1, 'fenced after the grace', s);
     await until(clock, async () => (await ownerKey(prefix))?.value === s.node, 's claims it', s);
+  });
+
+  test("a record already standing (a node fencing the agent, frozen before it died, is handing over by its own): the supervisor writes none and moves nothing", async () => {
+    const prefix = real.freshPrefix();
+    const { p } = await ownerAndSuccessor(prefix);
+    const plan = p.own.crashHandoverPlan()!;
+    p.own.dispose();
+    const fencers = encodeHandoverRecord(p.node, [{ ip: IP, node: 'node-c', lease: p.session.leaseId! }], 'wire-silence')!;
+    await real.raw.put(plan.recordKey).value(fencers).lease(plan.lease).exec();
+    assert.equal(await handOverAfterCrash(endpoints(), plan), 0);
+    assert.equal((await real.raw.get(plan.recordKey).exec()).kvs[0]?.value.toString(), fencers, "the fencer's record kept");
+    assert.deepEqual(await ownerKey(prefix), { value: p.node, lease: p.session.leaseId });
   });
 
   test('a successor whose lease is gone gets nothing: the key stays on the dead node\'s lease for the revoke to free', async () => {

@@ -1378,7 +1378,15 @@ export class EtcdOwnership implements OwnershipBackend {
     // The successors answer at the record; the moves only make it last past our revoke. Started at
     // once, their 1,000 puts and watch events take the CPU the successors need to answer (measured:
     // last IP 133–201 ms with the moves at once, on 2 cores shared with etcd).
-    if (await this.writeHandoverRecord(moves, lease)) await new Promise<void>((r) => this.deps.clock.setTimeout(() => r(), HANDOVER_MOVES_AFTER_MS));
+    const record = await this.writeHandoverRecord(moves, lease);
+    // A record of ours stands already: a fencer took our silence for death and is handing
+    // our IPs over by it. Its successors answer by that record; moving keys to ours could
+    // make two nodes answer one IP — the revoke that follows frees what it has not moved.
+    if (record === 'taken') {
+      this.deps.log.warn({ ips: moves.length }, 'a fencer is handing our IPs over already: leaving the hand-over to it');
+      return 0;
+    }
+    if (record === 'written') await new Promise<void>((r) => this.deps.clock.setTimeout(() => r(), HANDOVER_MOVES_AFTER_MS));
     return this.moveKeys(moves, lease, (m) => ({ kind: 'owner-released', ip: m.ip, why: `handed over to ${m.node} (stopping)`, cause: 'clean-stop' }));
   }
 
@@ -1424,17 +1432,20 @@ export class EtcdOwnership implements OwnershipBackend {
    * On our lease (a put onto a lease that is gone fails), so it goes with our
    * owner keys at the revoke. Failing is no error: the moves still hand over.
    */
-  private async writeHandoverRecord(moves: readonly HandoverMove[], lease: string): Promise<boolean> {
+  private async writeHandoverRecord(moves: readonly HandoverMove[], lease: string): Promise<'written' | 'taken' | 'failed'> {
     const value = encodeHandoverRecord(this.nodeName, moves);
-    if (moves.length === 0 || value === undefined) return false;
+    if (moves.length === 0 || value === undefined) return 'failed';
     const t0 = monotonicMs(this.deps.clock);
+    const key = `${this.handoverPrefix}${this.nodeName}`;
+    const client = this.session.client;
     try {
-      await this.session.client.put(`${this.handoverPrefix}${this.nodeName}`).value(value).lease(lease);
+      const res = await client.if(key, 'Version', '==', 0).then(client.put(key).value(value).lease(lease)).commit();
+      if (!res.succeeded) return 'taken';
       this.deps.log.debug({ ips: moves.length, bytes: value.length, ms: Math.round(monotonicMs(this.deps.clock) - t0) }, 'trace: hand-over record written');
-      return true;
+      return 'written';
     } catch (e) {
       this.deps.log.debug({ err: describeError(e) }, 'writing the hand-over record failed; the moves hand over alone');
-      return false;
+      return 'failed';
     }
   }
 
