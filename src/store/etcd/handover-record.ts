@@ -1,6 +1,6 @@
 /**
  * A stop's hand-over record: `<prefix>handover/<node>` on the stopping node's
- * lease, written once (one put) after its datapath fell silent and before its
+ * lease, written once after its datapath fell silent and before its
  * owner keys are moved, naming for each IP the successor (node and the lease
  * its candidacy is on) the key is about to be moved to.
  *
@@ -10,6 +10,13 @@
  * and each IP has exactly one successor. It is not a second fence beside the
  * owner key but a promise about it: a 1,000-IP stop is one put to honour
  * instead of eight transactions of moves to wait for.
+ *
+ * The same record is written for a node that cannot write it any more — by
+ * its supervisor after a crash (`cause: 'crash'`, from the plan the live agent
+ * kept current) or by the candidate that fences it after its silence
+ * (`cause: 'wire-silence'`) — and always only where none stands (a
+ * transaction on the key's version): one record per departure, so never two
+ * successors named for one IP.
  */
 
 /**
