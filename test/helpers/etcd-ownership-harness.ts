@@ -164,6 +164,22 @@ export function harness(real: RealEtcdSuite) {
     return { hi, lo, clock, o, preferredLease };
   }
 
+  /**
+   * `p`, the preferred of node-a and node-b for IP, owns `ips` (IP by
+   * default); `s`, the other, is a candidate for them, and `p` sees it as
+   * each IP's successor (its crash hand-over plan names `s`).
+   */
+  async function ownerAndSuccessor(prefix: string, ips = [IP]): Promise<{ p: Member; s: Member; clock: ManualClock }> {
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const p = await owning(hi, prefix, clock, {}, ips);
+    await until(clock, () => ips.every((ip) => p.owned().has(ip)), `${hi} owns every IP`, p);
+    const s = await member(lo, prefix, clock);
+    s.cands(ips);
+    await until(clock, () => ips.every((ip) => p.own.crashHandoverPlan()?.record.includes(`"${ip}","${lo}"`) === true), `${hi} sees ${lo} as the successor`, p);
+    return { p, s, clock };
+  }
+
   /** Runs the due zero-delay timers (never moving time) until `cond` holds. */
   const until = (clock: ManualClock, cond: () => boolean | Promise<boolean>, what: string, m?: Member) =>
     waitFor(
@@ -207,6 +223,6 @@ export function harness(real: RealEtcdSuite) {
   /** Another node's candidacy for `ip`, on `lease`. */
   const candidacy = (prefix: string, ip: string, node: string, leaseId: string) => real.raw.put(`${prefix}candidates/${ip}/${node}`).value('').lease(leaseId).exec();
   const ownerPut = (prefix: string, ip: string, node: string, leaseId: string) => real.raw.put(`${prefix}owners/${ip}`).value(node).lease(leaseId).exec();
-  return { member, owning, seeingX, countReads, ownerWithPreferred, until, barrier, dump, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut, encodeHandoverRecord };
+  return { member, owning, seeingX, countReads, ownerWithPreferred, ownerAndSuccessor, until, barrier, dump, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut, encodeHandoverRecord };
 }
 

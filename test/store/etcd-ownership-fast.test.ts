@@ -23,7 +23,7 @@ import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 describe('etcd ownership on a manual clock', () => {
   const real = useRealEtcd('own-fast');
   const h = harness(real);
-  const { member, owning, seeingX, ownerWithPreferred, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = h;
+  const { member, owning, seeingX, ownerWithPreferred, ownerAndSuccessor, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = h;
 
   test('the defaults; the rendezvous score is sha256 of node#ip, hex', () => {
     assert.deepEqual(etcdOwnershipDefaults, { onStoreLoss: 'withdraw', contendDelayMs: 300, handoverHoldMs: 5000, skipPreferredMs: 60_000, fullRefreshMs: 30_000, releaseGraceMs: 3000 });
@@ -286,12 +286,8 @@ describe('etcd ownership on a manual clock', () => {
 
   test("a stop while a fencer's record of ours stands: ours is not written and no key is moved (the fencer's successors answer by its record); the revoke frees the rest", async () => {
     const prefix = real.freshPrefix();
-    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
-    const clock = clockAt();
-    const a = await owning(hi, prefix, clock);
-    const b = await member(lo, prefix, clock);
-    b.cands([IP]);
-    await until(clock, () => a.own.crashHandoverPlan() !== undefined, 'a sees its successor', a);
+    const { p: a, clock } = await ownerAndSuccessor(prefix);
+    const hi = a.node;
     const fencers = encodeHandoverRecord(hi, [{ ip: IP, node: 'node-c', lease: a.session.leaseId! }], 'wire-silence')!;
     await real.raw.put(`${prefix}handover/${hi}`).value(fencers).lease(a.session.leaseId!).exec();
     await until(clock, () => !a.owned().has(IP), 'a withdraws at the record', a);
@@ -303,11 +299,8 @@ describe('etcd ownership on a manual clock', () => {
 
   test("an owner fenced on silence while alive after all (a false verdict) falls silent at the fencer's record, before its key moves or its lease goes", async () => {
     const prefix = real.freshPrefix();
-    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
-    const clock = clockAt();
-    const a = await owning(hi, prefix, clock);
-    const b = await member(lo, prefix, clock);
-    b.cands([IP]);
+    const { p: a, s: b, clock } = await ownerAndSuccessor(prefix);
+    const hi = a.node;
     await until(clock, () => b.watch.targets.some((t) => t.node === hi), 'b watches a', b);
     b.watch.silence(hi);
     await until(clock, () => b.owned().has(IP), 'b answers at its record', b);

@@ -10,25 +10,12 @@ import { describe, test } from 'node:test';
 import { handOverAfterCrash } from '../../src/supervisor/supervisor.js';
 import { handoverPlanReport, parseReport } from '../../src/supervisor/protocol.js';
 import { HANDOVER_CHUNK, HANDOVER_RECORD_MAX_BYTES, encodeHandoverRecord, parseHandoverRecord, type CrashHandoverPlan } from '../../src/store/etcd/handover-record.js';
-import { IP, IP2, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
+import { IP, IP2, harness } from '../helpers/etcd-ownership-harness.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
-import type { ManualClock } from '../helpers/manual-clock.js';
 
 describe('crash hand-over by the supervisor', () => {
   const real = useRealEtcd('crash-handover');
-  const { member, owning, until, lines, ownerKey, clockAt, lease, ownerPut } = harness(real);
-
-  /** `p` (the preferred node for IP) owns `ips`; `s` is a candidate for them, seen by `p`. */
-  async function ownerAndSuccessor(prefix: string, ips = [IP]): Promise<{ p: Member; s: Member; clock: ManualClock }> {
-    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
-    const clock = clockAt();
-    const p = await owning(hi, prefix, clock, {}, ips);
-    await until(clock, () => ips.every((ip) => p.owned().has(ip)), 'p owns every IP', p);
-    const s = await member(lo, prefix, clock);
-    s.cands(ips);
-    await until(clock, () => ips.every((ip) => p.own.crashHandoverPlan()?.record.includes(`"${ip}","${lo}"`) === true), 'p sees s as the successor', p);
-    return { p, s, clock };
-  }
+  const { member, owning, ownerAndSuccessor, until, lines, ownerKey, clockAt, lease, ownerPut } = harness(real);
 
   const endpoints = () => [real.etcd.endpoint];
 
