@@ -158,7 +158,7 @@ export class EventRing {
 
 const CAUSE_TEXT: Record<OwnershipCause, string> = {
   'clean-stop': 'clean stop of the previous owner',
-  crash: 'the previous owner crashed (its supervisor revoked its lease)',
+  crash: 'the previous owner crashed (its supervisor handed its IPs over and revoked its lease)',
   'lease-ended': "the previous owner's lease expired (frozen, cut off, or crashed without a supervisor)",
   'wire-silence': 'the previous owner went silent on the wire (fenced)',
   'link-or-policy': 'the previous owner no longer qualified (link down or policy change)',
