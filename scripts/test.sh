@@ -98,6 +98,7 @@ unit_tests=(
   test/store/etcd-ownership-fast.test.ts
   test/store/etcd-ownership-fast-edges.test.ts
   test/store/etcd-ownership-fast-survivors.test.ts
+  test/store/etcd-ownership-fast-survivors2.test.ts
   test/store/etcd-node-claim.test.ts
   test/store/etcd-session.test.ts
   test/store/etcd-session-lifecycle.test.ts

@@ -1,0 +1,241 @@
+/**
+ * Cases aimed at the survivors of the full mutation run of
+ * src/store/etcd/ownership.ts (2026-11-27, with the three other fast files),
+ * in a file of their own so that an incremental rerun retests only what they
+ * add. Same harness: a real etcd, one manual clock per test.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
+import { IP, IP2, OPTS, START, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
+import type { ManualClock } from '../helpers/manual-clock.js';
+import { useRealEtcd } from '../helpers/real-etcd-suite.js';
+
+/** The ownership's private state the cases read (white-box, as the other fast files do). */
+const inner = (m: Member) =>
+  m.own as unknown as {
+    others: Map<string, Map<string, number>>;
+    candidateLeases: Map<string, string>;
+    timers: Map<string, unknown>;
+    passes: { atTimer?: { at: number } };
+  };
+
+describe('etcd ownership on a manual clock: survivors of the full mutation run', () => {
+  const real = useRealEtcd('own-surv2');
+  const { member, owning, seeingX, ownerWithPreferred, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = harness(real);
+  const took = (m: Member) => m.events.filter((e) => e.kind === 'owner-took');
+
+  /**
+   * Moves the clock `ms` forward in steps of 5 s, each once every member's
+   * session has renewed its lease within the last 15 s (the keep-alive runs
+   * every 10 s of the clock; the step-down comes 55 s after the last renewal).
+   */
+  async function advanceLive(clock: ManualClock, ms: number, members: Member[]): Promise<void> {
+    for (let left = ms; left > 0; left -= 5000) {
+      await until(clock, () => members.every((m) => m.session.validUntilMs() - clock.now() > 40_000), 'the leases renewed');
+      clock.advance(Math.min(5000, left));
+    }
+    await until(clock, () => members.every((m) => m.session.state === 'live'), 'live');
+  }
+
+  test('a take 60 s after the previous owner key vanished names it (gap 60,000 ms); one a millisecond later is a free take', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await ownerPut(prefix, IP2, 'node-x', x.id);
+    // Not a candidate yet: the keys' deletes are seen, nothing is claimed.
+    const b = await member('node-b', prefix, clock);
+    await until(clock, () => b.own.view().owners.size === 2, 'sees both', b);
+    await real.raw.delete().key(`${prefix}owners/${IP2}`).exec();
+    await until(clock, () => !b.own.view().owners.has(IP2), 'IP2 gone', b);
+    clock.advance(1);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => !b.own.view().owners.has(IP), 'IP gone', b);
+    await advanceLive(clock, 60_000, [b]);
+    b.cands([IP, IP2]);
+    await until(clock, () => b.owned().has(IP) && b.owned().has(IP2), 'both claimed', b);
+    assert.deepEqual(
+      took(b).sort((p, q) => String(p.ip).localeCompare(String(q.ip))),
+      [
+        { kind: 'owner-took', ip: IP, from: 'node-x', gapMs: 60_000, hint: 'lease-ended' },
+        { kind: 'owner-took', ip: IP2, hint: 'free' },
+      ],
+    );
+  });
+
+  test('a take from a node fenced less than 10 s before is hinted fenced; 10 s after the fence, lease-ended', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const x2 = await lease();
+    const [ip3, ip4] = ['198.51.100.9', '198.51.100.10'];
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await seeingX('node-b', prefix, clock);
+    b.watch.silence('node-x');
+    await until(clock, () => b.owned().has(IP), 'fenced and taken', b);
+    // node-x back on a new lease, owning two more IPs we are a candidate for.
+    await ownerPut(prefix, ip3, 'node-x', x2.id);
+    await ownerPut(prefix, ip4, 'node-x', x2.id);
+    b.cands([IP, ip3, ip4]);
+    await until(clock, () => b.own.view().owners.get(ip3) === 'node-x' && b.own.view().owners.get(ip4) === 'node-x', 'sees node-x again', b);
+    clock.advance(9_999);
+    await real.raw.delete().key(`${prefix}owners/${ip3}`).exec();
+    await until(clock, () => b.owned().has(ip3), 'ip3 taken', b);
+    clock.advance(1);
+    await real.raw.delete().key(`${prefix}owners/${ip4}`).exec();
+    await until(clock, () => b.owned().has(ip4), 'ip4 taken', b);
+    assert.deepEqual(
+      took(b).filter((e) => e.ip !== IP),
+      [
+        { kind: 'owner-took', ip: ip3, from: 'node-x', gapMs: 0, hint: 'fenced' },
+        { kind: 'owner-took', ip: ip4, from: 'node-x', gapMs: 0, hint: 'lease-ended' },
+      ],
+    );
+  });
+
+  test('an IP taken from another node, released and taken again is a free take the second time', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await seeingX('node-b', prefix, clock);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => b.owned().has(IP), 'taken', b);
+    b.cands([]);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(b, 'info', 'released ownership').length === 1, 'released', b);
+    b.cands([IP]);
+    await until(clock, () => took(b).length === 2, 'taken again', b);
+    assert.deepEqual(took(b), [
+      { kind: 'owner-took', ip: IP, from: 'node-x', gapMs: 0, hint: 'lease-ended' },
+      { kind: 'owner-took', ip: IP, hint: 'free' },
+    ]);
+  });
+
+  test('a late contender contends late again the next time the IP is free', async () => {
+    const prefix = real.freshPrefix();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const l = await lease();
+    await candidacy(prefix, IP, hi, l.id);
+    const m = await member(lo, prefix, clock);
+    m.cands([IP]);
+    await until(clock, () => inner(m).timers.has(IP), 'waits', m);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => m.owned().has(IP), 'claimed late', m);
+    // Our key deleted behind our back: free again, and we are still not the preferred.
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => !m.owned().has(IP) && inner(m).timers.has(IP), 'waits again', m);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => m.owned().has(IP), 'claimed late again', m);
+  });
+
+  test('a withdrawal not confirmed: the next pass is due 1,010 ms later; a pass at exactly 1,000 ms tries again', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await owning('node-a', prefix, clock);
+    a.apply.fn = () => Promise.reject(new Error('datapath broken'));
+    a.cands([]);
+    await until(clock, () => lines(a, 'error', /did not confirm the withdrawal/).length === 1, 'the error line', a);
+    assert.equal(inner(a).passes.atTimer?.at, START + 1010);
+    clock.advance(1000);
+    // Any pass at 1,000 ms (here: a new candidate IP's) retries the withdrawal.
+    await barrier(a, clock);
+    assert.equal(lines(a, 'error', /did not confirm the withdrawal/).length, 2);
+  });
+
+  test('a release of two IPs whose second key moved meanwhile deletes neither (every key compared), then the first', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const a = await member('node-a', prefix, clock);
+    a.cands([IP, IP2]);
+    await until(clock, () => a.owned().has(IP) && a.owned().has(IP2), 'owns both', a);
+    const [first, second] = [...a.own.view().owners.keys()] as [string, string];
+    beforeNextTxn(a.session, 'Lease', { before: () => ownerPut(prefix, second, 'node-x', x.id) });
+    a.cands([]);
+    await until(clock, async () => (await ownerKey(prefix, first)) === undefined && a.own.view().owners.get(second) === 'node-x', 'first deleted, second learnt', a);
+    assert.deepEqual(await ownerKey(prefix, second), { value: 'node-x', lease: x.id });
+  });
+
+  test('a withdrawal not confirmed for two IPs removes our markers only while both stand on our lease', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const a = await member('node-a', prefix, clock);
+    a.cands([IP, IP2]);
+    await until(clock, () => a.owned().has(IP) && a.owned().has(IP2), 'owns both', a);
+    const [, second] = [...a.own.view().owners.keys()] as [string, string];
+    let unmarking = false;
+    // Between the failed withdrawal and the removal, another node's marker replaces our second one.
+    beforeNextTxn(a.session, 'Lease', {
+      before: async () => {
+        await real.raw.put(`${prefix}releasing/${second}`).value('node-x').lease(x.id).exec();
+        unmarking = true;
+      },
+    });
+    a.apply.fn = () => Promise.reject(new Error('datapath broken'));
+    a.cands([]);
+    await until(clock, () => unmarking && lines(a, 'error', /did not confirm the withdrawal/).length === 1, 'the removal tried', a);
+    await barrier(a, clock);
+    assert.deepEqual(await key(`${prefix}releasing/${second}`), { value: 'node-x', lease: x.id });
+  });
+
+  test('a stop of two IPs whose second key moved before the hand-over moves neither', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const z = await lease();
+    const p = await member('node-p', prefix, clock);
+    p.cands([IP, IP2]);
+    await until(clock, () => p.owned().has(IP) && p.owned().has(IP2), 'owns both', p);
+    const o = await member('node-o', prefix, clock);
+    o.cands([IP, IP2]);
+    await until(clock, () => inner(p).candidateLeases.get(`${IP}/node-o`) === o.session.leaseId && inner(p).candidateLeases.get(`${IP2}/node-o`) === o.session.leaseId, 'the candidacies seen', p);
+    const [first, second] = [...p.own.view().owners.keys()] as [string, string];
+    beforeNextTxn(p.session, 'Lease', { before: () => ownerPut(prefix, second, 'node-z', z.id) });
+    const released = p.own.release({ silenced: true });
+    await until(clock, () => lines(p, 'debug', 'trace: hand-over record written').length === 1, 'the record', p);
+    clock.advance(100);
+    await released;
+    assert.deepEqual(await ownerKey(prefix, second), { value: 'node-z', lease: z.id });
+    assert.deepEqual(await ownerKey(prefix, first), { value: 'node-p', lease: p.session.leaseId });
+    assert.deepEqual(lines(p, 'debug', 'trace: hand-over transaction').map((l) => l.obj), [{ ips: 2, done: false, ms: 0 }]);
+  });
+
+  test('a stop names no successor that is skipped for the IP', async () => {
+    const prefix = real.freshPrefix();
+    const { hi, clock, o } = await ownerWithPreferred(prefix);
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen', o);
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined, 'handed over', o);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => o.owned().has(IP), 'taken back late', o);
+    assert.equal(lines(o, 'warn', /left the IP unclaimed/).length, 1, 'hi skipped');
+    let done = false;
+    const released = o.own.release({ silenced: true }).then(() => void (done = true));
+    await until(clock, () => done || lines(o, 'debug', 'trace: hand-over record written').length > 0, 'released or a record written', o);
+    clock.advance(100);
+    await released;
+    assert.equal(await key(`${prefix}handover/${o.node}`), undefined, 'no record');
+    assert.deepEqual(await ownerKey(prefix), { value: o.node, lease: o.session.leaseId });
+  });
+
+  test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    a.cands([IP, IP2]);
+    await until(clock, () => a.owned().has(IP) && a.owned().has(IP2), 'owns both', a);
+    await until(clock, () => lines(a, 'debug', 'trace: owned set applied').length === 1, 'applied', a);
+    assert.deepEqual(lines(a, 'debug', 'trace: contending').map((l) => l.obj), [{ ips: 2, late: 0 }]);
+    assert.deepEqual(lines(a, 'debug', 'trace: contention transaction').map((l) => l.obj), [{ ips: 2, won: true, first: IP, ms: 0 }]);
+    assert.deepEqual(lines(a, 'debug', 'trace: owned set emitted').map((l) => l.obj), [{ owned: 2, added: 2, removed: 0 }]);
+    assert.deepEqual(lines(a, 'debug', 'trace: owned set applied').map((l) => l.obj), [{ owned: 2, added: 2, ms: 0 }]);
+    a.cands([IP]);
+    await until(clock, async () => (await ownerKey(prefix, IP2)) === undefined, 'IP2 released', a);
+    await until(clock, () => lines(a, 'debug', 'trace: owned set emitted').length === 2, 'emitted again', a);
+    assert.deepEqual(lines(a, 'debug', 'trace: owned set emitted')[1]!.obj, { owned: 1, added: 0, removed: 1 });
+    await a.own.release({ silenced: true });
+    assert.deepEqual(lines(a, 'debug', 'trace: release').map((l) => l.obj), [{ ips: 1, silenced: true }]);
+  });
+});
