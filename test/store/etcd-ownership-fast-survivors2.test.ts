@@ -22,7 +22,8 @@ const inner = (m: Member) =>
 
 describe('etcd ownership on a manual clock: survivors of the full mutation run', () => {
   const real = useRealEtcd('own-surv2');
-  const { member, owning, seeingX, ownerWithPreferred, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = harness(real);
+  const h = harness(real);
+  const { member, owning, seeingX, ownerWithPreferred, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = h;
   const took = (m: Member) => m.events.filter((e) => e.kind === 'owner-took');
 
   /**
@@ -218,6 +219,93 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await released;
     assert.equal(await key(`${prefix}handover/${o.node}`), undefined, 'no record');
     assert.deepEqual(await ownerKey(prefix), { value: o.node, lease: o.session.leaseId });
+  });
+
+  test('a late timer that fired while the IP was owned leaves no late claim behind: freed later, the IP waits the delay again', async () => {
+    const prefix = real.freshPrefix();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const l = await lease();
+    await candidacy(prefix, IP, hi, l.id);
+    const m = await member(lo, prefix, clock);
+    m.cands([IP]);
+    await until(clock, () => inner(m).timers.has(IP), 'waits', m);
+    // The preferred (simulated) claims within the delay; our timer fires on an owned IP.
+    await ownerPut(prefix, IP, hi, l.id);
+    await until(clock, () => m.own.view().owners.get(IP) === hi, 'sees the owner', m);
+    clock.advance(OPTS.contendDelayMs);
+    await barrier(m, clock);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => !m.own.view().owners.has(IP) && inner(m).timers.has(IP), 'waits again', m);
+    assert.equal(m.owned().has(IP), false, 'not at once');
+    assert.equal(await ownerKey(prefix), undefined);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => m.owned().has(IP), 'claimed late', m);
+    assert.deepEqual(lines(m, 'debug', 'trace: contending').filter((x) => x.obj.late === 1).map((x) => x.obj), [{ ips: 1, late: 1 }]);
+  });
+
+  test('a failed pass is retried 510 ms later; a hand-over is due hold + 10 ms after the candidacy was first seen', async () => {
+    const prefix = real.freshPrefix();
+    const { hi, clock, o } = await ownerWithPreferred(prefix);
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen', o);
+    await barrier(o, clock);
+    assert.equal(inner(o).passes.atTimer?.at, START + OPTS.handoverHoldMs + 10);
+    clock.advance(100);
+    beforeNextTxn(o.session, 'Version', { fail: new Error('store hiccup') });
+    o.cands([IP, IP2]);
+    await until(clock, () => lines(o, 'debug', 'etcd ownership sync failed; retrying').length === 1, 'the failure', o);
+    assert.equal(inner(o).passes.atTimer?.at, START + 100 + 510);
+  });
+
+  test('a skipped node counts again at exactly the end of its skip', async () => {
+    const prefix = real.freshPrefix();
+    const { hi, clock, o } = await ownerWithPreferred(prefix);
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen', o);
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined, 'handed over', o);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => o.owned().has(IP), 'taken back late', o);
+    const skippedAt = clock.now();
+    clock.advance(OPTS.skipPreferredMs! - 1);
+    await barrier(o, clock);
+    assert.equal(o.owned().has(IP), true, 'skipped until then');
+    clock.advance(1);
+    assert.equal(clock.now(), skippedAt + OPTS.skipPreferredMs!);
+    await barrier(o, clock);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined, 'handed over again at the end of the skip', o);
+  });
+
+  test('a voided IP is claimed when the void ends, by the preferred as a claim of its own (not a late one)', async () => {
+    const prefix = real.freshPrefix();
+    const [c, y] = byPref(IP, ['node-c', 'node-y']) as [string, string];
+    const clock = clockAt();
+    const lx = await lease();
+    const ly = await lease();
+    await ownerPut(prefix, IP, 'node-x', lx.id);
+    await candidacy(prefix, IP, y, ly.id);
+    await real.raw.put(`${prefix}handover/node-x`).value(h.encodeHandoverRecord('node-x', [{ ip: IP, node: y, lease: ly.id }])!).lease(lx.id).exec();
+    const m = await member(c, prefix, clock);
+    m.cands([IP]);
+    await until(clock, () => m.own.view().owners.get(IP) === 'node-x', 'sees the owner', m);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => inner(m).timers.has(IP), 'voided: waits', m);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => m.owned().has(IP), 'claimed', m);
+    await until(clock, () => lines(m, 'info', 'took ownership').some((x) => x.obj.ip === IP), 'the took line', m);
+    assert.deepEqual(lines(m, 'info', 'took ownership').find((x) => x.obj.ip === IP)!.obj, { ip: IP });
+  });
+
+  test('a claim whose every key was taken meanwhile learns them and ends without a failure', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const a = await member('node-a', prefix, clock);
+    beforeNextTxn(a.session, 'Create', { before: () => ownerPut(prefix, IP, 'node-x', x.id) });
+    a.cands([IP]);
+    await until(clock, () => a.own.view().owners.get(IP) === 'node-x', 'learnt node-x', a);
+    await barrier(a, clock);
+    assert.deepEqual(lines(a, 'debug', /sync failed/), []);
+    assert.deepEqual(lines(a, 'debug', 'trace: contention transaction').filter((l) => l.obj.first === IP).map((l) => l.obj), [{ ips: 1, won: false, first: IP, ms: 0 }]);
   });
 
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
