@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { IP, IP2, OPTS, START, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
 import type { ManualClock } from '../helpers/manual-clock.js';
+import type { EtcdSession } from '../../src/store/etcd/session.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 
 /** The ownership's private state the cases read (white-box, as the other fast files do). */
@@ -17,8 +18,34 @@ const inner = (m: Member) =>
     others: Map<string, Map<string, number>>;
     candidateLeases: Map<string, string>;
     timers: Map<string, unknown>;
-    passes: { atTimer?: { at: number } };
+    passes: { atTimer?: { at: number }; idle(): Promise<void> };
   };
+
+/**
+ * Wraps every transaction of `session` whose first compare is on `target`:
+ * `around(commit)` decides when, and whether, it commits.
+ */
+function aroundTxns(session: EtcdSession, target: string, around: (commit: () => Promise<unknown>) => Promise<unknown>): void {
+  const client = session.client;
+  const realIf = client.if.bind(client);
+  (client as { if: typeof client.if }).if = ((...args: Parameters<typeof client.if>) => {
+    const tx = realIf(...args);
+    if (args[1] === target) {
+      const commit = tx.commit.bind(tx);
+      tx.commit = (() => around(commit)) as typeof tx.commit;
+    }
+    return tx;
+  }) as typeof client.if;
+}
+
+/** Resolves true once `cond` holds, false after `ms` (real time: for a wait inside a transaction hook). */
+async function within(cond: () => boolean, ms: number): Promise<boolean> {
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 5))) if (cond()) return true;
+  return cond();
+}
+
+/** Documentation addresses (RFC 5737), n ≤ 254. */
+const ips = (n: number) => Array.from({ length: n }, (_, i) => `192.0.2.${i + 1}`);
 
 describe('etcd ownership on a manual clock: survivors of the full mutation run', () => {
   const real = useRealEtcd('own-surv2');
@@ -306,6 +333,144 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await barrier(a, clock);
     assert.deepEqual(lines(a, 'debug', /sync failed/), []);
     assert.deepEqual(lines(a, 'debug', 'trace: contention transaction').filter((l) => l.obj.first === IP).map((l) => l.obj), [{ ips: 1, won: false, first: IP, ms: 0 }]);
+  });
+
+  test('a pass answers what the view grants before its store writes (a record naming us, while the candidacy write waits)', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock);
+    await real.raw.put(`${prefix}handover/node-x`).value(h.encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-b', lease: b.session.leaseId! }])!).lease(x.id).exec();
+    await until(clock, () => (b.own as unknown as { handovers: Map<string, unknown> }).handovers.size === 1 && b.own.view().owners.has(IP), 'the record and the key seen', b);
+    // No pass running: the candidacy's pass is the next one.
+    clock.advance(0);
+    await inner(b).passes.idle();
+    let grantedFirst: boolean | undefined;
+    beforeNextTxn(b.session, 'Version', {
+      before: async () => {
+        grantedFirst = await within(() => b.owned().has(IP), 2000);
+      },
+    });
+    b.cands([IP]);
+    await until(clock, () => grantedFirst !== undefined, 'the candidacy write', b);
+    assert.equal(grantedFirst, true);
+  });
+
+  test('a release or a dispose between two rounds of a claim ends it: nothing more claimed', async () => {
+    for (const how of ['release', 'dispose'] as const) {
+      const prefix = real.freshPrefix();
+      const clock = clockAt();
+      const x = await lease();
+      const a = await member('node-a', prefix, clock);
+      beforeNextTxn(a.session, 'Create', {
+        before: async () => {
+          if (how === 'release') void a.own.release();
+          else a.own.dispose();
+          await ownerPut(prefix, IP2, 'node-x', x.id);
+        },
+      });
+      a.cands([IP, IP2]);
+      await until(clock, () => lines(a, 'debug', 'trace: contention transaction').length === 1, 'the first round', a);
+      await inner(a).passes.idle();
+      assert.equal(await ownerKey(prefix, IP), undefined, `no second round (${how})`);
+      assert.equal(lines(a, 'debug', 'trace: contention transaction').length, 1);
+    }
+  });
+
+  test('a silence check that finds us released or disposed once the store has answered fences nothing', async () => {
+    for (const how of ['release', 'dispose'] as const) {
+      const prefix = real.freshPrefix();
+      const clock = clockAt();
+      const x = await lease();
+      await ownerPut(prefix, IP, 'node-x', x.id);
+      const b = await seeingX('node-b', prefix, clock);
+      const lc = b.session.client.leaseClient;
+      const realRevoke = lc.leaseRevoke.bind(lc);
+      let revokes = 0;
+      (lc as { leaseRevoke: typeof lc.leaseRevoke }).leaseRevoke = (...args: Parameters<typeof lc.leaseRevoke>) => {
+        revokes++;
+        return realRevoke(...args);
+      };
+      let answered = false;
+      aroundTxns(b.session, 'Version', async (commit) => {
+        const r = await commit();
+        if (how === 'release') void b.own.release();
+        else b.own.dispose();
+        // After every continuation of the answer (the fence's next step runs in them).
+        setImmediate(() => (answered = true));
+        return r;
+      });
+      b.watch.silence('node-x');
+      await until(clock, () => answered, 'the store answered', b);
+      assert.equal(revokes, 0, `no revoke (${how})`);
+      assert.notEqual((await real.raw.leaseClient.leaseTimeToLive({ ID: x.id })).TTL, '-1');
+    }
+  });
+
+  test('a fence records at most 100 of the fenced node IPs', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    for (const ip of ips(100)) await ownerPut(prefix, ip, 'node-x', x.id);
+    const b = await seeingX('node-b', prefix, clock);
+    await until(clock, () => b.own.view().owners.size === 101, 'sees 101', b);
+    b.watch.silence('node-x');
+    await until(clock, () => b.events.some((e) => e.kind === 'owner-fenced'), 'fenced', b);
+    const fenced = b.events.find((e) => e.kind === 'owner-fenced') as { ips: string[] };
+    assert.equal(fenced.ips.length, 100);
+  });
+
+  test('a lease-less owner key with a lease-less marker is no release in progress: fenced at once (nothing on a lease to revoke: re-read)', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    await real.raw.put(`${prefix}owners/${IP}`).value('node-x').exec();
+    await real.raw.put(`${prefix}releasing/${IP}`).value('node-x').exec();
+    const b = await member('node-b', prefix, clock, { start: false });
+    await b.session.start();
+    // The lease-less owner key stays (its removal fails).
+    aroundTxns(b.session, 'Mod', () => Promise.reject(new Error('not removed')));
+    await b.own.start(async (v) => void b.sets.push(new Set(v.owned)));
+    await until(clock, () => b.own.status().staleKeysIgnored >= 1, 'the stale key seen', b);
+    const reads = h.countReads(b);
+    b.watch.silence('node-x');
+    await until(clock, () => reads.n >= 1, 'the fence re-reads', b);
+    assert.deepEqual(lines(b, 'info', /it is releasing/), []);
+  });
+
+  test('a stop of 60 IPs records 50 released events', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const all = ips(60);
+    const p = await member('node-p', prefix, clock);
+    p.cands(all);
+    await until(clock, () => all.every((ip) => p.owned().has(ip)), 'owns 60', p);
+    const o = await member('node-o', prefix, clock);
+    o.cands(all);
+    await until(clock, () => all.every((ip) => inner(p).candidateLeases.get(`${ip}/node-o`) === o.session.leaseId), 'the candidacies seen', p);
+    const released = p.own.release({ silenced: true });
+    await until(clock, () => lines(p, 'debug', 'trace: hand-over record written').length === 1, 'the record', p);
+    clock.advance(100);
+    await released;
+    assert.deepEqual(lines(p, 'info', 'handed ownership over to the successors').map((l) => l.obj), [{ ips: 60, of: 60 }]);
+    assert.equal(p.events.filter((e) => e.kind === 'owner-released').length, 50);
+  });
+
+  test('130 free IPs: the first chunk is answered as its transaction returns, before the second chunk commits', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const all = ips(130);
+    const a = await member('node-a', prefix, clock);
+    let creates = 0;
+    let firstAnswered: boolean | undefined;
+    aroundTxns(a.session, 'Create', async (commit) => {
+      if (++creates === 2) firstAnswered = await within(() => all.slice(0, 125).every((ip) => a.owned().has(ip)), 2000);
+      return commit();
+    });
+    a.cands(all);
+    await until(clock, () => all.every((ip) => a.owned().has(ip)), 'owns all 130', a);
+    assert.equal(firstAnswered, true);
   });
 
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
