@@ -473,6 +473,60 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     assert.equal(firstAnswered, true);
   });
 
+  test('a marked owner whose key goes within the grace is no longer waited out (no re-check at the grace end)', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await real.raw.put(`${prefix}releasing/${IP}`).value('node-x').lease(x.id).exec();
+    const b = await seeingX('node-b', prefix, clock);
+    b.watch.silence('node-x');
+    await until(clock, () => lines(b, 'info', /it is releasing: not fenced/).length === 1, 'graced', b);
+    const waiting = () => (b.own as unknown as { verdicts: { verdicts: Map<string, unknown> } }).verdicts.verdicts;
+    assert.equal(waiting().size, 1);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => waiting().size === 0, 'the release seen: nothing waited out', b);
+  });
+
+  test('a claim of ours while a re-read is in flight stays in the view when the older snapshot lands', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    const client = a.session.client;
+    const realGetAll = client.getAll.bind(client);
+    let hold = true;
+    let read = false;
+    (client as { getAll: typeof client.getAll }).getAll = () => {
+      (client as { getAll: typeof client.getAll }).getAll = realGetAll;
+      const b = realGetAll();
+      const prefixOf = b.prefix.bind(b);
+      return Object.assign(b, {
+        prefix: (p: string) => {
+          const q = prefixOf(p);
+          const exec = q.exec.bind(q);
+          return Object.assign(q, {
+            exec: async () => {
+              const r = await exec();
+              read = true;
+              await within(() => !hold, 3000);
+              return r;
+            },
+          });
+        },
+      });
+    };
+    const reread = a.own.livenessGate().recheck('test');
+    // The store has answered the read (its revision is before the claim); the answer is held back.
+    await until(clock, () => read, 'the read answered', a);
+    a.cands([IP]);
+    await until(clock, () => a.owned().has(IP), 'claimed while the read is held', a);
+    hold = false;
+    await reread;
+    await barrier(a, clock);
+    assert.equal(a.own.view().owners.get(IP), 'node-a');
+    assert.equal(a.owned().has(IP), true);
+  });
+
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
