@@ -527,6 +527,43 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     assert.equal(a.owned().has(IP), true);
   });
 
+  test('deletes seen on the watch are traced once per batch, with their count', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    for (const ip of [IP, IP2, '198.51.100.9']) await ownerPut(prefix, ip, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock);
+    await until(clock, () => b.own.view().owners.size === 3, 'sees three', b);
+    const traced = () => lines(b, 'debug', 'trace: watch deletes applied');
+    // Two deletes in one transaction: one watch message.
+    await real.raw.if(`${prefix}owners/${IP}`, 'Version', '>', 0).then(real.raw.delete().key(`${prefix}owners/${IP}`), real.raw.delete().key(`${prefix}owners/${IP2}`)).commit();
+    await until(clock, () => traced().length === 1, 'traced', b);
+    assert.equal(traced()[0]!.obj.deletes, 2);
+    const ms = traced()[0]!.obj.sinceFirstMs as number;
+    assert.ok(ms >= 0 && ms < 1000, `sinceFirstMs ${ms}`);
+    await real.raw.delete().key(`${prefix}owners/198.51.100.9`).exec();
+    await until(clock, () => traced().length === 2, 'traced again', b);
+    assert.equal(traced()[1]!.obj.deletes, 1);
+  });
+
+  test('hand-overs to us are traced per watch batch: a second batch counts from zero', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await ownerPut(prefix, IP2, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock);
+    b.cands([IP, IP2]);
+    await until(clock, () => b.own.view().owners.size === 2, 'sees both', b);
+    const ours = b.session.leaseId!;
+    await ownerPut(prefix, IP, 'node-b', ours);
+    await until(clock, () => b.owned().has(IP), 'the first', b);
+    await ownerPut(prefix, IP2, 'node-b', ours);
+    await until(clock, () => b.owned().has(IP2), 'the second', b);
+    await until(clock, () => lines(b, 'debug', 'trace: handed over to us (watch batch)').length === 2, 'two traces', b);
+    assert.deepEqual(lines(b, 'debug', 'trace: handed over to us (watch batch)').map((l) => l.obj), [{ ips: 1 }, { ips: 1 }]);
+  });
+
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
