@@ -564,6 +564,99 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     assert.deepEqual(lines(b, 'debug', 'trace: handed over to us (watch batch)').map((l) => l.obj), [{ ips: 1 }, { ips: 1 }]);
   });
 
+  test("the wire watch takes an IP a standing record of its owner hands over (by that node, on the key's lease, naming it) for one it is giving up", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const y = await lease();
+    // IP sorts before IP2: the target unless IP is given up.
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await ownerPut(prefix, IP2, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock);
+    b.cands([IP, IP2]);
+    await until(clock, () => b.watch.targets.length === 1, 'a target', b);
+    const records = () => (b.own as unknown as { handovers: Map<string, { goneAtMs?: number; lease: string }> }).handovers;
+    const put = async (by: string, at: string, onLease: string, ip: string) => {
+      await real.raw.put(`${prefix}handover/${at}`).value(h.encodeHandoverRecord(by, [{ ip, node: 'node-z', lease: y.id }])!).lease(onLease).exec();
+      await until(clock, () => records().get(`${prefix}handover/${at}`)?.lease === onLease, `the record at ${at} seen`, b);
+      await barrier(b, clock);
+    };
+    // By another node on the key's lease; by node-x on another lease; by node-x on the key's lease for IP2: IP stays the target.
+    await put('node-w', 'node-w', x.id, IP);
+    assert.deepEqual(b.watch.targets, [{ node: 'node-x', ip: IP, iface: 'eth0' }], 'by another node');
+    await put('node-x', 'node-x', y.id, IP);
+    assert.deepEqual(b.watch.targets, [{ node: 'node-x', ip: IP, iface: 'eth0' }], 'on another lease');
+    await put('node-x', 'node-x', x.id, IP2);
+    assert.deepEqual(b.watch.targets, [{ node: 'node-x', ip: IP, iface: 'eth0' }], 'naming IP2');
+    // Naming IP: IP2 is the target.
+    await put('node-x', 'node-x', x.id, IP);
+    assert.deepEqual(b.watch.targets, [{ node: 'node-x', ip: IP2, iface: 'eth0' }], 'naming IP');
+    // The record deleted (kept as gone for the void rule): IP again.
+    await real.raw.delete().key(`${prefix}handover/node-x`).exec();
+    await until(clock, () => b.watch.targets[0]?.ip === IP, 'back to IP', b);
+  });
+
+  test('silence about an IP a standing record of its owner hands over is graced; a record on another lease, by another node or for another IP is not', async () => {
+    const cases = [
+      { what: 'the record', by: 'node-x', onKeyLease: true, ip: IP, graced: true },
+      { what: 'another lease', by: 'node-x', onKeyLease: false, ip: IP, graced: false },
+      { what: 'another node', by: 'node-w', onKeyLease: true, ip: IP, graced: false },
+      { what: 'another IP', by: 'node-x', onKeyLease: true, ip: IP2, graced: false },
+    ];
+    for (const c of cases) {
+      const prefix = real.freshPrefix();
+      const clock = clockAt();
+      const x = await lease();
+      const y = await lease();
+      await ownerPut(prefix, IP, 'node-x', x.id);
+      // At node-x's record key whatever it says.
+      await real.raw.put(`${prefix}handover/node-x`).value(h.encodeHandoverRecord(c.by, [{ ip: c.ip, node: 'node-z', lease: y.id }])!).lease(c.onKeyLease ? x.id : y.id).exec();
+      const b = await seeingX('node-b', prefix, clock);
+      b.watch.silence('node-x');
+      if (c.graced) {
+        await until(clock, () => lines(b, 'info', /it is releasing: not fenced/).length === 1, `graced (${c.what})`, b);
+        assert.equal(b.own.status().fencesIssued, 0);
+      } else {
+        await until(clock, () => b.owned().has(IP), `fenced at once (${c.what})`, b);
+        assert.deepEqual(lines(b, 'info', /it is releasing/), []);
+      }
+    }
+  });
+
+  test('the crash hand-over plan: the record a stop would write for the keys on our lease; none without a successor, a lease, or after a release', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const idle = await member('node-q', prefix, clock, { start: false });
+    assert.equal(idle.own.crashHandoverPlan(), undefined, 'no lease');
+    const p = await member('node-p', prefix, clock);
+    p.cands([IP, IP2]);
+    await until(clock, () => p.owned().has(IP) && p.owned().has(IP2), 'owns both', p);
+    assert.equal(p.own.crashHandoverPlan(), undefined, 'no successor');
+    const o = await member('node-o', prefix, clock);
+    o.cands([IP]);
+    await until(clock, () => inner(p).candidateLeases.get(`${IP}/node-o`) === o.session.leaseId, 'the candidacy seen', p);
+    // Keys no stop of ours would move: another node's on our lease, ours on another lease (both with node-o a candidate).
+    const x = await lease();
+    const [ip3, ip4] = ['198.51.100.9', '198.51.100.10'];
+    await ownerPut(prefix, ip3, 'node-x', p.session.leaseId!);
+    await ownerPut(prefix, ip4, 'node-p', x.id);
+    p.cands([IP, IP2, ip3, ip4]);
+    o.cands([IP, ip3, ip4]);
+    await until(clock, () => [ip3, ip4].every((ip) => p.own.view().owners.has(ip) && inner(p).candidateLeases.has(`${ip}/node-o`)), 'sees them', p);
+    assert.deepEqual(p.own.crashHandoverPlan(), {
+      lease: p.session.leaseId,
+      recordKey: `${prefix}handover/node-p`,
+      ownersPrefix: `${prefix}owners/`,
+      record: h.encodeHandoverRecord('node-p', [{ ip: IP, node: 'node-o', lease: o.session.leaseId! }]),
+    });
+    // Released (here while the stop's hand-over is still under way): no plan.
+    const released = p.own.release({ silenced: true });
+    await until(clock, () => lines(p, 'debug', 'trace: hand-over record written').length === 1, 'the record', p);
+    assert.equal(p.own.crashHandoverPlan(), undefined, 'released');
+    clock.advance(100);
+    await released;
+  });
+
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
