@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { waitFor } from '../../lab/lab.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { IP, IP2, OPTS, START, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
 import type { ManualClock } from '../helpers/manual-clock.js';
@@ -655,6 +656,73 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     assert.equal(p.own.crashHandoverPlan(), undefined, 'released');
     clock.advance(100);
     await released;
+  });
+
+  test('a hand-over that does not return within a second of the stop: the release ends anyway, withdrawn', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const p = await owning('node-p', prefix, clock);
+    const o = await member('node-o', prefix, clock);
+    o.cands([IP]);
+    await until(clock, () => inner(p).candidateLeases.get(`${IP}/node-o`) === o.session.leaseId, 'the candidacy seen', p);
+    // The move's transaction never returns.
+    aroundTxns(p.session, 'Lease', () => new Promise(() => {}));
+    let done = false;
+    const released = p.own.release({ silenced: true }).then(() => void (done = true));
+    await until(clock, () => lines(p, 'debug', 'trace: hand-over record written').length === 1, 'the record', p);
+    clock.advance(100);
+    await barrier(o, clock);
+    assert.equal(done, false, 'the moves are under way');
+    clock.advance(899);
+    await barrier(o, clock);
+    assert.equal(done, false, 'not before a second');
+    clock.advance(1);
+    await until(clock, () => done, 'released at a second', p);
+    await released;
+    assert.equal(p.owned().size, 0);
+    assert.deepEqual(lines(p, 'info', 'handed ownership over to the successors'), []);
+  });
+
+  test('after an outage, keys still on the former lease are answered before they are moved onto the new one', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await owning('node-a', prefix, clock);
+    const old = a.session.leaseId!;
+    clock.advance(55_000);
+    await until(clock, () => a.owned().size === 0, 'withdrawn', a);
+    let answeredFirst: boolean | undefined;
+    beforeNextTxn(a.session, 'Lease', {
+      before: async () => {
+        answeredFirst = await within(() => a.owned().has(IP), 2000);
+      },
+    });
+    await waitFor(
+      () => {
+        clock.advance(1000);
+        return a.session.state === 'live';
+      },
+      { what: 'a new lease', intervalMs: 5 },
+    );
+    assert.notEqual(a.session.leaseId, old);
+    await until(clock, () => answeredFirst !== undefined, 'the move', a);
+    assert.equal(answeredFirst, true);
+    await until(clock, async () => (await ownerKey(prefix))?.lease === a.session.leaseId, 'moved', a);
+  });
+
+  test('dispose cancels the watch', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const b = await member('node-b', prefix, clock);
+    const watcher = (b.own as unknown as { watcher: { once(ev: string, f: () => void): void; cancel(): Promise<void> } }).watcher;
+    let ended = false;
+    watcher.once('end', () => void (ended = true));
+    b.own.dispose();
+    try {
+      await until(clock, () => ended, 'the watch ended', b);
+    } finally {
+      // Failing, leave no watch open behind the test.
+      if (!ended) void watcher.cancel();
+    }
   });
 
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
