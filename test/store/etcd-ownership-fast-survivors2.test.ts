@@ -229,6 +229,8 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     assert.deepEqual(await ownerKey(prefix, second), { value: 'node-z', lease: z.id });
     assert.deepEqual(await ownerKey(prefix, first), { value: 'node-p', lease: p.session.leaseId });
     assert.deepEqual(lines(p, 'debug', 'trace: hand-over transaction').map((l) => l.obj), [{ ips: 2, done: false, ms: 0 }]);
+    const record = h.encodeHandoverRecord('node-p', [first, second].map((ip) => ({ ip, node: 'node-o', lease: o.session.leaseId! })))!;
+    assert.deepEqual(lines(p, 'debug', 'trace: hand-over record written').map((l) => l.obj), [{ ips: 2, bytes: record.length, ms: 0 }]);
   });
 
   test('a stop names no successor that is skipped for the IP', async () => {
@@ -723,6 +725,22 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
       // Failing, leave no watch open behind the test.
       if (!ended) void watcher.cancel();
     }
+  });
+
+  test("a hand-over onto a successor lease that is gone fails with the store's error, logged; nothing handed", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const p = await owning('node-p', prefix, clock);
+    const ly = await lease();
+    await candidacy(prefix, IP, 'node-y', ly.id);
+    await until(clock, () => inner(p).candidateLeases.get(`${IP}/node-y`) === ly.id, 'the candidacy seen', p);
+    beforeNextTxn(p.session, 'Lease', { before: () => ly.revoke() });
+    const released = p.own.release({ silenced: true });
+    await until(clock, () => lines(p, 'debug', 'trace: hand-over record written').length === 1, 'the record', p);
+    clock.advance(100);
+    await released;
+    assert.match(String(lines(p, 'debug', 'handing ownership over failed; the lease revoke frees the IPs')[0]?.obj.err), /lease/i);
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-p', lease: p.session.leaseId });
   });
 
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
