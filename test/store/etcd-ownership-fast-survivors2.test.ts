@@ -185,6 +185,8 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     a.cands([]);
     await until(clock, async () => (await ownerKey(prefix, first)) === undefined && a.own.view().owners.get(second) === 'node-x', 'first deleted, second learnt', a);
     assert.deepEqual(await ownerKey(prefix, second), { value: 'node-x', lease: x.id });
+    // Our marker of the key that moved is removed (the first one went with its key).
+    await until(clock, async () => (await key(`${prefix}releasing/${second}`)) === undefined, 'our marker removed', a);
   });
 
   test('a withdrawal not confirmed for two IPs removes our markers only while both stand on our lease', async () => {
@@ -741,6 +743,38 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await released;
     assert.match(String(lines(p, 'debug', 'handing ownership over failed; the lease revoke frees the IPs')[0]?.obj.err), /lease/i);
     assert.deepEqual(await ownerKey(prefix), { value: 'node-p', lease: p.session.leaseId });
+  });
+
+  test('an IP handed over and taken back late exactly 10 s later skips nobody (the skip is for a take back within 10 s)', async () => {
+    const prefix = real.freshPrefix();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const o = await owning(lo, prefix, clock, { contendDelayMs: 10_000 });
+    const l = await lease();
+    await candidacy(prefix, IP, hi, l.id);
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen', o);
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && inner(o).timers.has(IP), 'handed over, waiting', o);
+    clock.advance(10_000);
+    await until(clock, () => o.owned().has(IP), 'taken back late', o);
+    assert.deepEqual(lines(o, 'warn', /left the IP unclaimed/), []);
+  });
+
+  test('a key that moves to another node while our withdrawal is applied is not deleted', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const a = await owning('node-a', prefix, clock);
+    a.apply.fn = async () => {
+      if (a.owned().has(IP)) return;
+      a.apply.fn = () => {};
+      await ownerPut(prefix, IP, 'node-x', x.id);
+      await waitFor(() => a.own.view().owners.get(IP) === 'node-x', { what: 'the move seen', timeoutMs: 5000, intervalMs: 5 });
+    };
+    a.cands([]);
+    await until(clock, async () => a.own.view().owners.get(IP) === 'node-x' && (await key(`${prefix}releasing/${IP}`)) === undefined, 'learnt, our marker removed', a);
+    await barrier(a, clock);
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id });
   });
 
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
