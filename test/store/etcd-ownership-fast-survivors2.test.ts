@@ -777,6 +777,46 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id });
   });
 
+  test('a re-read that learns what the watch missed (a delete) is acted on at once: the freed IP is claimed', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock, { start: false });
+    await b.session.start();
+    // The watch loses the deletes while `dropping`.
+    const client = b.session.client;
+    const realWatch = client.watch.bind(client);
+    let dropping = false;
+    let dropped = 0;
+    (client as { watch: typeof client.watch }).watch = () => {
+      const builder = realWatch();
+      const prefixOf = builder.prefix.bind(builder);
+      return Object.assign(builder, {
+        prefix: (p: string) => {
+          const w = prefixOf(p);
+          const create = w.create.bind(w);
+          return Object.assign(w, {
+            create: async () => {
+              const watcher = await create();
+              const emit = watcher.emit.bind(watcher);
+              watcher.emit = ((ev: string, ...args: unknown[]) => (dropping && ev === 'delete' ? (dropped++, true) : emit(ev, ...args))) as typeof watcher.emit;
+              return watcher;
+            },
+          });
+        },
+      });
+    };
+    await b.own.start(async (v) => void b.sets.push(new Set(v.owned)));
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    dropping = true;
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => dropped === 1, 'the delete lost', b);
+    await b.own.livenessGate().recheck('test');
+    await until(clock, () => b.owned().has(IP), 'claimed after the re-read', b);
+  });
+
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
