@@ -442,6 +442,7 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     b.watch.silence('node-x');
     await until(clock, () => reads.n >= 1, 'the fence re-reads', b);
     assert.deepEqual(lines(b, 'info', /it is releasing/), []);
+    assert.deepEqual(b.events.filter((e) => e.kind === 'owner-fenced'), [], 'nothing of node-x in the view: no fence recorded');
   });
 
   test('a stop of 60 IPs records 50 released events', async () => {
