@@ -714,14 +714,23 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await until(clock, async () => (await ownerKey(prefix))?.lease === a.session.leaseId, 'moved', a);
   });
 
-  test('dispose cancels the watch', async () => {
+  test('dispose stops the passes and cancels the watch', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
-    const b = await member('node-b', prefix, clock);
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await seeingX('node-b', prefix, clock);
+    await until(clock, () => b.watch.targets.length === 1, 'watches node-x', b);
     const watcher = (b.own as unknown as { watcher: { once(ev: string, f: () => void): void; cancel(): Promise<void> } }).watcher;
     let ended = false;
     watcher.once('end', () => void (ended = true));
+    clock.advance(0);
+    await inner(b).passes.idle();
     b.own.dispose();
+    // No pass after it: a candidacy change retargets nothing (a pass's first steps would, within this advance).
+    b.cands([]);
+    clock.advance(0);
+    assert.deepEqual(b.watch.targets, [{ node: 'node-x', ip: IP, iface: 'eth0' }], 'no pass after dispose');
     try {
       await until(clock, () => ended, 'the watch ended', b);
     } finally {
