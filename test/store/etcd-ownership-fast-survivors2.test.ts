@@ -634,6 +634,8 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     const clock = clockAt();
     const idle = await member('node-q', prefix, clock, { start: false });
     assert.equal(idle.own.crashHandoverPlan(), undefined, 'no lease');
+    await idle.own.release();
+    assert.deepEqual(lines(idle, 'debug', 'trace: release').map((l) => l.obj), [{ ips: 0, silenced: false }], 'no lease: nothing of ours to release');
     const p = await member('node-p', prefix, clock);
     p.cands([IP, IP2]);
     await until(clock, () => p.owned().has(IP) && p.owned().has(IP2), 'owns both', p);
