@@ -602,7 +602,7 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await until(clock, () => b.watch.targets[0]?.ip === IP, 'back to IP', b);
   });
 
-  test('silence about an IP a standing record of its owner hands over is graced; a record on another lease, by another node or for another IP is not', async () => {
+  test('silence about an IP a standing record of its owner hands over is graced; a record on another lease, by another node or for another IP is no grace', async () => {
     const cases = [
       { what: 'the record', by: 'node-x', onKeyLease: true, ip: IP, graced: true },
       { what: 'another lease', by: 'node-x', onKeyLease: false, ip: IP, graced: false },
@@ -618,12 +618,14 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
       // At node-x's record key whatever it says.
       await real.raw.put(`${prefix}handover/node-x`).value(h.encodeHandoverRecord(c.by, [{ ip: c.ip, node: 'node-z', lease: y.id }])!).lease(c.onKeyLease ? x.id : y.id).exec();
       const b = await seeingX('node-b', prefix, clock);
+      const reads = h.countReads(b);
       b.watch.silence('node-x');
       if (c.graced) {
         await until(clock, () => lines(b, 'info', /it is releasing: not fenced/).length === 1, `graced (${c.what})`, b);
         assert.equal(b.own.status().fencesIssued, 0);
       } else {
-        await until(clock, () => b.owned().has(IP), `fenced at once (${c.what})`, b);
+        // Judged a fence (the record standing at node-x's key leaves the hand-over to its writer: no revoke, a re-read).
+        await until(clock, () => reads.n >= 1, `a fence, not graced (${c.what})`, b);
         assert.deepEqual(lines(b, 'info', /it is releasing/), []);
       }
     }
@@ -655,7 +657,7 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
       lease: p.session.leaseId,
       recordKey: `${prefix}handover/node-p`,
       ownersPrefix: `${prefix}owners/`,
-      record: h.encodeHandoverRecord('node-p', [{ ip: IP, node: 'node-o', lease: o.session.leaseId! }]),
+      record: h.encodeHandoverRecord('node-p', [{ ip: IP, node: 'node-o', lease: o.session.leaseId! }], 'crash'),
     });
     // Released (here while the stop's hand-over is still under way): no plan.
     const released = p.own.release({ silenced: true });
@@ -768,7 +770,8 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     clock.advance(OPTS.handoverHoldMs + 10);
     await until(clock, async () => (await ownerKey(prefix)) === undefined && inner(o).timers.has(IP), 'handed over, waiting', o);
     clock.advance(10_000);
-    await until(clock, () => o.owned().has(IP), 'taken back late', o);
+    // Taken back late (and, the preferred not skipped, handed over again at once: the line, not the owned set, stays).
+    await until(clock, () => lines(o, 'info', 'took ownership').some((l) => l.obj.late === true), 'taken back late', o);
     assert.deepEqual(lines(o, 'warn', /left the IP unclaimed/), []);
   });
 
