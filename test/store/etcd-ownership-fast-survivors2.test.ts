@@ -832,6 +832,101 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await until(clock, () => b.owned().has(IP), 'claimed after the re-read', b);
   });
 
+  test("a stalled fencer's record: graced within the grace; past the grace from its first sighting (a re-read does not restart it), the owner is revoked", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const z = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    await real.raw.put(`${prefix}handover/node-x`).value(h.encodeHandoverRecord('node-x', [{ ip: IP, node: 'node-z', lease: z.id }], 'wire-silence')!).lease(x.id).exec();
+    const b = await seeingX('node-b', prefix, clock, { releaseGraceMs: 1000 });
+    await until(clock, () => (b.own as unknown as { handovers: Map<string, unknown> }).handovers.size === 1, 'the record seen', b);
+    b.watch.silence('node-x');
+    await until(clock, () => lines(b, 'info', /it is releasing: not fenced/).length === 1, 'graced', b);
+    clock.advance(500);
+    await b.own.livenessGate().recheck('test');
+    clock.advance(499);
+    await barrier(b, clock);
+    assert.equal(b.own.status().fencesIssued, 0, 'within the grace');
+    clock.advance(1);
+    await until(clock, () => b.own.status().fencesIssued === 1, 'revoked at the grace end', b);
+    assert.equal((await real.raw.leaseClient.leaseTimeToLive({ ID: x.id })).TTL, '-1');
+  });
+
+  test('a silent owner whose IPs have no successor is revoked at once: no record written', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock);
+    b.cands([IP2]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    b.watch.silence('node-x', IP);
+    await until(clock, () => b.own.status().fencesIssued === 1, 'revoked', b);
+    assert.equal(await key(`${prefix}handover/node-x`), undefined);
+  });
+
+  test("a key moved onto our lease is a clean stop's unless a record of its node on its lease says otherwise (another node's record on that lease, or its record on another lease, do not)", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const y = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await seeingX('node-b', prefix, clock);
+    await real.raw.put(`${prefix}handover/node-w`).value(h.encodeHandoverRecord('node-w', [{ ip: IP2, node: 'node-z', lease: y.id }], 'crash')!).lease(x.id).exec();
+    await real.raw.put(`${prefix}handover/node-x`).value(h.encodeHandoverRecord('node-x', [{ ip: IP2, node: 'node-z', lease: y.id }], 'crash')!).lease(y.id).exec();
+    await until(clock, () => (b.own as unknown as { handovers: Map<string, unknown> }).handovers.size === 2, 'both records seen', b);
+    await ownerPut(prefix, IP, 'node-b', b.session.leaseId!);
+    await until(clock, () => took(b).length === 1, 'the take', b);
+    assert.deepEqual(took(b), [{ kind: 'owner-took', ip: IP, from: 'node-x', hint: 'released', cause: 'clean-stop', causeText: 'clean stop of the previous owner' }]);
+  });
+
+  test("a fencer that hands the silent owner's IP to itself answers at its own record, before any watch event or the moves", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await member('node-b', prefix, clock, { start: false });
+    await b.session.start();
+    // The watch's events are held back while `held` (a lagging watch).
+    const client = b.session.client;
+    const realWatch = client.watch.bind(client);
+    let held = false;
+    const late: Array<() => void> = [];
+    (client as { watch: typeof client.watch }).watch = () => {
+      const builder = realWatch();
+      const prefixOf = builder.prefix.bind(builder);
+      return Object.assign(builder, {
+        prefix: (p: string) => {
+          const w = prefixOf(p);
+          const create = w.create.bind(w);
+          return Object.assign(w, {
+            create: async () => {
+              const watcher = await create();
+              const emit = watcher.emit.bind(watcher);
+              watcher.emit = ((ev: string, ...args: unknown[]) => {
+                if (held && (ev === 'put' || ev === 'delete')) return void late.push(() => emit(ev, ...args)), true;
+                return emit(ev, ...args);
+              }) as typeof watcher.emit;
+              return watcher;
+            },
+          });
+        },
+      });
+    };
+    await b.own.start(async (v) => void b.sets.push(new Set(v.owned)));
+    b.cands([IP]);
+    await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
+    held = true;
+    b.watch.silence('node-x');
+    await until(clock, () => b.owned().has(IP), 'answers at its record', b);
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id }, 'not moved yet');
+    held = false;
+    for (const f of late.splice(0)) f();
+    clock.advance(100);
+    await until(clock, () => b.own.status().fencesIssued === 1, 'moved and revoked', b);
+  });
+
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
