@@ -881,7 +881,7 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     assert.deepEqual(took(b), [{ kind: 'owner-took', ip: IP, from: 'node-x', hint: 'released', cause: 'clean-stop', causeText: 'clean stop of the previous owner' }]);
   });
 
-  test("a fencer that hands the silent owner's IP to itself answers at its own record, before any watch event or the moves", async () => {
+  test("a fencer that hands the silent owner's IP to itself answers at its own record, before any watch event or the moves, and keeps the moved key through the revoke", async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
     const x = await lease();
@@ -921,10 +921,95 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     b.watch.silence('node-x');
     await until(clock, () => b.owned().has(IP), 'answers at its record', b);
     assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id }, 'not moved yet');
-    held = false;
-    for (const f of late.splice(0)) f();
+    // The watch still held and every re-read failing: the view is what the fence itself applied —
+    // the key it moved onto our lease stays ours through the revoke.
+    const realGetAll = client.getAll.bind(client);
+    (client as { getAll: typeof client.getAll }).getAll = () => ({ prefix: () => ({ exec: () => Promise.reject(new Error('no re-read')) }) }) as unknown as ReturnType<typeof client.getAll>;
+    try {
+      clock.advance(100);
+      await until(clock, () => b.own.status().fencesIssued === 1, 'moved and revoked', b);
+      await barrier(b, clock);
+      assert.deepEqual([b.own.view().owners.get(IP), b.owned().has(IP)], ['node-b', true]);
+    } finally {
+      (client as { getAll: typeof client.getAll }).getAll = realGetAll;
+      held = false;
+      for (const f of late.splice(0)) f();
+    }
+  });
+
+  test("a fencer's record on the silent node's lease names that node's IPs on it only, never the node itself", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const x2 = await lease();
+    const [ipA, ip3] = ['198.51.100.21', '198.51.100.9'];
+    // Our name, one node-x is preferred over for ipA (its own candidacy must not make it its successor).
+    const me = Array.from('bcdefghijklmnopqrstuvwyz', (c) => `node-${c}`).find((n) => byPref(ipA, [n, 'node-x'])[0] === 'node-x');
+    assert.ok(me);
+    await ownerPut(prefix, ipA, 'node-x', x.id);
+    await ownerPut(prefix, IP2, 'node-x', x2.id);
+    await ownerPut(prefix, ip3, 'node-w', x.id);
+    await candidacy(prefix, ipA, 'node-x', x.id);
+    const b = await member(me, prefix, clock);
+    b.cands([ipA, IP2, ip3]);
+    await until(clock, () => b.own.view().owners.size === 3 && inner(b).candidateLeases.has(`${ipA}/node-x`), 'sees the keys', b);
+    b.watch.silence('node-x', ipA);
+    await until(clock, () => lines(b, 'warn', 'fencing a silent owner: its IPs handed to their successors first').length === 1, 'the first record', b);
+    const rec = await key(`${prefix}handover/node-x`);
+    assert.deepEqual(rec && { ...rec, value: JSON.parse(rec.value) }, { value: JSON.parse(h.encodeHandoverRecord('node-x', [{ ip: ipA, node: me, lease: b.session.leaseId! }], 'wire-silence')!), lease: x.id });
+    assert.deepEqual(lines(b, 'warn', 'fencing a silent owner: its IPs handed to their successors first')[0]!.obj, { node: 'node-x', lease: x.id, ips: 1, of: 1 });
     clock.advance(100);
-    await until(clock, () => b.own.status().fencesIssued === 1, 'moved and revoked', b);
+    await until(clock, () => lines(b, 'warn', 'fencing a silent owner: its IPs handed to their successors first').length === 2, 'the second lease', b);
+    clock.advance(100);
+    await until(clock, () => b.own.status().fencesIssued === 2, 'both revoked', b);
+  });
+
+  test("a silent node's record that cannot be written (its lease gone meanwhile) is logged with the store's error; the fence goes on", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP, 'node-x', x.id);
+    const b = await seeingX('node-b', prefix, clock);
+    let versions = 0;
+    aroundTxns(b.session, 'Version', async (commit) => {
+      // The first is the silence check's read, the second the record.
+      if (++versions === 2) await x.revoke();
+      return commit();
+    });
+    b.watch.silence('node-x');
+    await until(clock, () => lines(b, 'debug', "writing a silent owner's hand-over record failed").length === 1, 'the failure', b);
+    const l = lines(b, 'debug', "writing a silent owner's hand-over record failed")[0]!;
+    assert.equal(l.obj.node, 'node-x');
+    assert.match(String(l.obj.err), /lease/i);
+    await until(clock, () => b.owned().has(IP), 'free: claimed', b);
+  });
+
+  test("a fencer's record of ours on a lease that is not ours withdraws nothing; neither does our own stop's record", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const y = await lease();
+    const x = await lease();
+    const a = await owning('node-a', prefix, clock);
+    const calls = a.ownersCalls.n;
+    await real.raw.put(`${prefix}handover/node-a`).value(h.encodeHandoverRecord('node-a', [{ ip: IP, node: 'node-z', lease: y.id }], 'wire-silence')!).lease(y.id).exec();
+    // An owner key put after it: seen after it on the ordered watch.
+    await ownerPut(prefix, IP2, 'node-x', x.id);
+    await until(clock, () => a.ownersCalls.n > calls, 'the later event seen', a);
+    await barrier(a, clock);
+    assert.equal(a.owned().has(IP), true);
+    assert.deepEqual(lines(a, 'warn', /another node fenced us/), []);
+    await real.raw.delete().key(`${prefix}handover/node-a`).exec();
+    // Our own stop: its record names node-o; the moves that follow it are seen after it.
+    const o = await member('node-o', prefix, clock);
+    o.cands([IP]);
+    await until(clock, () => inner(a).candidateLeases.get(`${IP}/node-o`) === o.session.leaseId, 'the candidacy seen', a);
+    const before = a.ownersCalls.n;
+    const released = a.own.release({ silenced: true });
+    await until(clock, () => lines(a, 'debug', 'trace: hand-over record written').length === 1, 'the record', a);
+    clock.advance(100);
+    await released;
+    await until(clock, () => a.ownersCalls.n > before, 'the move seen', a);
+    assert.deepEqual(lines(a, 'warn', /another node fenced us/), []);
   });
 
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
