@@ -1012,6 +1012,19 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     assert.deepEqual(lines(a, 'warn', /another node fenced us/), []);
   });
 
+  test('the watch reconnected: everything is re-read; a watch error is warned about with the error', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const b = await member('node-b', prefix, clock);
+    const watcher = (b.own as unknown as { watcher: { emit(ev: string, ...args: unknown[]): boolean } }).watcher;
+    const reads = h.countReads(b);
+    // What etcd3 emits on its watcher after a reconnect, and on a stream error.
+    watcher.emit('connected', { header: { revision: '1' } });
+    await until(clock, () => reads.n === 1, 'a re-read', b);
+    watcher.emit('error', new Error('stream broke'));
+    assert.deepEqual(lines(b, 'warn', 'etcd ownership watch error').map((l) => String(l.obj.err)).filter((e) => /stream broke/.test(e)).length, 1);
+  });
+
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
