@@ -45,6 +45,32 @@ async function within(cond: () => boolean, ms: number): Promise<boolean> {
   return cond();
 }
 
+/** Makes the watches `session`'s client creates from now on lose their delete events while `ctl.dropping`. */
+function losingDeletes(session: EtcdSession) {
+  const ctl = { dropping: false, dropped: 0 };
+  const client = session.client;
+  const realWatch = client.watch.bind(client);
+  (client as { watch: typeof client.watch }).watch = () => {
+    const builder = realWatch();
+    const prefixOf = builder.prefix.bind(builder);
+    return Object.assign(builder, {
+      prefix: (p: string) => {
+        const w = prefixOf(p);
+        const create = w.create.bind(w);
+        return Object.assign(w, {
+          create: async () => {
+            const watcher = await create();
+            const emit = watcher.emit.bind(watcher);
+            watcher.emit = ((ev: string, ...args: unknown[]) => (ctl.dropping && ev === 'delete' ? (ctl.dropped++, true) : emit(ev, ...args))) as typeof watcher.emit;
+            return watcher;
+          },
+        });
+      },
+    });
+  };
+  return ctl;
+}
+
 /** Documentation addresses (RFC 5737), n ≤ 254. */
 const ips = (n: number) => Array.from({ length: n }, (_, i) => `192.0.2.${i + 1}`);
 
@@ -1023,6 +1049,33 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await until(clock, () => reads.n === 1, 'a re-read', b);
     watcher.emit('error', new Error('stream broke'));
     assert.deepEqual(lines(b, 'warn', 'etcd ownership watch error').map((l) => String(l.obj.err)).filter((e) => /stream broke/.test(e)).length, 1);
+  });
+
+  test('a record that vanished unseen is kept as gone by the re-read that misses it: a vanished key it named another node for is still voided', async () => {
+    const prefix = real.freshPrefix();
+    const [c, y] = byPref(IP, ['node-c', 'node-y']) as [string, string];
+    const clock = clockAt();
+    const lx = await lease();
+    const ly = await lease();
+    await ownerPut(prefix, IP, 'node-x', lx.id);
+    await candidacy(prefix, IP, y, ly.id);
+    await real.raw.put(`${prefix}handover/node-x`).value(h.encodeHandoverRecord('node-x', [{ ip: IP, node: y, lease: ly.id }])!).lease(lx.id).exec();
+    const m = await member(c, prefix, clock, { start: false });
+    await m.session.start();
+    const lossy = losingDeletes(m.session);
+    await m.own.start(async (v) => void m.sets.push(new Set(v.owned)));
+    m.cands([IP]);
+    const records = () => (m.own as unknown as { handovers: Map<string, { goneAtMs?: number }> }).handovers;
+    await until(clock, () => m.own.view().owners.get(IP) === 'node-x' && records().size === 1, 'sees the key and the record', m);
+    lossy.dropping = true;
+    await real.raw.delete().key(`${prefix}handover/node-x`).exec();
+    await until(clock, () => lossy.dropped === 1, 'the delete lost', m);
+    lossy.dropping = false;
+    await m.own.livenessGate().recheck('test');
+    assert.deepEqual([...records().values()].map((r) => r.goneAtMs), [START], 'kept as gone, from the re-read');
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => inner(m).timers.has(IP) || m.owned().has(IP), 'decided', m);
+    assert.equal(m.owned().has(IP), false, 'voided: not at once');
   });
 
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
