@@ -956,6 +956,8 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
       await until(clock, () => b.own.status().fencesIssued === 1, 'moved and revoked', b);
       await barrier(b, clock);
       assert.deepEqual([b.own.view().owners.get(IP), b.owned().has(IP)], ['node-b', true]);
+      await until(clock, () => lines(b, 'info', 'took ownership: handed over by the stopping owner').length === 1, 'the took line', b);
+      assert.deepEqual(lines(b, 'info', 'took ownership: handed over by the stopping owner')[0]!.obj, { ip: IP, from: 'node-x', cause: 'wire-silence' });
     } finally {
       (client as { getAll: typeof client.getAll }).getAll = realGetAll;
       held = false;
@@ -1076,6 +1078,19 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
     await until(clock, () => inner(m).timers.has(IP) || m.owned().has(IP), 'decided', m);
     assert.equal(m.owned().has(IP), false, 'voided: not at once');
+  });
+
+  test("a fencer's record of ours on our lease withdraws the IPs it names, not the others", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const z = await lease();
+    const a = await member('node-a', prefix, clock);
+    a.cands([IP, IP2]);
+    await until(clock, () => a.owned().has(IP) && a.owned().has(IP2), 'owns both', a);
+    await real.raw.put(`${prefix}handover/node-a`).value(h.encodeHandoverRecord('node-a', [{ ip: IP, node: 'node-z', lease: z.id }], 'wire-silence')!).lease(a.session.leaseId!).exec();
+    await until(clock, () => !a.owned().has(IP), 'IP withdrawn', a);
+    await barrier(a, clock);
+    assert.equal(a.owned().has(IP2), true);
   });
 
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
