@@ -1,8 +1,10 @@
 /**
- * Cases aimed at the survivors of the full mutation run of
- * src/store/etcd/ownership.ts (2026-11-27, with the three other fast files),
- * in a file of their own so that an incremental rerun retests only what they
- * add. Same harness: a real etcd, one manual clock per test.
+ * Cases aimed at mutants of src/store/etcd/ownership.ts that the three other
+ * fast files let through — found by reading the code past the partial
+ * mutation run of 2026-11-27 and main's code since, each checked by hand
+ * against its mutant (README, "Mutation testing") — in a file of their own so
+ * that an incremental rerun retests only what they add. Same harness: a real
+ * etcd, one manual clock per test.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -74,7 +76,7 @@ function losingDeletes(session: EtcdSession) {
 /** Documentation addresses (RFC 5737), n ≤ 254. */
 const ips = (n: number) => Array.from({ length: n }, (_, i) => `192.0.2.${i + 1}`);
 
-describe('etcd ownership on a manual clock: survivors of the full mutation run', () => {
+describe('etcd ownership on a manual clock: survivors, continued', () => {
   const real = useRealEtcd('own-surv2');
   const h = harness(real);
   const { member, owning, seeingX, ownerWithPreferred, until, barrier, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut } = h;
@@ -825,35 +827,13 @@ describe('etcd ownership on a manual clock: survivors of the full mutation run',
     await ownerPut(prefix, IP, 'node-x', x.id);
     const b = await member('node-b', prefix, clock, { start: false });
     await b.session.start();
-    // The watch loses the deletes while `dropping`.
-    const client = b.session.client;
-    const realWatch = client.watch.bind(client);
-    let dropping = false;
-    let dropped = 0;
-    (client as { watch: typeof client.watch }).watch = () => {
-      const builder = realWatch();
-      const prefixOf = builder.prefix.bind(builder);
-      return Object.assign(builder, {
-        prefix: (p: string) => {
-          const w = prefixOf(p);
-          const create = w.create.bind(w);
-          return Object.assign(w, {
-            create: async () => {
-              const watcher = await create();
-              const emit = watcher.emit.bind(watcher);
-              watcher.emit = ((ev: string, ...args: unknown[]) => (dropping && ev === 'delete' ? (dropped++, true) : emit(ev, ...args))) as typeof watcher.emit;
-              return watcher;
-            },
-          });
-        },
-      });
-    };
+    const lossy = losingDeletes(b.session);
     await b.own.start(async (v) => void b.sets.push(new Set(v.owned)));
     b.cands([IP]);
     await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
-    dropping = true;
+    lossy.dropping = true;
     await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
-    await until(clock, () => dropped === 1, 'the delete lost', b);
+    await until(clock, () => lossy.dropped === 1, 'the delete lost', b);
     await b.own.livenessGate().recheck('test');
     await until(clock, () => b.owned().has(IP), 'claimed after the re-read', b);
   });
