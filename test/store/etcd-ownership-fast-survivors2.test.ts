@@ -681,6 +681,8 @@ describe('etcd ownership on a manual clock: survivors, continued', () => {
     p.cands([IP, IP2, ip3, ip4]);
     o.cands([IP, ip3, ip4]);
     await until(clock, () => [ip3, ip4].every((ip) => p.own.view().owners.has(ip) && inner(p).candidateLeases.has(`${ip}/node-o`)), 'sees them', p);
+    await barrier(p, clock);
+    assert.deepEqual([p.owned().has(ip3), p.owned().has(ip4)], [false, false], "neither is ours to answer");
     assert.deepEqual(p.own.crashHandoverPlan(), {
       lease: p.session.leaseId,
       recordKey: `${prefix}handover/node-p`,
@@ -870,6 +872,7 @@ describe('etcd ownership on a manual clock: survivors, continued', () => {
     b.watch.silence('node-x', IP);
     await until(clock, () => b.own.status().fencesIssued === 1, 'revoked', b);
     assert.equal(await key(`${prefix}handover/node-x`), undefined);
+    assert.deepEqual(lines(b, 'debug', /hand-over record failed/), [], 'nothing tried');
   });
 
   test("a key moved onto our lease is a clean stop's unless a record of its node on its lease says otherwise (another node's record on that lease, or its record on another lease, do not)", async () => {
