@@ -1076,6 +1076,21 @@ describe('etcd ownership on a manual clock: survivors, continued', () => {
     assert.equal(a.owned().has(IP2), true);
   });
 
+  test('a stop without an events sink hands over all the same', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const p = await owning('node-p', prefix, clock, { events: false });
+    const o = await member('node-o', prefix, clock);
+    o.cands([IP]);
+    await until(clock, () => inner(p).candidateLeases.get(`${IP}/node-o`) === o.session.leaseId, 'the candidacy seen', p);
+    const released = p.own.release({ silenced: true });
+    await until(clock, () => lines(p, 'debug', 'trace: hand-over record written').length === 1, 'the record', p);
+    clock.advance(100);
+    await released;
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-o', lease: o.session.leaseId });
+    assert.deepEqual(lines(p, 'info', 'handed ownership over to the successors').map((l) => l.obj), [{ ips: 1, of: 1 }]);
+  });
+
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
