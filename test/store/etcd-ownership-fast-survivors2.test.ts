@@ -22,6 +22,7 @@ const inner = (m: Member) =>
     candidateLeases: Map<string, string>;
     timers: Map<string, unknown>;
     passes: { atTimer?: { at: number }; idle(): Promise<void> };
+    refreshes: { idle(): Promise<void> };
   };
 
 /**
@@ -130,13 +131,17 @@ describe('etcd ownership on a manual clock: survivors, continued', () => {
     await ownerPut(prefix, IP, 'node-x', x.id);
     const b = await seeingX('node-b', prefix, clock);
     b.watch.silence('node-x');
-    await until(clock, () => b.owned().has(IP), 'fenced and taken', b);
+    // Fenced at START: IP handed to us by our own record, moved 100 ms later, then the lease revoked and re-read.
+    await until(clock, () => b.owned().has(IP), 'answers at its record', b);
+    clock.advance(100);
+    await until(clock, () => b.own.status().fencesIssued === 1, 'revoked', b);
+    await inner(b).refreshes.idle();
     // node-x back on a new lease, owning two more IPs we are a candidate for.
     await ownerPut(prefix, ip3, 'node-x', x2.id);
     await ownerPut(prefix, ip4, 'node-x', x2.id);
     b.cands([IP, ip3, ip4]);
     await until(clock, () => b.own.view().owners.get(ip3) === 'node-x' && b.own.view().owners.get(ip4) === 'node-x', 'sees node-x again', b);
-    clock.advance(9_999);
+    clock.advance(9_899);
     await real.raw.delete().key(`${prefix}owners/${ip3}`).exec();
     await until(clock, () => b.owned().has(ip3), 'ip3 taken', b);
     clock.advance(1);
