@@ -660,6 +660,8 @@ describe('etcd ownership on a manual clock: survivors, continued', () => {
         // Judged a fence (the record standing at node-x's key leaves the hand-over to its writer: no revoke, a re-read).
         await until(clock, () => reads.n >= 1, `a fence, not graced (${c.what})`, b);
         assert.deepEqual(lines(b, 'info', /it is releasing/), []);
+        // A record stands at node-x's key, seen within the grace: the hand-over is left to its writer, nothing revoked.
+        assert.equal(b.own.status().fencesIssued, 0, `not revoked (${c.what})`);
       }
     }
   });
