@@ -1098,6 +1098,24 @@ describe('etcd ownership on a manual clock: survivors, continued', () => {
     assert.deepEqual(lines(p, 'info', 'handed ownership over to the successors').map((l) => l.obj), [{ ips: 1, of: 1 }]);
   });
 
+  test("at most 64 records' first sightings are remembered: the 65th forgets the oldest", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const b = await member('node-b', prefix, clock);
+    const nodes = Array.from({ length: 65 }, (_, i) => `stop-${i}`);
+    const leases: string[] = [];
+    for (const n of nodes) leases.push((await lease()).id);
+    const seen = (b.own as unknown as { recordsFirstSeen: Map<string, number> }).recordsFirstSeen;
+    for (let i = 0; i < 65; i++) {
+      await real.raw.put(`${prefix}handover/${nodes[i]}`).value(h.encodeHandoverRecord(nodes[i]!, [{ ip: IP, node: 'node-z', lease: leases[i]! }])!).lease(leases[i]!).exec();
+      if (i === 63) await until(clock, () => seen.size === 64, '64 seen', b);
+    }
+    await until(clock, () => seen.has(`stop-64|${leases[64]}`), 'the 65th seen', b);
+    assert.equal(seen.size, 64);
+    assert.equal(seen.has(`stop-0|${leases[0]}`), false, 'the oldest forgotten');
+    assert.equal(seen.has(`stop-1|${leases[1]}`), true);
+  });
+
   test('a claim traces its pass and transaction, the owned set its emission and application, a stop its release', async () => {
     const prefix = real.freshPrefix();
     const clock = clockAt();
