@@ -192,5 +192,6 @@ test('Events are rate-limited: the same one is not repeated, and a burst beyond 
   await waitFor('the Events sent', () => events.stats.sent + events.stats.failures >= 3);
   await new Promise((r) => setTimeout(r, 300));
   assert.deepEqual({ ...events.stats }, { sent: 3, repeats: 1, dropped: 8, failures: 0 });
-  assert.equal((await eventsFor('flappy')).length, 3);
+  // This recorder's Events only: an agent of an earlier test still winding down may warn about the new Service too.
+  assert.equal((await eventsFor('flappy')).filter((e) => e.source.host === 'node-ev').length, 3);
 });
