@@ -226,3 +226,20 @@ export function harness(real: RealEtcdSuite) {
   return { member, owning, seeingX, countReads, ownerWithPreferred, ownerAndSuccessor, until, barrier, dump, lines, lease, key, ownerKey, clockAt, candidacy, ownerPut, encodeHandoverRecord };
 }
 
+type Client = EtcdSession['client'];
+type Watcher = Awaited<ReturnType<ReturnType<ReturnType<Client['watch']>['prefix']>['create']>>;
+
+/** Makes every watch `client` builds from now on (with `realWatch`) go through `create(real)` at its create() step. */
+export function interceptWatchCreate(client: Client, realWatch: Client['watch'], create: (real: () => Promise<Watcher>) => Promise<Watcher>): void {
+  (client as { watch: Client['watch'] }).watch = () => {
+    const builder = realWatch();
+    const prefixOf = builder.prefix.bind(builder);
+    return Object.assign(builder, {
+      prefix: (p: string) => {
+        const w = prefixOf(p);
+        const real = w.create.bind(w);
+        return Object.assign(w, { create: () => create(real) });
+      },
+    });
+  };
+}

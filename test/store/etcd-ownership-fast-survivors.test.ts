@@ -12,7 +12,7 @@ import { encodeHandoverRecord } from '../../src/store/etcd/handover-record.js';
 import type { EtcdSession } from '../../src/store/etcd/session.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
-import { IP, IP2, OPTS, START, byPref, harness } from '../helpers/etcd-ownership-harness.js';
+import { IP, IP2, OPTS, START, byPref, harness, interceptWatchCreate } from '../helpers/etcd-ownership-harness.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 
 /**
@@ -53,23 +53,6 @@ function laggingWatch(session: EtcdSession) {
   return ctl;
 }
 
-type Client = EtcdSession['client'];
-type Watcher = Awaited<ReturnType<ReturnType<ReturnType<Client['watch']>['prefix']>['create']>>;
-
-/** Makes every watch `client` builds from now on (with `realWatch`) go through `create(real)` at its create() step. */
-function interceptWatchCreate(client: Client, realWatch: Client['watch'], create: (real: () => Promise<Watcher>) => Promise<Watcher>): void {
-  (client as { watch: Client['watch'] }).watch = () => {
-    const builder = realWatch();
-    const prefixOf = builder.prefix.bind(builder);
-    return Object.assign(builder, {
-      prefix: (p: string) => {
-        const w = prefixOf(p);
-        const real = w.create.bind(w);
-        return Object.assign(w, { create: () => create(real) });
-      },
-    });
-  };
-}
 
 /** Documentation addresses (RFC 5737), n ≤ 99 per block. */
 const block = (n: number, third: number) => Array.from({ length: n }, (_, i) => `192.0.2.${(third - 1) * 100 + i + 1}`);

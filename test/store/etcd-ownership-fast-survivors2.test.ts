@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
-import { IP, IP2, OPTS, START, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
+import { IP, IP2, OPTS, START, byPref, harness, interceptWatchCreate, type Member } from '../helpers/etcd-ownership-harness.js';
 import type { ManualClock } from '../helpers/manual-clock.js';
 import type { EtcdSession } from '../../src/store/etcd/session.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
@@ -52,25 +52,12 @@ async function within(cond: () => boolean, ms: number): Promise<boolean> {
 function losingDeletes(session: EtcdSession) {
   const ctl = { dropping: false, dropped: 0 };
   const client = session.client;
-  const realWatch = client.watch.bind(client);
-  (client as { watch: typeof client.watch }).watch = () => {
-    const builder = realWatch();
-    const prefixOf = builder.prefix.bind(builder);
-    return Object.assign(builder, {
-      prefix: (p: string) => {
-        const w = prefixOf(p);
-        const create = w.create.bind(w);
-        return Object.assign(w, {
-          create: async () => {
-            const watcher = await create();
-            const emit = watcher.emit.bind(watcher);
-            watcher.emit = ((ev: string, ...args: unknown[]) => (ctl.dropping && ev === 'delete' ? (ctl.dropped++, true) : emit(ev, ...args))) as typeof watcher.emit;
-            return watcher;
-          },
-        });
-      },
-    });
-  };
+  interceptWatchCreate(client, client.watch.bind(client), async (create) => {
+    const watcher = await create();
+    const emit = watcher.emit.bind(watcher);
+    watcher.emit = ((ev: string, ...args: unknown[]) => (ctl.dropping && ev === 'delete' ? (ctl.dropped++, true) : emit(ev, ...args))) as typeof watcher.emit;
+    return watcher;
+  });
   return ctl;
 }
 
@@ -906,30 +893,17 @@ describe('etcd ownership on a manual clock: survivors, continued', () => {
     await b.session.start();
     // The watch's events are held back while `held` (a lagging watch).
     const client = b.session.client;
-    const realWatch = client.watch.bind(client);
     let held = false;
     const late: Array<() => void> = [];
-    (client as { watch: typeof client.watch }).watch = () => {
-      const builder = realWatch();
-      const prefixOf = builder.prefix.bind(builder);
-      return Object.assign(builder, {
-        prefix: (p: string) => {
-          const w = prefixOf(p);
-          const create = w.create.bind(w);
-          return Object.assign(w, {
-            create: async () => {
-              const watcher = await create();
-              const emit = watcher.emit.bind(watcher);
-              watcher.emit = ((ev: string, ...args: unknown[]) => {
-                if (held && (ev === 'put' || ev === 'delete')) return void late.push(() => emit(ev, ...args)), true;
-                return emit(ev, ...args);
-              }) as typeof watcher.emit;
-              return watcher;
-            },
-          });
-        },
-      });
-    };
+    interceptWatchCreate(client, client.watch.bind(client), async (create) => {
+      const watcher = await create();
+      const emit = watcher.emit.bind(watcher);
+      watcher.emit = ((ev: string, ...args: unknown[]) => {
+        if (held && (ev === 'put' || ev === 'delete')) return void late.push(() => emit(ev, ...args)), true;
+        return emit(ev, ...args);
+      }) as typeof watcher.emit;
+      return watcher;
+    });
     await b.own.start(async (v) => void b.sets.push(new Set(v.owned)));
     b.cands([IP]);
     await until(clock, () => b.own.view().owners.get(IP) === 'node-x', 'sees node-x', b);
