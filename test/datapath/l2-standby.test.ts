@@ -307,3 +307,26 @@ test('preparing a target twice keeps the frames built the first time (one build 
   assert.equal(again.length, 2);
   assert.ok(again.every((f, i) => f === first[i]), 'the very buffers of the first build');
 });
+
+test("a prepared candidate's group is known to the ops (the hand-over joins by it): per interface and index, IPv6 only", async () => {
+  const s = setup();
+  await s.ops.standby.set(candidates([['2001:db8::35', ['eth0']], ['198.51.100.35', ['eth0']]]));
+  assert.equal(s.ops.standby.preparedGroup('2001:db8::35', 'eth0', s.eth0.ifindex), solicitedNodeMac('2001:db8::35'));
+  assert.equal(s.ops.standby.preparedGroup('2001:db8::35', 'eth0', s.eth0.ifindex + 1), undefined, 'another index of that name (a recreated interface): not that group');
+  assert.equal(s.ops.standby.preparedGroup('2001:db8::35', 'eth1', s.eth0.ifindex), undefined, 'another interface');
+  assert.equal(s.ops.standby.preparedGroup('2001:db8::36', 'eth0', s.eth0.ifindex), undefined, 'not a candidate');
+  assert.equal(s.ops.standby.preparedGroup('198.51.100.35', 'eth0', s.eth0.ifindex), undefined, 'IPv4 has no group');
+});
+
+test('a hand-over of many prepared candidates (one batch) joins each group by the standby and answers every one', async () => {
+  const s = setup();
+  const ips = Array.from({ length: 40 }, (_, i) => `2001:db8::1:${(i + 1).toString(16)}`);
+  await s.ops.standby.set(candidates(ips.map((ip) => [ip, ['eth0']])));
+  s.db.update([l2AnnounceTable], (t) => {
+    for (const ip of ips) t.insert(l2AnnounceTable, { ip, iface: 'eth0', origins: ['svc:a'] });
+  });
+  await s.settle();
+  assert.equal(s.map.keys().length, ips.length);
+  for (const ip of ips) assert.equal(s.group(ip), 2, `${ip}: the entry's membership on the standby's group`);
+  assert.equal(s.sender.frames.length, ips.length, 'one unsolicited NA each');
+});

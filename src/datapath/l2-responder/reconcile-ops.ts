@@ -94,11 +94,12 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
   }
 
   /** Joins the solicited-node group of an IPv6 entry (once per agent lifetime of the key, also for a pinned entry). */
-  private joinGroup(key: ResponderKey): void {
+  private joinGroup(key: ResponderKey, iface: string): void {
     if (isIpv4(key.ip)) return;
     const k = keyOf(key);
     if (this.joined.has(k)) return;
-    const mac = solicitedNodeMac(key.ip);
+    // A candidate's group is known already (the standby joined it): no second parse on the hand-over's path.
+    const mac = this.standby.preparedGroup(key.ip, iface, key.ifindex) ?? solicitedNodeMac(key.ip);
     this.deps.groups.join(key.ifindex, mac);
     this.joined.set(k, { ifindex: key.ifindex, mac });
   }
@@ -122,7 +123,7 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
     this.ensurePrepared(link);
     const key = { ip: row.ip, ifindex: link.ifindex };
     // The group first: the first solicitation after the map write must arrive.
-    this.joinGroup(key);
+    this.joinGroup(key, row.iface);
     if (this.deps.map.create(key)) {
       // The first gratuitous round goes out the moment the entry answers, before anything else (even the log line).
       this.deps.garp.announce({ ip: row.ip, ifindex: link.ifindex, mac: link.mac });
@@ -150,7 +151,7 @@ export class L2ResponderOps implements ReconcilerOps<L2AnnounceRow> {
       try {
         this.ensurePrepared(link);
         const key = { ip: row.ip, ifindex: link.ifindex };
-        this.joinGroup(key); // the group first: the first solicitation after the map write must arrive
+        this.joinGroup(key, row.iface); // the group first: the first solicitation after the map write must arrive
         keys.push(key);
         at.push(i);
       } catch (e) {

@@ -55,6 +55,16 @@ export class CandidateStandby {
   }
 
   /**
+   * The solicited-node group joined ahead for `ip` on interface `iface`
+   * (ifindex `ifindex`), if any: the hand-over's path then joins by it
+   * instead of parsing the address again (~500 of those per successor).
+   */
+  preparedGroup(ip: string, iface: string, ifindex: number): string | undefined {
+    const p = this.prepared.get(`${ip}|${iface}`);
+    return p?.ifindex === ifindex ? p.group : undefined;
+  }
+
+  /**
    * The candidate set changed: `wanted` maps each candidate IP to its
    * interfaces. Applied in the background, one pass at a time, always the
    * latest set; resolves when that set is applied.
