@@ -87,7 +87,7 @@ export class BgpControlPlane {
       t.delete(bgpRoutesTable, old);
     };
     this.deps.db.update([bgpRoutesTable, birdConfigTable], (t) => {
-      if (desired.changed !== undefined) {
+      if (desired.changed !== undefined && written !== undefined) {
         // Only the prefixes the engine re-evaluated can differ from the table.
         for (const prefix of desired.changed) {
           const r = desired.routes.get(prefix);
@@ -96,7 +96,8 @@ export class BgpControlPlane {
           else if (old) drop(t, old);
         }
       } else if (written === undefined || written === desired.routes) {
-        // A write that threw before (or a map edited in place): compared with the table itself.
+        // A write that threw before — the engine took in changes the table never got, so its
+        // `changed` no longer covers every difference — or a map edited in place: compared with the table itself.
         for (const old of t.list(bgpRoutesTable)) if (!desired.routes.has(old.prefix)) drop(t, old);
         for (const r of desired.routes.values()) put(t, r, t.get(bgpRoutesTable, r.prefix));
       } else {

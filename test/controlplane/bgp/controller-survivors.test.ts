@@ -4,7 +4,8 @@
  * left alone otherwise; BIRD's row follows peers, attributes and the
  * override's router ID; the operator-BIRD fragment lists the advertised
  * prefixes sorted; a write that failed is reconciled against the table at
- * the next full pass; health changes recompute; peer warnings are reported
+ * the next pass, full or incremental (a bug the mutation run found: an
+ * incremental retry left a withdrawn route in the table); health changes recompute; peer warnings are reported
  * in the status and logged once each.
  */
 import assert from 'node:assert/strict';
@@ -278,6 +279,22 @@ test('a write that failed: the next full pass compares with the table, deletes w
   update(intent({ webReady: false })); // re-parsed: the full pass
   assert.deepEqual(rows().map((r) => r.prefix), [API]);
   assert.equal(row(API), api, 'the unchanged row was not rewritten');
+});
+
+test('a write that failed, retried with the same inputs (an incremental pass that changes nothing more): the withdrawn route leaves the table, and BIRD exports what the table holds', () => {
+  const { db, update, rows, peer, reference } = setup();
+  const s = update(intent());
+  assert.deepEqual(rows().map((r) => r.prefix), [API, WEB]);
+  const withdrawn = withSlice(s, 'web', false);
+  whileBusy(db, () => update(withdrawn)); // the engine has taken web's withdrawal in; the table has not
+  update(withdrawn); // the same snapshot again: nothing new for the engine to re-evaluate
+  assert.deepEqual(rows().map((r) => r.prefix), [API], 'the route the failed write should have withdrawn is gone');
+  assert.deepEqual(peer('edge'), reference().find((p) => p.id === 'edge'), "the peers' export counts are the table's, not the failed write's");
+  assert.deepEqual(peer('tor'), reference().find((p) => p.id === 'tor'));
+  // And from there on the incremental path is right again.
+  update(withSlice(withdrawn, 'web', true));
+  assert.deepEqual(rows().map((r) => r.prefix), [API, WEB]);
+  assert.deepEqual(peer('edge'), reference().find((p) => p.id === 'edge'));
 });
 
 test('a route added by a write that failed and withdrawn before the next write: nothing to delete, nothing thrown', () => {
