@@ -59,6 +59,8 @@ unit_tests=(
   test/controlplane/bgp/desired.test.ts
   test/controlplane/bgp/controller.test.ts
   test/controlplane/bgp/desired-engine.test.ts
+  test/controlplane/bgp/controller-survivors.test.ts
+  test/controlplane/bgp/peers.test.ts
   test/controlplane/lb/desired.test.ts
   test/controlplane/health/health.test.ts
   test/controlplane/ipam/allocator.test.ts
