@@ -61,6 +61,7 @@ unit_tests=(
   test/controlplane/bgp/desired-engine.test.ts
   test/controlplane/bgp/controller-survivors.test.ts
   test/controlplane/bgp/peers.test.ts
+  test/controlplane/bgp/desired-survivors.test.ts
   test/controlplane/lb/desired.test.ts
   test/controlplane/health/health.test.ts
   test/controlplane/ipam/allocator.test.ts
