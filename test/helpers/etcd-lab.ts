@@ -18,6 +18,8 @@ export interface EtcdLabOptions {
   tag: string;
   /** Agent arguments after `--store etcd --etcd <endpoint>`. */
   agentArgs?: (n: Host) => string[];
+  /** See LabOptions.acceptId. */
+  acceptId?: (id: string) => boolean;
 }
 
 export class EtcdLab {
@@ -33,7 +35,7 @@ export class EtcdLab {
 
   /** Creates the lab and starts etcd (no agent yet). */
   static async create(opts: EtcdLabOptions): Promise<EtcdLab> {
-    const lab = Lab.create({ nodes: opts.nodes, storeHost: true, tag: opts.tag });
+    const lab = Lab.create({ nodes: opts.nodes, storeHost: true, tag: opts.tag, ...(opts.acceptId ? { acceptId: opts.acceptId } : {}) });
     const etcd = new LabEtcd(lab.store!);
     const dir = mkdtempSync(join(tmpdir(), `herald-${opts.tag}-`));
     const e = new EtcdLab(lab, etcd, dir, opts.agentArgs ?? (() => []));
