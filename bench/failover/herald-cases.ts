@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LabEtcd } from '../../lab/etcd.js';
 import { supervisedAgentPid, waitFor, type Host, type LabProcess } from '../../lab/lab.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 import type { FailoverBench, FailoverCase, Scenario, Setup, Trigger } from './harness.js';
 import { ownerLinkDown } from './harness.js';

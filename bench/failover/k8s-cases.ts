@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitFor, type Host, type LabProcess } from '../../lab/lab.js';
 import { startRootBridge } from '../../lab/unix-bridge.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { applyObject, applyYaml, startKube, type KubeServer } from '../../test/helpers/kube.js';
 import { HERALD, startAgent } from '../../test/helpers/lab-tools.js';
 import type { FailoverBench, FailoverCase, Setup, Trigger } from './harness.js';

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { ProbeResult } from '../../lab/failover-probe.js';
 import { LabEtcd } from '../../lab/etcd.js';
 import { Lab, sleep, waitFor, type Host, type LabProcess } from '../../lab/lab.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 
 export const IPS = ['198.51.100.40', '198.51.100.41'] as const;
 const PROBE = fileURLToPath(new URL('../../lab/failover-probe.ts', import.meta.url));

@@ -38,7 +38,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { churnRounds, writeChurnFiles } from '../../lab/churn.js';
 import { sleep } from '../../lab/lab.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { describe, FaultLab, IPS, type Owners } from './cluster.js';
 import { measureIp, stat, type IpMeasure, type Stat } from './measure.js';
 

@@ -23,6 +23,8 @@ const SOL_PACKET = 263;
 const PACKET_ADD_MEMBERSHIP = 1;
 const PACKET_DROP_MEMBERSHIP = 2;
 const PACKET_MR_MULTICAST = 0;
+/** sizeof(struct sockaddr_ll): family 2, protocol 2, ifindex 4, hatype 2, pkttype 1, halen 1, addr 8. */
+const SOCKADDR_LL_SIZE = 20;
 
 interface SockaddrLl {
   sll_family: number;
@@ -53,11 +55,14 @@ function bindLibc() {
     mr_address: koffi.array('uint8_t', 8),
   });
   const sockFprog = koffi.struct('sock_fprog', { len: 'uint16_t', filter: 'void *' });
+  if (koffi.sizeof(sockaddrLl) !== SOCKADDR_LL_SIZE) throw new Error(`sockaddr_ll is ${koffi.sizeof(sockaddrLl)} bytes, expected ${SOCKADDR_LL_SIZE}`);
   return {
     sockaddrLlSize: koffi.sizeof(sockaddrLl),
     socket: lib.func('int socket(int domain, int type, int protocol)'),
     bind: lib.func('int bind(int fd, const sockaddr_ll *addr, uint32_t addrlen)'),
-    sendto: lib.func('intptr_t sendto(int fd, const void *buf, size_t len, int flags, const sockaddr_ll *addr, uint32_t addrlen)'),
+    // The address as raw bytes: each socket keeps its sockaddr_ll in a Buffer and
+    // rewrites only the destination per frame (no object, array or struct encoding per send).
+    sendto: lib.func('intptr_t sendto(int fd, const void *buf, size_t len, int flags, const void *addr, uint32_t addrlen)'),
     recvfrom: lib.func(
       'intptr_t recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ sockaddr_ll *addr, _Inout_ uint32_t *addrlen)',
     ),
@@ -107,12 +112,18 @@ export class PacketSocket implements Disposable {
   private closed = false;
   private poller: { close(): void } | undefined;
   private readonly rxBuf = Buffer.alloc(65536);
+  /** struct sockaddr_ll for sendto, filled once; send() writes the protocol and destination MAC. */
+  private readonly txAddr = Buffer.alloc(SOCKADDR_LL_SIZE);
 
   private constructor(
     readonly ifindex: number,
     readonly ethType: number,
     private readonly fd: number,
-  ) {}
+  ) {
+    this.txAddr.writeUInt16LE(AF_PACKET, 0); // sll_family (host order; x86 and arm64 are little-endian)
+    this.txAddr.writeInt32LE(ifindex, 4); // sll_ifindex
+    this.txAddr.writeUInt8(6, 11); // sll_halen
+  }
 
   /**
    * Opens a socket in the calling thread's network namespace. With `filter`,
@@ -164,9 +175,12 @@ export class PacketSocket implements Disposable {
   send(frame: Buffer): void {
     if (this.closed) throw new HeraldError('HERALD_STOPPED', 'packet socket is closed');
     const lib = c();
-    const dst = frame.subarray(0, 6);
     const ethType = this.ethType !== 0 ? this.ethType : frame.length >= 14 ? frame.readUInt16BE(12) : 0;
-    const n = Number(lib.sendto(this.fd, frame, frame.length, 0, sockaddr(this.ifindex, ethType, dst), lib.sockaddrLlSize));
+    const addr = this.txAddr;
+    addr.writeUInt16BE(ethType, 2); // sll_protocol, network order
+    frame.copy(addr, 12, 0, 6); // sll_addr: the frame's destination MAC
+    if (frame.length < 6) addr.fill(0, 12 + frame.length, 18);
+    const n = Number(lib.sendto(this.fd, frame, frame.length, 0, addr, SOCKADDR_LL_SIZE));
     if (n < 0) throw sysError(`sendto(ifindex ${this.ifindex})`);
   }
 

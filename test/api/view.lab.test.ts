@@ -25,7 +25,7 @@ import { LabEtcd } from '../../lab/etcd.js';
 import { Lab, supervisedAgentPid, type Host, type LabProcess } from '../../lab/lab.js';
 import { objectKey } from '../../src/intent/kinds.js';
 import { storageKey } from '../../src/intent/sources/stored-manifest.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { EtcdLab } from '../helpers/etcd-lab.js';
 import { HERALD, ROOT, arping, labSkipReason, waitFor } from '../helpers/lab-tools.js';
 

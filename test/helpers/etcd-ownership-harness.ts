@@ -9,7 +9,8 @@
 import { waitFor } from '../../lab/lab.js';
 import type { OwnerWatch, WatchTarget } from '../../src/controlplane/ownership/edges.js';
 import type { EventBody } from '../../src/core/events.js';
-import { EtcdOwnership, rendezvousScore, type EtcdOwnershipOptions } from '../../src/store/etcd/ownership.js';
+import { EtcdOwnership, type EtcdOwnershipOptions } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { encodeHandoverRecord } from '../../src/store/etcd/handover-record.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
 import { ManualClock } from './manual-clock.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { LabEtcd } from '../../lab/etcd.js';
 import { EtcdLab } from '../helpers/etcd-lab.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { sleep, supervisedAgentPid, type Host, type Lab, type LabProcess } from '../../lab/lab.js';
 import { HERALD, arping, craft, labSkipReason, mapDump, startCapture, stopCapture, waitFor } from '../helpers/lab-tools.js';
 

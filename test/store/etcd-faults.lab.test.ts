@@ -19,7 +19,7 @@ import type { LabEtcd } from '../../lab/etcd.js';
 import { EtcdLab } from '../helpers/etcd-lab.js';
 import { arpProbe, darkGaps, starved } from '../helpers/faults.js';
 import { sleep, type Host, type Lab, type LabProcess } from '../../lab/lab.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { HERALD, labSkipReason, waitFor } from '../helpers/lab-tools.js';
 
 const IPS = ['198.51.100.40', '198.51.100.41'];

@@ -25,7 +25,7 @@ import { after, before, describe, test } from 'node:test';
 import type { ProbeResult } from '../../lab/failover-probe.js';
 import { EtcdLab } from '../helpers/etcd-lab.js';
 import { sleep, waitFor, type Host, type LabProcess } from '../../lab/lab.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { HERALD, labSkipReason } from '../helpers/lab-tools.js';
 
 const VIP = '198.51.100.60';

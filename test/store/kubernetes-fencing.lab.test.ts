@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { sleep, type Host, type Lab } from '../../lab/lab.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { arpProbe, darkGaps, starved } from '../helpers/faults.js';
 import { applyObject } from '../helpers/kube.js';
 import { KubeLab } from '../helpers/kube-lab.js';

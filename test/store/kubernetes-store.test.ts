@@ -16,7 +16,7 @@ import { KubeClient, type KubeObject } from '../../src/intent/sources/kube-clien
 import { LeaseOwnership, NODE_LEASE_UID_ANNOTATION, RELEASING_ANNOTATION, ipLeaseName, type FenceRecord, type OwnershipMove } from '../../src/store/kubernetes/lease-ownership.js';
 import type { OwnerWatch, WatchTarget } from '../../src/controlplane/ownership/edges.js';
 import { ServiceStatusWriter } from '../../src/store/kubernetes/service-status.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { INCARNATION_ANNOTATION } from '../../src/supervisor/protocol.js';
 import { releaseNodeLease } from '../../src/supervisor/supervisor.js';
 import { applyObject, applyYaml, startKube, type KubeServer } from '../helpers/kube.js';

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import type { Host, Lab, LabProcess } from '../../lab/lab.js';
-import { rendezvousScore } from '../../src/store/etcd/ownership.js';
+import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
 import { applyObject, requestTotal, type KubeServer } from '../helpers/kube.js';
 import { KUBE_LEASE_NS, KubeLab } from '../helpers/kube-lab.js';
 import { HERALD, arping, labSkipReason, waitFor } from '../helpers/lab-tools.js';

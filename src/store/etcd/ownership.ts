@@ -23,7 +23,6 @@
  * again (Cilium PR 30340, kube-vip #475): every owner-key delete triggers
  * contention by every remaining candidate.
  */
-import { createHash } from 'node:crypto';
 import type { Watcher } from 'etcd3';
 import { monotonicMs, type Clock, type TimerHandle } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
@@ -34,6 +33,7 @@ import { causeText, type EventBody, type OwnershipCause } from '../../core/event
 import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownership/backend.js';
 import type { LivenessGate, OwnerWatch } from '../../controlplane/ownership/edges.js';
 import { SilenceVerdicts, watchTargets, type HeldElsewhere } from '../../controlplane/ownership/fencing.js';
+import { rendezvousScore } from '../../controlplane/ownership/rendezvous.js';
 import { HANDOVER_CHUNK, HANDOVER_MOVES_AFTER_MS, encodeHandoverRecord, parseHandoverRecord, type CrashHandoverPlan, type HandoverCause, type HandoverMove, type HandoverRecord } from './handover-record.js';
 import type { EtcdSession } from './session.js';
 
@@ -126,10 +126,6 @@ function releaseCause(why: string): OwnershipCause {
   if (why.startsWith('handing over')) return 'spread-rebalance';
   if (why.startsWith('no longer a candidate')) return 'link-or-policy';
   return 'unknown';
-}
-
-export function rendezvousScore(node: string, ip: string): string {
-  return createHash('sha256').update(`${node}#${ip}`).digest('hex');
 }
 
 interface OwnerRecord {

@@ -50,7 +50,7 @@ import type { OwnershipBackend, OwnershipView } from '../../controlplane/ownersh
 import type { LivenessGate, OwnerWatch } from '../../controlplane/ownership/edges.js';
 import { RELEASE_GRACE_MS, SilenceVerdicts, watchTargets, type HeldElsewhere } from '../../controlplane/ownership/fencing.js';
 import { deleteAsRead, isConflict, isNotFound, type KubeClient, type KubeList, type KubeObject } from '../../intent/sources/kube-client.js';
-import { rendezvousScore } from '../etcd/ownership.js';
+import { rendezvousScore } from '../../controlplane/ownership/rendezvous.js';
 import { INCARNATION_ANNOTATION } from '../../supervisor/protocol.js';
 
 export interface LeaseOwnershipOptions {
