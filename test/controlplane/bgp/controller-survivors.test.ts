@@ -11,45 +11,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { silentLogger, type Logger } from '../../../src/core/logger.js';
-import { StateDB } from '../../../src/core/statedb/index.js';
-import { BgpControlPlane, type BirdSettings } from '../../../src/controlplane/bgp/controller.js';
-import { birdPeers } from '../../../src/controlplane/bgp/peers.js';
+import type { StateDB } from '../../../src/core/statedb/index.js';
+import type { BirdSettings } from '../../../src/controlplane/bgp/controller.js';
 import { birdConfigTable } from '../../../src/datapath/tables/bird-config.js';
 import { bgpRoutesTable } from '../../../src/datapath/tables/bgp-routes.js';
-import type { NodeIdentity } from '../../../src/intent/node-labels.js';
-import { parseManifests, type IntentSnapshot } from '../../../src/intent/index.js';
+import type { IntentSnapshot } from '../../../src/intent/index.js';
+import { BGP_ON, bgpNode as node, controlPlane, torEdgePolicy, type TorEdgeOptions } from './fixtures.js';
 
-const policy = (opts: { edgeLabel?: string; community?: string; extraPeers?: string; override?: string } = {}) => `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  nodeSelector: { matchLabels: { bgp: "on" } }
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }, { name: edge, peerAddress: 192.0.2.3, peerASN: 65200, peerConfigRef: { name: edge } }${opts.extraPeers ?? ''}] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: tor }
-spec:
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: edge }
-spec:
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: edge } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: all, labels: { advertise: bgp } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: edge, labels: { advertise: edge } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { ${opts.edgeLabel ?? 'edge'}: "yes" } }${opts.community ? `, attributes: { communities: { standard: ["${opts.community}"] } }` : ''} }]
-${opts.override ?? ''}`;
+const policy = (opts: TorEdgeOptions = {}) => torEdgePolicy({ nodeSelector: BGP_ON, ...opts });
 
 const service = (name: string, labels: string) => `---
 apiVersion: v1
@@ -67,7 +36,7 @@ endpoints: [${addresses.map((a) => `{ addresses: [${a}], nodeName: node-a, condi
 `;
 
 /** web (edge=yes) and api (edge=no) with their backends. */
-const intent = (o: { web?: string[]; api?: string[]; webReady?: boolean; apiReady?: boolean; apiEdge?: boolean; policy?: Parameters<typeof policy>[0] } = {}) =>
+const intent = (o: { web?: string[]; api?: string[]; webReady?: boolean; apiReady?: boolean; apiEdge?: boolean; policy?: TorEdgeOptions } = {}) =>
   policy(o.policy) +
   service('web', ', edge: "yes"') +
   service('api', `, edge: "${o.apiEdge ? 'yes' : 'no'}"`) +
@@ -77,35 +46,8 @@ const intent = (o: { web?: string[]; api?: string[]; webReady?: boolean; apiRead
 const WEB = '203.0.113.20/32';
 const API = '203.0.113.11/32';
 const ingress = new Map([['default/web', ['203.0.113.20']], ['default/api', ['203.0.113.11']]]);
-const node = { name: 'node-a', labels: { bgp: 'on' } };
 
-const parse = (text: string): IntentSnapshot => {
-  const load = parseManifests(text, 'f.yaml');
-  assert.deepEqual(load.errors, []);
-  return load.snapshot!;
-};
-
-function setup(bird: BirdSettings = { routerId: '192.0.2.2' }, log: Logger = silentLogger) {
-  const db = new StateDB([bgpRoutesTable, birdConfigTable]);
-  const control = new BgpControlPlane({ db, bird, log });
-  let snapshot: IntentSnapshot | undefined;
-  const update = (s: IntentSnapshot | string, n: NodeIdentity = node, ing: ReadonlyMap<string, readonly string[]> = ingress) => {
-    snapshot = typeof s === 'string' ? parse(s) : s;
-    control.update({ snapshot, ingress: ing, node: n });
-    return snapshot;
-  };
-  const revisions = () => {
-    const t = db.readTxn();
-    return { routes: t.revision(bgpRoutesTable), bird: t.revision(birdConfigTable) };
-  };
-  const rows = () => db.readTxn().list(bgpRoutesTable);
-  const row = (prefix: string) => db.readTxn().get(bgpRoutesTable, prefix);
-  const birdRow = () => db.readTxn().get(birdConfigTable, 'bird');
-  const peer = (id: string) => birdRow()?.peers.find((p) => p.id === id);
-  /** BIRD's peers as the pure function gives them from the whole table. */
-  const reference = () => birdPeers(snapshot!, node, rows()).peers;
-  return { db, control, update, revisions, rows, row, birdRow, peer, reference };
-}
+const setup = (bird?: BirdSettings, log?: Logger) => controlPlane({ node, ingress, bird, log });
 
 /** The snapshot with one object replaced by a new one (the others shared): the incremental path. */
 function withSlice(s: IntentSnapshot, svc: string, ready: boolean, addresses?: string[]): IntentSnapshot {

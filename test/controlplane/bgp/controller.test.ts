@@ -6,33 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { silentLogger } from '../../../src/core/logger.js';
-import { StateDB } from '../../../src/core/statedb/index.js';
-import { BgpControlPlane } from '../../../src/controlplane/bgp/controller.js';
-import { birdPeers } from '../../../src/controlplane/bgp/peers.js';
 import { birdConfigTable } from '../../../src/datapath/tables/bird-config.js';
 import { bgpRoutesTable } from '../../../src/datapath/tables/bgp-routes.js';
 import { parseManifests } from '../../../src/intent/index.js';
+import { cluster, controlPlane, ipv4PeerConfig, lbAdvertisement, torEdgePolicy } from './fixtures.js';
 
-const intent = (ready: boolean, holdTime = 9) => `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: tor }
-spec:
-  timers: { holdTimeSeconds: ${holdTime}, keepAliveTimeSeconds: 3 }
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: lb, labels: { advertise: bgp } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]
----
+const intent = (ready: boolean, holdTime = 9) => `${[
+  cluster('bgp', '{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }'),
+  ipv4PeerConfig('tor', 'bgp', `  timers: { holdTimeSeconds: ${holdTime}, keepAliveTimeSeconds: 3 }\n`),
+  lbAdvertisement('lb', 'bgp', 'anycast: "yes"'),
+].join('---\n')}---
 apiVersion: v1
 kind: Service
 metadata: { name: web, namespace: default, labels: { anycast: "yes" } }
@@ -59,16 +42,7 @@ endpoints: [{ addresses: [198.51.100.11], nodeName: node-a }]
 const ingress = new Map([['default/web', ['203.0.113.10']], ['default/api', ['203.0.113.11']]]);
 const node = { name: 'node-a', labels: {} };
 
-function setup() {
-  const db = new StateDB([bgpRoutesTable, birdConfigTable]);
-  const control = new BgpControlPlane({ db, bird: { routerId: '192.0.2.2' }, log: silentLogger });
-  const update = (text: string) => control.update({ snapshot: parseManifests(text, 'f.yaml').snapshot!, ingress, node });
-  const revisions = () => {
-    const t = db.readTxn();
-    return { routes: t.revision(bgpRoutesTable), bird: t.revision(birdConfigTable) };
-  };
-  return { db, control, update, revisions };
-}
+const setup = () => controlPlane({ node, ingress });
 
 test('routes and the BIRD row are written; the tables are initialized after the first update', () => {
   const { db, control, update } = setup();
@@ -111,37 +85,7 @@ test('a peer change rewrites BIRD\'s row; no peer left deletes it', () => {
 test('a peer owed fewer routes than the node advertises: its prefixes follow readiness changes made one object at a time (counted, not re-listed)', () => {
   // Two peers: `tor` gets every route, `edge` only services labelled edge=yes (web-0, web-2, …).
   const n = 12;
-  const docs = [
-    `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }, { name: edge, peerAddress: 192.0.2.3, peerASN: 65200, peerConfigRef: { name: edge } }] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: tor }
-spec:
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: edge }
-spec:
-  families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: edge } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: all, labels: { advertise: bgp } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { anycast: "yes" } } }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPAdvertisement
-metadata: { name: edge, labels: { advertise: edge } }
-spec:
-  advertisements: [{ advertisementType: Service, service: { addresses: [LoadBalancerIP] }, selector: { matchLabels: { edge: "yes" } } }]`,
-  ];
+  const docs = [torEdgePolicy().trimEnd()]; // no trailing newline: joined by '\n---\n' below
   const svcIngress = new Map<string, string[]>();
   for (let i = 0; i < n; i++) {
     svcIngress.set(`default/web-${i}`, [`203.0.113.${20 + i}`]);
@@ -157,14 +101,9 @@ addressType: IPv4
 endpoints: [{ addresses: [198.51.100.${10 + i}], nodeName: node-a }]`);
   }
   let snapshot = parseManifests(docs.join('\n---\n'), 'f.yaml').snapshot!;
-  const db = new StateDB([bgpRoutesTable, birdConfigTable]);
-  const control = new BgpControlPlane({ db, bird: { routerId: '192.0.2.2' }, log: silentLogger });
-  const edgePrefixes = () => db.readTxn().get(birdConfigTable, 'bird')?.peers.find((p) => p.id === 'bgp/i/edge')?.prefixes;
-  const expected = () => {
-    const rows = db.readTxn().list(bgpRoutesTable);
-    return birdPeers(snapshot, node, rows).peers; // the reference: counted from the whole table
-  };
-  control.update({ snapshot, ingress: svcIngress, node });
+  const { db, update, birdRow, peer, reference } = controlPlane({ node, ingress: svcIngress });
+  const edgePrefixes = () => peer('bgp/i/edge')?.prefixes;
+  update(snapshot);
   assert.deepEqual(edgePrefixes(), ['203.0.113.20/32', '203.0.113.22/32', '203.0.113.24/32', '203.0.113.26/32', '203.0.113.28/32', '203.0.113.30/32']);
   let rnd = 7;
   const next = () => (rnd = (rnd * 1103515245 + 12345) % 2 ** 31);
@@ -175,16 +114,16 @@ endpoints: [{ addresses: [198.51.100.${10 + i}], nodeName: node-a }]`);
     const ready = next() % 2 === 0;
     const endpoints = slice.endpoints.map((e) => ({ ...e, conditions: { ...e.conditions, ready } }));
     snapshot = { ...snapshot, endpointSlices: new Map(snapshot.endpointSlices).set(key, { ...slice, endpoints }) };
-    control.update({ snapshot, ingress: svcIngress, node });
-    const want = expected();
-    assert.deepEqual(db.readTxn().get(birdConfigTable, 'bird')?.peers ?? [], want, `step ${step}: ${key} ready=${ready}`);
+    update(snapshot);
+    const want = reference(); // counted from the whole table
+    assert.deepEqual(birdRow()?.peers ?? [], want, `step ${step}: ${key} ready=${ready}`);
   }
   // Every route withdrawn: both peers owed nothing, `edge` as much as `tor` (all of nothing).
   for (let i = 0; i < n; i++) {
     const key = `default/web-${i}`;
     const slice = snapshot.endpointSlices.get(key)!;
     snapshot = { ...snapshot, endpointSlices: new Map(snapshot.endpointSlices).set(key, { ...slice, endpoints: [] }) };
-    control.update({ snapshot, ingress: svcIngress, node });
+    update(snapshot);
   }
   assert.equal(db.readTxn().count(bgpRoutesTable), 0);
   assert.equal(edgePrefixes(), undefined);

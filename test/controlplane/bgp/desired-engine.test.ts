@@ -9,24 +9,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BgpDesiredEngine, computeBgpDesired, type BgpDesiredInput } from '../../../src/controlplane/bgp/desired.js';
 import { parseManifests, type IntentSnapshot } from '../../../src/intent/index.js';
+import { peersAB } from './fixtures.js';
 
 const N = 12;
-const text = `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: a, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: p } }, { name: b, peerAddress: 192.0.2.2, peerASN: 65101, peerConfigRef: { name: q } }] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: p }
-spec: { families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }, { afi: ipv6, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }] }
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: q }
-spec: { families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: gold } } }] }
----
+const text = `${peersAB()}---
 apiVersion: cilium.io/v2
 kind: CiliumBGPAdvertisement
 metadata: { name: lb, labels: { advertise: bgp } }

@@ -9,32 +9,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BgpDesiredEngine, computeBgpDesired, type BgpDesiredInput } from '../../../src/controlplane/bgp/desired.js';
-import { parseManifests, type IntentSnapshot } from '../../../src/intent/index.js';
-
-function snap(...docs: string[]): IntentSnapshot {
-  const load = parseManifests(docs.join('---\n'), 'f.yaml');
-  assert.deepEqual(load.errors, []);
-  return load.snapshot!;
-}
+import { BGP_ON, bgpNode as node, peersAB, snap } from './fixtures.js';
 
 /** Peer a: IPv4 and IPv6, advertisements labelled bgp; peer b: IPv4 only, advertisements labelled gold. */
-const peers = `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: bgp }
-spec:
-  nodeSelector: { matchLabels: { bgp: "on" } }
-  bgpInstances: [{ name: i, localASN: 65000, peers: [{ name: a, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: p } }, { name: b, peerAddress: 192.0.2.2, peerASN: 65101, peerConfigRef: { name: q } }] }]
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: p }
-spec: { families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }, { afi: ipv6, safi: unicast, advertisements: { matchLabels: { advertise: bgp } } }] }
----
-apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: q }
-spec: { families: [{ afi: ipv4, safi: unicast, advertisements: { matchLabels: { advertise: gold } } }] }
-`;
+const peers = peersAB(BGP_ON);
 
 const advert = (name: string, label: string, entries: string[]) => `apiVersion: cilium.io/v2
 kind: CiliumBGPAdvertisement
@@ -61,21 +39,24 @@ endpoints:
 ${eps.map(([a, n, r = true]) => `- { addresses: ["${a}"], nodeName: ${n}, conditions: { ready: ${r} } }`).join('\n')}
 `;
 
-const node = { name: 'node-a', labels: { bgp: 'on' } };
 const A = 'bgp/i/a';
 const B = 'bgp/i/b';
 
+/** The pure function's result for web (Local, one ready backend on this node) at 203.0.113.10, under peers a and b and the given advertisements. */
+const webUnder = (...adverts: string[]) =>
+  computeBgpDesired({
+    snapshot: snap(peers, ...adverts, service('web', 'Local'), slice('web', 'web-a', [['192.0.2.10', 'node-a']])),
+    ingress: new Map([['default/web', ['203.0.113.10']]]),
+    node,
+  });
+
 test('attributes of several entries selecting one IP for one peer: communities the sorted union (numeric and well-known resolved), local preference the highest', () => {
-  const s = snap(
-    peers,
+  const d = webUnder(
     advert('lb', 'bgp', [
       lbEntry(', attributes: { communities: { standard: ["65000:9", "1:23", "4259840007"], large: ["7:1:1", "1:2:34"] }, localPreference: 100 }'),
       lbEntry(', attributes: { communities: { standard: ["12:3", "65000:9", "64512:100"], wellKnown: [no-export], large: ["1:23:4", "1:2:34"] }, localPreference: 200 }'),
     ]),
-    service('web', 'Local'),
-    slice('web', 'web-a', [['192.0.2.10', 'node-a']]),
   );
-  const d = computeBgpDesired({ snapshot: s, ingress: new Map([['default/web', ['203.0.113.10']]]), node });
   assert.deepEqual([...d.attributes.keys()], [A]);
   assert.deepEqual(d.attributes.get(A), [
     {
@@ -88,43 +69,31 @@ test('attributes of several entries selecting one IP for one peer: communities t
 });
 
 test('communities sort by their first value, then the second: [2,3] before [9,1]; large ones likewise', () => {
-  const s = snap(
-    peers,
+  const d = webUnder(
     advert('lb', 'bgp', [lbEntry(', attributes: { communities: { standard: ["9:1", "2:3", "1:5"], large: ["9:1:1", "2:3:3", "2:2:9"] } }')]),
-    service('web', 'Local'),
-    slice('web', 'web-a', [['192.0.2.10', 'node-a']]),
   );
-  const d = computeBgpDesired({ snapshot: s, ingress: new Map([['default/web', ['203.0.113.10']]]), node });
   assert.deepEqual(d.attributes.get(A), [
     { prefixes: ['203.0.113.10/32'], communities: [[1, 5], [2, 3], [9, 1]], largeCommunities: [[2, 2, 9], [2, 3, 3], [9, 1, 1]] },
   ]);
 });
 
 test('one well-known community alone and one local preference alone each make a group; a well-known community and its numeric spelling are one community', () => {
-  const s = snap(
-    peers,
+  const d = webUnder(
     advert('lb', 'bgp', [
       lbEntry(', attributes: { communities: { wellKnown: [blackhole] } }'),
       lbEntry(', attributes: { communities: { wellKnown: [no-peer, internet, blackhole], standard: ["65535:666"] } }'),
     ]),
     advert('gold', 'gold', [lbEntry(', attributes: { localPreference: 0 }')]),
-    service('web', 'Local'),
-    slice('web', 'web-a', [['192.0.2.10', 'node-a']]),
   );
-  const d = computeBgpDesired({ snapshot: s, ingress: new Map([['default/web', ['203.0.113.10']]]), node });
   assert.deepEqual(d.attributes.get(A), [{ prefixes: ['203.0.113.10/32'], communities: [[0, 0], [65535, 666], [65535, 65284]], largeCommunities: [] }]);
   assert.deepEqual(d.attributes.get(B), [{ prefixes: ['203.0.113.10/32'], communities: [], largeCommunities: [], localPreference: 0 }]);
 });
 
 test('a local preference alone (no communities) keeps it; an entry with communities only has no local preference key', () => {
-  const s = snap(
-    peers,
+  const d = webUnder(
     advert('lb', 'bgp', [lbEntry(', attributes: { communities: { large: ["65000:1:2"] } }')]),
     advert('gold', 'gold', [lbEntry(', attributes: { localPreference: 150 }'), lbEntry(', attributes: { communities: { standard: ["65000:1"] } }')]),
-    service('web', 'Local'),
-    slice('web', 'web-a', [['192.0.2.10', 'node-a']]),
   );
-  const d = computeBgpDesired({ snapshot: s, ingress: new Map([['default/web', ['203.0.113.10']]]), node });
   const a = d.attributes.get(A)!;
   assert.deepEqual(a, [{ prefixes: ['203.0.113.10/32'], communities: [], largeCommunities: [[65000, 1, 2]] }]);
   assert.equal(Object.hasOwn(a[0]!, 'localPreference'), false);

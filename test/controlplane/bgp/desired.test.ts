@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { computeBgpDesired } from '../../../src/controlplane/bgp/desired.js';
-import { parseManifests, type IntentSnapshot } from '../../../src/intent/index.js';
+import { bgpNode as node, snap } from './fixtures.js';
 
 const policy = `apiVersion: cilium.io/v2
 kind: CiliumBGPClusterConfig
@@ -51,13 +51,6 @@ endpoints:
 ${eps.map(([a, n, r = true, t = false]) => `- { addresses: ["${a}"], nodeName: ${n}, conditions: { ready: ${r}, terminating: ${t} } }`).join('\n')}
 `;
 
-function snap(...docs: string[]): IntentSnapshot {
-  const load = parseManifests(docs.join('---\n'), 'f.yaml');
-  assert.deepEqual(load.errors, []);
-  return load.snapshot!;
-}
-
-const node = { name: 'node-a', labels: { bgp: 'on' } };
 const ingress = new Map([
   ['default/web', ['203.0.113.10']],
   ['default/api', ['203.0.113.11', '2001:db8::11']],

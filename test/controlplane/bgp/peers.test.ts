@@ -11,28 +11,12 @@ import { test } from 'node:test';
 import { AdvertisedRoutes, birdPeers } from '../../../src/controlplane/bgp/peers.js';
 import type { BgpRouteRow } from '../../../src/datapath/tables/bgp-routes.js';
 import type { AttributeGroup } from '../../../src/datapath/tables/bird-config.js';
-import { parseManifests, type IntentSnapshot } from '../../../src/intent/index.js';
-
-function snap(...docs: string[]): IntentSnapshot {
-  const load = parseManifests(docs.join('---\n'), 'f.yaml');
-  assert.deepEqual(load.errors, []);
-  return load.snapshot!;
-}
+import { cluster, peerConfig, snap } from './fixtures.js';
 
 const node = { name: 'node-a', labels: { rack: 'r1' } };
 
-const cluster = (name: string, peers: string, extra = '') => `apiVersion: cilium.io/v2
-kind: CiliumBGPClusterConfig
-metadata: { name: ${name} }
-spec:${extra}
-  bgpInstances: [{ name: i, localASN: 65000, peers: [${peers}] }]
-`;
-
-const peerConfig = (name: string, spec: string) => `apiVersion: cilium.io/v2
-kind: CiliumBGPPeerConfig
-metadata: { name: ${name} }
-spec: ${spec}
-`;
+/** Peer tor of cluster config bgp with its CiliumBGPPeerConfig `spec`. */
+const torWith = (spec: string) => snap(cluster('bgp', '{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }'), peerConfig('tor', spec));
 
 const route = (ip: string, peers: string[]): BgpRouteRow => ({
   ip,
@@ -73,12 +57,8 @@ test('a peerConfigRef naming no CiliumBGPPeerConfig falls back to the same defau
 });
 
 test('a CiliumBGPPeerConfig\'s port, timers, multihop and graceful restart are taken as written', () => {
-  const s = snap(
-    cluster('bgp', '{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }'),
-    peerConfig(
-      'tor',
-      `{ transport: { peerPort: 1179 }, timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 7 }, ebgpMultihop: 4, gracefulRestart: { enabled: true, restartTimeSeconds: 45 }, families: [{ afi: ipv4, safi: unicast }] }`,
-    ),
+  const s = torWith(
+    `{ transport: { peerPort: 1179 }, timers: { holdTimeSeconds: 9, keepAliveTimeSeconds: 3, connectRetryTimeSeconds: 7 }, ebgpMultihop: 4, gracefulRestart: { enabled: true, restartTimeSeconds: 45 }, families: [{ afi: ipv4, safi: unicast }] }`,
   );
   const [p] = birdPeers(s, node).peers;
   assert.equal(p?.port, 1179);
@@ -91,10 +71,7 @@ test('a CiliumBGPPeerConfig\'s port, timers, multihop and graceful restart are t
 });
 
 test('a CiliumBGPPeerConfig that leaves fields out gets the CRD defaults; graceful restart written but disabled stays off', () => {
-  const s = snap(
-    cluster('bgp', '{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }'),
-    peerConfig('tor', '{ gracefulRestart: { enabled: false, restartTimeSeconds: 45 } }'),
-  );
+  const s = torWith('{ gracefulRestart: { enabled: false, restartTimeSeconds: 45 } }');
   const [p] = birdPeers(s, node).peers;
   assert.deepEqual(
     [p?.port, p?.holdSeconds, p?.keepaliveSeconds, p?.connectRetrySeconds, p?.multihop, p?.families],
@@ -104,29 +81,19 @@ test('a CiliumBGPPeerConfig that leaves fields out gets the CRD defaults; gracef
 });
 
 test('graceful restart enabled without a restart time uses the CRD default of 120 s', () => {
-  const s = snap(
-    cluster('bgp', '{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }'),
-    peerConfig('tor', '{ gracefulRestart: { enabled: true } }'),
-  );
+  const s = torWith('{ gracefulRestart: { enabled: true } }');
   assert.deepEqual(birdPeers(s, node).peers[0]?.gracefulRestart, { restartSeconds: 120 });
 });
 
 test('families: only IPv4/IPv6 unicast are kept, each once, sorted', () => {
-  const s = snap(
-    cluster('bgp', '{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }'),
-    peerConfig(
-      'tor',
-      `{ families: [{ afi: ipv6, safi: unicast }, { afi: l2vpn, safi: evpn }, { afi: ipv4, safi: multicast }, { afi: ipv4, safi: unicast, advertisements: { matchLabels: { a: b } } }, { afi: ipv4, safi: unicast }] }`,
-    ),
+  const s = torWith(
+    `{ families: [{ afi: ipv6, safi: unicast }, { afi: l2vpn, safi: evpn }, { afi: ipv4, safi: multicast }, { afi: ipv4, safi: unicast, advertisements: { matchLabels: { a: b } } }, { afi: ipv4, safi: unicast }] }`,
   );
   assert.deepEqual(birdPeers(s, node).peers[0]?.families, ['ipv4', 'ipv6']);
 });
 
 test('a peer config with only non-unicast families leaves the peer with no family (not the defaults)', () => {
-  const s = snap(
-    cluster('bgp', '{ name: tor, peerAddress: 192.0.2.1, peerASN: 65100, peerConfigRef: { name: tor } }'),
-    peerConfig('tor', '{ families: [{ afi: l2vpn, safi: evpn }] }'),
-  );
+  const s = torWith('{ families: [{ afi: l2vpn, safi: evpn }] }');
   assert.deepEqual(birdPeers(s, node).peers[0]?.families, []);
 });
 
@@ -177,17 +144,22 @@ spec:
   - { name: blue, localASN: 65001, peers: [{ name: tor1, peerAddress: 192.0.2.5, peerASN: 65200 }] }
 `;
 
-test('a CiliumBGPNodeConfigOverride sets router ID, local ASN and local addresses per instance and per peer of this node', () => {
-  const s = snap(
-    twoInstances,
-    `apiVersion: cilium.io/v2
+/** node-a's CiliumBGPNodeConfigOverride with the given instances. */
+const override = (...instances: string[]) => `apiVersion: cilium.io/v2
 kind: CiliumBGPNodeConfigOverride
 metadata: { name: node-a }
 spec:
   bgpInstances:
-  - { name: blue, routerID: 10.0.0.2, localASN: 65011, peers: [{ name: tor1, localAddress: 10.1.0.2 }] }
-  - { name: red, routerID: 10.0.0.1, peers: [{ name: tor2, localAddress: 10.1.0.1 }, { name: tor1, localAddress: 10.1.0.9 }] }
-`,
+${instances.map((i) => `  - ${i}`).join('\n')}
+`;
+
+test('a CiliumBGPNodeConfigOverride sets router ID, local ASN and local addresses per instance and per peer of this node', () => {
+  const s = snap(
+    twoInstances,
+    override(
+      '{ name: blue, routerID: 10.0.0.2, localASN: 65011, peers: [{ name: tor1, localAddress: 10.1.0.2 }] }',
+      '{ name: red, routerID: 10.0.0.1, peers: [{ name: tor2, localAddress: 10.1.0.1 }, { name: tor1, localAddress: 10.1.0.9 }] }',
+    ),
   );
   const out = birdPeers(s, node).peers.map((p) => ({ id: p.id, localAsn: p.localAsn, routerId: p.routerId, localAddress: p.localAddress }));
   assert.deepEqual(out, [
@@ -201,16 +173,7 @@ spec:
 });
 
 test('an override that lists an instance but not a peer leaves that peer without a local address (and no routerId key when it sets none)', () => {
-  const s = snap(
-    twoInstances,
-    `apiVersion: cilium.io/v2
-kind: CiliumBGPNodeConfigOverride
-metadata: { name: node-a }
-spec:
-  bgpInstances:
-  - { name: red, peers: [{ name: tor2 }] }
-`,
-  );
+  const s = snap(twoInstances, override('{ name: red, peers: [{ name: tor2 }] }'));
   const peers = birdPeers(s, node).peers;
   assert.deepEqual(peers.map((p) => [p.id, p.localAsn]), [['bgp/red/tor1', 65000], ['bgp/red/tor2', 65000], ['bgp/blue/tor1', 65001]]);
   for (const p of peers) {
