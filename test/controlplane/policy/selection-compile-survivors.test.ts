@@ -6,7 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { EndpointSelectorLike, Selection } from '../../../src/controlplane/policy/intake.js';
+import { compiledEqual, compilePolicy, familyWidth, MAX_L4_ENTRIES, toPrefixEntries, type CompiledPolicy, type L4Entry } from '../../../src/controlplane/policy/compile.js';
+import { toPrefix, type EndpointSelectorLike, type Selection } from '../../../src/controlplane/policy/intake.js';
+import { PROTO, prefixKey, type PolicyRule, type PortRange } from '../../../src/controlplane/policy/model.js';
+import { isHeraldError } from '../../../src/core/errors.js';
 import { endpointSelectorMatches, selects, SelectionIndex, type ServiceInfo } from '../../../src/controlplane/policy/selection.js';
 
 type Expr = EndpointSelectorLike['matchExpressions'][number];
@@ -247,3 +250,140 @@ describe('SelectionIndex', () => {
   });
 });
 
+
+/** A rule from `cidr` or `[cidr, excepts]` peers; no ports: every packet. */
+function pRule(id: number, verdict: 'allow' | 'deny', cidrs: (string | [string, string[]])[], ports?: PortRange[]): PolicyRule {
+  return {
+    id,
+    verdict,
+    peers: cidrs.map((c) => (typeof c === 'string' ? { cidr: toPrefix(c), except: [] } : { cidr: toPrefix(c[0]), except: c[1].map(toPrefix) })),
+    ...(ports ? { ports } : {}),
+    origin: 'test',
+  };
+}
+
+/** n single TCP ports from `base`. */
+const tcpPorts = (n: number, base = 1000): PortRange[] => Array.from({ length: n }, (_, i) => ({ proto: PROTO.TCP, lo: base + i, hi: base + i }));
+
+const entriesAt = (c: CompiledPolicy, cidr: string) => c.get(prefixKey(toPrefix(cidr)))?.entries;
+
+describe('compilePolicy: the per-prefix entry limit', () => {
+  it('one rule with exactly MAX_L4_ENTRIES ports compiles; one more is refused, naming the service', () => {
+    const c = compilePolicy([pRule(1, 'allow', ['192.0.2.0/24', '198.51.100.0/24'], tcpPorts(MAX_L4_ENTRIES))], 'shop/web');
+    assert.equal(entriesAt(c, '192.0.2.0/24')?.length, MAX_L4_ENTRIES);
+    assert.equal(entriesAt(c, '198.51.100.0/24')?.length, MAX_L4_ENTRIES);
+    assert.throws(
+      () => compilePolicy([pRule(1, 'allow', ['192.0.2.0/24'], tcpPorts(MAX_L4_ENTRIES + 1))], 'shop/web'),
+      (e) => isHeraldError(e, 'HERALD_POLICY_TOO_COMPLEX') && /^shop\/web: source 192\.0\.2\.0\/24 is matched by 17 port entries/.test(e.message),
+    );
+  });
+
+  it('without a service name the error says "service"', () => {
+    assert.throws(
+      () => compilePolicy([pRule(1, 'allow', ['192.0.2.0/24'], tcpPorts(MAX_L4_ENTRIES + 1))]),
+      (e) => isHeraldError(e, 'HERALD_POLICY_TOO_COMPLEX') && /^service: source 192\.0\.2\.0\/24 /.test(e.message),
+    );
+  });
+
+  it('a rule with no peers matches no source: it compiles to nothing however many ports it lists', () => {
+    assert.equal(compilePolicy([pRule(1, 'allow', [], tcpPorts(MAX_L4_ENTRIES + 4))], 'shop/web').size, 0);
+  });
+
+  it('several rules whose entries add up on one prefix: exactly MAX_L4_ENTRIES compiles, one more is refused for that prefix', () => {
+    const half = MAX_L4_ENTRIES / 2;
+    const fits = [pRule(1, 'allow', ['192.0.2.0/24'], tcpPorts(half)), pRule(2, 'deny', ['192.0.2.0/25'], tcpPorts(half, 2000))];
+    const c = compilePolicy(fits, 'shop/web');
+    assert.equal(entriesAt(c, '192.0.2.0/24')?.length, half, 'the /24 outside the /25 only gets the allow');
+    const inner = entriesAt(c, '192.0.2.0/25')!;
+    assert.equal(inner.length, MAX_L4_ENTRIES);
+    assert.deepEqual([...new Set(inner.map((e) => e.rule))], [2, 1], 'deny entries first');
+    const over = [pRule(1, 'allow', ['192.0.2.0/24'], tcpPorts(half)), pRule(2, 'deny', ['192.0.2.0/25'], tcpPorts(half + 1, 2000))];
+    assert.throws(
+      () => compilePolicy(over, 'shop/web'),
+      (e) => isHeraldError(e, 'HERALD_POLICY_TOO_COMPLEX') && /^shop\/web: source 192\.0\.2\.0\/25 is matched by 17 port entries/.test(e.message),
+    );
+  });
+
+  it('one rule with an except goes through the general walk and is held to the same limit', () => {
+    assert.throws(
+      () => compilePolicy([pRule(1, 'allow', [['192.0.2.0/24', ['192.0.2.0/28']]], tcpPorts(MAX_L4_ENTRIES + 1))], 'shop/web'),
+      (e) => isHeraldError(e, 'HERALD_POLICY_TOO_COMPLEX'),
+    );
+    const c = compilePolicy([pRule(1, 'allow', [['192.0.2.0/24', ['192.0.2.0/28']]], tcpPorts(MAX_L4_ENTRIES))], 'shop/web');
+    assert.equal(entriesAt(c, '192.0.2.0/24')?.length, MAX_L4_ENTRIES);
+    assert.deepEqual(entriesAt(c, '192.0.2.0/28'), [], 'the except is stored, with no entries');
+  });
+});
+
+describe('compilePolicy: general walk', () => {
+  it('an except excludes only its own block: the same rule matching through another block still applies', () => {
+    const r = pRule(1, 'allow', [['192.0.2.0/24', ['192.0.2.0/28']], '192.0.2.0/26'], [{ proto: PROTO.TCP, lo: 80, hi: 80 }]);
+    const c = compilePolicy([r, pRule(2, 'deny', ['203.0.113.0/24'])]);
+    assert.deepEqual(entriesAt(c, '192.0.2.0/28')?.map((e) => e.rule), [1], 'inside /26, which has no except');
+    assert.deepEqual(entriesAt(c, '192.0.2.0/24')?.map((e) => e.rule), [1]);
+  });
+
+  it('IPv4 and IPv6 prefixes of the same length never act as each other\'s ancestors', () => {
+    const c = compilePolicy([pRule(1, 'deny', ['0.0.0.0/0']), pRule(2, 'allow', ['::/0', '2001:db8::/32'])]);
+    assert.deepEqual(entriesAt(c, '0.0.0.0/0')?.map((e) => e.rule), [1]);
+    assert.deepEqual(entriesAt(c, '::/0')?.map((e) => e.rule), [2]);
+    assert.deepEqual(entriesAt(c, '2001:db8::/32')?.map((e) => e.rule), [2]);
+  });
+});
+
+describe('compiledEqual', () => {
+  const base = (): PolicyRule[] => [
+    pRule(1, 'deny', ['192.0.2.0/24'], [{ proto: PROTO.TCP, lo: 22, hi: 22 }]),
+    pRule(2, 'allow', ['198.51.100.0/24'], [{ proto: PROTO.UDP, lo: 53, hi: 54 }]),
+  ];
+
+  it('the same rules compiled twice are equal (no datapath write needed); an empty policy equals an empty one', () => {
+    assert.equal(compiledEqual(compilePolicy(base()), compilePolicy(base())), true);
+    assert.equal(compiledEqual(compilePolicy([]), compilePolicy([])), true);
+  });
+
+  it('a different number of prefixes, or the same number but other prefixes, is a change', () => {
+    const a = compilePolicy(base());
+    assert.equal(compiledEqual(a, compilePolicy([base()[0]!])), false);
+    assert.equal(compiledEqual(compilePolicy([base()[0]!]), a), false);
+    const moved = [base()[0]!, pRule(2, 'allow', ['203.0.113.0/24'], [{ proto: PROTO.UDP, lo: 53, hi: 54 }])];
+    assert.equal(compiledEqual(a, compilePolicy(moved)), false);
+  });
+
+  it('a prefix with more or fewer entries is a change, even when the common entries agree', () => {
+    const one = compilePolicy([pRule(1, 'allow', ['192.0.2.0/24'], [{ proto: PROTO.TCP, lo: 80, hi: 80 }])]);
+    const two = compilePolicy([pRule(1, 'allow', ['192.0.2.0/24'], [{ proto: PROTO.TCP, lo: 80, hi: 80 }, { proto: PROTO.TCP, lo: 443, hi: 443 }])]);
+    assert.equal(compiledEqual(one, two), false);
+    assert.equal(compiledEqual(two, one), false);
+  });
+
+  it('any one field of any entry differing is a change', () => {
+    const key = prefixKey(toPrefix('192.0.2.0/24'));
+    const e0: L4Entry = { proto: PROTO.TCP, deny: false, any: false, lo: 80, hi: 80, rule: 1 };
+    const e1: L4Entry = { proto: PROTO.TCP, deny: false, any: false, lo: 443, hi: 443, rule: 1 };
+    const policy = (last: L4Entry): CompiledPolicy => new Map([[key, { prefix: toPrefix('192.0.2.0/24'), entries: [e0, last] }]]);
+    assert.equal(compiledEqual(policy(e1), policy({ ...e1 })), true);
+    const changes: Partial<L4Entry>[] = [{ proto: PROTO.UDP }, { deny: true }, { any: true }, { lo: 442 }, { hi: 444 }, { rule: 2 }];
+    for (const change of changes) {
+      assert.equal(compiledEqual(policy(e1), policy({ ...e1, ...change })), false, JSON.stringify(change));
+    }
+  });
+});
+
+describe('familyWidth / toPrefixEntries', () => {
+  it('address width per family: 32 bits for IPv4, 128 for IPv6', () => {
+    assert.equal(familyWidth(4), 32);
+    assert.equal(familyWidth(6), 128);
+  });
+
+  it('toPrefixEntries gives one datapath entry per compiled prefix, with its entries', () => {
+    const rows = toPrefixEntries(compilePolicy([pRule(1, 'allow', ['192.0.2.0/24', '2001:db8::/32'])]));
+    assert.deepEqual(
+      rows.map((r) => [r.family, r.len, r.addr, r.entries.length]).sort((a, b) => Number(a[0]) - Number(b[0])),
+      [
+        [4, 24, 0xc0000200n, 1],
+        [6, 32, 0x20010db8n << 96n, 1],
+      ],
+    );
+  });
+});
