@@ -327,6 +327,9 @@ export function networkPolicyWarnings(obj: NetworkPolicyManifest): { path: strin
           if (!WORLD_ENTITIES.has(e)) out.push({ path: formatPath([...p, 'fromEntities', j]), message: `entity ${quote(e)} ignored by herald (only "world" and "all" name sources of service traffic)${deny}` });
         });
         (ing.fromCIDRSet ?? []).forEach((s, j) => warnExtra(s, KNOWN_CIDR_SET, [...p, 'fromCIDRSet', j], `unknown CIDR rule field${deny}`));
+        if ((ing.icmps ?? []).length > 0 && (ing.icmps ?? []).every((ir) => ir.fields.length === 0)) {
+          out.push({ path: formatPath([...p, 'icmps']), message: `no ICMP entry names a type: this rule matches no packet (as Cilium), it ${section === 'ingressDeny' ? 'denies' : 'allows'} nothing` });
+        }
         (ing.icmps ?? []).forEach((ir, j) => {
           warnExtra(ir, KNOWN_ICMP_RULE, [...p, 'icmps', j], 'unknown ICMP rule field');
           ir.fields.forEach((f, k) => warnExtra(f, KNOWN_ICMP_FIELD, [...p, 'icmps', j, 'fields', k], 'unknown ICMP field'));

@@ -267,6 +267,20 @@ describe('fields herald does not enforce are warnings, never dropped silently', 
     assert.equal(set!.rules.length, 1);
     assert.equal(set!.rules[0]!.origin, 'CiliumNetworkPolicy shop/web-in spec.ingress[1]');
   });
+
+  it('icmps entries that name no type: a warning that the rule matches no packet (as Cilium), and the rule contributes nothing', () => {
+    const r = load(CNP('  ingress:\n  - fromCIDR: [192.0.2.0/24]\n    icmps: [{}]\n  ingressDeny:\n  - fromCIDR: [198.51.100.0/24]\n    icmps: [{fields: []}]\n  - fromCIDR: [203.0.113.0/24]\n    icmps: [{}, {fields: [{type: 8}]}]\n'));
+    assert.equal(formatErrors(r.errors), '');
+    assert.deepEqual(
+      r.warnings.map((w) => `${w.path}: ${w.message}`),
+      [
+        'spec.ingress[0].icmps: no ICMP entry names a type: this rule matches no packet (as Cilium), it allows nothing',
+        'spec.ingressDeny[0].icmps: no ICMP entry names a type: this rule matches no packet (as Cilium), it denies nothing',
+      ],
+    );
+    const [set] = ruleSetsFromSnapshot(r.snapshot!);
+    assert.deepEqual(set!.rules.map((x) => x.origin), ['CiliumNetworkPolicy shop/web-in spec.ingressDeny[1]']);
+  });
 });
 
 describe('Service.loadBalancerSourceRanges and its annotation', () => {

@@ -115,11 +115,14 @@ function peersOf(ing: IngressRuleSpec, groups: ReadonlyMap<string, Sourced<CidrG
   return out.length > 0 ? out : undefined;
 }
 
-function portsOf(ing: IngressRuleSpec): { ports?: readonly PortRange[]; namedPorts?: readonly NamedPort[] } {
+/** The rule's L4 part; 'no-packet' when it can match no packet at all (the rule is then dropped). */
+function portsOf(ing: IngressRuleSpec): { ports?: readonly PortRange[]; namedPorts?: readonly NamedPort[] } | 'no-packet' {
   if (ing.icmps !== undefined && ing.icmps.length > 0) {
     // ICMP types are the L4 key of ICMP / ICMPv6 packets (intake refuses icmps together with toPorts).
     const out: PortRange[] = ing.icmps.flatMap((r) => r.fields.map((f) => ({ proto: f.family === 'IPv4' ? PROTO.ICMP : PROTO.ICMPV6, lo: f.type, hi: f.type })));
-    return out.length > 0 ? { ports: out } : {};
+    // icmps entries without fields: as Cilium (a non-empty icmps list makes the rule an L4 rule, and each
+    // ICMP entry adds one filter per field), such a rule matches nothing — never "every port".
+    return out.length > 0 ? { ports: out } : 'no-packet';
   }
   if (ing.toPorts === undefined) return {};
   const out: PortRange[] = [];
@@ -164,6 +167,7 @@ function policyRuleSets(obj: Sourced<NetworkPolicyManifest>, groups: ReadonlyMap
         const peers = peersOf(ing, groups);
         if (peers === undefined) return;
         const ports = portsOf(ing);
+        if (ports === 'no-packet') return; // warned at intake
         rules.push({
           verdict: section === 'ingressDeny' ? 'deny' : 'allow',
           peers,

@@ -110,11 +110,23 @@ describe('policy intake: ports and ICMP', () => {
     assert.deepEqual(r!.ports, [{ proto: PROTO.TCP, lo: 80, hi: 80 }]);
   });
 
-  // The same reading as `toPorts: [{}]`. Open question (see the mutation report): Cilium may read a non-empty icmps
-  // list whose entries have no fields as matching no packet; if herald follows that, this case changes with it.
-  it('icmps entries with no fields are read as no L4 restriction (no ports field), as toPorts: [{}]', () => {
-    const [r] = rulesOf(CNP('  ingress:\n  - fromCIDR: [192.0.2.0/24]\n    icmps: [{}]\n'));
-    assert.ok(!('ports' in r!));
+  // Not the reading of `toPorts: [{}]`: in Cilium a non-empty icmps list makes the rule an L4 rule
+  // (pkg/policy/rule.go: L3-only only when toPorts and icmps are both empty) and each ICMP entry adds one
+  // filter per field, so entries without fields match nothing. Read as "every port", an allow rule opened
+  // every port to its sources and a deny rule denied them everything.
+  it('icmps entries with no fields match no packet: the rule is dropped (allow and deny), the section still selects default deny', () => {
+    for (const icmps of ['icmps: [{}]', 'icmps: [{fields: []}, {}]']) {
+      for (const section of ['ingress', 'ingressDeny']) {
+        const rules = rulesOf(CNP(`  ${section}:\n  - fromCIDR: [192.0.2.0/24]\n    ${icmps}\n`));
+        assert.equal(rules.length, 1, `${section} ${icmps}`);
+        assert.deepEqual(rules[0]!.peers, [], `${section} ${icmps}: only the default-deny marker is left`);
+        assert.equal(rules[0]!.verdict, 'allow');
+        assert.match(rules[0]!.origin, /selects: default deny/);
+      }
+    }
+    // One entry with a field is enough for the rule to stand (its types only).
+    const [r] = rulesOf(CNP('  ingress:\n  - fromCIDR: [192.0.2.0/24]\n    icmps: [{}, {fields: [{type: 8}]}]\n'));
+    assert.deepEqual(r!.ports, [{ proto: PROTO.ICMP, lo: 8, hi: 8 }]);
   });
 });
 
