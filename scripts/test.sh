@@ -15,6 +15,9 @@ unit_tests=(
   test/controlplane/policy/trace.test.ts
   test/controlplane/policy/shared.test.ts
   test/controlplane/policy/named-ports.test.ts
+  test/controlplane/policy/model-survivors.test.ts
+  test/controlplane/policy/selection-compile-survivors.test.ts
+  test/controlplane/policy/intake-survivors.test.ts
   test/api/policy-metrics.test.ts
   test/datapath/policy/policy-layout.test.ts
   test/core/statedb/txn.test.ts
@@ -64,6 +67,8 @@ unit_tests=(
   test/controlplane/bgp/peers.test.ts
   test/controlplane/bgp/desired-survivors.test.ts
   test/controlplane/lb/desired.test.ts
+  test/controlplane/lb/desired-survivors.test.ts
+  test/controlplane/lb/controller.test.ts
   test/controlplane/health/health.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/cilium-parity.test.ts
