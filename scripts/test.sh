@@ -57,6 +57,7 @@ unit_tests=(
   test/intent/bgp.test.ts
   test/intent/sources/publisher.test.ts
   test/controlplane/candidates.test.ts
+  test/controlplane/candidates-survivors.test.ts
   test/controlplane/rendezvous.test.ts
   test/controlplane/controller.test.ts
   test/controlplane/policy-status.test.ts

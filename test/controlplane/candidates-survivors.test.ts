@@ -119,6 +119,14 @@ test('an interface pattern that does not compile is ignored; the policy\'s other
   assert.deepEqual(out.get(WEB)?.interfaces, ['eth1']);
 });
 
+test('a policy none of whose interface patterns compiles matches no interface (fails closed), as unmatchedInterfaces reports it', () => {
+  const base = load(service('web'), l2policy('p', { loadBalancerIPs: true, interfaces: ['^eth1$'] }));
+  const snap = withPatterns(base, 'p', ['(?x)eth0', '[eth1']);
+  const links = [link('eth0'), link('eth1')];
+  assert.equal(candidates(snap, links).size, 0);
+  assert.deepEqual(unmatchedInterfaces(snap, N1(snap), links).map((u) => u.policy), ['p']);
+});
+
 // ---------------------------------------------------------------- unmatchedInterfaces
 
 const N1 = (snap: IntentSnapshot) => nodeIdentity(snap, 'n1');

@@ -47,7 +47,9 @@ export function computeCandidates(input: {
     if (!spec.loadBalancerIPs && !spec.externalIPs) continue;
     if (!matchesSelector(spec.nodeSelector, input.node.labels)) continue;
     const patterns = spec.interfaces.map((p) => compileRe2(p)).flatMap((r) => (r.ok ? [r.regex] : []));
-    const interfaces = patterns.length === 0 ? usable : usable.filter((name) => patterns.some((re) => re.test(name)));
+    // No patterns: every eligible interface. Patterns none of which compiles (intake refuses them; a defence
+    // in depth) match nothing — never "every interface", and as unmatchedInterfaces reports them.
+    const interfaces = spec.interfaces.length === 0 ? usable : usable.filter((name) => patterns.some((re) => re.test(name)));
     if (interfaces.length === 0) continue;
 
     for (const [svcKey, svc] of input.snapshot.services) {
