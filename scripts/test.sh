@@ -71,6 +71,8 @@ unit_tests=(
   test/controlplane/lb/desired-survivors.test.ts
   test/controlplane/lb/controller.test.ts
   test/controlplane/health/health.test.ts
+  test/controlplane/health/checker.test.ts
+  test/controlplane/health/targets-survivors.test.ts
   test/controlplane/ipam/allocator.test.ts
   test/controlplane/ipam/cilium-parity.test.ts
   test/controlplane/ipam/blocks.test.ts

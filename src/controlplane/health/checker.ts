@@ -8,6 +8,7 @@
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import type { Disposable } from '../../core/disposable.js';
 import type { Logger } from '../../core/logger.js';
+import { compareStrings } from '../../core/order.js';
 import type { BackendProber } from '../../os/health-probe.js';
 import { healthKey, initialHealth, nextHealth, type HealthState, type HealthTarget } from './targets.js';
 
@@ -78,7 +79,8 @@ export class HealthChecker implements Disposable {
         probes: l.probes,
         ...(l.lastResult !== undefined ? { lastResult: l.lastResult } : {}),
       }))
-      .sort((a, b) => (a.service + a.address < b.service + b.address ? -1 : 1));
+      // Service, then address, then port (not the joined text: "default/a1" + "1.0.0.1" sorted before "default/a" + "2.0.0.1").
+      .sort((a, b) => compareStrings(a.service, b.service) || compareStrings(a.address, b.address) || a.port - b.port);
   }
 
   private async run(loop: Loop): Promise<void> {

@@ -180,6 +180,17 @@ test('down() and view() cover every loop: only the down backends ("service|addre
   checker.dispose();
 });
 
+test('view() orders by service, then address, then port — not by the joined text', () => {
+  const { checker } = setup();
+  const s = spec({ fall: 1 });
+  checker.setTargets(targets(target('default/a1', '192.0.2.1', 80, s), target('default/a', '192.0.2.9', 8080, s), target('default/a', '192.0.2.9', 443, s)));
+  assert.deepEqual(
+    checker.view().map((v) => `${v.service} ${v.address}:${v.port}`),
+    ['default/a 192.0.2.9:443', 'default/a 192.0.2.9:8080', 'default/a1 192.0.2.1:80'],
+  );
+  checker.dispose();
+});
+
 test('setting the same targets again (equal checks, new objects) keeps each loop and its state: no restart, no second probe', async () => {
   const { prober, clock, changes, checker } = setup();
   const make = () => targets(target('default/web', '192.0.2.21', 8080, spec({ fall: 1 })), target('default/web', '192.0.2.22', 8080, spec({ fall: 1 })));
