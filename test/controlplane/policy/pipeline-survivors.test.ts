@@ -293,6 +293,22 @@ describe('selective regeneration', () => {
     p.dispose();
   });
 
+  it('a service whose own and shared IPs swap in one change is rewritten, even when the two IP lists read the same run together', async () => {
+    const { p, rows, row } = setup();
+    // Own IPs before: 198.51.100.1, 192.0.2.10; after: 198.51.100.11, 92.0.2.10 ("198.51.100.1"+"192.0.2.10" = "198.51.100.11"+"92.0.2.10").
+    const ips = ['198.51.100.1', '198.51.100.11', '192.0.2.10', '92.0.2.10'];
+    await p.submit({ kind: 'rules', sets: [set('a-in', rule(byApp('a'), ['203.0.113.0/24']))] });
+    await p.submit({ kind: 'services', upsert: [svc('a', ips, tcpPorts(80)), svc('b', ['198.51.100.11', '92.0.2.10'], tcpPorts(443))] });
+    assert.deepEqual(row('shop/a')!.ips, ['198.51.100.1', '192.0.2.10']);
+    const r = await p.submit({ kind: 'services', upsert: [svc('b', ['198.51.100.1', '192.0.2.10'], tcpPorts(443))] });
+    assert.ok(r.regenerated.includes('shop/a'), r.regenerated.join());
+    assert.deepEqual(row('shop/a')!.ips, ['198.51.100.11', '92.0.2.10']);
+    // Every IP is in exactly one row: the datapath's svc map has one owner per IP.
+    const owners = rows().flatMap((x) => x.ips);
+    assert.deepEqual([...owners].sort(), [...ips].sort());
+    p.dispose();
+  });
+
   it('a row lists its rules in id order, whichever way the selection index found them (own row and shared row)', async () => {
     const { p, row } = setup();
     // Created before the services, in id order: 1 scans the namespace, 2 names the service, 3 is indexed by its label.
@@ -312,6 +328,18 @@ describe('selective regeneration', () => {
 });
 
 describe('the shared IP row', () => {
+  it('is left alone when a service leaves and rejoins it in one change (its services are compared as a set, not in join order)', async () => {
+    const { p, row } = setup();
+    await p.submit({ kind: 'rules', sets: [set('all', rule(wholeNamespace, ['192.0.2.0/24']))] });
+    const a = () => svc('a', [X], tcpPorts(80));
+    await p.submit({ kind: 'services', upsert: [a(), svc('b', [X], tcpPorts(443)), svc('c', [X], tcpPorts(53))] });
+    const before = row(`ip:${X}`)!;
+    const r = await p.submit({ kind: 'services', upsert: [a()], remove: ['shop/a'] });
+    assert.ok(!r.regenerated.includes(`ip:${X}`), r.regenerated.join());
+    assert.equal(row(`ip:${X}`), before, 'the same row object: not rewritten');
+    p.dispose();
+  });
+
   it('follows a rule change of one of its services', async () => {
     const { p, row } = setup();
     await p.submit({ kind: 'services', upsert: [svc('a', [X], tcpPorts(80)), svc('b', [X], tcpPorts(443))] });
