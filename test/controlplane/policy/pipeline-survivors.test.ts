@@ -475,7 +475,8 @@ describe('realization', () => {
     await new Promise((res) => setImmediate(res));
     assert.equal(idle, false, 'revision 1 is not realized yet');
     waits[0]!.resolve();
-    await done;
+    assert.notEqual(await outcome(done), 'pending', 'idle() resolves once revision 1 is realized');
+    assert.equal(idle, true);
     assert.equal(p.realizedRevision, r.revision);
     p.dispose();
   });
