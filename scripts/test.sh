@@ -18,6 +18,8 @@ unit_tests=(
   test/controlplane/policy/model-survivors.test.ts
   test/controlplane/policy/selection-compile-survivors.test.ts
   test/controlplane/policy/intake-survivors.test.ts
+  test/controlplane/policy/pipeline-survivors.test.ts
+  test/controlplane/policy/pipeline-resync.test.ts
   test/api/policy-metrics.test.ts
   test/datapath/policy/policy-layout.test.ts
   test/core/statedb/txn.test.ts

@@ -34,6 +34,8 @@ import { mergeSharedRules } from './shared.js';
 
 /** The row key of an IP several services share. */
 export const SHARED_ROW_PREFIX = 'ip:';
+/** After a failed table write, the resync pass comes this long after the last attempt (unless a change comes first). */
+export const RESYNC_RETRY_MS = 1000;
 
 export type PolicyChange =
   | { readonly kind: 'rules'; readonly sets: readonly RuleSetInput[] }
@@ -109,6 +111,12 @@ export class PolicyPipeline implements Disposable {
   /** Service IP → the services using it (more than one: a shared IP with a row of its own). */
   private readonly ipUsers = new Map<string, Set<string>>();
   private readonly inflight = new Set<Promise<void>>();
+  /**
+   * A table write failed after the model (repository, selection, IP users, ids) had taken its change:
+   * the next pass regenerates every service and shared IP and compares with the table, and one is
+   * scheduled RESYNC_RETRY_MS later if no change comes first. Nothing is left half-applied for good.
+   */
+  private resyncNeeded = false;
 
   constructor(private readonly deps: PolicyPipelineDeps) {
     this.trigger = new Trigger({ name: 'policy-queue', clock: deps.clock, log: deps.log, run: () => this.drain() });
@@ -134,6 +142,7 @@ export class PolicyPipeline implements Disposable {
   }
 
   private drain(): void {
+    if (this.queue.length === 0 && this.resyncNeeded) this.queue.push(this.resyncPass());
     for (let p = this.queue.shift(); p !== undefined; p = this.queue.shift()) {
       try {
         p.resolve(this.apply(p));
@@ -141,6 +150,18 @@ export class PolicyPipeline implements Disposable {
         p.reject(e);
       }
     }
+    if (this.resyncNeeded) this.trigger.triggerAt(this.deps.clock.now() + RESYNC_RETRY_MS);
+  }
+
+  /** A pass with no change of its own, after a failed write: every row regenerated (see resyncNeeded). */
+  private resyncPass(): Pending {
+    return {
+      change: { kind: 'rules', sets: [] },
+      source: 'resync',
+      enqueuedMs: monotonicMs(this.deps.clock),
+      resolve: (r) => this.deps.log.info({ regenerated: r.regenerated.length, errors: r.errors.length }, 'policy table resynchronized after a failed write'),
+      reject: (e) => this.deps.log.warn({ err: describeError(e), retryMs: RESYNC_RETRY_MS }, 'policy table resync failed; retrying'),
+    };
   }
 
   private apply(p: Pending): ChangeResult {
@@ -175,11 +196,21 @@ export class PolicyPipeline implements Disposable {
       for (const ip of touchedIps) for (const s of this.ipUsers.get(ip) ?? []) affected.add(s);
       for (const ip of touchedIps) affectedIps.add(ip);
     }
+    const db = this.deps.db;
+    const table = this.deps.table;
+    if (this.resyncNeeded) {
+      // Everything the model knows and everything the table holds: rows of services or shared IPs
+      // the model no longer has are deleted below (no info, no sharers).
+      for (const info of this.index.allServices()) affected.add(info.service);
+      for (const ip of this.ipUsers.keys()) if (this.shared(ip)) affectedIps.add(ip);
+      for (const row of db.readTxn().list(table)) {
+        if (row.service.startsWith(SHARED_ROW_PREFIX)) affectedIps.add(row.service.slice(SHARED_ROW_PREFIX.length));
+        else affected.add(row.service);
+      }
+    }
     for (const s of affected) for (const ip of this.index.service(s)?.ips ?? []) if (this.shared(ip)) affectedIps.add(ip);
     const regenerated: string[] = [];
     const errors: { service: string; error: string }[] = [];
-    const db = this.deps.db;
-    const table = this.deps.table;
     const txn = db.writeTxn([table]);
     try {
       for (const service of affected) {
@@ -218,8 +249,13 @@ export class PolicyPipeline implements Disposable {
       }
       for (const ip of affectedIps) this.regenerateShared(ip, revision, txn, regenerated, errors);
       txn.commit();
+      this.resyncNeeded = false;
     } catch (e) {
       if (txn.isOpen) txn.abort();
+      // The fingerprints of this pass describe rows that were never committed.
+      this.effective.clear();
+      if (!this.resyncNeeded) this.deps.log.warn({ err: describeError(e), retryMs: RESYNC_RETRY_MS }, 'policy table write failed: every service is regenerated at the next pass');
+      this.resyncNeeded = true;
       throw e;
     }
     const tableRevision = db.readTxn().revision(table);
