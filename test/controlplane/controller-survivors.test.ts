@@ -11,13 +11,13 @@ import { afterEach, test } from 'node:test';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { ControlPlane, type ControlPlaneDeps } from '../../src/controlplane/controller.js';
 import type { OwnershipBackend, OwnershipView } from '../../src/controlplane/ownership/backend.js';
-import type { AllocationState } from '../../src/controlplane/ipam/state.js';
+import type { IpamCoordinator, IpamStateStatus } from '../../src/controlplane/ipam/coordinator.js';
+import { EMPTY_ALLOCATION_STATE, type AllocationState } from '../../src/controlplane/ipam/state.js';
 import type { StaticAnnouncement } from '../../src/controlplane/static-announcements.js';
 import { l2AnnounceTable } from '../../src/datapath/tables/l2-announce.js';
 import { formatErrors, parseManifests, type IntentSnapshot } from '../../src/intent/index.js';
 import { FakeLinks } from '../../src/os/fake/links.js';
 import { ManualClock } from '../helpers/manual-clock.js';
-import { MemoryIpam } from '../helpers/memory-ipam.js';
 import { recordingLogger, type LogLine } from '../helpers/recording-logger.js';
 
 const WEB = '198.51.100.20';
@@ -89,30 +89,40 @@ class ScriptedOwnership implements OwnershipBackend {
   dispose(): void {}
 }
 
-/** An allocation store whose role the test sets: the allocator, a follower of `other`, or an allocator fenced off (saves refused). */
-class ScriptedIpam extends MemoryIpam {
+/** An allocation store whose role the test sets: the allocator, a follower of node-b, or an allocator fenced off (saves refused). */
+class ScriptedIpam implements IpamCoordinator {
+  readonly kind = 'local' as const;
   role: 'allocator' | 'follower' | 'fenced' = 'allocator';
+  state: AllocationState = EMPTY_ALLOCATION_STATE;
   saves = 0;
   private onChange: () => void = () => {};
-  override async start(onChange: () => void): Promise<void> {
+  async start(onChange: () => void): Promise<void> {
     this.onChange = onChange;
   }
-  override isAllocator(): boolean {
+  isAllocator(): boolean {
     return this.role !== 'follower';
   }
-  override async save(state: AllocationState): Promise<boolean> {
+  current(): AllocationState {
+    return this.state;
+  }
+  async save(state: AllocationState): Promise<boolean> {
     this.saves++;
     if (this.role === 'fenced') return false;
-    return super.save(state);
+    this.state = state;
+    return true;
   }
-  override allocator(): string {
+  allocator(): string {
     return this.role === 'allocator' ? 'node-a' : 'node-b';
+  }
+  status(): IpamStateStatus {
+    return { allocator: this.allocator(), generation: this.state.generation ?? 0, source: 'file' };
   }
   /** Another node persisted `allocations`: the coordinator tells the control plane. */
   persistedElsewhere(allocations: Record<string, string[]>): void {
     this.state = { ...this.state, allocations };
     this.onChange();
   }
+  dispose(): void {}
 }
 
 const disposers: Array<() => void> = [];
