@@ -62,6 +62,7 @@ unit_tests=(
   test/controlplane/candidates-survivors.test.ts
   test/controlplane/rendezvous.test.ts
   test/controlplane/controller.test.ts
+  test/controlplane/controller-survivors.test.ts
   test/controlplane/policy-status.test.ts
   test/controlplane/bgp/desired.test.ts
   test/controlplane/bgp/controller.test.ts
