@@ -200,9 +200,9 @@ export class PolicyPipeline implements Disposable {
     const table = this.deps.table;
     if (this.resyncNeeded) {
       // Everything the model knows and everything the table holds: rows of services or shared IPs
-      // the model no longer has are deleted below (no info, no sharers).
+      // the model no longer has are deleted below (no info, no sharers); the shared IPs of known
+      // services join through their services just below.
       for (const info of this.index.allServices()) affected.add(info.service);
-      for (const ip of this.ipUsers.keys()) if (this.shared(ip)) affectedIps.add(ip);
       for (const row of db.readTxn().list(table)) {
         if (row.service.startsWith(SHARED_ROW_PREFIX)) affectedIps.add(row.service.slice(SHARED_ROW_PREFIX.length));
         else affected.add(row.service);

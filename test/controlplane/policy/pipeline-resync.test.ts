@@ -31,6 +31,7 @@ const allowFrom = (cidr: string): RuleSetInput => ({
 /** A table that refuses rows while `refuse(row)` says so (its index function throws inside the write). */
 function setup() {
   const control = { refuse: (_r: ServicePolicyRow) => false };
+  const delays: string[] = [];
   const table = defineTable<ServicePolicyRow>({
     name: 'service-policy',
     primaryKey: (r) => r.service,
@@ -44,11 +45,11 @@ function setup() {
   const db = new StateDB([table]);
   const clock = new ManualClock();
   const log = recordingLogger();
-  const p = new PolicyPipeline({ db, table, clock, log });
+  const p = new PolicyPipeline({ db, table, clock, log, observeDelay: (_s, source) => delays.push(source) });
   const services = () => db.readTxn().list(table).map((r) => r.service).sort();
   /** Lets the trigger's pass run (it starts on a resolved promise). */
   const settle = () => new Promise((r) => setImmediate(r));
-  return { control, db, table, clock, log, p, services, settle };
+  return { control, db, table, clock, log, p, services, settle, delays };
 }
 
 describe('policy pipeline: a failed table write is never left half-applied', () => {
@@ -66,17 +67,24 @@ describe('policy pipeline: a failed table write is never left half-applied', () 
   });
 
   it('without any further change, a resync pass RESYNC_RETRY_MS later writes what the failed change meant; it retries while the table refuses', async () => {
-    const { control, clock, log, p, services, settle } = setup();
+    const { control, clock, log, p, services, settle, delays } = setup();
     await p.submit({ kind: 'services', upsert: [svc('a', ['198.51.100.1']), svc('b', ['198.51.100.2'])] });
+    await p.idle();
+    assert.deepEqual(delays, ['api']);
     control.refuse = () => true;
     await assert.rejects(p.submit({ kind: 'rules', sets: [allowFrom('192.0.2.0/24')] }), /refused/);
-    assert.equal(log.lines.filter((l) => l.msg.startsWith('policy table write failed')).length, 1);
+    const failed = log.lines.filter((l) => l.msg.startsWith('policy table write failed'));
+    assert.equal(failed.length, 1);
+    assert.equal(failed[0]!.obj.retryMs, RESYNC_RETRY_MS);
+    assert.match(String(failed[0]!.obj.err), /refused/);
     clock.advance(RESYNC_RETRY_MS - 1);
     await settle();
     assert.equal(log.lines.filter((l) => l.msg.startsWith('policy table resync failed')).length, 0, 'not before RESYNC_RETRY_MS');
     clock.advance(1);
     await settle();
-    assert.equal(log.lines.filter((l) => l.msg.startsWith('policy table resync failed')).length, 1, 'the resync ran and failed');
+    const retried = log.lines.filter((l) => l.msg.startsWith('policy table resync failed'));
+    assert.equal(retried.length, 1, 'the resync ran and failed');
+    assert.equal(retried[0]!.obj.retryMs, RESYNC_RETRY_MS);
     assert.equal(log.lines.filter((l) => l.msg.startsWith('policy table write failed')).length, 1, 'the failure is warned once, not per retry');
     assert.deepEqual(services(), []);
     control.refuse = () => false;
@@ -84,11 +92,16 @@ describe('policy pipeline: a failed table write is never left half-applied', () 
     await settle();
     assert.deepEqual(services(), ['shop/a', 'shop/b']);
     assert.ok(log.lines.some((l) => l.msg === 'policy table resynchronized after a failed write' && l.obj.regenerated === 2));
-    // Healed: no further pass is scheduled.
+    await p.idle();
+    assert.deepEqual(delays, ['api', 'resync'], 'the resync pass is realized under its own source');
+    // Healed: no further pass is scheduled, and a change is an ordinary pass again (no resync behind it).
     const passes = log.lines.length;
     clock.advance(10 * RESYNC_RETRY_MS);
     await settle();
     assert.equal(log.lines.length, passes);
+    await p.submit({ kind: 'services', upsert: [svc('c', ['198.51.100.3'])] });
+    await settle();
+    assert.equal(log.lines.filter((l) => l.msg === 'policy table resynchronized after a failed write').length, 1);
     p.dispose();
   });
 
