@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { OwnershipView } from '../../../src/controlplane/ownership/backend.js';
+import type { OwnershipBackend, OwnershipView } from '../../../src/controlplane/ownership/backend.js';
 import { openGate } from '../../../src/controlplane/ownership/edges.js';
 import { LocalOwnership } from '../../../src/controlplane/ownership/local.js';
 
@@ -92,7 +92,8 @@ test('release changes nothing (no other node takes over) and dispose stops all r
   const { o, views } = await started();
   o.setCandidates(cands('192.0.2.10'));
   await o.release();
-  await o.release({ silenced: true });
+  const backend: OwnershipBackend = o; // as the agent holds it
+  await backend.release({ silenced: true });
   assert.deepEqual(plain(o.view()).owned, ['192.0.2.10'], 'a restarting agent keeps answering throughout');
   assert.equal(views.length, 1);
   o.dispose();
