@@ -61,6 +61,9 @@ unit_tests=(
   test/controlplane/candidates.test.ts
   test/controlplane/candidates-survivors.test.ts
   test/controlplane/rendezvous.test.ts
+  test/controlplane/ownership/fencing.test.ts
+  test/controlplane/ownership/local.test.ts
+  test/controlplane/ownership/rendezvous-memo.test.ts
   test/controlplane/controller.test.ts
   test/controlplane/controller-survivors.test.ts
   test/controlplane/policy-status.test.ts
