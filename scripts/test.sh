@@ -22,6 +22,7 @@ unit_tests=(
   test/controlplane/policy/pipeline-resync.test.ts
   test/api/policy-metrics.test.ts
   test/datapath/policy/policy-layout.test.ts
+  test/datapath/policy/policy-layout-survivors.test.ts
   test/core/statedb/txn.test.ts
   test/supervisor/supervisor.test.ts
   test/supervisor/crash-handover.test.ts
