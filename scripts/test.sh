@@ -144,6 +144,7 @@ unit_tests=(
   test/datapath/maglev.test.ts
   test/datapath/ct-gc-interval.test.ts
   test/datapath/lb-layout.test.ts
+  test/datapath/lb-layout-survivors.test.ts
   test/cli/first-ten.test.ts
   test/cli/log-text.test.ts
   test/cli/nice.test.ts
