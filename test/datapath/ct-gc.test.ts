@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import { BpfMap } from '../../src/os/bpf-map.js';
 import { libbpf } from '../../src/os/libbpf.js';
-import { ConntrackGc, connectionsByVip, type GcPassResult } from '../../src/datapath/lb/ct-gc.js';
+import { ConntrackGc, connectionsByVip, gcIntervalDefaults, nextGcInterval, type GcPassResult } from '../../src/datapath/lb/ct-gc.js';
 import { CT_EGRESS, CT_ENTRY_SIZE, CT_SERVICE, CT_SNAT, ct4Codec, ct6Codec, type CtEntry, type CtKey } from '../../src/datapath/lb/layout.js';
 
 const BPF_MAP_TYPE_HASH = 1;
@@ -252,7 +252,9 @@ function snatRows(family: 4 | 6) {
   const plainEgress = { ...egress, sport: 40001 };
   const plainNat = { ...nat, dport: 33335 };
   const service = { saddr: client, daddr: vip, sport: 40002, dport: 80, proto: 6, dir: CT_SERVICE };
-  const serviceNat = { ...nat, dport: 33336 };
+  // What a CT_SERVICE entry with an SNAT port would wrongly take, and what an egress entry without one would.
+  const serviceNat = { saddr: vip, daddr: node, sport: 80, dport: 33336, proto: 6, dir: CT_SNAT };
+  const portZeroNat = { ...nat, dport: 0 };
   const e = (p: Partial<CtEntry> = {}) => entry({ natAddr: vip, ...p });
   const rows: Array<[CtKey, CtEntry]> = [
     [egress, e({ expiresNs: 1n, natAddr: vip, snatPort: 33333 })],
@@ -262,8 +264,9 @@ function snatRows(family: 4 | 6) {
     [plainNat, e()],
     [service, e({ expiresNs: 1n, natAddr: backend, snatPort: 33336 })],
     [serviceNat, e()],
+    [portZeroNat, e()],
   ];
-  return { rows, node, kept: [...misses, plainNat, serviceNat] };
+  return { rows, node, kept: [...misses, plainNat, serviceNat, portZeroNat] };
 }
 
 for (const family of [4, 6] as const) {
@@ -328,4 +331,49 @@ test('connectionsByVip counts per VIP (IPv6)', async () => {
     ['fd03::9', 2],
     ['fd03::a', 1],
   ]);
+});
+
+/**
+ * A ct4 map of two buckets whose two SNAT egress entries share one bucket (the
+ * hash seed is random per map: retried until they do), so a walk of one entry
+ * per batch gets a batch of two.
+ */
+function collidingMap(): BpfMap<CtKey, CtEntry> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const map = ctMap(4, 2);
+    fill(map, [0, 1].map((i): [CtKey, CtEntry] => [key(i, { daddr: '10.1.0.7', dport: 8080, dir: CT_EGRESS }), entry({ expiresNs: 1n, snatPort: 33333 + i })]));
+    let biggest = 0;
+    map.forEachBatch((b) => (biggest = Math.max(biggest, b.count)), 1);
+    if (biggest === 2) return map;
+    map.dispose();
+    cleanup.pop();
+  }
+  assert.fail('no two keys shared a bucket in 200 maps');
+}
+
+test('a hash bucket larger than the batch comes as one larger batch and is collected whole, NAT entries included', async () => {
+  const map = collidingMap();
+  const gc = new ConntrackGc(map, { batchSize: 1, monotonicNs: () => 1000n, snatAddress: () => '10.0.0.100' });
+  const r = await gc.collect();
+  assert.deepEqual([r.scanned, r.deleted, r.remaining], [2, 2, 0]);
+  assert.equal(map.keys().length, 0);
+});
+
+test('nextGcInterval default bounds: 10 s to 5 min', () => {
+  assert.deepEqual(gcIntervalDefaults, { minMs: 10_000, maxMs: 300_000 });
+  assert.equal(nextGcInterval(60_000, 60_000, 0), 90_000);
+  assert.equal(nextGcInterval(250_000, 250_000, 0), 300_000);
+  assert.equal(nextGcInterval(12_000, 12_000, 0.9), 10_000);
+});
+
+test('nextGcInterval thresholds: exactly 25 % and exactly 5 % keep the interval', () => {
+  const b = { minMs: 10_000, maxMs: 300_000 };
+  assert.equal(nextGcInterval(60_000, 60_000, 0.25, b), 60_000);
+  assert.equal(nextGcInterval(60_000, 60_000, 0.05, b), 60_000);
+});
+
+test('nextGcInterval scales the ratio only for a pass that came early: not for a late one, nor for an unknown actual interval', () => {
+  const b = { minMs: 10_000, maxMs: 300_000 };
+  assert.equal(nextGcInterval(60_000, 120_000, 0.08, b), 60_000, 'late: 8 % stays 8 %');
+  assert.equal(nextGcInterval(60_000, 0, 0.1, b), 60_000, 'no actual interval: 10 % stays 10 %');
 });
