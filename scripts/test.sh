@@ -143,6 +143,7 @@ unit_tests=(
   test/datapath/responder-map.contract.test.ts
   test/datapath/maglev.test.ts
   test/datapath/ct-gc-interval.test.ts
+  test/datapath/ct-gc.test.ts
   test/datapath/lb-layout.test.ts
   test/datapath/lb-layout-survivors.test.ts
   test/cli/first-ten.test.ts
