@@ -10,7 +10,6 @@ import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { ControlPlane, type ControlPlaneDeps } from '../../src/controlplane/controller.js';
-import type { OwnershipBackend, OwnershipView } from '../../src/controlplane/ownership/backend.js';
 import type { IpamCoordinator, IpamStateStatus } from '../../src/controlplane/ipam/coordinator.js';
 import { EMPTY_ALLOCATION_STATE, type AllocationState } from '../../src/controlplane/ipam/state.js';
 import type { StaticAnnouncement } from '../../src/controlplane/static-announcements.js';
@@ -19,6 +18,7 @@ import { formatErrors, parseManifests, type IntentSnapshot } from '../../src/int
 import { FakeLinks } from '../../src/os/fake/links.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { recordingLogger, type LogLine } from '../helpers/recording-logger.js';
+import { ScriptedOwnership } from '../helpers/scripted-ownership.js';
 
 const WEB = '198.51.100.20';
 const OTHER = '198.51.100.25';
@@ -55,39 +55,6 @@ function snapshot(manifests: string): IntentSnapshot {
   return load.snapshot!;
 }
 
-/** Owns exactly what the test grants; can fail or take (manual) time in setCandidates, as a slow or broken backend would. */
-class ScriptedOwnership implements OwnershipBackend {
-  readonly kind = 'etcd' as const;
-  candidates: ReadonlyMap<string, readonly string[]> = new Map();
-  affinity: ReadonlyMap<string, string> = new Map();
-  /** Milliseconds of the manual clock each setCandidates takes. */
-  passMs = 0;
-  failNext: Error | undefined;
-  private owned = new Set<string>();
-  private onChange: (view: OwnershipView) => void | Promise<void> = () => {};
-  constructor(private readonly clock: ManualClock) {}
-
-  async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
-    this.onChange = onChange;
-  }
-  setCandidates(candidates: ReadonlyMap<string, readonly string[]>, affinity: ReadonlyMap<string, string> = new Map()): void {
-    if (this.passMs) this.clock.advance(this.passMs);
-    const failure = this.failNext;
-    this.failNext = undefined;
-    if (failure) throw failure;
-    this.candidates = new Map(candidates);
-    this.affinity = new Map(affinity);
-  }
-  own(...ips: string[]): Promise<void> {
-    this.owned = new Set(ips);
-    return Promise.resolve(this.onChange(this.view()));
-  }
-  view(): OwnershipView {
-    return { owned: new Set(this.owned), owners: new Map([...this.owned].map((ip) => [ip, 'node-a'])) };
-  }
-  async release(): Promise<void> {}
-  dispose(): void {}
-}
 
 /** An allocation store whose role the test sets: the allocator, a follower of node-b, or an allocator fenced off (saves refused). */
 class ScriptedIpam implements IpamCoordinator {

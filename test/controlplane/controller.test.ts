@@ -12,12 +12,12 @@ import { silentLogger } from '../../src/core/logger.js';
 import { Reconciler, reconcilerDefaults, type ReconcilerOps } from '../../src/core/reconciler/reconciler.js';
 import { StateDB } from '../../src/core/statedb/index.js';
 import { ControlPlane } from '../../src/controlplane/controller.js';
-import type { OwnershipBackend, OwnershipView } from '../../src/controlplane/ownership/backend.js';
 import type { StaticAnnouncement } from '../../src/controlplane/static-announcements.js';
 import { l2AnnounceKey, l2AnnounceTable, type L2AnnounceRow } from '../../src/datapath/tables/l2-announce.js';
 import { formatErrors, parseManifests, type IntentSnapshot } from '../../src/intent/index.js';
 import { FakeLinks } from '../../src/os/fake/links.js';
 import { ManualClock } from '../helpers/manual-clock.js';
+import { ScriptedOwnership } from '../helpers/scripted-ownership.js';
 
 const WEB = '198.51.100.20';
 const DB = '198.51.100.21';
@@ -53,32 +53,6 @@ function snapshot(manifests = MANIFESTS): IntentSnapshot {
   return load.snapshot!;
 }
 
-/** An ownership backend the test drives: it owns what the test grants, among the candidates it was given. */
-class FakeOwnership implements OwnershipBackend {
-  readonly kind = 'etcd' as const;
-  candidates: ReadonlyMap<string, readonly string[]> = new Map();
-  affinity: ReadonlyMap<string, string> = new Map();
-  private owned = new Set<string>();
-  private onChange: (view: OwnershipView) => void | Promise<void> = () => {};
-
-  async start(onChange: (view: OwnershipView) => void | Promise<void>): Promise<void> {
-    this.onChange = onChange;
-  }
-  setCandidates(candidates: ReadonlyMap<string, readonly string[]>, affinity: ReadonlyMap<string, string> = new Map()): void {
-    this.candidates = new Map(candidates);
-    this.affinity = new Map(affinity);
-  }
-  /** Publishes a new owned set, as a backend does; returns what onChange returned (awaited before giving an IP away). */
-  own(...ips: string[]): Promise<void> {
-    this.owned = new Set(ips);
-    return Promise.resolve(this.onChange(this.view()));
-  }
-  view(): OwnershipView {
-    return { owned: new Set(this.owned), owners: new Map([...this.owned].map((ip) => [ip, 'node-a'])) };
-  }
-  async release(): Promise<void> {}
-  dispose(): void {}
-}
 
 
 const disposers: Array<() => void | Promise<void>> = [];
@@ -93,7 +67,7 @@ async function setup(
   const db = opts.db ?? new StateDB([l2AnnounceTable]);
   const links = new FakeLinks();
   links.add('eth0');
-  const ownership = new FakeOwnership();
+  const ownership = new ScriptedOwnership();
   const ipam = new MemoryIpam();
   const cp = new ControlPlane({
     db,

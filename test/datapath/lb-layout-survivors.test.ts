@@ -5,9 +5,7 @@
  * helpers (protocol names, LRU eviction count) give their documented answers.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   affinity4Codec,
   affinity6Codec,
@@ -37,15 +35,12 @@ import {
   MAP_LB_XDP_TARGETS,
   PROTO_NUMBER,
 } from '../../src/datapath/lb/layout.js';
+import { bpfSource, declaredMaps, entryPoint } from '../helpers/bpf-source.js';
 
-const C_SOURCE = readFileSync(fileURLToPath(new URL('../../bpf/lb.bpf.c', import.meta.url)), 'utf8');
-
-function escapeRe(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
+const C_SOURCE = bpfSource('lb.bpf.c');
 
 test('every map name is a map declared in bpf/lb.bpf.c', () => {
-  const declared = new Set([...C_SOURCE.matchAll(/\}\s*(\w+)\s+SEC\("\.maps"\)/g)].map((m) => m[1]));
+  const declared = declaredMaps(C_SOURCE);
   assert.ok(declared.size >= 14, 'the C source declares its maps');
   const names = [
     MAP_LB_XDP_TARGETS,
@@ -75,7 +70,7 @@ test('the program names are the tc and xdp entry points of bpf/lb.bpf.c', () => 
     ['xdp', LB_XDP_PROGRAM],
   ] as const) {
     assert.ok(name.length > 0);
-    assert.match(C_SOURCE, new RegExp(`SEC\\("${sec}"\\)\\s*int\\s+${escapeRe(name)}\\s*\\(`));
+    assert.match(C_SOURCE, entryPoint(sec, name));
   }
   assert.notEqual(LB_INGRESS_PROGRAM, LB_EGRESS_PROGRAM);
 });

@@ -4,9 +4,7 @@
  * writes the exact bytes of its C struct and reads them back.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   decodeDropKey,
   encodeDropKey,
@@ -27,15 +25,12 @@ import {
   POL_VAL_SIZE,
   PROGRAM_NAME,
 } from '../../../src/datapath/policy/layout.js';
+import { bpfSource, declaredMaps, entryPoint } from '../../helpers/bpf-source.js';
 
-const C_SOURCE = readFileSync(fileURLToPath(new URL('../../../bpf/policy.bpf.c', import.meta.url)), 'utf8');
-
-function escapeRe(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
+const C_SOURCE = bpfSource('policy.bpf.c');
 
 test('every map name is a map declared in bpf/policy.bpf.c', () => {
-  const declared = new Set([...C_SOURCE.matchAll(/\}\s*(\w+)\s+SEC\("\.maps"\)/g)].map((m) => m[1]));
+  const declared = declaredMaps(C_SOURCE);
   assert.ok(declared.size >= 6, 'the C source declares its maps');
   for (const name of [MAP_SVC_V4, MAP_SVC_V6, MAP_LPM_V4, MAP_LPM_V6, MAP_DROPS, MAP_GEN_HW]) {
     assert.ok(declared.has(name), `map ${JSON.stringify(name)} declared in the C source (has ${[...declared].join(', ')})`);
@@ -45,7 +40,7 @@ test('every map name is a map declared in bpf/policy.bpf.c', () => {
 
 test('the program name is the tc entry point of bpf/policy.bpf.c', () => {
   assert.ok(PROGRAM_NAME.length > 0);
-  assert.match(C_SOURCE, new RegExp(`SEC\\("tc"\\)\\s*int\\s+${escapeRe(PROGRAM_NAME)}\\s*\\(`));
+  assert.match(C_SOURCE, entryPoint('tc', PROGRAM_NAME));
 });
 
 test('MAX_L4 and the LPM value size match struct pol_val', () => {
