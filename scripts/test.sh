@@ -128,6 +128,7 @@ unit_tests=(
   test/store/kubernetes-event-recorder.test.ts
   test/store/kubernetes-status-writer.test.ts
   test/store/kubernetes-helm.test.ts
+  test/net/addr.test.ts
   test/net/arp.test.ts
   test/net/socket-filter.test.ts
   test/net/ndp.test.ts

@@ -22,19 +22,13 @@ import { DisposableMap, type Disposable } from '../core/disposable.js';
 import { isIpv4 } from '../core/addr.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import { linkLocalOf } from '../net/addr.js';
 import { ARPOP_REPLY, arpRequest, parseArpFrame } from '../net/arp.js';
 import type { OwnerWatch, WatchTarget } from '../controlplane/ownership/edges.js';
 import type { LinkInfo, Links } from '../os/links.js';
 import { arpBlock, ipv4Prefix, ndBlock, socketFilter, type BpfInsn } from '../net/socket-filter.js';
 import { ETH_P_ARP, ETH_P_IPV6, PACKET_OUTGOING, PacketSocket } from '../os/packet-socket.js';
 import { ND_NEIGHBOR_ADVERT, neighborSolicitation, parseNdFrame } from '../net/ndp.js';
-
-/** fe80::/64 with the modified EUI-64 of `mac` (RFC 4291 appendix A): the NS source our probes use. */
-function linkLocalOf(mac: string): string {
-  const b = mac.split(':').map((x) => parseInt(x, 16));
-  const hex = (hi: number, lo: number) => ((hi << 8) | lo).toString(16);
-  return `fe80::${hex(b[0]! ^ 2, b[1]!)}:${hex(b[2]!, 0xff)}:${hex(0xfe, b[3]!)}:${hex(b[4]!, b[5]!)}`;
-}
 
 const familyOf = (ip: string) => (isIpv4(ip) ? 4 : 6);
 

@@ -51,4 +51,10 @@ export function formatMac(b: Buffer | Uint8Array): string {
   return Array.from(b.subarray(0, 6), (x) => x.toString(16).padStart(2, '0')).join(':');
 }
 
+/** fe80::/64 with the modified EUI-64 interface identifier of `mac` (RFC 4291 appendix A): an interface's link-local address. */
+export function linkLocalOf(mac: string): string {
+  const m = parseMac(mac);
+  return formatIpBytes(Uint8Array.from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0]! ^ 2, m[1]!, m[2]!, 0xff, 0xfe, m[3]!, m[4]!, m[5]!]));
+}
+
 export const BROADCAST_MAC = 'ff:ff:ff:ff:ff:ff';
