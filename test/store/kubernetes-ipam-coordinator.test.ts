@@ -77,11 +77,12 @@ class MemoryElection implements LeaderElection {
 
 type Ingress = { ip?: unknown; hostname?: string; ipMode?: string }[];
 
-function svc(name: string, ingress: Ingress | undefined, namespace: string | undefined = 'default'): KubeObject {
+/** A Service as the informer hands it over; `namespace: null` leaves metadata.namespace out. */
+function svc(name: string, ingress: Ingress | undefined, namespace: string | null = 'default'): KubeObject {
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name, ...(namespace !== undefined ? { namespace } : {}) },
+    metadata: { name, ...(namespace !== null ? { namespace } : {}) },
     spec: { type: 'LoadBalancer' },
     ...(ingress ? { status: { loadBalancer: { ingress } } } : {}),
   };
@@ -124,9 +125,11 @@ test('statusAllocations: namespace/name → the ingress IPs in the order the sta
 });
 
 test('statusAllocations: a Service without a namespace is in `default`', () => {
-  assert.deepEqual(statusAllocations([svc('web', ips('192.0.2.10'), undefined)]).allocations, { 'default/web': ['192.0.2.10'] });
+  const bare = svc('web', ips('192.0.2.10'), null);
+  assert.equal(Object.hasOwn(bare.metadata, 'namespace'), false);
+  assert.deepEqual(statusAllocations([bare]).allocations, { 'default/web': ['192.0.2.10'] });
   // The same name in another namespace is another key.
-  assert.deepEqual(statusAllocations([svc('web', ips('192.0.2.10'), undefined), svc('web', ips('192.0.2.11'), 'other')]).allocations, {
+  assert.deepEqual(statusAllocations([bare, svc('web', ips('192.0.2.11'), 'other')]).allocations, {
     'default/web': ['192.0.2.10'],
     'other/web': ['192.0.2.11'],
   });
