@@ -64,7 +64,7 @@ class MemoryElection implements LeaderElection {
     this.valid = true;
   }
 
-  /** Tells the listeners (what a pass after a lapse, or a repeated announcement, does). */
+  /** Tells the listeners: a pass announcing a lapse, or a call with nothing changed (LeaderElection promises a call after every change, not only then). */
   notify(): void {
     this.notified++;
     for (const fn of this.listeners) fn();
@@ -348,7 +348,7 @@ test('a notification that leaves us leader keeps what we saved; a lapse announce
   election.set('node-a');
   const mine = state({ 'default/web': ['192.0.2.10'], 'default/api': ['192.0.2.11'] });
   await coordinator.save(mine);
-  // Told again with nothing changed for us (LeaseOwnership announces a pass's view; listeners must not mind).
+  // Told again with nothing changed for us (the interface promises a call after every change, not only then): still ours.
   election.notify();
   election.notify();
   assert.equal(changes.length, 3);
