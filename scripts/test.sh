@@ -124,6 +124,7 @@ unit_tests=(
   test/store/etcd-view-store.test.ts
   test/store/kubernetes-store.test.ts
   test/store/kubernetes-ipam.test.ts
+  test/store/kubernetes-ipam-coordinator.test.ts
   test/store/kubernetes-events.test.ts
   test/store/kubernetes-event-recorder.test.ts
   test/store/kubernetes-status-writer.test.ts

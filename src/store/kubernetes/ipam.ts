@@ -20,7 +20,11 @@ import type { LeaderElection } from './lease-ownership.js';
 
 export const IPAM_ELECTION = 'herald-ipam';
 
-/** The allocation the Services' status shows (`namespace/name` → ingress IPs, sorted as LB-IPAM sorts them). */
+/**
+ * The allocation the Services' status shows (`namespace/name` → ingress IPs,
+ * in the order the status lists them: LB-IPAM's order when herald wrote them;
+ * allocations are compared as sets, and the allocator sorts on import).
+ */
 export function statusAllocations(services: Iterable<KubeObject>): AllocationState {
   const allocations: Record<string, string[]> = {};
   for (const svc of services) {
@@ -45,6 +49,11 @@ export class KubeIpamCoordinator implements IpamCoordinator {
     private readonly services: () => Iterable<KubeObject>,
   ) {}
 
+  /**
+   * `onChange` fires on every election change. Status writes need no call of
+   * their own: the informer publishes a new snapshot when a Service's status
+   * changes, and the controller's pass reads `current()` again then.
+   */
   async start(onChange: () => void): Promise<void> {
     this.election.onChange(() => {
       const leader = this.election.isLeader();
@@ -80,7 +89,8 @@ export class KubeIpamCoordinator implements IpamCoordinator {
     const leader = this.election.leader();
     return {
       ...(leader ? { allocator: leader } : {}),
-      generation: this.generation,
+      // Of the state in force: ours while we lead and have saved; the statuses (no generation: 0) otherwise.
+      generation: this.saved && this.election.isLeader() ? (this.saved.generation ?? 0) : 0,
       source: 'store',
       ...(leader ? {} : { waiting: `no node holds the ${this.election.name} Lease yet` }),
     };
