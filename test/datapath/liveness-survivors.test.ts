@@ -1,0 +1,415 @@
+/**
+ * The liveness heartbeat's rules, case by case (written against the mutation
+ * run's survivors): option checks, what start() writes, when `answering` is
+ * true (the same test as the program's agent_alive()), late wake-ups, lapsed
+ * validities, failed stamps and their log lines, re-checks that fail or
+ * overlap, holds while links are dark, dispose, livenessAge — on a manual
+ * clock with an in-memory runtime_config. The last cases run the heartbeat
+ * thread against a real BPF map (root): what it reports reaches the agent's
+ * thread as re-checks and log lines.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, test } from 'node:test';
+import type { Clock, TimerHandle } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { BpfMap } from '../../src/os/bpf-map.js';
+import { libbpf } from '../../src/os/libbpf.js';
+import { LOCAL_STORE_LIVENESS_MAX_AGE_MS, LivenessWriter, livenessAge, livenessDefaults } from '../../src/datapath/l2-responder/liveness.js';
+import { CONFIG_LIVENESS_NS, CONFIG_MAX_AGE_NS, runtimeConfigCodec } from '../../src/datapath/l2-responder/layout.js';
+import type { LivenessGate } from '../../src/controlplane/ownership/edges.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
+
+/** A manual clock that can also sleep: time moves without running timers (a stopped or starved process). */
+class SleepyClock implements Clock {
+  private ms = 0;
+  private seq = 0;
+  private timers: Array<{ at: number; seq: number; fn: () => void; cancelled: boolean }> = [];
+  now(): number {
+    return this.ms;
+  }
+  monotonicNs(): bigint {
+    return BigInt(this.ms) * 1_000_000n;
+  }
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    const t = { at: this.ms + ms, seq: this.seq++, fn, cancelled: false };
+    this.timers.push(t);
+    return { cancel: () => (t.cancelled = true) };
+  }
+  /** Runs every timer due within `ms`, each at its own time. */
+  advance(ms: number): void {
+    const end = this.ms + ms;
+    for (;;) {
+      const due = this.timers.filter((t) => !t.cancelled && t.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
+      if (!due) break;
+      this.timers = this.timers.filter((t) => t !== due);
+      this.ms = Math.max(this.ms, due.at);
+      due.fn();
+    }
+    this.ms = end;
+  }
+  /** `ms` pass with no timer running; the overdue ones run (late) at the next advance. */
+  sleep(ms: number): void {
+    this.ms += ms;
+  }
+  get pending(): number {
+    return this.timers.filter((t) => !t.cancelled).length;
+  }
+}
+
+/** runtime_config in memory; `fail` makes every write throw. */
+function fakeConfig() {
+  const m = new Map<number, bigint>();
+  const ctl = { fail: false, writes: 0 };
+  const map = {
+    update(k: number, v: bigint) {
+      if (ctl.fail) throw new Error('EPERM');
+      ctl.writes++;
+      m.set(k, v);
+    },
+    lookup: (k: number) => m.get(k),
+  } as unknown as BpfMap<number, bigint>;
+  return { map, m, ctl };
+}
+
+/** A gate whose validity the test sets and whose re-checks it answers (or not). */
+function testGate(opts: { until?: number; autoAnswer?: boolean; reject?: boolean } = {}) {
+  const asked: Array<{ why: string; done: () => void }> = [];
+  const gate = {
+    until: opts.until ?? Infinity,
+    answerUntilMs: () => gate.until,
+    recheck: (why: string) =>
+      new Promise<void>((resolve, reject) => {
+        asked.push({ why, done: resolve });
+        if (opts.reject) reject(new Error('store unreachable'));
+        else if (opts.autoAnswer) resolve();
+      }),
+  };
+  return { gate, asked };
+}
+
+const settled = async () => {
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+};
+const ns = (ms: number) => BigInt(ms) * 1_000_000n;
+
+/** A writer at t = 1 s, stamping every 200 ms with an 800 ms limit, on this thread. */
+function started(opts: { gate?: LivenessGate; noGate?: boolean } = {}) {
+  const clock = new SleepyClock();
+  clock.advance(1000);
+  const cfg = fakeConfig();
+  const log = recordingLogger();
+  const g = testGate({ autoAnswer: true });
+  const gate = opts.gate ?? g.gate;
+  const w = new LivenessWriter({ config: cfg.map, clock, log, ...(opts.noGate ? {} : { gate }) }, { intervalMs: 200, maxAgeMs: 800 });
+  w.start();
+  return { clock, ...cfg, log, w, asked: g.asked };
+}
+
+test('the options: interval and limit must be positive and the interval shorter than the limit', () => {
+  const make = (intervalMs: number, maxAgeMs: number) =>
+    new LivenessWriter({ config: fakeConfig().map, clock: new SleepyClock(), log: silentLogger }, { intervalMs, maxAgeMs });
+  for (const [i, m] of [[0, 800], [-1, 800], [200, 0], [200, -5]] as const) {
+    assert.throws(() => make(i, m), { message: 'liveness interval and max age must be > 0' }, `${i}/${m}`);
+  }
+  assert.throws(() => make(800, 800), { message: 'liveness interval (800 ms) must be shorter than its limit (800 ms)' });
+  assert.throws(() => make(900, 800), { message: 'liveness interval (900 ms) must be shorter than its limit (800 ms)' });
+  assert.doesNotThrow(() => make(1, 2));
+  assert.deepEqual(livenessDefaults, { intervalMs: 200, maxAgeMs: 800, thread: true });
+  assert.equal(LOCAL_STORE_LIVENESS_MAX_AGE_MS, 3000);
+});
+
+test('start() writes the limit in ns and a first stamp; without a gate the heartbeat runs unbounded', () => {
+  const { m, clock, w } = started({ noGate: true });
+  assert.equal(m.get(CONFIG_MAX_AGE_NS), ns(800));
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(1000));
+  assert.equal(w.threaded, false, 'no thread unless asked for');
+  clock.advance(10_000);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(11_000), 'stamping on, with no validity to run out');
+  assert.equal(w.answering, true);
+  w.dispose();
+});
+
+test('answering mirrors the program: a stamp exactly the limit old still answers, one ms more does not', () => {
+  const { m, ctl, clock, w, log } = started();
+  clock.advance(200);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(1200));
+  ctl.fail = true; // every stamp from now on fails; nothing holds the heartbeat
+  clock.advance(800);
+  assert.equal(w.answering, true, `stamp ${800} ms old = the limit: agent_alive() still answers`);
+  clock.advance(1);
+  assert.equal(w.answering, false, 'older than the limit: silent');
+  assert.equal(w.held, 0, 'nothing held it back: the stamps failed');
+  assert.equal(w.failures, 4);
+  // One error line per streak, debug lines for the rest; one info line when a stamp lands again.
+  assert.deepEqual(log.lines.map((l) => `${l.level} ${l.msg}`), ['error writing the liveness stamp failed', 'debug writing the liveness stamp failed', 'debug writing the liveness stamp failed', 'debug writing the liveness stamp failed']);
+  assert.equal(log.lines[0]!.obj.err, 'EPERM');
+  ctl.fail = false;
+  clock.advance(199);
+  assert.equal(w.answering, true);
+  assert.deepEqual(log.lines.at(-1), { level: 'info', msg: 'liveness stamp written again', obj: { failedTicks: 4 } });
+  clock.advance(2000);
+  assert.equal(log.lines.length, 5, 'healthy stamps log nothing');
+  // A second streak starts its own count.
+  ctl.fail = true;
+  clock.advance(400);
+  ctl.fail = false;
+  clock.advance(200);
+  assert.equal(log.lines.at(-3)?.level, 'error');
+  assert.deepEqual(log.lines.at(-1), { level: 'info', msg: 'liveness stamp written again', obj: { failedTicks: 2 } });
+  w.dispose();
+});
+
+test('a validity that ran out: silent at exactly its end, one re-check per validity, answering again after it only within a new validity', async () => {
+  const clock = new SleepyClock();
+  clock.advance(1000);
+  const { map, m } = fakeConfig();
+  const { gate, asked } = testGate({ autoAnswer: true });
+  const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
+  w.start();
+  clock.advance(200);
+  gate.until = 1400;
+  clock.advance(200); // the tick at 1400 finds the validity ended
+  assert.deepEqual(asked.map((a) => a.why), ['our lease validity ran out before it was renewed']);
+  await settled();
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(1200), 'no stamp at or after the end of the validity');
+  assert.equal(w.answering, false, 'now = the end of the validity: silent (a stamp 200 ms old does not matter)');
+  clock.advance(400);
+  assert.equal(asked.length, 1, 'the same validity: no second re-check');
+  gate.until = 5000; // renewed
+  clock.advance(200);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(2000));
+  assert.equal(w.answering, true);
+  w.dispose();
+});
+
+test('a late wake-up (the process was stopped): no stamp, a re-check that says how late, stamps again once answered', async () => {
+  const { clock, m, w, log, asked } = started();
+  clock.advance(200);
+  clock.sleep(1300); // stopped: the 1400 tick runs at 2500
+  clock.advance(0);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(1200), 'the late tick writes nothing');
+  assert.equal(w.lateWakeups, 1);
+  assert.deepEqual(asked.map((a) => a.why), ['woke up 1300 ms late']);
+  assert.deepEqual(log.lines[0], {
+    level: 'warn',
+    msg: 'heartbeat woke up late: re-checking ownership before answering again',
+    obj: { sleptMs: 1300, limitMs: 800 },
+  });
+  await settled();
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(2500), 'stamped as soon as the re-check answered');
+  assert.equal(w.answering, true);
+  w.dispose();
+});
+
+test('one re-check at a time: a late wake-up while a re-check is in flight joins it', async () => {
+  const clock = new SleepyClock();
+  clock.advance(1000);
+  const { map, m } = fakeConfig();
+  const { gate, asked } = testGate();
+  const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate }, { intervalMs: 200, maxAgeMs: 800 });
+  w.start();
+  gate.until = 1200;
+  clock.advance(200); // lapsed: a re-check, unanswered
+  assert.equal(asked.length, 1);
+  gate.until = Infinity;
+  clock.sleep(1000);
+  clock.advance(0); // late, while the first re-check is still out
+  assert.equal(w.lateWakeups, 1);
+  assert.equal(asked.length, 1, 'no second question to the store');
+  asked[0]!.done();
+  await settled();
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(2200));
+  w.dispose();
+});
+
+test('a re-check that fails is logged and the gate decides: the hold is released', async () => {
+  const clock = new SleepyClock();
+  clock.advance(1000);
+  const { map, m } = fakeConfig();
+  const log = recordingLogger();
+  const { gate, asked } = testGate({ reject: true });
+  const w = new LivenessWriter({ config: map, clock, log, gate }, { intervalMs: 200, maxAgeMs: 800 });
+  w.start();
+  await w.holdAndRecheck('eth0 regained carrier');
+  assert.deepEqual(asked.map((a) => a.why), ['eth0 regained carrier']);
+  assert.deepEqual(log.lines.find((l) => l.level === 'warn'), { level: 'warn', msg: 'ownership re-check failed; the gate decides', obj: { err: 'store unreachable' } });
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(1000), 'stamped again at once');
+  assert.equal(w.answering, true);
+  w.dispose();
+});
+
+test('recheck() asks the gate without falling silent', async () => {
+  const { w, asked, m } = started();
+  await w.recheck('a foreign MAC claims 192.0.2.10');
+  assert.deepEqual(asked.map((a) => a.why), ['a foreign MAC claims 192.0.2.10']);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(1000));
+  assert.equal(w.answering, true);
+  w.dispose();
+});
+
+test('links dark: one hold and one warning however often it is reported; a failed clear is logged and still holds', () => {
+  const { w, log, m } = started();
+  w.holdWhileLinksDown();
+  w.holdWhileLinksDown();
+  assert.deepEqual(log.lines.map((l) => `${l.level} ${l.msg}`), ['warn every served link lost carrier: silent until one regains it and ownership is re-checked']);
+  assert.equal(w.held, 1);
+  assert.equal(m.get(CONFIG_LIVENESS_NS), 0n);
+  w.dispose();
+
+  const s = started();
+  s.ctl.fail = true;
+  s.w.holdWhileLinksDown();
+  assert.deepEqual(s.log.lines[0], { level: 'warn', msg: 'clearing the liveness stamp failed', obj: { err: 'EPERM' } });
+  assert.equal(s.w.linksDark, true);
+  assert.equal(s.w.answering, false, 'held, though the stamp could not be cleared');
+  s.ctl.fail = false;
+  s.clock.advance(1000);
+  assert.equal(s.m.get(CONFIG_LIVENESS_NS), ns(1000), 'no stamp while held');
+  s.w.dispose();
+});
+
+test('silence(): one hold in the counters; a failed clear is logged', () => {
+  const { w } = started();
+  assert.equal(w.silence(), true);
+  assert.equal(w.held, 1, 'silence is one hold (dispose after it adds none)');
+  const s = started();
+  s.ctl.fail = true;
+  assert.equal(s.w.silence(), false);
+  assert.deepEqual(s.log.lines.at(-1), { level: 'warn', msg: 'clearing the liveness stamp failed', obj: { err: 'EPERM' } });
+  assert.equal(s.w.answering, false, 'stopped all the same: nothing stamps again');
+});
+
+test('dispose: stops answering at once, touches neither map nor store afterwards, and is safe before start', async () => {
+  const { w, m, ctl, clock, asked } = started();
+  const writes = ctl.writes;
+  w.dispose();
+  assert.equal(w.answering, false, 'a disposed heartbeat does not answer, though its stamp is fresh');
+  assert.equal(m.get(CONFIG_LIVENESS_NS), ns(1000), 'the stamp is left to go stale by itself');
+  await w.holdAndRecheck('eth0 regained carrier');
+  w.holdWhileLinksDown();
+  clock.advance(5000);
+  assert.equal(ctl.writes, writes, 'no write after dispose');
+  assert.equal(asked.length, 0, 'no re-check after dispose');
+  assert.equal(w.linksDark, false);
+  assert.equal(clock.pending, 0);
+  w.dispose();
+  assert.equal(w.held, 1, 'a second dispose holds nothing more');
+
+  const never = new LivenessWriter({ config: fakeConfig().map, clock: new SleepyClock(), log: silentLogger }, { intervalMs: 200, maxAgeMs: 800 });
+  assert.doesNotThrow(() => never.dispose());
+});
+
+test('livenessAge: the stamp age and the limit in ms; no age for a stamp never written or cleared', () => {
+  const { map, m } = fakeConfig();
+  assert.deepEqual(livenessAge(map, ns(5000)), { maxAgeMs: 0 });
+  m.set(CONFIG_MAX_AGE_NS, ns(800));
+  m.set(CONFIG_LIVENESS_NS, 0n);
+  assert.deepEqual(livenessAge(map, ns(5000)), { maxAgeMs: 800 });
+  m.set(CONFIG_LIVENESS_NS, ns(4750));
+  assert.deepEqual(livenessAge(map, ns(5000)), { ageMs: 250, maxAgeMs: 800 });
+});
+
+// ---- with the heartbeat thread (a real runtime_config-shaped map: root) ----
+
+const skip = process.getuid?.() !== 0 ? 'needs root (BPF)' : false;
+const BPF_MAP_TYPE_ARRAY = 2;
+const BPF_MAP_TYPE_HASH = 1;
+const cleanup: Array<() => void> = [];
+afterEach(() => {
+  for (const c of cleanup.splice(0).reverse()) c();
+});
+
+function realMap(type: number, maxEntries: number): BpfMap<number, bigint> {
+  const fd = libbpf().mapCreate(type, 'hb_surv', 4, 8, maxEntries);
+  assert.ok(fd >= 0, `bpf_map_create: ${fd}`);
+  const map = BpfMap.fromOwnedFd('runtime_config (test)', fd, runtimeConfigCodec);
+  cleanup.push(() => map.dispose());
+  return map;
+}
+
+const waitFor = async (cond: () => boolean, what: string, ms = 5000) => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
+
+test('with a thread, the agent thread stamps only at start: its own timer leaves the stamping to the thread', { skip }, async () => {
+  const map = realMap(BPF_MAP_TYPE_ARRAY, 4);
+  const clock = new SleepyClock();
+  clock.advance(1000);
+  const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate: testGate().gate }, { intervalMs: 100, maxAgeMs: 400, thread: true });
+  cleanup.push(() => w.dispose());
+  w.start();
+  assert.equal(w.threaded, true);
+  assert.equal(map.lookup(CONFIG_LIVENESS_NS), ns(1000), 'the first stamp, written before the thread runs');
+  assert.equal(map.lookup(CONFIG_MAX_AGE_NS), ns(400));
+  await waitFor(() => map.lookup(CONFIG_LIVENESS_NS) !== ns(1000), 'the thread to stamp');
+  for (let i = 0; i < 5; i++) {
+    clock.advance(100);
+    // The manual clock's time would be a stamp of 1.1 s, 1.2 s …; the thread writes the real monotonic clock.
+    assert.ok(map.lookup(CONFIG_LIVENESS_NS)! > ns(60_000), 'stamped by the thread only');
+  }
+});
+
+test('the thread reports a failing stamp (errno) and its recovery; the agent thread logs both', { skip }, async () => {
+  // The thread writes into a hash map of one entry that another key fills: E2BIG until it is removed.
+  const full = realMap(BPF_MAP_TYPE_HASH, 1);
+  full.update(7, 1n);
+  const mem = fakeConfig();
+  const config = Object.assign(Object.create(null) as object, { fd: full.fd, update: mem.map.update, lookup: mem.map.lookup }) as BpfMap<number, bigint>;
+  const log = recordingLogger();
+  const w = new LivenessWriter({ config, clock: new SleepyClock(), log, gate: testGate().gate }, { intervalMs: 50, maxAgeMs: 400, thread: true });
+  cleanup.push(() => w.dispose());
+  w.start();
+  await waitFor(() => log.lines.some((l) => l.msg === 'writing the liveness stamp failed'), 'the failure report');
+  assert.deepEqual(log.lines.find((l) => l.msg === 'writing the liveness stamp failed'), { level: 'error', msg: 'writing the liveness stamp failed', obj: { errno: 7 } });
+  full.delete(7);
+  await waitFor(() => log.lines.some((l) => l.msg === 'liveness stamp written again'), 'the recovery report');
+  assert.deepEqual(log.lines.find((l) => l.msg === 'liveness stamp written again'), { level: 'info', msg: 'liveness stamp written again', obj: {} });
+  assert.equal(log.lines.filter((l) => l.level === 'error').length, 1, 'one report per streak');
+});
+
+test('the thread held up past the limit reports a late wake-up: the agent thread warns and re-checks', { skip }, async () => {
+  const map = realMap(BPF_MAP_TYPE_ARRAY, 4);
+  let block = 0;
+  // The stamp's clear runs under the lock the thread's tick takes: a slow one holds the thread up.
+  const config = Object.assign(Object.create(null) as object, {
+    fd: map.fd,
+    update: (k: number, v: bigint) => {
+      const end = performance.now() + block;
+      while (performance.now() < end) {
+        /* a slow map write */
+      }
+      map.update(k, v);
+    },
+    lookup: (k: number) => map.lookup(k),
+  }) as BpfMap<number, bigint>;
+  const log = recordingLogger();
+  const { gate, asked } = testGate({ autoAnswer: true });
+  const w = new LivenessWriter({ config, clock: new SleepyClock(), log, gate }, { intervalMs: 100, maxAgeMs: 400, thread: true });
+  cleanup.push(() => w.dispose());
+  w.start();
+  await new Promise((r) => setTimeout(r, 300));
+  block = 700;
+  await w.holdAndRecheck('eth0 regained carrier');
+  block = 0;
+  await waitFor(() => asked.some((a) => /^woke up \d+ ms late$/.test(a.why)), 'the late re-check');
+  const warn = log.lines.find((l) => l.level === 'warn')!;
+  assert.equal(warn.msg, 'heartbeat woke up late: re-checking ownership before answering again');
+  assert.ok((warn.obj.sleptMs as number) > 400, `slept ${String(warn.obj.sleptMs)} ms`);
+  assert.equal(warn.obj.limitMs, 400);
+  assert.ok(w.lateWakeups >= 1);
+});
+
+test('the thread validity lapse reaches the agent thread as a re-check', { skip }, async () => {
+  const map = realMap(BPF_MAP_TYPE_ARRAY, 4);
+  const { gate, asked } = testGate();
+  const w = new LivenessWriter({ config: map, clock: new SleepyClock(), log: silentLogger, gate }, { intervalMs: 50, maxAgeMs: 400, thread: true });
+  cleanup.push(() => w.dispose());
+  gate.until = 1; // SleepyClock starts at 0: the first stamp is allowed, the thread's (real monotonic ms) is not
+  w.start();
+  await waitFor(() => asked.length > 0, 'a re-check');
+  assert.deepEqual(asked.map((a) => a.why), ['our lease validity ran out before it was renewed']);
+});
