@@ -4,14 +4,34 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { isHeraldError } from '../../src/core/errors.js';
 import { batchErrno } from '../../src/os/bpf-map.js';
-import { L2ResponderProgram } from '../../src/datapath/l2-responder/program.js';
+import { DEFAULT_OBJECT_PATH, L2ResponderProgram } from '../../src/datapath/l2-responder/program.js';
 import { BpfResponderMap, DUMP_MIN_KEYS, FakeResponderMap, type ResponderMap } from '../../src/datapath/l2-responder/responder-map.js';
 
 const CAPACITY = 4;
+
+/**
+ * The compiled program: build/bpf/ beside the sources, or — when this file runs
+ * from a copy of the tree without build/ (Stryker's sandbox under
+ * .stryker-tmp/, which leaves build/ out) — the nearest build/bpf/ above it.
+ */
+function objectPath(): string {
+  if (existsSync(DEFAULT_OBJECT_PATH)) return DEFAULT_OBJECT_PATH;
+  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
+    const candidate = join(dir, 'build', 'bpf', 'l2_responder.bpf.o');
+    if (existsSync(candidate)) return candidate;
+  }
+  return DEFAULT_OBJECT_PATH; // missing: load() says so (run npm run build)
+}
+
+/** A pin directory of its own per load: test files and Stryker's workers run side by side. */
+const uniquePinDir = (prefix: string) => `/sys/fs/bpf/herald/${prefix}${process.pid}-${randomBytes(4).toString('hex')}`;
+const load = (pinDir: string, responderMapSize: number) => L2ResponderProgram.load({ pinDir, responderMapSize, objectPath: objectPath() });
 
 function contract(name: string, make: () => { map: ResponderMap; bump?: (ip: string, ifindex: number) => void; close: () => void }, skip: string | false = false) {
   describe(`ResponderMap contract: ${name}`, { skip }, () => {
@@ -151,10 +171,10 @@ const realSkip = process.getuid?.() !== 0 ? 'needs root (BPF)' : false;
 contract(
   'pinned BPF map',
   () => {
-    const pinDir = `/sys/fs/bpf/herald/hlct${randomBytes(3).toString('hex')}`;
+    const pinDir = uniquePinDir('hlct');
     let program: L2ResponderProgram;
     try {
-      program = L2ResponderProgram.load({ pinDir, responderMapSize: CAPACITY });
+      program = load(pinDir, CAPACITY);
     } catch (e) {
       rmSync(pinDir, { recursive: true, force: true });
       throw e;
@@ -172,9 +192,9 @@ contract(
 
 describe('BpfMap batch calls (the general capability under the responder map)', { skip: realSkip }, () => {
   const withMap = (fn: (program: L2ResponderProgram) => void) => {
-    const pinDir = `/sys/fs/bpf/herald/hlbt${randomBytes(3).toString('hex')}`;
+    const pinDir = uniquePinDir('hlbt');
     try {
-      const program = L2ResponderProgram.load({ pinDir, responderMapSize: 1024 });
+      const program = load(pinDir, 1024);
       try {
         fn(program);
       } finally {
@@ -209,9 +229,9 @@ describe('BpfMap batch calls (the general capability under the responder map)', 
   });
 
   test('forEachBatchAsync: the same walk, awaiting each batch (the event loop runs between batches); deleting a batch inside it misses nothing', async () => {
-    const pinDir = `/sys/fs/bpf/herald/hlbt${randomBytes(3).toString('hex')}`;
+    const pinDir = uniquePinDir('hlbt');
     try {
-      const program = L2ResponderProgram.load({ pinDir, responderMapSize: 1024 });
+      const program = load(pinDir, 1024);
       try {
         const m = program.maps.responders.v4;
         m.updateMany(Array.from({ length: 250 }, (_, i) => [key(i), { replies: BigInt(i), conflicts: 0n }] as const));
@@ -262,9 +282,9 @@ describe('BpfMap batch calls (the general capability under the responder map)', 
   });
 
   test('updateMany into a full map: the entries that fit are written, each other entry has HERALD_BPF_MAP_FULL', () => {
-    const pinDir = `/sys/fs/bpf/herald/hlbt${randomBytes(3).toString('hex')}`;
+    const pinDir = uniquePinDir('hlbt');
     try {
-      const program = L2ResponderProgram.load({ pinDir, responderMapSize: 4 });
+      const program = load(pinDir, 4);
       try {
         const m = program.maps.responders.v4;
         const out = m.updateMany([0, 1, 2, 3, 4, 5].map((i) => [key(i), { replies: 0n, conflicts: 0n }] as const));
