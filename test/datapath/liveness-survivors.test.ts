@@ -413,3 +413,21 @@ test('the thread validity lapse reaches the agent thread as a re-check', { skip 
   await waitFor(() => asked.length > 0, 'a re-check');
   assert.deepEqual(asked.map((a) => a.why), ['our lease validity ran out before it was renewed']);
 });
+
+test('a heartbeat thread that cannot start is logged, and the agent thread stamps instead', () => {
+  const clock = new SleepyClock();
+  clock.advance(1000);
+  const cfg = fakeConfig();
+  // A descriptor the thread cannot be given (not cloneable): the Worker refuses to start.
+  const config = Object.assign(Object.create(null) as object, { fd: Symbol('fd'), update: cfg.map.update, lookup: cfg.map.lookup }) as unknown as BpfMap<number, bigint>;
+  const log = recordingLogger();
+  const w = new LivenessWriter({ config, clock, log, gate: testGate().gate }, { intervalMs: 200, maxAgeMs: 800, thread: true });
+  w.start();
+  assert.equal(w.threaded, false);
+  assert.equal(log.lines[0]?.level, 'error');
+  assert.equal(log.lines[0]?.msg, 'the heartbeat thread could not start: stamping from the agent thread');
+  assert.equal(typeof log.lines[0]?.obj.err, 'string');
+  clock.advance(200);
+  assert.equal(cfg.m.get(CONFIG_LIVENESS_NS), ns(1200), 'stamped by the agent thread');
+  w.dispose();
+});
