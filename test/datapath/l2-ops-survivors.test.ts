@@ -135,12 +135,14 @@ test('updateBatch: per-row errors (prepare, map), one announcement per new entry
   assert.equal(trace?.obj.rows, 5);
   assert.equal(trace?.obj.created, 1);
   for (const f of ['ms', 'groupsMs', 'mapMs', 'garpMs']) assert.equal(typeof trace?.obj[f], 'number', f);
+  const [ms, parts] = [trace!.obj.ms as number, (trace!.obj.groupsMs as number) + (trace!.obj.mapMs as number) + (trace!.obj.garpMs as number)];
+  assert.ok(ms >= 0 && Math.abs(ms - parts) <= 2, `the phases add up to the whole (${ms} ms, parts ${parts} ms)`);
   assert.equal(h.log.lines.filter((l) => l.msg === 'announcing').length, 0, 'the log lines wait for the next turn');
   await nextTurn();
   assert.deepEqual(h.log.lines.filter((l) => l.msg === 'announcing'), [{ level: 'info', msg: 'announcing', obj: { ip: '198.51.100.2', iface: 'eth0', ifindex: h.eth0.ifindex, origins: ['svc:a'] } }]);
   // Nothing new: no announcement, no log line.
   const lines = h.log.lines.length;
-  await h.ops.updateBatch([row('198.51.100.2')]);
+  assert.deepEqual(await h.ops.updateBatch([row('198.51.100.2'), row('198.51.100.1')]), [undefined, undefined], 'one outcome per row');
   await nextTurn();
   assert.deepEqual(h.log.lines.slice(lines).map((l) => l.msg), ['trace: responder entries created, first rounds queued']);
 });
@@ -252,19 +254,19 @@ test('prune: forgets interfaces that are gone or no longer Ethernet — prepared
   assert.equal(h.groups.held().get(`${h.eth1.ifindex}|${solicitedNodeMac('2001:db8::1')}`), 1, 'joined again, once');
 });
 
-test('prune of a joined key whose interface vanished: the membership is forgotten, not left twice', async () => {
+test('prune while a wanted entry\'s interface has vanished (links not re-read yet): its group and preparation are forgotten, and made again when it is back', async () => {
   const h = harness();
   await h.ops.update(row('2001:db8::1', 'eth1'));
-  const leaves: string[] = [];
-  const leave = h.groups.leave.bind(h.groups);
-  h.groups.leave = (i, m) => {
-    leaves.push(`${i}|${m}`);
-    leave(i, m);
-  };
-  h.links.remove('eth1');
+  const group = `${h.eth1.ifindex}|${solicitedNodeMac('2001:db8::1')}`;
+  assert.equal(h.groups.held().get(group), 1);
+  h.links.remove('eth1'); // the cache still resolves eth1: the entry is still wanted
+  await h.ops.prune([row('2001:db8::1', 'eth1')]);
+  assert.deepEqual(h.keys(), [`2001:db8::1@${h.eth1.ifindex}`]);
+  assert.equal(h.groups.held().size, 0, 'the membership went with the interface');
+  h.links.add('eth1', { ifindex: h.eth1.ifindex, mac: h.eth1.mac });
   h.ops.invalidateLinks();
-  await h.ops.prune([row('2001:db8::1', 'eth1')]); // still wanted, but its interface is gone
-  assert.equal(h.groups.held().size, 0);
-  await h.ops.prune([]);
-  assert.deepEqual(leaves, [`${h.eth1.ifindex}|${solicitedNodeMac('2001:db8::1')}`], 'one leave');
+  const prepared = h.preparer.prepared.length;
+  await h.ops.update(row('2001:db8::1', 'eth1'));
+  assert.equal(h.preparer.prepared.length, prepared + 1, 'the program serves it again');
+  assert.equal(h.groups.held().get(group), 1, 'the group joined again');
 });
