@@ -64,7 +64,9 @@ test('a thread terminated on purpose is not reported as ended', async () => {
   const t = start(state);
   await new Promise((r) => setTimeout(r, 1500)); // running (booting tsx in the thread takes a moment)
   await t.thread.terminate();
-  await new Promise((r) => setTimeout(r, 100));
+  const held = state.counters.held;
+  assert.ok(held > 0, 'it was ticking');
+  await new Promise((r) => setTimeout(r, 200));
   assert.deepEqual(t.exits, []);
-  assert.ok(state.counters.held > 0, 'it was ticking');
+  assert.equal(state.counters.held, held, 'and ticks no more');
 });

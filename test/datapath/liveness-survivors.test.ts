@@ -140,7 +140,7 @@ test('answering mirrors the program: a stamp exactly the limit old still answers
   assert.equal(w.failures, 4);
   // One error line per streak, debug lines for the rest; one info line when a stamp lands again.
   assert.deepEqual(log.lines.map((l) => `${l.level} ${l.msg}`), ['error writing the liveness stamp failed', 'debug writing the liveness stamp failed', 'debug writing the liveness stamp failed', 'debug writing the liveness stamp failed']);
-  assert.equal(log.lines[0]!.obj.err, 'EPERM');
+  assert.ok(log.lines.every((l) => l.obj.err === 'EPERM'), 'each line says why');
   ctl.fail = false;
   clock.advance(199);
   assert.equal(w.answering, true);
@@ -154,6 +154,13 @@ test('answering mirrors the program: a stamp exactly the limit old still answers
   clock.advance(200);
   assert.equal(log.lines.at(-3)?.level, 'error');
   assert.deepEqual(log.lines.at(-1), { level: 'info', msg: 'liveness stamp written again', obj: { failedTicks: 2 } });
+  // A streak interrupted by a hold: held ticks are not a recovery.
+  ctl.fail = true;
+  clock.advance(200);
+  w.holdWhileLinksDown();
+  const n = log.lines.length;
+  clock.advance(1000);
+  assert.equal(log.lines.slice(n).filter((l) => l.msg === 'liveness stamp written again').length, 0, 'no recovery while held');
   w.dispose();
 });
 

@@ -13,7 +13,7 @@ import { BpfMap } from '../../src/os/bpf-map.js';
 import { libbpf } from '../../src/os/libbpf.js';
 import { ResponderMaps } from '../../src/datapath/l2-responder/family-maps.js';
 import { responderKey6Codec, responderKeyCodec, type ResponderKey, type ResponderStats } from '../../src/datapath/l2-responder/layout.js';
-import { BpfResponderMap, FakeResponderMap } from '../../src/datapath/l2-responder/responder-map.js';
+import { BpfResponderMap, DUMP_MIN_KEYS, FakeResponderMap } from '../../src/datapath/l2-responder/responder-map.js';
 
 const skip = process.getuid?.() !== 0 ? 'needs root (BPF)' : false;
 const BPF_MAP_TYPE_HASH = 1;
@@ -126,6 +126,47 @@ describe('BpfResponderMap beyond the contract', { skip }, () => {
     assert.equal(out.filter((o) => o === true).length, 99);
     assert.deepEqual(maps.lookup(v4(5)), stats(3n, 1n));
     assert.deepEqual(maps.lookup(v4(6)), stats(0n));
+  });
+});
+
+describe('BpfResponderMap: how a batch finds what is there, and raw keys compared exactly', { skip }, () => {
+  test(`below ${DUMP_MIN_KEYS} keys a batch looks each key up; from ${DUMP_MIN_KEYS} on it reads the map once; nothing missing, nothing written`, () => {
+    const a = hashMap(4, 512);
+    const maps = new ResponderMaps(a, hashMap(6, 16));
+    let lookups = 0;
+    let walks = 0;
+    let writes = 0;
+    const lookup = maps.lookup.bind(maps);
+    maps.lookup = (k) => (lookups++, lookup(k));
+    const walk = a.forEachBatch.bind(a);
+    a.forEachBatch = (fn, size) => (walks++, walk(fn, size));
+    const write = a.updateBatchRaw.bind(a);
+    a.updateBatchRaw = (k, v, n, size) => (writes++, write(k, v, n, size));
+    const map = new BpfResponderMap(maps);
+    const keys = (n: number, from: number) => Array.from({ length: n }, (_, i) => ({ ip: `198.51.100.${from + i}`, ifindex: 3 }));
+    assert.equal(map.createMany(keys(DUMP_MIN_KEYS - 1, 0)).filter((o) => o === true).length, DUMP_MIN_KEYS - 1);
+    assert.deepEqual([lookups, walks, writes], [DUMP_MIN_KEYS - 1, 0, 1]);
+    assert.equal(map.createMany(keys(DUMP_MIN_KEYS, 100)).filter((o) => o === true).length, DUMP_MIN_KEYS);
+    assert.deepEqual([lookups, walks, writes], [DUMP_MIN_KEYS - 1, 1, 2], 'one walk, no lookups');
+    assert.ok(map.createMany(keys(DUMP_MIN_KEYS, 100)).every((o) => o === false));
+    assert.deepEqual([walks, writes], [2, 2], 'all there: no write');
+  });
+
+  test('keys that would collide if compared loosely stay distinct: same IPv6 prefix, large and boundary ifindexes', () => {
+    const maps = new ResponderMaps(hashMap(4, 16), hashMap(6, 16));
+    const map = new BpfResponderMap(maps);
+    const pairs: Array<[ResponderKey, ResponderKey]> = [
+      [v6(1), v6(2)], // the same first 8 bytes
+      [{ ip: '198.51.100.0', ifindex: 0x300000 }, { ip: '198.51.100.1', ifindex: 0x100000 }],
+      [{ ip: '198.51.100.1', ifindex: 0x400000 }, { ip: '198.51.100.2', ifindex: 0x200000 }],
+      [{ ip: '198.51.100.3', ifindex: 0x200000 }, { ip: '198.51.100.4', ifindex: 0 }],
+    ];
+    for (const [a, b] of pairs) {
+      maps.update(a, stats(0n));
+      maps.update(b, stats(0n));
+    }
+    assert.deepEqual(show(map.keysNotIn(pairs.map(([a]) => a))), show(pairs.map(([, b]) => b)));
+    assert.deepEqual(show(map.keysNotIn(pairs.map(([, b]) => b))), show(pairs.map(([a]) => a)));
   });
 });
 
