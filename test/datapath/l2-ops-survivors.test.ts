@@ -270,3 +270,23 @@ test('prune while a wanted entry\'s interface has vanished (links not re-read ye
   assert.equal(h.preparer.prepared.length, prepared + 1, 'the program serves it again');
   assert.equal(h.groups.held().get(group), 1, 'the group joined again');
 });
+
+test('prune keeps what is wanted: a wanted IPv6 entry keeps its group, a live interface is not prepared again, and a batch prune that succeeds resolves', async () => {
+  const h = harness();
+  const ips = Array.from({ length: 20 }, (_, i) => `198.51.100.${i + 1}`);
+  await h.ops.updateBatch([row('2001:db8::1'), ...ips.map((ip) => row(ip))]);
+  await nextTurn();
+  const prepared = h.preparer.prepared.length;
+  await h.ops.prune([row('2001:db8::1')]); // 20 unwanted: one batch, every delete succeeds
+  assert.deepEqual(h.keys(), [`2001:db8::1@${h.eth0.ifindex}`]);
+  assert.equal(h.groups.held().get(`${h.eth0.ifindex}|${solicitedNodeMac('2001:db8::1')}`), 1, 'the wanted entry keeps its group');
+  await h.ops.update(row('198.51.100.1'));
+  assert.equal(h.preparer.prepared.length, prepared, 'eth0 is still there: not prepared again');
+});
+
+test('deleteBatch looks each uncached interface up once', async () => {
+  const h = harness();
+  const lookups = h.links.lookups;
+  await h.ops.deleteBatch([row('198.51.100.1', 'eth1'), row('198.51.100.2', 'eth1'), row('198.51.100.3', 'eth1')]);
+  assert.equal(h.links.lookups, lookups + 1);
+});
