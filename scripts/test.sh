@@ -143,6 +143,15 @@ unit_tests=(
   test/datapath/l2-reconciler.test.ts
   test/datapath/l2-standby.test.ts
   test/datapath/responder-map.contract.test.ts
+  test/datapath/responder-map-survivors.test.ts
+  test/datapath/liveness-survivors.test.ts
+  test/datapath/liveness-thread-survivors.test.ts
+  test/datapath/heartbeat-state.test.ts
+  test/datapath/heartbeat-thread-exit.test.ts
+  test/datapath/l2-ops-survivors.test.ts
+  test/datapath/l2-layout-survivors.test.ts
+  test/datapath/l2-datapath-unstarted.test.ts
+  test/datapath/l2-program.test.ts
   test/datapath/maglev.test.ts
   test/datapath/ct-gc-interval.test.ts
   test/datapath/ct-gc.test.ts
