@@ -12,7 +12,7 @@
  *   match → 409 Conflict; GET / DELETE of a missing Lease → 404;
  * - a collection GET (and `list()`) returns the items and the list's
  *   resourceVersion;
- * - `k8s` is the real @kubernetes/client-node module with `Watch` replaced:
+ * - `k8s` holds the real @kubernetes/client-node `ListWatch` and `V1MicroTime`, and a fake `Watch`:
  *   `watch(path, {resourceVersion}, cb, done)` delivers ADDED / MODIFIED /
  *   DELETED of every later write in order (a DELETED object carries the
  *   delete's resourceVersion), asynchronously (setImmediate), so the real
@@ -25,7 +25,10 @@
  * node gets its own client (`client(who)`) on the one API, so a fault can
  * name whose request it is.
  */
-import * as realK8s from '@kubernetes/client-node';
+// The two parts of @kubernetes/client-node LeaseOwnership uses besides Watch, imported alone: the
+// whole module takes a second to load, paid again by every test process of a mutation run.
+import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
+import { V1MicroTime } from '@kubernetes/client-node/dist/types.js';
 import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from '../../src/intent/sources/kube-client.js';
 
 const LEASES = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/?]+)\/leases(?:\/([^/?]+))?(?:\?.*)?$/;
@@ -106,7 +109,7 @@ export class FakeLeaseApi {
         return api.openWatch(who, path, query, cb, done);
       }
     }
-    const k8s = { ...realK8s, Watch: FakeWatch };
+    const k8s = { ListWatch, V1MicroTime, Watch: FakeWatch };
     const client = {
       k8s,
       kc: undefined,
