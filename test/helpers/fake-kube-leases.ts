@@ -7,8 +7,9 @@
  *   `uid` and `creationTimestamp` set at create;
  * - POST of an existing name → 409 AlreadyExists; PUT with another
  *   resourceVersion (or uid) than the stored one → 409 Conflict; PUT without
- *   one → unconditional; PUT of a missing Lease → 404 (not created on
- *   update); DELETE whose `preconditions.uid` / `.resourceVersion` do not
+ *   one → 422 Invalid (Leases take no unconditional update); PUT of a
+ *   missing Lease creates it (create on update), unless its body names a
+ *   uid (the Lease it was read as was deleted) → 409 Conflict; DELETE whose `preconditions.uid` / `.resourceVersion` do not
  *   match → 409 Conflict; GET / DELETE of a missing Lease → 404;
  * - a collection GET (and `list()`) returns the items and the list's
  *   resourceVersion;
@@ -264,9 +265,17 @@ export class FakeLeaseApi {
         return clone(cur!.obj);
       case 'PUT': {
         if (body?.metadata?.name !== name) fail(400, 'BadRequest', 'the name of the object does not match the name on the URL');
-        if (!cur) fail(404, 'NotFound', `leases.coordination.k8s.io "${name}" not found`);
         const rv = body.metadata.resourceVersion;
-        if (rv !== undefined && rv !== '' && rv !== cur!.obj.metadata.resourceVersion) fail(409, 'Conflict', 'the object has been modified; please apply your changes to the latest version and try again');
+        const conditional = rv !== undefined && rv !== '';
+        if (!cur) {
+          // Leases allow create on update: a PUT of a missing Lease creates it, whatever resourceVersion it
+          // carries — unless it names a uid (the object it was read as is gone: a precondition that fails).
+          if (body.metadata.uid !== undefined) fail(409, 'Conflict', 'Precondition failed: UID in precondition does not match the UID in record (the object might have been deleted and then recreated)');
+          const { resourceVersion: _rv, ...metadata } = body.metadata;
+          return this.apply('POST', leasesPath(ns), { ...body, metadata });
+        }
+        if (!conditional) fail(422, 'Invalid', `leases.coordination.k8s.io "${name}" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update`);
+        if (rv !== cur!.obj.metadata.resourceVersion) fail(409, 'Conflict', 'the object has been modified; please apply your changes to the latest version and try again');
         if (body.metadata.uid !== undefined && body.metadata.uid !== cur!.obj.metadata.uid) fail(409, 'Conflict', 'Precondition failed: UID in precondition does not match the UID in record');
         const obj: KubeObject = {
           ...body,

@@ -96,7 +96,7 @@ describe('lease ownership faults on a fake API and a manual clock', () => {
     assert.equal(reqs('node-b', 'DELETE', 'node-node-a').length, 0);
   });
 
-  test('a renewal in flight when our node Lease is deleted: its late 404 does not fence us out twice; the re-join renews', async () => {
+  test('a renewal in flight when our node Lease is deleted: its late refusal (409: the uid it carries is gone) does not fence us out twice; the re-join renews', async () => {
     h = harness();
     const a = await h.node('node-a');
     const held = h.api.hold({ who: 'node-a', method: 'PUT', name: 'node-node-a' });
@@ -193,7 +193,7 @@ describe('lease ownership faults on a fake API and a manual clock', () => {
     assert.equal(a.own.status().fencedOut, 0);
   });
 
-  test('a renewal refused with 409 (someone wrote our node Lease) re-reads it and renews on what it read; a 404 that is no watch delete is a fence-out too', async () => {
+  test('a renewal refused with 409 (someone wrote our node Lease) re-reads it and renews on what it read; a 404 (kube-apiserver answers 409 instead, see the contract test) is a fence-out', async () => {
     h = harness();
     const a = await h.node('node-a');
     h.api.failNext({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, 409, 'Conflict');
@@ -363,6 +363,24 @@ describe('lease ownership faults on a fake API and a manual clock', () => {
     h.api.breakWatches(new Error('reset'), 'node-b');
     await h.advance(1000);
     assert.equal(h.lines(b, 'warn', 'lease watch failed; retrying').length, 1);
+  });
+
+  test('our node Lease deleted while our watch missed it: the re-check renewal is refused (409), our IP Leases are no longer bound to us and are withdrawn; a new node Lease follows', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+    const oldUid = h.lease('node-node-a')!.metadata.uid;
+    h.api.dropEvents((e) => e.type === 'DELETED' && e.object.metadata.name === 'node-node-a', 'node-a');
+    await h.admin.request('DELETE', leasesPath(NS, 'node-node-a'));
+    await h.settle();
+    assert.ok(a.owned().has(IP), 'the watch did not say');
+    await a.own.livenessGate().recheck('test');
+    assert.equal(a.owned().has(IP), false, 'withdrawn before the re-check resolves');
+    assert.equal(reqs('node-a', 'PUT', 'node-node-a').at(-1)!.status, 409);
+    await h.advanceUntil(() => a.owned().has(IP), 'claimed again under a new node Lease', 1100);
+    assert.notEqual(h.lease('node-node-a')!.metadata.uid, oldUid);
+    assert.equal((h.lease(ipLeaseName(IP))!.metadata.annotations as any)[NODE_LEASE_UID_ANNOTATION], h.lease('node-node-a')!.metadata.uid);
   });
 
   test('a move or fence listener that throws is logged; the others are still told', async () => {
