@@ -99,6 +99,8 @@ export class FakeLeaseApi {
   private readonly drops: Array<{ who?: string; pred: (e: WatchEvent) => boolean }> = [];
   private readonly paused = new Set<string>();
   readonly requests: LoggedRequest[] = [];
+  /** The query of every watch opened, with who opened it. */
+  readonly watchQueries: Array<{ who: string; query: Record<string, unknown> }> = [];
 
   /** A KubeClient for `who` (its requests are logged and matched under that name). */
   client(who = 'client'): KubeClient {
@@ -315,6 +317,7 @@ export class FakeLeaseApi {
   private async openWatch(who: string, path: string, query: Record<string, unknown>, cb: (phase: string, obj: any) => void, done: (err: any) => void): Promise<{ abort(): void }> {
     const { ns, name } = parse(path);
     if (name !== undefined) throw new KubeApiError(400, 'BadRequest', 'fake: watch a collection');
+    this.watchQueries.push({ who, query: { ...query } });
     const from = Number(query.resourceVersion ?? '') || this.rv;
     const w: OpenWatch = { who, ns, queue: this.history.filter((h) => h.ns === ns && h.rv > from).map((h) => h.event), cb, done, closed: false, scheduled: false };
     this.watches.add(w);
