@@ -26,11 +26,40 @@
  * node gets its own client (`client(who)`) on the one API, so a fault can
  * name whose request it is.
  */
-// The two parts of @kubernetes/client-node LeaseOwnership uses besides Watch, imported alone: the
-// whole module takes a second to load, paid again by every test process of a mutation run.
-import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
+import { createHash } from 'node:crypto';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { ListWatch as ListWatchType } from '@kubernetes/client-node';
 import { V1MicroTime } from '@kubernetes/client-node/dist/types.js';
 import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from '../../src/intent/sources/kube-client.js';
+
+/**
+ * client-node's own ListWatch (dist/cache.js), its code unchanged, loaded
+ * without its two imports: the informer's event-name constants (inlined
+ * here) and the ObjectSerializer, which it uses only for label and field
+ * selectors (LeaseOwnership passes none) and which loads every generated
+ * model — 0.9 s per test process, paid again for each mutant of a mutation
+ * run. A client-node whose cache.js no longer starts with those two imports
+ * fails here, loudly.
+ */
+async function loadListWatch(): Promise<typeof ListWatchType> {
+  const src = readFileSync(new URL(import.meta.resolve('@kubernetes/client-node/dist/cache.js')), 'utf8');
+  const informer = /^import \{ ADD, CHANGE, CONNECT, DELETE, ERROR, UPDATE, \} from '\.\/informer\.js';$/m;
+  const serializer = /^import \{ ObjectSerializer \} from '\.\/serializer\.js';$/m;
+  if (!informer.test(src) || !serializer.test(src)) throw new Error('fake-kube-leases: @kubernetes/client-node dist/cache.js changed its imports: update loadListWatch');
+  const code = src
+    .replace(informer, "const ADD = 'add', CHANGE = 'change', CONNECT = 'connect', DELETE = 'delete', ERROR = 'error', UPDATE = 'update';")
+    .replace(serializer, 'const ObjectSerializer = { serialize: (v) => String(v) };')
+    .replace(/^\/\/# sourceMappingURL=.*$/m, '');
+  const file = join(tmpdir(), `herald-listwatch-${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
+  const part = `${file}.${process.pid}`;
+  writeFileSync(part, code);
+  renameSync(part, file); // atomic: test processes running at once each write the same text
+  return ((await import(pathToFileURL(file).href)) as { ListWatch: typeof ListWatchType }).ListWatch;
+}
+const ListWatch = await loadListWatch();
 
 const LEASES = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/?]+)\/leases(?:\/([^/?]+))?(?:\?.*)?$/;
 
