@@ -20,7 +20,7 @@
  *   `k8s.ListWatch` runs on it unchanged.
  *
  * Faults: `failNext` (a status for the next matching requests), `hold` (a
- * request waits, before it is applied, until released), `dropEvents` /
+ * request waits, before it is applied — or only its answer, after —, until released), `dropEvents` /
  * `pauseWatch` (a client's watch loses or delays events), `breakWatches`
  * (every open watch ends with an error), and `requests` (the log). Each
  * node gets its own client (`client(who)`) on the one API, so a fault can
@@ -124,7 +124,7 @@ export class FakeLeaseApi {
   private readonly history: Array<{ rv: number; ns: string; event: WatchEvent }> = [];
   private readonly watches = new Set<OpenWatch>();
   private readonly faults: Array<{ match: RequestMatch; status: number; reason: string; times: number }> = [];
-  private readonly holds: Array<{ match: RequestMatch; reached: () => void; gate: Promise<void> }> = [];
+  private readonly holds: Array<{ match: RequestMatch; reached: () => void; gate: Promise<void>; answer: boolean }> = [];
   private readonly drops: Array<{ who?: string; pred: (e: WatchEvent) => boolean }> = [];
   private readonly paused = new Set<string>();
   readonly requests: LoggedRequest[] = [];
@@ -176,12 +176,12 @@ export class FakeLeaseApi {
    * The next request matching `match` waits, before it is applied, until
    * `release()`; `reached` resolves when it arrived.
    */
-  hold(match: RequestMatch): { reached: Promise<void>; release: () => void } {
+  hold(match: RequestMatch, opts: { /** Applied at once; only its answer waits. */ answer?: boolean } = {}): { reached: Promise<void>; release: () => void } {
     let release!: () => void;
     let reached!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const arrived = new Promise<void>((r) => (reached = r));
-    this.holds.push({ match, reached, gate });
+    this.holds.push({ match, reached, gate, answer: opts.answer === true });
     return { reached: arrived, release };
   }
 
@@ -237,8 +237,8 @@ export class FakeLeaseApi {
     // An answer never comes back in the caller's own turn (as over a socket).
     await Promise.resolve();
     const held = this.holds.findIndex((h) => matches(h.match, who, method, path));
-    if (held >= 0) {
-      const h = this.holds.splice(held, 1)[0]!;
+    const h = held >= 0 ? this.holds.splice(held, 1)[0]! : undefined;
+    if (h && !h.answer) {
       h.reached();
       await h.gate;
     }
@@ -251,6 +251,10 @@ export class FakeLeaseApi {
       }
       const out = this.apply(method, path, clone(body) as any);
       entry.status = 200;
+      if (h?.answer) {
+        h.reached();
+        await h.gate;
+      }
       return out;
     } catch (e) {
       entry.status = e instanceof KubeApiError ? e.status : 500;

@@ -86,12 +86,12 @@ export function harness() {
   const nodes: Node[] = [];
 
   /** A node with its own client; started unless `start: false`. */
-  async function node(name: string, o: Partial<LeaseOwnershipOptions> & { start?: boolean; elect?: string[] } = {}): Promise<Node> {
-    const { start, elect, ...opts } = o;
+  async function node(name: string, o: Partial<LeaseOwnershipOptions> & { start?: boolean; elect?: string[]; /** false: no wire watch */ wire?: boolean } = {}): Promise<Node> {
+    const { start, elect, wire, ...opts } = o;
     const log = recordingLogger();
     const watch = new FakeOwnerWatch();
     const client = api.client(name);
-    const own = new LeaseOwnership(client, name, { log, clock, watch }, { ...OPTS, ...opts });
+    const own = new LeaseOwnership(client, name, { log, clock, ...(wire === false ? {} : { watch }) }, { ...OPTS, ...opts });
     const sets: Array<ReadonlySet<string>> = [];
     const views: OwnershipView[] = [];
     const emittedAt: number[] = [];

@@ -1,0 +1,234 @@
+/**
+ * Lease ownership (src/store/kubernetes/lease-ownership.ts): behaviour the
+ * first mutation run of the fast files left unchecked — what operators are
+ * told (log fields), status ordering, elections seen from a non-leader, the
+ * exact end of our own validity, renewals racing a release, a dispose or a
+ * fence-out, lifecycle calls before start. Same harness as the other
+ * kubernetes-lease-ownership-*.test.ts files.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import { LeaseOwnership, ipLeaseName } from '../../src/store/kubernetes/lease-ownership.js';
+import { leasesPath } from '../helpers/fake-kube-leases.js';
+import { ManualClock } from '../helpers/manual-clock.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
+import { IP, IP2, NS, OPTS, START, byPref, harness } from '../helpers/lease-ownership-harness.js';
+
+let h: ReturnType<typeof harness>;
+afterEach(() => h?.stopAll());
+
+const reqs = (who: string, method: string, name: string) => h.api.requests.filter((r) => r.who === who && r.method === method && r.path === leasesPath(NS, name));
+
+describe('lease ownership: what the first mutation run found unchecked', () => {
+  test('without a wire watch: starts, owns, and fences nobody', async () => {
+    h = harness();
+    const a = await h.node('node-a', { wire: false });
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+  });
+
+  test('a fence that fails (the IP Lease cannot be read) is logged with the node and IP', async () => {
+    h = harness();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const p = await h.node(hi, { durationS: 60 });
+    p.cands([IP]);
+    await h.until(() => p.owned().has(IP), 'p owns');
+    const o = await h.node(lo, { durationS: 60 });
+    h.api.failNext({ who: lo, method: 'GET', name: ipLeaseName(IP) }, 500, 'InternalError');
+    o.watch.silent(hi, IP);
+    await h.settle();
+    const l = h.lines(o, 'warn', 'fencing a silent owner failed');
+    assert.equal(l.length, 1);
+    assert.equal(l[0]!.obj.node, hi);
+    assert.equal(l[0]!.obj.ip, IP);
+    assert.match(String(l[0]!.obj.err), /500/);
+    assert.equal(o.own.status().fencesIssued, 0);
+  });
+
+  test('leadership ends exactly at validUntil on our own clock (not a millisecond later); a non-leader counts no election; the leader is logged once', async () => {
+    h = harness();
+    const a = await h.node('node-a', { elect: ['herald-ipam'] });
+    const e = a.own.elect('herald-ipam');
+    await h.until(() => e.isLeader(), 'a leads');
+    assert.deepEqual(h.lines(a, 'info', 'elected leader').map((l) => l.obj), [{ election: 'herald-ipam' }]);
+    h.api.failNext({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, 500, 'InternalError', 1000);
+    h.clock.advance(START + 5499 - h.clock.now());
+    assert.equal(e.isLeader(), true);
+    assert.equal(a.own.status().leaseValid, true);
+    h.clock.advance(1);
+    assert.equal(e.isLeader(), false, 'at validUntil: no longer');
+    assert.equal(a.own.status().leaseValid, false);
+    await h.settle();
+    const b = await h.node('node-b', { elect: ['herald-ipam'] });
+    await h.advance(100);
+    assert.equal(b.own.status().elected, 0, 'b does not lead: nothing counted');
+    assert.equal(h.lines(b, 'info', 'elected leader').length, 0);
+  });
+
+  test('a leader change listener that throws is logged with the election', async () => {
+    h = harness();
+    const a = await h.node('node-a', { start: false, elect: ['herald-ipam'] });
+    a.own.elect('herald-ipam').onChange(() => {
+      throw new Error('listener');
+    });
+    await a.own.start(() => {});
+    await h.until(() => a.own.elect('herald-ipam').isLeader(), 'leads');
+    const l = h.lines(a, 'warn', 'leader change listener failed')[0]!;
+    assert.equal(l.obj.election, 'herald-ipam');
+    assert.match(String(l.obj.err), /listener/);
+  });
+
+  test('a released node still names the leader that others hold', async () => {
+    h = harness();
+    const [hi, lo] = byPref('herald-ipam', ['node-a', 'node-b']) as [string, string];
+    await h.node(hi, { elect: ['herald-ipam'] });
+    const o = await h.node(lo, { elect: ['herald-ipam'] });
+    await h.until(() => o.own.elect('herald-ipam').leader() === hi, 'o sees the leader');
+    await o.own.release();
+    assert.equal(o.own.elect('herald-ipam').leader(), hi);
+    assert.deepEqual(o.own.status().leaders, { 'herald-ipam': hi });
+  });
+
+  test('the view names only valid holders; status lists live nodes sorted (an expired one left out) and fenced nodes sorted', async () => {
+    h = harness();
+    const b = await h.node('node-m');
+    const z = await h.simNode('node-z', 60);
+    const y = await h.simNode('node-y', 60);
+    await h.simNode('node-old', 2);
+    await h.ipLease(IP, 'node-z', z.uid);
+    await h.ipLease(IP2, 'node-y', y.uid);
+    await h.ipLease('198.51.100.9', 'node-x', 'no-such-node');
+    b.cands([IP, IP2]);
+    await h.settle();
+    assert.deepEqual(b.own.status().liveNodes, ['node-m', 'node-old', 'node-y', 'node-z']);
+    assert.equal(b.own.view().owners.has('198.51.100.9'), false, 'no entry for an invalid holder');
+    await h.advance(2100);
+    assert.deepEqual(b.own.status().liveNodes, ['node-m', 'node-y', 'node-z'], 'node-old expired');
+    b.watch.silent('node-z', IP);
+    await h.until(() => b.own.status().fencesIssued === 1, 'z fenced');
+    b.watch.silent('node-y', IP2);
+    await h.until(() => b.own.status().fencesIssued === 2, 'y fenced');
+    assert.deepEqual(b.own.status().fencedNodes, ['node-y', 'node-z']);
+  });
+
+  test('release, dispose and a re-check before start are harmless; after a release or dispose a re-check writes nothing', async () => {
+    h = harness();
+    const clock = new ManualClock();
+    const fresh = () => new LeaseOwnership(h.api.client('early'), 'node-e', { log: recordingLogger(), clock }, OPTS);
+    const a = fresh();
+    a.dispose();
+    const b = fresh();
+    await b.release();
+    assert.equal(h.lease('node-node-e'), undefined);
+    const c = await h.node('node-c');
+    await c.own.release();
+    const n = h.api.requests.length;
+    await c.own.livenessGate().recheck('after release');
+    assert.deepEqual(reqs('node-c', 'PUT', 'node-node-c').slice(0), [], 'no renewal after a release');
+    assert.equal(h.lease('node-node-c'), undefined, 'not written again');
+    const d = await h.node('node-d');
+    d.own.dispose();
+    await d.own.livenessGate().recheck('after dispose');
+    assert.equal(reqs('node-d', 'PUT', 'node-node-d').length, 0);
+    assert.ok(h.api.requests.length >= n);
+  });
+
+  test('a renewal in flight when disposed leaves no timer behind', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    const held = h.api.hold({ who: 'node-a', method: 'PUT', name: 'node-node-a' });
+    await h.advance(2000);
+    await held.reached;
+    a.own.dispose();
+    held.release();
+    await h.settle();
+    assert.equal(h.clock.pending, 0);
+  });
+
+  test('release: every delete is a DeleteOptions with the resourceVersion seen as its precondition', async () => {
+    h = harness();
+    const a = await h.node('node-a', { elect: ['herald-ipam'] });
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP) && a.own.elect('herald-ipam').isLeader(), 'owns and leads');
+    const ip = h.lease(ipLeaseName(IP))!;
+    const el = h.lease('herald-ipam')!;
+    await a.own.release();
+    assert.deepEqual(reqs('node-a', 'DELETE', ipLeaseName(IP))[0]!.body, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { resourceVersion: ip.metadata.resourceVersion } });
+    assert.deepEqual(reqs('node-a', 'DELETE', 'herald-ipam')[0]!.body, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { resourceVersion: el.metadata.resourceVersion } });
+    // The node Lease is created as a Lease of coordination.k8s.io/v1.
+    const create = h.api.requests.find((r) => r.who === 'node-a' && r.method === 'POST' && r.body.metadata.name === 'node-node-a')!;
+    assert.equal(create.body.apiVersion, 'coordination.k8s.io/v1');
+    assert.equal(create.body.kind, 'Lease');
+  });
+
+  test('a renewal written just before a fence, answered after the watch showed the delete: not taken as ours (no validity from it)', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+    const held = h.api.hold({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, { answer: true });
+    h.api.pauseWatch('node-a');
+    await h.advance(2000);
+    await held.reached;
+    await h.admin.request('DELETE', leasesPath(NS, 'node-node-a'));
+    h.api.resumeWatch('node-a');
+    await h.until(() => a.own.status().fencedOut === 1, 'fenced out');
+    held.release();
+    await h.settle();
+    assert.equal(a.own.status().renewals, 2, 'the re-join renewed; the late answer is not counted');
+    assert.equal(a.own.status().fencedOut, 1);
+    assert.deepEqual(h.lines(a, 'warn', 'node lease renewal failed; retrying'), []);
+    const uid = h.lease('node-node-a')!.metadata.uid;
+    await h.until(() => a.owned().has(IP), 'claimed again under the new Lease');
+    assert.equal((h.lease(ipLeaseName(IP))!.metadata.annotations as any)['herald.dev/node-lease-uid'], uid);
+  });
+
+  test('a renewal refused after a fence-out while in flight (its uid is gone) is no failure to report', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    const held = h.api.hold({ who: 'node-a', method: 'PUT', name: 'node-node-a' });
+    await h.advance(2000);
+    await held.reached;
+    await h.admin.request('DELETE', leasesPath(NS, 'node-node-a'));
+    await h.until(() => a.own.status().fencedOut === 1 && h.lease('node-node-a') !== undefined, 're-joined');
+    held.release();
+    await h.settle();
+    assert.deepEqual(h.lines(a, 'warn', 'node lease renewal failed; retrying'), []);
+    assert.deepEqual(
+      h.lines(a, 'warn', /^fenced out: stepping down/).map((l) => l.obj),
+      [{ why: 'our node Lease was deleted: another node found us silent on the wire and fenced us out' }],
+    );
+  });
+
+  test('a failed renewal says how long we stay valid (0 once lapsed); a 404 fence-out says why', async () => {
+    h = harness();
+    await h.node('node-a');
+    const a = h.nodes[0]!;
+    h.api.failNext({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, 500, 'InternalError', 20);
+    await h.advance(2000);
+    const first = h.lines(a, 'warn', 'node lease renewal failed; retrying')[0]!;
+    assert.equal(first.obj.validForMs, 3500);
+    assert.match(String(first.obj.err), /500/);
+    await h.advance(4000);
+    assert.equal(h.lines(a, 'warn', 'node lease renewal failed; retrying').at(-1)!.obj.validForMs, 0);
+    h.api.clearFaults();
+    await h.advance(500);
+    h.api.failNext({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, 404, 'NotFound');
+    await h.advance(2000);
+    assert.deepEqual(
+      h.lines(a, 'warn', /^fenced out: stepping down/).map((l) => l.obj),
+      [{ why: 'our node Lease is gone: another node found us silent on the wire and fenced us out' }],
+    );
+  });
+
+  test('steady state: a renewal of a valid Lease starts no pass of its own (one periodic pass a second)', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+    await h.advance(1000);
+    const passes = a.own.counters.passes;
+    await h.advance(10_000);
+    assert.equal(a.own.counters.passes - passes, 10);
+  });
+});
