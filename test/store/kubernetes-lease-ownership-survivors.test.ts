@@ -231,4 +231,30 @@ describe('lease ownership: what the first mutation run found unchecked', () => {
     await h.advance(10_000);
     assert.equal(a.own.counters.passes - passes, 10);
   });
+
+  test('a leader moving straight from one other node to another is told (the leader is part of what listeners hear)', async () => {
+    h = harness();
+    await h.simNode('node-x', 60);
+    await h.simNode('node-y', 60);
+    const made = await h.admin.request<any>('POST', leasesPath(NS), { metadata: { name: 'herald-ipam', namespace: NS }, spec: { holderIdentity: 'node-x' } });
+    const b = await h.node('node-b', { start: false, elect: ['herald-ipam'] });
+    let told = 0;
+    b.own.elect('herald-ipam').onChange(() => void told++);
+    await b.own.start(() => {});
+    await h.until(() => b.own.elect('herald-ipam').leader() === 'node-x', 'b sees x lead');
+    await h.settle();
+    const before = told;
+    await h.admin.request('PUT', leasesPath(NS, 'herald-ipam'), { ...made, spec: { holderIdentity: 'node-y' } });
+    await h.settle();
+    assert.equal(b.own.elect('herald-ipam').leader(), 'node-y');
+    assert.equal(told, before + 1);
+  });
+
+  test('a re-check whose relist fails says why', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    h.api.failNext({ who: 'node-a', method: 'GET', path: /leases\?/ }, 500, 'InternalError');
+    await a.own.livenessGate().recheck('test');
+    assert.match(String(h.lines(a, 'warn', 'leases could not be re-read; the watch decides')[0]!.obj.err), /500/);
+  });
 });
