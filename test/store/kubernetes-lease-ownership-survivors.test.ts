@@ -257,4 +257,124 @@ describe('lease ownership: what the first mutation run found unchecked', () => {
     await a.own.livenessGate().recheck('test');
     assert.match(String(h.lines(a, 'warn', 'leases could not be re-read; the watch decides')[0]!.obj.err), /500/);
   });
+
+  test('claims and releasing marks go 16 at a time', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    const ips = Array.from({ length: 20 }, (_, i) => `203.0.113.${i + 1}`);
+    const holds = ips.map((ip) => h.api.hold({ who: 'node-a', method: 'POST', path: new RegExp(`leases$`) }));
+    void ips;
+    a.cands(ips);
+    await h.settle();
+    let reached = 0;
+    for (const x of holds) void x.reached.then(() => reached++);
+    await h.settle();
+    assert.equal(reached, 16, 'sixteen creates in flight');
+    for (const x of holds) x.release();
+    await h.until(() => a.owned().size === 20, 'all owned');
+    const marks = ips.map((ip) => h.api.hold({ who: 'node-a', method: 'PUT', name: ipLeaseName(ip) }));
+    a.cands([]);
+    await h.settle();
+    let marked = 0;
+    for (const x of marks) void x.reached.then(() => marked++);
+    await h.settle();
+    assert.equal(marked, 16, 'sixteen marks in flight');
+    for (const x of marks) x.release();
+    await h.until(() => a.owned().size === 0, 'all given up');
+  });
+
+  test('an election write that fails otherwise than 409 fails the pass (logged, retried)', async () => {
+    h = harness();
+    const a = await h.node('node-a', { start: false, elect: ['herald-ipam'] });
+    await a.own.start(() => {});
+    h.api.failNext({ who: 'node-a', method: 'POST', path: /leases$/ }, 500, 'InternalError');
+    await h.settle();
+    assert.equal(h.lines(a, 'warn', 'lease ownership pass failed; retrying').length, 1);
+    assert.equal(a.own.elect('herald-ipam').isLeader(), false);
+    await h.advanceUntil(() => a.own.elect('herald-ipam').isLeader(), 'retried', 1100);
+  });
+
+  test('an IP we released ourselves and claim again is a free claim, not one "after we released it"; a Lease naming no holder is taken over as free', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+    a.cands([]);
+    await h.until(() => h.lease(ipLeaseName(IP)) === undefined, 'released');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned again');
+    assert.deepEqual(a.moves.map((m) => m.cause), ['free', 'free']);
+    await h.admin.request('POST', leasesPath(NS), { metadata: { name: ipLeaseName(IP2), namespace: NS, annotations: { 'herald.dev/ip': IP2 } }, spec: { holderIdentity: '' } });
+    a.cands([IP, IP2]);
+    await h.until(() => a.owned().has(IP2), 'IP2 owned');
+    assert.deepEqual(a.moves.at(-1), { ip: IP2, to: 'node-a', cause: 'free' });
+    assert.equal(a.own.status().takeovers, 1);
+  });
+
+  test('an expiry confirmed by a delete that finds the node Lease gone (404); one whose check fails is tried again next pass', async () => {
+    h = harness();
+    const x = await h.simNode('node-x');
+    await h.ipLease(IP, 'node-x', x.uid);
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    h.api.failNext({ who: 'node-a', method: 'DELETE', name: 'node-node-x' }, 500, 'InternalError');
+    await h.advance(6100);
+    assert.equal(a.owned().has(IP), false, 'the failed check takes nothing');
+    assert.equal(a.own.status().expiriesConfirmed, 0);
+    h.api.failNext({ who: 'node-a', method: 'DELETE', name: 'node-node-x' }, 404, 'NotFound');
+    await h.advanceUntil(() => a.owned().has(IP), 'taken', 1100);
+    assert.equal(a.own.status().expiriesConfirmed, 1);
+    assert.deepEqual(a.moves, [{ ip: IP, to: 'node-a', from: 'node-x', cause: 'expired' }]);
+  });
+
+  test('an expiry refuted by a 409, then the re-read finds the node Lease gone or naming another node: taken', async () => {
+    for (const then of ['gone', 'other'] as const) {
+      h?.stopAll();
+      h = harness();
+      const x = await h.simNode('node-x');
+      await h.ipLease(IP, 'node-x', x.uid);
+      const a = await h.node('node-a');
+      a.cands([IP]);
+      h.api.failNext({ who: 'node-a', method: 'DELETE', name: 'node-node-x' }, 409, 'Conflict');
+      if (then === 'gone') h.api.failNext({ who: 'node-a', method: 'GET', name: 'node-node-x' }, 404, 'NotFound');
+      else {
+        const cur = h.lease('node-node-x')!;
+        h.api.pauseWatch('node-a');
+        await h.admin.request('PUT', leasesPath(NS, 'node-node-x'), { ...cur, spec: { ...(cur.spec as object), holderIdentity: 'node-other' } });
+      }
+      await h.advance(6000);
+      h.api.resumeWatch('node-a');
+      await h.advanceUntil(() => a.owned().has(IP), `${then}: taken`, 1200);
+      assert.equal(a.own.status().expiriesRefuted, 0, then);
+    }
+  });
+
+  test('a hand-over that fails otherwise than 409/404 is logged; the IP is ours to try again', async () => {
+    h = harness();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const o = await h.node(lo);
+    o.cands([IP]);
+    await h.until(() => o.owned().has(IP), 'owned');
+    await h.node(hi);
+    // The first PUT is the releasing mark (let through); the second, the hand-over, fails.
+    const mark = h.api.hold({ who: lo, method: 'PUT', name: ipLeaseName(IP) }, { answer: true });
+    await h.advanceUntil(() => h.api.requests.some((r) => r.who === lo && r.method === 'PUT' && r.path.endsWith(ipLeaseName(IP))), 'mark sent', 6500);
+    await mark.reached;
+    h.api.failNext({ who: lo, method: 'PUT', name: ipLeaseName(IP) }, 500, 'InternalError');
+    mark.release();
+    await h.settle();
+    await h.advance(100);
+    assert.deepEqual(
+      h.api.requests.filter((r) => r.who === lo && r.method === 'PUT' && r.path.endsWith(ipLeaseName(IP))).map((r) => [r.status, r.body.spec.holderIdentity]),
+      [
+        [200, lo],
+        [500, hi],
+        [200, lo],
+        [200, hi],
+      ],
+      'marked, the hand-over failed; marked again and handed over by the next pass',
+    );
+    assert.equal(h.lines(o, 'warn', 'releasing an IP lease failed').length, 1);
+    assert.equal(o.own.status().handovers, 1);
+  });
 });
