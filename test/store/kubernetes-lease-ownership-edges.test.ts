@@ -79,7 +79,7 @@ describe('lease ownership edges on a fake API and a manual clock', () => {
     await h.simNode('node-x');
     const ip = ipPreferring('node-b', 'node-x');
     const b = await h.node('node-b');
-    await h.ipLease(IP, 'node-x', h.lease('node-node-x')!.metadata.uid);
+    await h.ipLease(IP, 'node-x', h.lease('node-node-x')!.metadata.uid as string);
     b.cands([IP]);
     void ip;
     await h.advance(5000);
