@@ -12,7 +12,7 @@ import { LeaseOwnership, ipLeaseName } from '../../src/store/kubernetes/lease-ow
 import { leasesPath } from '../helpers/fake-kube-leases.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
-import { IP, IP2, NS, OPTS, START, byPref, harness } from '../helpers/lease-ownership-harness.js';
+import { IP, IP2, NS, OPTS, START, byPref, harness, ipPreferring } from '../helpers/lease-ownership-harness.js';
 
 let h: ReturnType<typeof harness>;
 afterEach(() => h?.stopAll());
@@ -376,5 +376,226 @@ describe('lease ownership: what the first mutation run found unchecked', () => {
     );
     assert.equal(h.lines(o, 'warn', 'releasing an IP lease failed').length, 1);
     assert.equal(o.own.status().handovers, 1);
+  });
+
+  test('a re-check relists what the paused watch missed: a node that joined meanwhile is live', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    h.api.pauseWatch('node-a');
+    await h.simNode('node-j');
+    assert.deepEqual(a.own.status().liveNodes, ['node-a']);
+    await a.own.livenessGate().recheck('test');
+    assert.deepEqual(a.own.status().liveNodes, ['node-a', 'node-j']);
+  });
+
+  test('a relist answered late keeps what the watch delivered since: an IP Lease newer in the cache is not replaced by the listed one', async () => {
+    h = harness();
+    const x = await h.simNode('node-x', 60);
+    const y = await h.simNode('node-y', 60);
+    const made = await h.ipLease(IP, 'node-x', x.uid);
+    const b = await h.node('node-b');
+    b.cands([IP]);
+    await h.settle();
+    assert.equal(b.own.view().owners.get(IP), 'node-x');
+    const held = h.api.hold({ who: 'node-b', method: 'GET', path: /leases\?/ }, { answer: true });
+    const recheck = b.own.livenessGate().recheck('test');
+    await held.reached;
+    const cur = h.lease(ipLeaseName(IP))!;
+    await h.admin.request('PUT', leasesPath(NS, ipLeaseName(IP)), { ...cur, metadata: { ...cur.metadata, annotations: { ...(cur.metadata.annotations as object), 'herald.dev/node-lease-uid': y.uid } }, spec: { ...(cur.spec as object), holderIdentity: 'node-y' } });
+    await h.settle();
+    assert.equal(b.own.view().owners.get(IP), 'node-y', 'the watch delivered the newer holder');
+    held.release();
+    await recheck;
+    assert.equal(b.own.view().owners.get(IP), 'node-y', 'the older listed copy did not replace it');
+    void made;
+  });
+
+  test('an IP Lease in the cache that the list no longer holds is gone (a delete the watch missed)', async () => {
+    h = harness();
+    const x = await h.simNode('node-x', 60);
+    await h.ipLease(IP, 'node-x', x.uid);
+    const b = await h.node('node-b');
+    await h.settle();
+    assert.equal(b.own.view().owners.get(IP), 'node-x');
+    h.api.pauseWatch('node-b');
+    await h.admin.request('DELETE', leasesPath(NS, ipLeaseName(IP)));
+    await b.own.livenessGate().recheck('test');
+    assert.equal(b.own.view().owners.has(IP), false);
+  });
+
+  test('a fence is recorded with at most 100 of the IPs it frees', async () => {
+    h = harness();
+    const x = await h.simNode('node-x', 60);
+    const ips = Array.from({ length: 101 }, (_, i) => `2001:db8::${(i + 1).toString(16)}`);
+    for (const ip of ips) await h.ipLease(ip, 'node-x', x.uid);
+    const b = await h.node('node-b');
+    const f: unknown[] = [];
+    b.own.onFence(() => {
+      throw new Error('boom');
+    });
+    b.own.onFence((r) => void f.push(r));
+    b.watch.silent('node-x', ips[0]!);
+    await h.until(() => b.own.status().fencesIssued === 1, 'fenced');
+    assert.equal((b.fences[0]!.ips as string[]).length, 100);
+    assert.match(String(h.lines(b, 'warn', 'a fence listener failed')[0]!.obj.err), /boom/);
+  });
+
+  test('an expiry check whose re-read fails (500 after the 409) takes nothing this pass; a refuted expiry is logged with the node and version', async () => {
+    h = harness();
+    const x = await h.simNode('node-x');
+    await h.ipLease(IP, 'node-x', x.uid);
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    h.api.failNext({ who: 'node-a', method: 'DELETE', name: 'node-node-x' }, 409, 'Conflict');
+    h.api.failNext({ who: 'node-a', method: 'GET', name: 'node-node-x' }, 500, 'InternalError');
+    await h.advance(6100);
+    assert.equal(a.owned().has(IP), false);
+    assert.equal(a.own.status().expiriesConfirmed + a.own.status().expiriesRefuted, 0);
+    h.api.failNext({ who: 'node-a', method: 'DELETE', name: 'node-node-x' }, 409, 'Conflict');
+    await h.advanceUntil(() => a.own.status().expiriesRefuted === 1, 'refuted', 1100);
+    const l = h.lines(a, 'info', /was renewed \(our watch was behind\)/)[0]!;
+    assert.deepEqual(l.obj, { node: 'node-x', rv: h.lease('node-node-x')!.metadata.resourceVersion });
+  });
+
+  test('a failed releasing mark is logged (debug) with the IP', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+    h.api.failNext({ who: 'node-a', method: 'PUT', name: ipLeaseName(IP) }, 500, 'InternalError');
+    a.cands([]);
+    await h.until(() => h.lease(ipLeaseName(IP)) === undefined, 'deleted');
+    const l = h.lines(a, 'debug', 'could not mark an IP as releasing: a candidate may take our silence for death')[0]!;
+    assert.equal(l.obj.ip, IP);
+    assert.match(String(l.obj.err), /500/);
+  });
+
+  test('wire bodies: an IP Lease and an election Lease are created as coordination.k8s.io/v1 Leases; a free election is claimed without touching any node Lease', async () => {
+    h = harness();
+    const a = await h.node('node-a', { elect: ['herald-ipam'] });
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP) && a.own.elect('herald-ipam').isLeader(), 'owns and leads');
+    const posts = h.api.requests.filter((r) => r.who === 'node-a' && r.method === 'POST');
+    for (const name of [ipLeaseName(IP), 'herald-ipam']) {
+      const p = posts.find((r) => r.body.metadata.name === name)!;
+      assert.equal(p.body.apiVersion, 'coordination.k8s.io/v1');
+      assert.equal(p.body.kind, 'Lease');
+    }
+    assert.deepEqual(
+      h.api.requests.filter((r) => r.who === 'node-a' && r.method !== 'POST' && !r.path.includes('limit=') && !r.path.endsWith('node-node-a')),
+      [],
+      'no GET or DELETE of any other Lease',
+    );
+  });
+
+  test('taking over an election Lease from an expired holder is logged with its name and the holder', async () => {
+    h = harness();
+    const x = await h.simNode('node-x');
+    await h.admin.request('POST', leasesPath(NS), { metadata: { name: 'herald-ipam', namespace: NS }, spec: { holderIdentity: 'node-x', leaseTransitions: 2 } });
+    const a = await h.node('node-a', { elect: ['herald-ipam'] });
+    await h.advanceUntil(() => a.own.elect('herald-ipam').isLeader(), 'taken', 7500);
+    assert.deepEqual(h.lines(a, 'info', 'took leadership over from an expired holder')[0]!.obj, { election: 'herald-ipam', from: 'node-x' });
+    assert.ok(x.uid);
+  });
+
+  test('waiting out the contend delay is one timed pass, not a busy loop', async () => {
+    h = harness();
+    const ip = ipPreferring('node-p', 'node-a');
+    await h.simNode('node-p');
+    const a = await h.node('node-a');
+    await h.advance(100);
+    const passes = a.own.counters.passes;
+    a.cands([ip]);
+    await h.advance(299);
+    assert.ok(a.own.counters.passes - passes <= 2, `${a.own.counters.passes - passes} passes while waiting`);
+    await h.advanceUntil(() => a.owned().has(ip), 'claimed', 10);
+  });
+
+  test('hand-over to a node seen renewing 4 s ago (within 2×renewMs+safetyMs)', async () => {
+    h = harness();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const sim = await h.simNode(hi, 60);
+    const o = await h.node(lo);
+    o.cands([IP]);
+    await h.advanceUntil(() => o.owned().has(IP), 'owned', 400);
+    await h.advance(700);
+    await sim.renew(); // seen renewing at START + 1000
+    await h.advanceUntil(() => o.own.status().handovers === 1, 'handed over', 4400);
+  });
+
+  test('a claim while our node Lease is being re-created waits (no failure)', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+    h.api.failNext({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, 409, 'Conflict');
+    await h.advance(2000);
+    a.cands([IP, IP2]);
+    await h.settle();
+    assert.deepEqual(h.lines(a, 'warn', 'claiming an IP lease failed; retrying'), []);
+    await h.advanceUntil(() => a.owned().has(IP2), 'claimed once re-read', 1100);
+  });
+
+  test('leaseTransitions count on from what the Lease said: a take-over and a hand-over each add one', async () => {
+    h = harness();
+    await h.admin.request('POST', leasesPath(NS), { metadata: { name: ipLeaseName(IP), namespace: NS, annotations: { 'herald.dev/ip': IP } }, spec: { holderIdentity: 'node-ghost', leaseTransitions: 5 } });
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const o = await h.node(lo);
+    o.cands([IP]);
+    await h.advanceUntil(() => o.owned().has(IP), 'taken over', 7000);
+    assert.equal((h.lease(ipLeaseName(IP))!.spec as any).leaseTransitions, 6);
+    (await h.node(hi)).cands([IP]);
+    await h.advanceUntil(() => o.own.status().handovers === 1, 'handed over', 7000);
+    assert.equal((h.lease(ipLeaseName(IP))!.spec as any).leaseTransitions, 7);
+  });
+
+  test('giving one IP up never withdraws another we keep; release after dispose is harmless', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP, IP2]);
+    await h.until(() => a.owned().size === 2, 'owned');
+    const from = a.sets.length;
+    a.cands([IP]);
+    await h.until(() => !a.owned().has(IP2), 'gave IP2 up');
+    assert.ok(a.sets.slice(from).every((s) => s.has(IP)), 'IP never withdrawn');
+    a.own.dispose();
+    await a.own.release();
+  });
+
+  test('claimed again under a new node Lease: logged with the IP', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+    await h.admin.request('DELETE', leasesPath(NS, 'node-node-a'));
+    await h.until(() => a.own.status().takeovers === 1, 'claimed again');
+    assert.deepEqual(h.lines(a, 'info', 'claimed an IP again under our new node Lease')[0]!.obj, { ip: IP });
+  });
+
+  test('an owned set of the same size with other members is told (one IP lost and another won in one pass)', async () => {
+    h = harness();
+    const x = await h.simNode('node-x', 60);
+    const ip2 = ipPreferring('node-a', 'node-x');
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.advanceUntil(() => a.owned().has(IP), 'owned', 400);
+    const cur = h.lease(ipLeaseName(IP))!;
+    await h.admin.request('PUT', leasesPath(NS, ipLeaseName(IP)), { ...cur, metadata: { ...cur.metadata, annotations: { ...(cur.metadata.annotations as object), 'herald.dev/node-lease-uid': x.uid } }, spec: { ...(cur.spec as object), holderIdentity: 'node-x' } });
+    await new Promise((r) => setImmediate(r)); // the watch delivers it (a pass is due)
+    a.cands([IP, ip2]);
+    await h.settle();
+    assert.deepEqual([...a.owned()], [ip2]);
+  });
+
+  test('an election waiting out the contend delay is one timed pass, not a busy loop', async () => {
+    h = harness();
+    const sim = byPref('herald-ipam', ['node-p', 'node-a', 'node-q'])[0]!;
+    const me = sim === 'node-a' ? 'node-q' : 'node-a';
+    await h.simNode(sim);
+    const a = await h.node(me, { elect: ['herald-ipam'] });
+    const passes = a.own.counters.passes;
+    await h.advance(250);
+    assert.ok(a.own.counters.passes - passes <= 2, `${a.own.counters.passes - passes} passes while waiting`);
+    await h.advanceUntil(() => a.own.elect('herald-ipam').isLeader(), 'leads', 100, 10);
   });
 });
