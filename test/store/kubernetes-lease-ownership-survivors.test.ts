@@ -598,4 +598,78 @@ describe('lease ownership: what the first mutation run found unchecked', () => {
     assert.ok(a.own.counters.passes - passes <= 2, `${a.own.counters.passes - passes} passes while waiting`);
     await h.advanceUntil(() => a.own.elect('herald-ipam').isLeader(), 'leads', 100, 10);
   });
+
+  test('a node Lease is live exactly for its duration from when we saw it change', async () => {
+    h = harness();
+    const a = await h.node('node-a', { durationS: 60 });
+    await h.simNode('node-x', 6); // seen at START
+    await h.settle();
+    h.clock.advance(5999);
+    assert.deepEqual(a.own.status().liveNodes, ['node-a', 'node-x']);
+    h.clock.advance(1);
+    assert.deepEqual(a.own.status().liveNodes, ['node-a']);
+  });
+
+  test('a preferred node that lapsed and came back starts its hand-over hold again', async () => {
+    h = harness();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const sim = await h.simNode(hi); // listed at START, never renewing: no hand-over
+    const o = await h.node(lo, { durationS: 60 });
+    o.cands([IP]);
+    await h.advanceUntil(() => o.owned().has(IP), 'owned', 400);
+    await h.advance(7200); // lapsed at START + 6000 on o's clock
+    assert.deepEqual(o.own.status().liveNodes, [lo]);
+    await sim.renew(); // back at START + 7500
+    await h.advance(1000);
+    await sim.renew(); // seen renewing
+    await h.advance(2000);
+    await sim.renew();
+    await h.advance(1800);
+    await sim.renew();
+    assert.equal(o.own.status().handovers, 0, 'not within 5 s of coming back');
+    await h.advanceUntil(() => o.own.status().handovers === 1, 'handed over after the hold', 1200);
+  });
+
+  test('a move is logged with where it came from', async () => {
+    h = harness();
+    await h.ipLease(IP, 'node-ghost');
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.advanceUntil(() => a.owned().has(IP), 'taken', 7500);
+    const m = { ip: IP, to: 'node-a', from: 'node-ghost', cause: 'gone' } as const;
+    assert.deepEqual(h.lines(a, 'info', /now announces/).map((l) => [l.msg, l.obj]), [[`node-a now announces ${IP}: took it over from node-ghost, whose node Lease was deleted (its agent crashed, or it was fenced out)`, m]]);
+  });
+
+  test('the wire watch prefers an IP its holder has not marked as releasing; an ip- Lease without its IP annotation is no IP', async () => {
+    h = harness();
+    const x = await h.simNode('node-x', 60);
+    await h.ipLease('198.51.100.1', 'node-x', x.uid, { 'herald.dev/releasing': 'node-x' });
+    await h.ipLease('198.51.100.2', 'node-x', x.uid);
+    await h.admin.request('POST', leasesPath(NS), { metadata: { name: 'ip-198-51-100-3', namespace: NS }, spec: { holderIdentity: 'node-x' } });
+    const b = await h.node('node-b');
+    b.cands(['198.51.100.1', '198.51.100.2', '198.51.100.3']);
+    await h.settle();
+    assert.deepEqual(b.watch.targets, [{ node: 'node-x', ip: '198.51.100.2', iface: 'eth0' }]);
+    assert.deepEqual([...b.own.view().owners.keys()].sort(), ['198.51.100.1', '198.51.100.2']);
+  });
+
+  test('a released IP ends the wait on a releasing holder: no re-check after the grace', async () => {
+    h = harness();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const p = await h.node(hi, { durationS: 60 });
+    p.cands([IP]);
+    await h.until(() => p.owned().has(IP), 'p owns');
+    const o = await h.node(lo, { durationS: 60 });
+    const cur = h.lease(ipLeaseName(IP))!;
+    await h.admin.request('PUT', leasesPath(NS, ipLeaseName(IP)), { ...cur, metadata: { ...cur.metadata, annotations: { ...(cur.metadata.annotations as object), 'herald.dev/releasing': hi } } });
+    await h.settle();
+    o.watch.silent(hi, IP);
+    await h.settle();
+    p.cands([]);
+    await h.until(() => h.lease(ipLeaseName(IP)) === undefined, 'released');
+    const gets = () => h.api.requests.filter((r) => r.who === lo && r.method === 'GET' && r.path.endsWith(ipLeaseName(IP))).length;
+    const n = gets();
+    await h.advance(3000);
+    assert.equal(gets(), n, 'no re-check');
+  });
 });
