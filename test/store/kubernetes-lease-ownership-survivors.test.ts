@@ -672,4 +672,114 @@ describe('lease ownership: what the first mutation run found unchecked', () => {
     await h.advance(3000);
     assert.equal(gets(), n, 'no re-check');
   });
+
+  test('a released node claims nothing more, though its candidates and its own clock would allow it', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.until(() => a.owned().has(IP), 'owned');
+    await a.own.release();
+    await h.advance(3000);
+    assert.equal(h.lease(ipLeaseName(IP)), undefined);
+    assert.equal(h.api.requests.filter((r) => r.who === 'node-a' && r.method === 'POST' && r.body.metadata.name === ipLeaseName(IP)).length, 1);
+  });
+
+  test('nothing is claimed while our own Lease has lapsed', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    h.api.failNext({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, 500, 'InternalError', 1000);
+    await h.advance(5600);
+    assert.equal(a.own.status().leaseValid, false);
+    a.cands([IP]);
+    await h.advance(1000);
+    assert.equal(h.lease(ipLeaseName(IP)), undefined);
+  });
+
+  test('a dead preferred node makes nobody wait: the live node claims at once', async () => {
+    h = harness();
+    const ip = ipPreferring('node-p', 'node-a');
+    await h.simNode('node-p');
+    const a = await h.node('node-a');
+    await h.advance(6100);
+    assert.deepEqual(a.own.status().liveNodes, ['node-a']);
+    a.cands([ip]);
+    await h.until(() => a.owned().has(ip), 'claimed at once');
+  });
+
+  test('a node leaving (its Lease deleted) is acted on at once, not at the next periodic pass', async () => {
+    h = harness();
+    const x = await h.simNode('node-x', 60);
+    await h.ipLease(IP, 'node-x', x.uid);
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.advance(1500);
+    await x.remove();
+    await h.until(() => a.owned().has(IP), 'taken at once');
+  });
+
+  test('a hand-over is logged with the IP and the node; a failed one with the IP and the error', async () => {
+    h = harness();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const o = await h.node(lo);
+    o.cands([IP]);
+    await h.until(() => o.owned().has(IP), 'owned');
+    (await h.node(hi)).cands([IP]);
+    const mark = h.api.hold({ who: lo, method: 'PUT', name: ipLeaseName(IP) }, { answer: true });
+    await h.advanceUntil(() => h.api.requests.some((r) => r.who === lo && r.method === 'PUT' && r.path.endsWith(ipLeaseName(IP))), 'mark sent', 6500);
+    await mark.reached;
+    h.api.failNext({ who: lo, method: 'PUT', name: ipLeaseName(IP) }, 500, 'InternalError');
+    mark.release();
+    await h.settle();
+    assert.deepEqual(h.lines(o, 'info', 'handing an IP over to its preferred node')[0]!.obj, { ip: IP, to: hi });
+    const failed = h.lines(o, 'warn', 'releasing an IP lease failed')[0]!;
+    assert.equal(failed.obj.ip, IP);
+    assert.match(String(failed.obj.err), /500/);
+  });
+
+  test('a preferred node merely listed gets no hand-over even once the hold is met within the renewal window', async () => {
+    h = harness();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    await h.simNode(hi, 60);
+    const o = await h.node(lo, { handoverHoldMs: 1000 });
+    o.cands([IP]);
+    await h.advanceUntil(() => o.owned().has(IP), 'owned', 400);
+    await h.advance(2000);
+    assert.equal(o.own.status().handovers, 0);
+  });
+
+  test('a node Lease without a holder names its node by the Lease name; a Lease that is no ip- Lease is no IP even with the annotation', async () => {
+    h = harness();
+    await h.admin.request('POST', leasesPath(NS), { metadata: { name: 'node-bare', namespace: NS }, spec: { leaseDurationSeconds: 6 } });
+    await h.admin.request('POST', leasesPath(NS), { metadata: { name: 'other', namespace: NS, annotations: { 'herald.dev/ip': IP } }, spec: { holderIdentity: 'node-bare' } });
+    const a = await h.node('node-a');
+    assert.deepEqual(a.own.status().liveNodes, ['bare', 'node-a']);
+    assert.equal(a.own.view().owners.has(IP), false);
+  });
+
+  test('a broken watch and a failing move listener are logged with the error', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    h.api.breakWatches(new Error('reset'), 'node-a');
+    await h.settle();
+    assert.match(String(h.lines(a, 'warn', 'lease watch failed; retrying')[0]!.obj.err), /reset/);
+    a.own.onMove(() => {
+      throw new Error('boom');
+    });
+    a.cands([IP]);
+    await h.advanceUntil(() => a.owned().has(IP), 'owned', 600);
+    assert.match(String(h.lines(a, 'warn', 'an ownership move listener failed')[0]!.obj.err), /boom/);
+  });
+
+  test("a stale delete of our old node Lease, seen after we re-joined under a new one, does not fence us out again", async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    h.api.pauseWatch('node-a');
+    await h.admin.request('DELETE', leasesPath(NS, 'node-node-a'));
+    await h.advance(2000); // the renewal: 409, then re-read → created again (new uid)
+    await h.advance(500);
+    assert.ok(h.lease('node-node-a'));
+    h.api.resumeWatch('node-a');
+    await h.settle();
+    assert.equal(a.own.status().fencedOut, 0);
+  });
 });
