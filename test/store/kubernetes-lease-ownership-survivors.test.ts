@@ -782,4 +782,95 @@ describe('lease ownership: what the first mutation run found unchecked', () => {
     await h.settle();
     assert.equal(a.own.status().fencedOut, 0);
   });
+
+  test('fencing, read first: the IP Lease as read now is learnt; the record lists only the fenced node\'s IPs; the log says how many and how long', async () => {
+    h = harness();
+    const x = await h.simNode('node-x', 60);
+    const y = await h.simNode('node-y', 60);
+    await h.ipLease(IP, 'node-x', x.uid);
+    await h.ipLease('198.51.100.60', 'node-x', x.uid);
+    await h.ipLease(IP2, 'node-y', y.uid);
+    const b = await h.node('node-b');
+    await h.settle();
+    b.watch.silent('node-x', IP);
+    await h.until(() => b.own.status().fencesIssued === 1, 'fenced');
+    assert.deepEqual([...b.fences[0]!.ips].sort(), ['198.51.100.60', IP]);
+    assert.deepEqual(h.lines(b, 'warn', 'fenced out a silent owner: deleted its node Lease')[0]!.obj, { node: 'node-x', ip: IP, ips: 2, readMs: 0, deleteMs: 0 });
+    // Silence about an IP whose Lease moved (the watch had not said): read, learnt, not fenced.
+    h.api.pauseWatch('node-b');
+    const cur = h.lease(ipLeaseName(IP2))!;
+    await h.admin.request('PUT', leasesPath(NS, ipLeaseName(IP2)), { ...cur, metadata: { ...cur.metadata, annotations: { ...(cur.metadata.annotations as object), 'herald.dev/node-lease-uid': x.uid } }, spec: { ...(cur.spec as object), holderIdentity: 'node-z' } });
+    b.watch.silent('node-y', IP2);
+    await h.settle();
+    assert.equal(b.own.status().fencesIssued, 1);
+    assert.equal(b.own.view().owners.has(IP2), false, 'learnt: now held by a node that is not live');
+    h.api.resumeWatch('node-b');
+  });
+
+  test('a fence refused when the IP Lease is bound to another node Lease of the holder; none after release or dispose, nor when the IP Lease is gone', async () => {
+    h = harness();
+    await h.simNode('node-x', 60);
+    await h.ipLease(IP, 'node-x', 'an-earlier-uid');
+    const b = await h.node('node-b');
+    await h.settle();
+    b.watch.silent('node-x', IP);
+    await h.settle();
+    assert.equal(b.own.status().fencesIssued, 0);
+    assert.ok(h.lease('node-node-x'));
+    assert.deepEqual(h.lines(b, 'info', 'silent owner not fenced')[0]!.obj, { node: 'node-x', ip: IP, outcome: 'refused' });
+    b.watch.silent('node-x', '198.51.100.99'); // no Lease
+    await h.settle();
+    assert.deepEqual(h.lines(b, 'warn', 'fencing a silent owner failed'), []);
+    // Disposed while the read is in flight: nothing deleted.
+    const x2 = await h.simNode('node-w', 60);
+    await h.ipLease(IP2, 'node-w', x2.uid);
+    const held = h.api.hold({ who: 'node-b', method: 'GET', name: ipLeaseName(IP2) });
+    b.watch.silent('node-w', IP2);
+    await held.reached;
+    b.own.dispose();
+    held.release();
+    await h.settle();
+    assert.ok(h.lease('node-node-w'));
+    const c = await h.node('node-c');
+    await c.own.release();
+    c.watch.silent('node-w', IP2);
+    await h.settle();
+    assert.equal(h.api.requests.filter((r) => r.who === 'node-c' && r.method === 'GET' && r.path.endsWith(ipLeaseName(IP2))).length, 0);
+  });
+
+  test('while our own Lease has lapsed no election is contended; a claim that fails is logged with the IP; without a wire watch no pass fails', async () => {
+    h = harness();
+    const a = await h.node('node-a');
+    h.api.failNext({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, 500, 'InternalError', 1000);
+    await h.advance(5600);
+    a.own.elect('herald-x');
+    await h.advance(1000);
+    assert.equal(h.lease('herald-x'), undefined);
+    h.api.clearFaults();
+    const n = await h.node('node-n', { wire: false });
+    h.api.failNext({ who: 'node-n', method: 'POST', path: /leases$/ }, 403, 'Forbidden');
+    n.cands([IP]);
+    await h.advanceUntil(() => n.owned().has(IP), 'owned', 1500);
+    const l = h.lines(n, 'warn', 'claiming an IP lease failed; retrying')[0]!;
+    assert.equal(l.obj.ip, IP);
+    assert.match(String(l.obj.err), /403/);
+    assert.deepEqual(h.lines(n, 'warn', 'lease ownership pass failed; retrying'), []);
+  });
+
+  test('handedBackWithinMs is the window: back after it, the preferred node is not skipped', async () => {
+    h = harness();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const o = await h.node(lo, { handedBackWithinMs: 3000 });
+    o.cands([IP]);
+    await h.until(() => o.owned().has(IP), 'owned');
+    const p = await h.node(hi);
+    p.cands([IP]);
+    await h.advanceUntil(() => p.owned().has(IP), 'handed over', 6500);
+    await h.advance(4000);
+    await p.own.release();
+    await h.advanceUntil(() => o.owned().has(IP), 'back', 1500);
+    const p2 = await h.node(hi);
+    p2.cands([IP]);
+    await h.advanceUntil(() => p2.owned().has(IP), 'handed over again', 6500);
+  });
 });
