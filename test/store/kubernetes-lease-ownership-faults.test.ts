@@ -365,7 +365,7 @@ describe('lease ownership faults on a fake API and a manual clock', () => {
     assert.equal(h.lines(b, 'warn', 'lease watch failed; retrying').length, 1);
   });
 
-  test('our node Lease deleted while our watch missed it: the re-check renewal is refused (409), our IP Leases are no longer bound to us and are withdrawn; a new node Lease follows', async () => {
+  test('our node Lease deleted while our watch missed it: the re-check renewal is refused (409, the uid precondition), which is read as a fence-out (the gate closes at once); a new node Lease follows', async () => {
     h = harness();
     const a = await h.node('node-a');
     a.cands([IP]);
@@ -378,9 +378,23 @@ describe('lease ownership faults on a fake API and a manual clock', () => {
     await a.own.livenessGate().recheck('test');
     assert.equal(a.owned().has(IP), false, 'withdrawn before the re-check resolves');
     assert.equal(reqs('node-a', 'PUT', 'node-node-a').at(-1)!.status, 409);
+    // A 409 is what kube-apiserver answers a renewal of a deleted Lease (the body carries its uid): read again, it is a fence-out.
+    assert.equal(a.own.status().fencedOut, 1, 'fenced out, not a lost race');
+    assert.equal(a.own.livenessGate().answerUntilMs(), 0, 'the gate closed at once');
     await h.advanceUntil(() => a.owned().has(IP), 'claimed again under a new node Lease', 1100);
     assert.notEqual(h.lease('node-node-a')!.metadata.uid, oldUid);
     assert.equal((h.lease(ipLeaseName(IP))!.metadata.annotations as any)[NODE_LEASE_UID_ANNOTATION], h.lease('node-node-a')!.metadata.uid);
+  });
+
+  test('an IP Lease without a spec (written by something else) is free and claimed, not a failed claim on every pass', async () => {
+    h = harness();
+    await h.admin.request('POST', leasesPath(NS), { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: ipLeaseName(IP), namespace: NS, annotations: { 'herald.dev/ip': IP } } });
+    const a = await h.node('node-a');
+    a.cands([IP]);
+    await h.advanceUntil(() => a.owned().has(IP), 'claimed', 1000);
+    assert.equal((h.lease(ipLeaseName(IP))!.spec as { holderIdentity?: string; leaseTransitions?: number }).holderIdentity, 'node-a');
+    assert.equal((h.lease(ipLeaseName(IP))!.spec as { leaseTransitions?: number }).leaseTransitions, 1);
+    assert.equal(h.lines(a, 'warn', 'claiming an IP lease failed; retrying').length, 0);
   });
 
   test('a move or fence listener that throws is logged; the others are still told', async () => {

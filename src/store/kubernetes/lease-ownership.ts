@@ -472,11 +472,28 @@ export class LeaseOwnership implements OwnershipBackend {
         this.fencedOut('our node Lease is gone: another node found us silent on the wire and fenced us out');
         return;
       }
+      // The renewal carries our node Lease's uid, so kube-apiserver answers a deleted one with a 409 (a failed uid
+      // precondition), not a 404: when our watch missed the delete, this read is what tells a fence from a race.
+      if (isConflict(e) && base && !this.released && !this.disposed && (await this.ourLeaseGone(name, base))) {
+        if (this.myLease !== base) return;
+        this.fencedOut('our node Lease is gone: another node found us silent on the wire and fenced us out');
+        return;
+      }
       if (isConflict(e) || isNotFound(e)) this.myLease = undefined; // re-read (or re-create) next time
       this.deps.log.warn({ err: describeError(e), validForMs: Math.max(0, this.validUntil - this.now()) }, 'node lease renewal failed; retrying');
       this.scheduleRenew(Math.min(500, this.opts.renewMs));
       // Step down on our own clock: the heartbeat gate closes at validUntil; drop ownership then too.
       this.evaluate.trigger();
+    }
+  }
+
+  /** Our node Lease `base` no longer stands: deleted, or another object under its name. */
+  private async ourLeaseGone(name: string, base: KubeObject): Promise<boolean> {
+    try {
+      const cur = await this.client.request<KubeObject>('GET', `${this.base}/${name}`);
+      return cur.metadata.uid !== base.metadata.uid;
+    } catch (e) {
+      return isNotFound(e);
     }
   }
 
@@ -973,7 +990,7 @@ export class LeaseOwnership implements OwnershipBackend {
           spec: { holderIdentity: this.node, acquireTime: stamp, leaseTransitions: 0 },
         });
       } else {
-        const spec = e.lease.spec as { leaseTransitions?: number };
+        const spec = (e.lease.spec ?? {}) as { leaseTransitions?: number };
         e.lease = await this.client.request<KubeObject>('PUT', `${this.base}/${e.name}`, {
           ...e.lease,
           spec: { ...spec, holderIdentity: this.node, acquireTime: stamp, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 },
@@ -1026,7 +1043,7 @@ export class LeaseOwnership implements OwnershipBackend {
         const from = this.releasedBy.get(ip);
         this.moved(from && from !== this.node ? { ip, to: this.node, from, cause: 'released' } : { ip, to: this.node, cause: 'free' });
       } else {
-        const spec = lease.spec as { leaseTransitions?: number };
+        const spec = (lease.spec ?? {}) as { leaseTransitions?: number };
         // PUT carries the resourceVersion we saw: 409 if anyone wrote since.
         result = await this.client.request<KubeObject>('PUT', `${this.base}/${lease.metadata.name}`, {
           ...lease,
@@ -1061,7 +1078,7 @@ export class LeaseOwnership implements OwnershipBackend {
 
   /** Names `to` as the holder of an IP Lease we hold (withdrawn already); 409 means someone wrote it since: theirs stands. */
   private async handIpLeaseTo(ip: string, lease: KubeObject, to: string): Promise<void> {
-    const spec = lease.spec as { leaseTransitions?: number };
+    const spec = (lease.spec ?? {}) as { leaseTransitions?: number };
     try {
       const uid = this.nodes.get(to)?.uid;
       const result = await this.client.request<KubeObject>('PUT', `${this.base}/${lease.metadata.name}`, {
