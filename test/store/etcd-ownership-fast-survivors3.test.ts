@@ -1,0 +1,61 @@
+/**
+ * Cases aimed at the conditional mutants (conditions, comparisons, logical
+ * operators, boolean literals) of src/store/etcd/ownership.ts's sync, claim,
+ * release and stop that the four other fast files let through — a Stryker run
+ * of those mutators over those methods alone (2026-11-27), each case checked
+ * by hand against its mutant (README, "Mutation testing") — in a file of its
+ * own so that an incremental rerun retests only what it adds. Same harness: a
+ * real etcd, one manual clock per test.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { IP, IP2, harness, type Member } from '../helpers/etcd-ownership-harness.js';
+import { useRealEtcd } from '../helpers/real-etcd-suite.js';
+
+/** The ownership's private state the cases read (white-box, as the other fast files do). */
+const inner = (m: Member) =>
+  m.own as unknown as {
+    candidateLeases: Map<string, string>;
+    keyRevisions: Map<string, number>;
+    passes: { idle(): Promise<void> };
+  };
+
+describe('etcd ownership on a manual clock: survivors of sync, claim, release and stop', () => {
+  const real = useRealEtcd('own-surv3');
+  const h = harness(real);
+  const { member, owning, until, barrier, lines, lease, ownerKey, clockAt, ownerPut } = h;
+
+  test("a stop forgets only our own keys: the view it leaves still names the other nodes' owners", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP2, 'node-x', x.id);
+    const p = await owning('node-p', prefix, clock);
+    await until(clock, () => p.own.view().owners.get(IP2) === 'node-x', 'sees node-x own IP2', p);
+    await p.own.release();
+    assert.equal(p.owned().size, 0, 'withdrawn');
+    assert.deepEqual([...p.own.view().owners], [[IP2, 'node-x']]);
+  });
+
+  test("a silenced stop withdraws locally only once its hand-over is through: a pass woken by its own record's watch event emits nothing", async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const p = await owning('node-p', prefix, clock);
+    const o = await member('node-o', prefix, clock);
+    o.cands([IP]);
+    await until(clock, () => inner(p).candidateLeases.get(`${IP}/node-o`) === o.session.leaseId, 'the candidacy seen', p);
+    const emitted = p.sets.length;
+    const released = p.own.release({ silenced: true });
+    await until(clock, () => lines(p, 'debug', 'trace: hand-over record written').length === 1, 'the record', p);
+    // Our own record comes back on the watch and wakes a pass (the moves wait 100 ms).
+    await until(clock, () => inner(p).keyRevisions.has(`${prefix}handover/node-p`), 'the record seen on the watch', p);
+    await barrier(o, clock);
+    await inner(p).passes.idle();
+    assert.equal(p.sets.length, emitted, 'nothing emitted during the hand-over');
+    clock.advance(100);
+    await released;
+    assert.deepEqual(await ownerKey(prefix), { value: 'node-o', lease: o.session.leaseId });
+    assert.equal(p.sets.length, emitted + 1, 'the withdrawal, once, at the end');
+    assert.equal(p.owned().size, 0);
+  });
+});
