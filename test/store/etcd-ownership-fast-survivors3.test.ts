@@ -9,13 +9,14 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { IP, IP2, harness, type Member } from '../helpers/etcd-ownership-harness.js';
+import { IP, IP2, OPTS, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 
 /** The ownership's private state the cases read (white-box, as the other fast files do). */
 const inner = (m: Member) =>
   m.own as unknown as {
     candidateLeases: Map<string, string>;
+    timers: Map<string, unknown>;
     keyRevisions: Map<string, number>;
     passes: { idle(): Promise<void> };
   };
@@ -23,7 +24,7 @@ const inner = (m: Member) =>
 describe('etcd ownership on a manual clock: survivors of sync, claim, release and stop', () => {
   const real = useRealEtcd('own-surv3');
   const h = harness(real);
-  const { member, owning, until, barrier, lines, lease, ownerKey, clockAt, ownerPut } = h;
+  const { member, owning, until, barrier, lines, lease, ownerKey, clockAt, candidacy, ownerPut } = h;
 
   test("a stop forgets only our own keys: the view it leaves still names the other nodes' owners", async () => {
     const prefix = real.freshPrefix();
@@ -57,5 +58,31 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     assert.deepEqual(await ownerKey(prefix), { value: 'node-o', lease: o.session.leaseId });
     assert.equal(p.sets.length, emitted + 1, 'the withdrawal, once, at the end');
     assert.equal(p.owned().size, 0);
+  });
+
+  test('a pass during the contention delay starts no second delay: freed again later, the IP waits the whole delay from then', async () => {
+    const prefix = real.freshPrefix();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const l = await lease();
+    await candidacy(prefix, IP, hi, l.id);
+    const m = await member(lo, prefix, clock);
+    m.cands([IP]);
+    await until(clock, () => inner(m).timers.has(IP), 'waits', m);
+    // Another pass 100 ms into the delay (a new IP only we are a candidate for).
+    clock.advance(100);
+    await barrier(m, clock);
+    clock.advance(OPTS.contendDelayMs - 100);
+    await until(clock, () => m.owned().has(IP), 'claimed late, at the delay', m);
+    // Freed 50 ms later: a delay of its own, counted from the delete.
+    clock.advance(50);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => !m.own.view().owners.has(IP) && inner(m).timers.has(IP), 'waits again', m);
+    clock.advance(OPTS.contendDelayMs - 1);
+    await barrier(m, clock);
+    assert.equal(m.owned().has(IP), false, 'not before the delay');
+    assert.equal(await ownerKey(prefix), undefined);
+    clock.advance(1);
+    await until(clock, () => m.owned().has(IP), 'claimed late again', m);
   });
 });
