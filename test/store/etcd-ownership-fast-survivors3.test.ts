@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { IP, IP2, OPTS, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
+import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 
 /** The ownership's private state the cases read (white-box, as the other fast files do). */
@@ -18,7 +19,7 @@ const inner = (m: Member) =>
     candidateLeases: Map<string, string>;
     timers: Map<string, unknown>;
     keyRevisions: Map<string, number>;
-    passes: { idle(): Promise<void> };
+    passes: { atTimer?: { at: number }; idle(): Promise<void> };
   };
 
 describe('etcd ownership on a manual clock: survivors of sync, claim, release and stop', () => {
@@ -84,5 +85,17 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     assert.equal(await ownerKey(prefix), undefined);
     clock.advance(1);
     await until(clock, () => m.owned().has(IP), 'claimed late again', m);
+  });
+
+  test('a claim that learns every key taken is over: no retry pass is scheduled (that is for a claim that hit its round bound)', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const a = await member('node-a', prefix, clock);
+    beforeNextTxn(a.session, 'Create', { before: () => ownerPut(prefix, IP, 'node-x', x.id) });
+    a.cands([IP]);
+    await until(clock, () => a.own.view().owners.get(IP) === 'node-x', 'learnt node-x', a);
+    await inner(a).passes.idle();
+    assert.equal(inner(a).passes.atTimer, undefined);
   });
 });
