@@ -16,6 +16,7 @@ import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 /** The ownership's private state the cases read (white-box, as the other fast files do). */
 const inner = (m: Member) =>
   m.own as unknown as {
+    others: Map<string, Map<string, number>>;
     candidateLeases: Map<string, string>;
     timers: Map<string, unknown>;
     keyRevisions: Map<string, number>;
@@ -25,7 +26,7 @@ const inner = (m: Member) =>
 describe('etcd ownership on a manual clock: survivors of sync, claim, release and stop', () => {
   const real = useRealEtcd('own-surv3');
   const h = harness(real);
-  const { member, owning, until, barrier, lines, lease, ownerKey, clockAt, candidacy, ownerPut } = h;
+  const { member, owning, ownerWithPreferred, until, barrier, lines, lease, ownerKey, clockAt, candidacy, ownerPut } = h;
 
   test("a stop forgets only our own keys: the view it leaves still names the other nodes' owners", async () => {
     const prefix = real.freshPrefix();
@@ -97,5 +98,46 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     await until(clock, () => a.own.view().owners.get(IP) === 'node-x', 'learnt node-x', a);
     await inner(a).passes.idle();
     assert.equal(inner(a).passes.atTimer, undefined);
+  });
+
+  test('a hand-over whose take-back another node wins is over: a later late take within 10 s skips nobody', async () => {
+    const prefix = real.freshPrefix();
+    const { hi, clock, o, preferredLease: l } = await ownerWithPreferred(prefix);
+    const z = await lease();
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen', o);
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(o, 'info', 'released ownership').length === 1, 'handed over (deleted)', o);
+    // The preferred goes before our delay ends: we are the preferred now and claim at once, but node-z is first.
+    beforeNextTxn(o.session, 'Create', { before: () => ownerPut(prefix, IP, 'node-z', z.id) });
+    await real.raw.delete().key(`${prefix}candidates/${IP}/${hi}`).exec();
+    await until(clock, () => o.own.view().owners.get(IP) === 'node-z', 'node-z learnt', o);
+    // The preferred back, node-z's key gone, 5 s after our hand-over: an ordinary late take.
+    await candidacy(prefix, IP, hi, l.id);
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen again', o);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => !o.own.view().owners.has(IP) && inner(o).timers.has(IP), 'waits', o);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => o.owned().has(IP), 'taken late', o);
+    assert.deepEqual(lines(o, 'warn', 'the preferred node left the IP unclaimed: skipping it for this IP'), []);
+  });
+
+  test('a late take-back another node wins keeps the hand-over: taken back late within 10 s, the preferred that never claimed is skipped', async () => {
+    const prefix = real.freshPrefix();
+    const { hi, clock, o } = await ownerWithPreferred(prefix);
+    const z = await lease();
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen', o);
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(o, 'info', 'released ownership').length === 1, 'handed over (deleted)', o);
+    // The preferred never claims; our late take-back loses to node-z.
+    beforeNextTxn(o.session, 'Create', { before: () => ownerPut(prefix, IP, 'node-z', z.id) });
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => o.own.view().owners.get(IP) === 'node-z', 'node-z learnt', o);
+    // node-z's key gone 1 s later: taken back late, and now the preferred is skipped.
+    clock.advance(1000);
+    await real.raw.delete().key(`${prefix}owners/${IP}`).exec();
+    await until(clock, () => !o.own.view().owners.has(IP) && inner(o).timers.has(IP), 'waits', o);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => o.owned().has(IP), 'taken late', o);
+    assert.deepEqual(lines(o, 'warn', 'the preferred node left the IP unclaimed: skipping it for this IP').map((x) => x.obj), [{ ip: IP, node: hi, skipForMs: OPTS.skipPreferredMs }]);
   });
 });
