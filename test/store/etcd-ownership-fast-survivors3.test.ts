@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { waitFor } from '../../lab/lab.js';
 import { IP, IP2, OPTS, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
@@ -139,5 +140,23 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     clock.advance(OPTS.contendDelayMs);
     await until(clock, () => o.owned().has(IP), 'taken late', o);
     assert.deepEqual(lines(o, 'warn', 'the preferred node left the IP unclaimed: skipping it for this IP').map((x) => x.obj), [{ ip: IP, node: hi, skipForMs: OPTS.skipPreferredMs }]);
+  });
+
+  test('a claim as the preferred is no take-back: a more preferred candidacy that turns up during its transaction is not skipped', async () => {
+    const prefix = real.freshPrefix();
+    const { hi, clock, o, preferredLease: l } = await ownerWithPreferred(prefix);
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen', o);
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(o, 'info', 'released ownership').length === 1, 'handed over (deleted)', o);
+    // The preferred goes: we are the preferred and claim at once; it comes back while our claim is in flight.
+    beforeNextTxn(o.session, 'Create', {
+      before: async () => {
+        await candidacy(prefix, IP, hi, l.id);
+        await waitFor(() => inner(o).others.get(IP)?.has(hi) === true, { timeoutMs: 5000, intervalMs: 5, what: 'the candidacy seen again' });
+      },
+    });
+    await real.raw.delete().key(`${prefix}candidates/${IP}/${hi}`).exec();
+    await until(clock, () => o.owned().has(IP), 'claimed', o);
+    assert.deepEqual(lines(o, 'warn', 'the preferred node left the IP unclaimed: skipping it for this IP'), []);
   });
 });
