@@ -159,4 +159,26 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     await until(clock, () => o.owned().has(IP), 'claimed', o);
     assert.deepEqual(lines(o, 'warn', 'the preferred node left the IP unclaimed: skipping it for this IP'), []);
   });
+
+  test('only a more preferred candidate is handed over to and skipped: a less preferred one present for the hold counts for neither', async () => {
+    const prefix = real.freshPrefix();
+    const [n1, n2, n3] = byPref(IP, ['node-a', 'node-b', 'node-c']) as [string, string, string];
+    const clock = clockAt();
+    const o = await owning(n2, prefix, clock);
+    const l3 = await lease();
+    await candidacy(prefix, IP, n3, l3.id);
+    await until(clock, () => inner(o).others.get(IP)?.has(n3) === true, 'the less preferred seen', o);
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await barrier(o, clock);
+    assert.equal(o.owned().has(IP), true, 'no hand-over to a less preferred node');
+    assert.deepEqual(lines(o, 'info', 'released ownership'), []);
+    const l1 = await lease();
+    await candidacy(prefix, IP, n1, l1.id);
+    await until(clock, () => inner(o).others.get(IP)?.has(n1) === true, 'the more preferred seen', o);
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(o, 'info', 'released ownership').length === 1, 'handed over (deleted)', o);
+    clock.advance(OPTS.contendDelayMs);
+    await until(clock, () => o.owned().has(IP), 'taken back late', o);
+    assert.deepEqual(lines(o, 'warn', 'the preferred node left the IP unclaimed: skipping it for this IP').map((x) => x.obj), [{ ip: IP, node: n1, skipForMs: OPTS.skipPreferredMs }]);
+  });
 });
