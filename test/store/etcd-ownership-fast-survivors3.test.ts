@@ -181,4 +181,18 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     await until(clock, () => o.owned().has(IP), 'taken back late', o);
     assert.deepEqual(lines(o, 'warn', 'the preferred node left the IP unclaimed: skipping it for this IP').map((x) => x.obj), [{ ip: IP, node: n1, skipForMs: OPTS.skipPreferredMs }]);
   });
+
+  test('a pass exactly handoverHoldMs after the preferred candidacy was first seen hands over', async () => {
+    const prefix = real.freshPrefix();
+    const { hi, clock, o } = await ownerWithPreferred(prefix);
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the candidacy seen', o);
+    const since = inner(o).others.get(IP)!.get(hi)!;
+    clock.advance(since + OPTS.handoverHoldMs - 1 - clock.now());
+    await barrier(o, clock);
+    assert.deepEqual(lines(o, 'info', 'released ownership'), [], 'not a millisecond before');
+    clock.advance(1);
+    // Any pass now (a new IP only we are a candidate for) hands over, before the pass the hold scheduled.
+    await barrier(o, clock);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(o, 'info', 'released ownership').length === 1, 'handed over (deleted)', o);
+  });
 });
