@@ -10,7 +10,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
-import { IP, IP2, OPTS, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
+import { IP, IP2, OPTS, byPref, harness, interceptWatchCreate, type Member } from '../helpers/etcd-ownership-harness.js';
+import type { EtcdSession } from '../../src/store/etcd/session.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
 
@@ -23,6 +24,38 @@ const inner = (m: Member) =>
     keyRevisions: Map<string, number>;
     passes: { atTimer?: { at: number }; idle(): Promise<void> };
   };
+
+/**
+ * Holds back the watch events of a session's client while `paused` (a lagging
+ * watch), delivering them in order on resume() (as in etcd-ownership-fast-survivors.test.ts). Install before start().
+ */
+function laggingWatch(session: EtcdSession) {
+  const client = session.client;
+  const realWatch = client.watch.bind(client);
+  const held: Array<[string, unknown[]]> = [];
+  const watchers: Array<(ev: string, ...args: unknown[]) => boolean> = [];
+  const ctl = {
+    paused: false,
+    resume() {
+      ctl.paused = false;
+      for (const emit of watchers) for (const [ev, args] of held.splice(0)) emit(ev, ...args);
+    },
+  };
+  interceptWatchCreate(client, realWatch, async (create) => {
+    const watcher = await create();
+    const realEmit = watcher.emit.bind(watcher);
+    watchers.push(realEmit);
+    watcher.emit = ((ev: string, ...args: unknown[]) => {
+      if (ctl.paused && (ev === 'put' || ev === 'delete')) {
+        held.push([ev, args]);
+        return true;
+      }
+      return realEmit(ev, ...args);
+    }) as typeof watcher.emit;
+    return watcher;
+  });
+  return ctl;
+}
 
 describe('etcd ownership on a manual clock: survivors of sync, claim, release and stop', () => {
   const real = useRealEtcd('own-surv3');
@@ -194,5 +227,47 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     // Any pass now (a new IP only we are a candidate for) hands over, before the pass the hold scheduled.
     await barrier(o, clock);
     await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(o, 'info', 'released ownership').length === 1, 'handed over (deleted)', o);
+  });
+
+  test("a marker removal that fails forgets nothing: another node's marker that replaced ours, seen late on the watch, still steers the wire watch off that IP", async () => {
+    const prefix = real.freshPrefix();
+    const [hi, lo] = byPref(IP, ['node-a', 'node-b']) as [string, string];
+    const clock = clockAt();
+    const x = await lease();
+    await ownerPut(prefix, IP2, 'node-x', x.id);
+    const o = await member(lo, prefix, clock, { start: false });
+    await o.session.start();
+    const lag = laggingWatch(o.session);
+    await o.own.start(async (v) => {
+      o.sets.push(new Set(v.owned));
+      await o.apply.fn();
+    });
+    o.cands([IP, IP2]);
+    await until(clock, () => o.owned().has(IP) && o.own.view().owners.get(IP2) === 'node-x', 'owns IP, sees node-x own IP2', o);
+    const l = await lease();
+    await candidacy(prefix, IP, hi, l.id);
+    await until(clock, () => inner(o).others.get(IP)?.has(hi) === true, 'the preferred seen', o);
+    // The hand-over's withdrawal is not confirmed; before our marker's removal, the key has moved to node-x,
+    // which is releasing it — and our watch delivers all that only after the removal has failed.
+    lag.paused = true;
+    const removal = { done: false };
+    beforeNextTxn(o.session, 'Lease', {
+      before: async () => {
+        await ownerPut(prefix, IP, 'node-x', x.id);
+        await real.raw.put(`${prefix}releasing/${IP}`).value('node-x').lease(x.id).exec();
+        // The refused commit follows at once; 200 ms of real time covers its answer.
+        setTimeout(() => void (removal.done = true), 200);
+      },
+    });
+    o.apply.fn = () => Promise.reject(new Error('datapath broken'));
+    clock.advance(OPTS.handoverHoldMs + 10);
+    await until(clock, () => lines(o, 'error', /did not confirm the withdrawal/).length === 1 && removal.done, 'the removal refused', o);
+    await inner(o).passes.idle();
+    o.apply.fn = () => {};
+    lag.resume();
+    await until(clock, () => o.own.view().owners.get(IP) === 'node-x', 'node-x learnt', o);
+    await barrier(o, clock);
+    // node-x owns both; it is releasing IP, so IP2 is the one to watch.
+    assert.deepEqual(o.watch.targets, [{ node: 'node-x', ip: IP2, iface: 'eth0' }]);
   });
 });
