@@ -270,4 +270,18 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     // node-x owns both; it is releasing IP, so IP2 is the one to watch.
     assert.deepEqual(o.watch.targets, [{ node: 'node-x', ip: IP2, iface: 'eth0' }]);
   });
+
+  test('a release whose key is still ours on another lease than compared is retried on that lease at once: deleted, released once', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const y = await lease();
+    const a = await owning('node-a', prefix, clock);
+    // Between the marker and the delete, our key is rewritten under our name on another lease.
+    beforeNextTxn(a.session, 'Lease', { before: () => ownerPut(prefix, IP, 'node-a', y.id) });
+    a.cands([]);
+    await until(clock, async () => (await ownerKey(prefix)) === undefined && lines(a, 'info', 'released ownership').length === 1, 'deleted', a);
+    await barrier(a, clock);
+    assert.deepEqual(lines(a, 'info', 'released ownership').map((l) => l.obj), [{ ip: IP, why: 'no longer a candidate' }]);
+    assert.equal(a.events.filter((e) => e.kind === 'owner-released').length, 1);
+  });
 });
