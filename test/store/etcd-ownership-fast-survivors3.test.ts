@@ -284,4 +284,20 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     assert.deepEqual(lines(a, 'info', 'released ownership').map((l) => l.obj), [{ ip: IP, why: 'no longer a candidate' }]);
     assert.equal(a.events.filter((e) => e.kind === 'owner-released').length, 1);
   });
+
+  test('a pass with nothing to release does not wait for the datapath: with the datapath stalled on a new owned set, it still claims', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const a = await member('node-a', prefix, clock);
+    a.apply.fn = () => new Promise(() => {});
+    // While the pass publishes our candidacies, a key of ours turns up (its owned set changes mid-pass).
+    beforeNextTxn(a.session, 'Version', {
+      before: async () => {
+        await ownerPut(prefix, IP2, 'node-a', a.session.leaseId!);
+        await waitFor(() => a.own.view().owners.get(IP2) === 'node-a', { timeoutMs: 5000, intervalMs: 5, what: 'our key seen' });
+      },
+    });
+    a.cands([IP, IP2]);
+    await until(clock, async () => (await ownerKey(prefix))?.value === 'node-a', 'IP claimed, no clock step', a);
+  });
 });
