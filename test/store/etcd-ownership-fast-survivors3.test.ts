@@ -300,4 +300,22 @@ describe('etcd ownership on a manual clock: survivors of sync, claim, release an
     a.cands([IP, IP2]);
     await until(clock, async () => (await ownerKey(prefix))?.value === 'node-a', 'IP claimed, no clock step', a);
   });
+
+  test('a claim over a key taken meanwhile learns the others as free from the same read: no failure, the rest claimed in the next round', async () => {
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const a = await member('node-a', prefix, clock);
+    beforeNextTxn(a.session, 'Create', { before: () => ownerPut(prefix, IP2, 'node-x', x.id) });
+    a.cands([IP, IP2]);
+    await until(clock, () => a.owned().has(IP) && a.own.view().owners.get(IP2) === 'node-x', 'IP ours, IP2 node-x', a);
+    assert.deepEqual(lines(a, 'debug', /sync failed/), []);
+    assert.deepEqual(
+      lines(a, 'debug', 'trace: contention transaction').map((l) => [l.obj.ips, l.obj.won]),
+      [
+        [2, false],
+        [1, true],
+      ],
+    );
+  });
 });
