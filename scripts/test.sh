@@ -118,11 +118,17 @@ unit_tests=(
   test/store/etcd-ownership-fast-edges.test.ts
   test/store/etcd-ownership-fast-survivors.test.ts
   test/store/etcd-ownership-fast-survivors2.test.ts
+  test/store/etcd-ownership-fast-survivors3.test.ts
   test/store/etcd-node-claim.test.ts
   test/store/etcd-session.test.ts
   test/store/etcd-session-lifecycle.test.ts
   test/store/etcd-view-store.test.ts
   test/store/kubernetes-store.test.ts
+  test/store/kubernetes-lease-api.contract.test.ts
+  test/store/kubernetes-lease-ownership-fast.test.ts
+  test/store/kubernetes-lease-ownership-faults.test.ts
+  test/store/kubernetes-lease-ownership-edges.test.ts
+  test/store/kubernetes-lease-ownership-survivors.test.ts
   test/store/kubernetes-ipam.test.ts
   test/store/kubernetes-ipam-coordinator.test.ts
   test/store/kubernetes-events.test.ts
