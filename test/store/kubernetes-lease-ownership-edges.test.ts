@@ -49,9 +49,10 @@ describe('lease ownership edges on a fake API and a manual clock', () => {
     assert.equal(reqs('node-a', 'POST', '').length + h.api.requests.filter((r) => r.who === 'node-a' && r.method === 'POST').length, 0);
     assert.equal(typeof (now.spec as any).renewTime, 'string');
     assert.equal(a.own.status().renewals, 1);
-    // A failure other than 404 on that read is a failed renewal (retried), not a create.
+    // A failure other than 404 on that read is a failed renewal (retried), not a create. (The 409's own read —
+    // is our node Lease gone? — fails too: not known to be gone, so no fence-out.)
     h.api.failNext({ who: 'node-a', method: 'PUT', name: 'node-node-a' }, 409, 'Conflict');
-    h.api.failNext({ who: 'node-a', method: 'GET', name: 'node-node-a' }, 500, 'InternalError');
+    h.api.failNext({ who: 'node-a', method: 'GET', name: 'node-node-a' }, 500, 'InternalError', 2);
     await h.advance(2500);
     assert.equal(a.own.status().renewFailures, 2);
     assert.equal(h.api.requests.filter((r) => r.who === 'node-a' && r.method === 'POST').length, 0);

@@ -775,12 +775,13 @@ describe('lease ownership: what the first mutation run found unchecked', () => {
     const a = await h.node('node-a');
     h.api.pauseWatch('node-a');
     await h.admin.request('DELETE', leasesPath(NS, 'node-node-a'));
-    await h.advance(2000); // the renewal: 409, then re-read → created again (new uid)
-    await h.advance(500);
+    await h.advance(2000); // the renewal: 409 (its uid precondition), the Lease read again: gone → fenced out once
+    await h.advance(500); // the re-join creates a new node Lease (new uid)
     assert.ok(h.lease('node-node-a'));
+    assert.equal(a.own.status().fencedOut, 1);
     h.api.resumeWatch('node-a');
     await h.settle();
-    assert.equal(a.own.status().fencedOut, 0);
+    assert.equal(a.own.status().fencedOut, 1, 'the old Lease\'s delete, seen late, fences nothing again');
   });
 
   test('fencing, read first: the IP Lease as read now is learnt; the record lists only the fenced node\'s IPs; the log says how many and how long', async () => {
