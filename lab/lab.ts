@@ -166,7 +166,10 @@ export class Host {
   /** Asynchronous command (for tools that run while the test drives others). */
   execAsync(cmd: string, args: string[] = []): Promise<ExecResult> {
     const p = this.spawn(`${cmd}`, cmd, args);
-    return p.exited.then(({ code }) => ({ code: code ?? -1, stdout: p.text(), stderr: '' }));
+    // 'close', not 'exit': at 'exit' the output may not have been read yet (Node's docs: the stdio streams
+    // might still be open), and an empty read was taken for an empty answer (a BGP lab once counted a FIB
+    // sample as missing so).
+    return new Promise((resolve) => p.child.once('close', (code) => resolve({ code: code ?? -1, stdout: p.text(), stderr: '' })));
   }
 
   /** A long-lived process inside this host, killed by lab.destroy(). */

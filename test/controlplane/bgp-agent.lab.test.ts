@@ -133,10 +133,14 @@ describe('herald agent with BGP anycast (lab)', { skip: labSkipReason() }, () =>
     const ping = lab.client.spawn('ping', 'ping', ['-n', '-i', '0.02', '-W', '1', VIP]);
     let sampling = true;
     let fibMissing = 0;
+    const missingSeen: string[] = [];
     const sampler = (async () => {
       while (sampling) {
         const r = await lab.client.execAsync('ip', ['route', 'show', `${VIP}/32`]);
-        if (!r.stdout.includes(`via ${node.ip}`)) fibMissing++;
+        if (!r.stdout.includes(`via ${node.ip}`)) {
+          fibMissing++;
+          missingSeen.push(`exit ${r.code}: ${JSON.stringify(r.stdout)}`);
+        }
         await new Promise((res) => setTimeout(res, 20));
       }
     })();
@@ -159,7 +163,7 @@ describe('herald agent with BGP anycast (lab)', { skip: labSkipReason() }, () =>
     const missing = Array.from({ length: last }, (_, i) => i + 1).filter((s) => !seqs.includes(s));
     assert.ok(last > 50, `pings answered: ${seqs.length}`);
     assert.deepEqual(missing, [], `pings lost across the restart (of ${last})`);
-    assert.equal(fibMissing, 0, 'samples without the path in the upstream FIB');
+    assert.equal(fibMissing, 0, `samples without the path in the upstream FIB: ${missingSeen.slice(0, 5).join('; ')}`);
     assert.ok(fib().includes(`via ${node.ip}`), explain());
   });
   test('health checks (herald.io/health-check): a backend whose HTTP server stops is withdrawn from the upstream, and returns when it answers again', async () => {
