@@ -9,90 +9,20 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Clock, TimerHandle } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/logger.js';
 import type { BpfMap } from '../../src/os/bpf-map.js';
 import { LOCAL_STORE_LIVENESS_MAX_AGE_MS, LivenessWriter, livenessAge, livenessDefaults } from '../../src/datapath/l2-responder/liveness.js';
 import { CONFIG_LIVENESS_NS, CONFIG_MAX_AGE_NS } from '../../src/datapath/l2-responder/layout.js';
 import type { LivenessGate } from '../../src/controlplane/ownership/edges.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
+import { ManualClock } from '../helpers/manual-clock.js';
+import { fakeConfig, settled, testGate } from '../helpers/liveness-fakes.js';
 
-/** A manual clock that can also sleep: time moves without running timers (a stopped or starved process). */
-class SleepyClock implements Clock {
-  private ms = 0;
-  private seq = 0;
-  private timers: Array<{ at: number; seq: number; fn: () => void; cancelled: boolean }> = [];
-  now(): number {
-    return this.ms;
-  }
-  monotonicNs(): bigint {
-    return BigInt(this.ms) * 1_000_000n;
-  }
-  setTimeout(fn: () => void, ms: number): TimerHandle {
-    const t = { at: this.ms + ms, seq: this.seq++, fn, cancelled: false };
-    this.timers.push(t);
-    return { cancel: () => (t.cancelled = true) };
-  }
-  /** Runs every timer due within `ms`, each at its own time. */
-  advance(ms: number): void {
-    const end = this.ms + ms;
-    for (;;) {
-      const due = this.timers.filter((t) => !t.cancelled && t.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
-      if (!due) break;
-      this.timers = this.timers.filter((t) => t !== due);
-      this.ms = Math.max(this.ms, due.at);
-      due.fn();
-    }
-    this.ms = end;
-  }
-  /** `ms` pass with no timer running; the overdue ones run (late) at the next advance. */
-  sleep(ms: number): void {
-    this.ms += ms;
-  }
-  get pending(): number {
-    return this.timers.filter((t) => !t.cancelled).length;
-  }
-}
-
-/** runtime_config in memory; `fail` makes every write throw. */
-function fakeConfig() {
-  const m = new Map<number, bigint>();
-  const ctl = { fail: false, writes: 0 };
-  const map = {
-    update(k: number, v: bigint) {
-      if (ctl.fail) throw new Error('EPERM');
-      ctl.writes++;
-      m.set(k, v);
-    },
-    lookup: (k: number) => m.get(k),
-  } as unknown as BpfMap<number, bigint>;
-  return { map, m, ctl };
-}
-
-/** A gate whose validity the test sets and whose re-checks it answers (or not). */
-function testGate(opts: { until?: number; autoAnswer?: boolean; reject?: boolean } = {}) {
-  const asked: Array<{ why: string; done: () => void }> = [];
-  const gate = {
-    until: opts.until ?? Infinity,
-    answerUntilMs: () => gate.until,
-    recheck: (why: string) =>
-      new Promise<void>((resolve, reject) => {
-        asked.push({ why, done: resolve });
-        if (opts.reject) reject(new Error('store unreachable'));
-        else if (opts.autoAnswer) resolve();
-      }),
-  };
-  return { gate, asked };
-}
-
-const settled = async () => {
-  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
-};
 const ns = (ms: number) => BigInt(ms) * 1_000_000n;
 
 /** A writer at t = 1 s, stamping every 200 ms with an 800 ms limit, on this thread. */
 function started(opts: { gate?: LivenessGate; noGate?: boolean } = {}) {
-  const clock = new SleepyClock();
+  const clock = new ManualClock();
   clock.advance(1000);
   const cfg = fakeConfig();
   const log = recordingLogger();
@@ -105,7 +35,7 @@ function started(opts: { gate?: LivenessGate; noGate?: boolean } = {}) {
 
 test('the options: interval and limit must be positive and the interval shorter than the limit', () => {
   const make = (intervalMs: number, maxAgeMs: number) =>
-    new LivenessWriter({ config: fakeConfig().map, clock: new SleepyClock(), log: silentLogger }, { intervalMs, maxAgeMs });
+    new LivenessWriter({ config: fakeConfig().map, clock: new ManualClock(), log: silentLogger }, { intervalMs, maxAgeMs });
   for (const [i, m] of [[0, 800], [-1, 800], [200, 0], [200, -5]] as const) {
     assert.throws(() => make(i, m), { message: 'liveness interval and max age must be > 0' }, `${i}/${m}`);
   }
@@ -165,7 +95,7 @@ test('answering mirrors the program: a stamp exactly the limit old still answers
 });
 
 test('a validity that ran out: silent at exactly its end, one re-check per validity, answering again after it only within a new validity', async () => {
-  const clock = new SleepyClock();
+  const clock = new ManualClock();
   clock.advance(1000);
   const { map, m } = fakeConfig();
   const { gate, asked } = testGate({ autoAnswer: true });
@@ -207,7 +137,7 @@ test('a late wake-up (the process was stopped): no stamp, a re-check that says h
 });
 
 test('one re-check at a time: a late wake-up while a re-check is in flight joins it', async () => {
-  const clock = new SleepyClock();
+  const clock = new ManualClock();
   clock.advance(1000);
   const { map, m } = fakeConfig();
   const { gate, asked } = testGate();
@@ -228,7 +158,7 @@ test('one re-check at a time: a late wake-up while a re-check is in flight joins
 });
 
 test('a re-check that fails is logged and the gate decides: the hold is released', async () => {
-  const clock = new SleepyClock();
+  const clock = new ManualClock();
   clock.advance(1000);
   const { map, m } = fakeConfig();
   const log = recordingLogger();
@@ -300,7 +230,7 @@ test('dispose: stops answering at once, touches neither map nor store afterwards
   w.dispose();
   assert.equal(w.held, 1, 'a second dispose holds nothing more');
 
-  const never = new LivenessWriter({ config: fakeConfig().map, clock: new SleepyClock(), log: silentLogger }, { intervalMs: 200, maxAgeMs: 800 });
+  const never = new LivenessWriter({ config: fakeConfig().map, clock: new ManualClock(), log: silentLogger }, { intervalMs: 200, maxAgeMs: 800 });
   assert.doesNotThrow(() => never.dispose());
 });
 
@@ -315,7 +245,7 @@ test('livenessAge: the stamp age and the limit in ms; no age for a stamp never w
 });
 
 test('a heartbeat thread that cannot start is logged, and the agent thread stamps instead', () => {
-  const clock = new SleepyClock();
+  const clock = new ManualClock();
   clock.advance(1000);
   const cfg = fakeConfig();
   // A descriptor the thread cannot be given (not cloneable): the Worker refuses to start.

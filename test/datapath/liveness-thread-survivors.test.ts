@@ -7,81 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
-import type { Clock, TimerHandle } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { BpfMap } from '../../src/os/bpf-map.js';
 import { libbpf } from '../../src/os/libbpf.js';
 import { LivenessWriter } from '../../src/datapath/l2-responder/liveness.js';
 import { CONFIG_LIVENESS_NS, CONFIG_MAX_AGE_NS, runtimeConfigCodec } from '../../src/datapath/l2-responder/layout.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
-
-/** A manual clock that can also sleep: time moves without running timers (a stopped or starved process). */
-class SleepyClock implements Clock {
-  private ms = 0;
-  private seq = 0;
-  private timers: Array<{ at: number; seq: number; fn: () => void; cancelled: boolean }> = [];
-  now(): number {
-    return this.ms;
-  }
-  monotonicNs(): bigint {
-    return BigInt(this.ms) * 1_000_000n;
-  }
-  setTimeout(fn: () => void, ms: number): TimerHandle {
-    const t = { at: this.ms + ms, seq: this.seq++, fn, cancelled: false };
-    this.timers.push(t);
-    return { cancel: () => (t.cancelled = true) };
-  }
-  /** Runs every timer due within `ms`, each at its own time. */
-  advance(ms: number): void {
-    const end = this.ms + ms;
-    for (;;) {
-      const due = this.timers.filter((t) => !t.cancelled && t.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
-      if (!due) break;
-      this.timers = this.timers.filter((t) => t !== due);
-      this.ms = Math.max(this.ms, due.at);
-      due.fn();
-    }
-    this.ms = end;
-  }
-  /** `ms` pass with no timer running; the overdue ones run (late) at the next advance. */
-  sleep(ms: number): void {
-    this.ms += ms;
-  }
-  get pending(): number {
-    return this.timers.filter((t) => !t.cancelled).length;
-  }
-}
-
-/** runtime_config in memory; `fail` makes every write throw. */
-function fakeConfig() {
-  const m = new Map<number, bigint>();
-  const ctl = { fail: false, writes: 0 };
-  const map = {
-    update(k: number, v: bigint) {
-      if (ctl.fail) throw new Error('EPERM');
-      ctl.writes++;
-      m.set(k, v);
-    },
-    lookup: (k: number) => m.get(k),
-  } as unknown as BpfMap<number, bigint>;
-  return { map, m, ctl };
-}
-
-/** A gate whose validity the test sets and whose re-checks it answers (or not). */
-function testGate(opts: { until?: number; autoAnswer?: boolean; reject?: boolean } = {}) {
-  const asked: Array<{ why: string; done: () => void }> = [];
-  const gate = {
-    until: opts.until ?? Infinity,
-    answerUntilMs: () => gate.until,
-    recheck: (why: string) =>
-      new Promise<void>((resolve, reject) => {
-        asked.push({ why, done: resolve });
-        if (opts.reject) reject(new Error('store unreachable'));
-        else if (opts.autoAnswer) resolve();
-      }),
-  };
-  return { gate, asked };
-}
+import { ManualClock } from '../helpers/manual-clock.js';
+import { fakeConfig, testGate } from '../helpers/liveness-fakes.js';
 
 const ns = (ms: number) => BigInt(ms) * 1_000_000n;
 
@@ -111,7 +44,7 @@ const waitFor = async (cond: () => boolean, what: string, ms = 5000) => {
 
 test('with a thread, the agent thread stamps only at start: its own timer leaves the stamping to the thread', { skip }, async () => {
   const map = realMap(BPF_MAP_TYPE_ARRAY, 4);
-  const clock = new SleepyClock();
+  const clock = new ManualClock();
   clock.advance(1000);
   const w = new LivenessWriter({ config: map, clock, log: silentLogger, gate: testGate().gate }, { intervalMs: 100, maxAgeMs: 400, thread: true });
   cleanup.push(() => w.dispose());
@@ -134,7 +67,7 @@ test('the thread reports a failing stamp (errno) and its recovery; the agent thr
   const mem = fakeConfig();
   const config = Object.assign(Object.create(null) as object, { fd: full.fd, update: mem.map.update, lookup: mem.map.lookup }) as BpfMap<number, bigint>;
   const log = recordingLogger();
-  const w = new LivenessWriter({ config, clock: new SleepyClock(), log, gate: testGate().gate }, { intervalMs: 50, maxAgeMs: 400, thread: true });
+  const w = new LivenessWriter({ config, clock: new ManualClock(), log, gate: testGate().gate }, { intervalMs: 50, maxAgeMs: 400, thread: true });
   cleanup.push(() => w.dispose());
   w.start();
   await waitFor(() => log.lines.some((l) => l.msg === 'writing the liveness stamp failed'), 'the failure report');
@@ -162,7 +95,7 @@ test('the thread held up past the limit reports a late wake-up: the agent thread
   }) as BpfMap<number, bigint>;
   const log = recordingLogger();
   const { gate, asked } = testGate({ autoAnswer: true });
-  const w = new LivenessWriter({ config, clock: new SleepyClock(), log, gate }, { intervalMs: 100, maxAgeMs: 400, thread: true });
+  const w = new LivenessWriter({ config, clock: new ManualClock(), log, gate }, { intervalMs: 100, maxAgeMs: 400, thread: true });
   cleanup.push(() => w.dispose());
   w.start();
   await new Promise((r) => setTimeout(r, 300));
@@ -180,7 +113,7 @@ test('the thread held up past the limit reports a late wake-up: the agent thread
 test('the thread validity lapse reaches the agent thread as a re-check', { skip }, async () => {
   const map = realMap(BPF_MAP_TYPE_ARRAY, 4);
   const { gate, asked } = testGate();
-  const w = new LivenessWriter({ config: map, clock: new SleepyClock(), log: silentLogger, gate }, { intervalMs: 50, maxAgeMs: 400, thread: true });
+  const w = new LivenessWriter({ config: map, clock: new ManualClock(), log: silentLogger, gate }, { intervalMs: 50, maxAgeMs: 400, thread: true });
   cleanup.push(() => w.dispose());
   gate.until = 1; // SleepyClock starts at 0: the first stamp is allowed, the thread's (real monotonic ms) is not
   w.start();

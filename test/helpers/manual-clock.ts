@@ -24,10 +24,14 @@ export class ManualClock implements Clock {
       const due = this.timers.filter((t) => !t.cancelled && t.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
       if (!due) break;
       this.timers = this.timers.filter((t) => t !== due);
-      this.ms = due.at;
+      this.ms = Math.max(this.ms, due.at); // a timer overdue after sleep() runs late, at the current time
       due.fn();
     }
     this.ms = end;
+  }
+  /** `ms` pass with no timer running (a stopped or starved process); the overdue ones run, late, at the next advance. */
+  sleep(ms: number): void {
+    this.ms += ms;
   }
   get pending(): number {
     return this.timers.filter((t) => !t.cancelled).length;

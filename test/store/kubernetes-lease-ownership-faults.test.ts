@@ -108,6 +108,12 @@ describe('lease ownership faults on a fake API and a manual clock', () => {
     await h.settle();
     assert.equal(a.own.status().fencedOut, 1);
     assert.equal(a.own.status().renewFailures, 1);
+    // The late refusal is no failure to report, and the fence-out was logged once.
+    assert.deepEqual(h.lines(a, 'warn', 'node lease renewal failed; retrying'), []);
+    assert.deepEqual(
+      h.lines(a, 'warn', /^fenced out: stepping down/).map((l) => l.obj),
+      [{ why: 'our node Lease was deleted: another node found us silent on the wire and fenced us out' }],
+    );
     await h.advance(2000);
     assert.equal(a.own.status().leaseValid, true);
     assert.equal(a.own.status().fencedOut, 1);

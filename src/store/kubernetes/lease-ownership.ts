@@ -467,15 +467,11 @@ export class LeaseOwnership implements OwnershipBackend {
       this.counters.renewFailures++;
       // Superseded: we were fenced out while this renewal was in flight, and the re-join renews from now on.
       if (this.myLease !== base) return;
-      if (isNotFound(e) && this.myLease && !this.released && !this.disposed) {
-        // Deleted under us while we ran: another node found us silent on the wire and fenced us out.
-        this.fencedOut('our node Lease is gone: another node found us silent on the wire and fenced us out');
-        return;
-      }
-      // The renewal carries our node Lease's uid, so kube-apiserver answers a deleted one with a 409 (a failed uid
-      // precondition), not a 404: when our watch missed the delete, this read is what tells a fence from a race.
-      if (isConflict(e) && base && !this.released && !this.disposed && (await this.ourLeaseGone(name, base))) {
-        if (this.myLease !== base) return;
+      // Deleted under us while we ran: another node found us silent on the wire and fenced us out. The renewal
+      // carries our node Lease's uid, so kube-apiserver answers that with a 409 (a failed uid precondition) as
+      // well as a 404: on a 409 a read tells a fence from a lost race (our watch may have missed the delete).
+      if (base && !this.released && !this.disposed && (isNotFound(e) || (isConflict(e) && (await this.ourLeaseGone(name, base))))) {
+        if (this.myLease !== base) return; // superseded while we read
         this.fencedOut('our node Lease is gone: another node found us silent on the wire and fenced us out');
         return;
       }
