@@ -67,6 +67,20 @@ struct {
 	__uint(max_entries, 1024);
 } interfaces SEC(".maps");
 
+/* The MACs of the interfaces in `interfaces`, as keys (written with them by
+ * the agent; not pinned: a loading agent fills it before it attaches). */
+struct mac_key {
+	__u8 mac[ETH_ALEN_];
+	__u8 pad[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct mac_key);
+	__type(value, __u32); /* unused (1) */
+	__uint(max_entries, 1024);
+} our_macs SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
@@ -189,34 +203,22 @@ static __always_inline int agent_alive(void)
 	return now <= *stamp || now - *stamp <= *max_age;
 }
 
-struct mac_search {
-	__u8 mac[ETH_ALEN_];
-	__u8 found;
-};
-
-static long match_iface_mac(void *map, __u32 *ifindex, struct iface_info *info, struct mac_search *s)
-{
-	if (mac_equal(info->mac, s->mac)) {
-		s->found = 1;
-		return 1; /* stop */
-	}
-	return 0;
-}
-
 /*
  * One of this node's MACs: the receiving interface's, or that of any other
  * interface we serve. A node with two interfaces on one segment hears its own
  * announcements on the other one; those are not conflicts (and defending
- * against them would ping-pong forever).
+ * against them would ping-pong forever). One hash lookup: a walk of the
+ * interfaces map visited all its 1,024 buckets (~15-30 µs cold) for every
+ * frame about an IP we hold, which during a hand-over is every announcement
+ * the successors send while the old owner still holds its entries (issue 16).
  */
 static __always_inline int mac_is_ours(const __u8 *mac, const struct iface_info *iface)
 {
 	if (mac_equal(mac, iface->mac))
 		return 1;
-	struct mac_search s = { .found = 0 };
-	__builtin_memcpy(s.mac, mac, ETH_ALEN_);
-	bpf_for_each_map_elem(&interfaces, match_iface_mac, &s, 0);
-	return s.found;
+	struct mac_key k = {};
+	__builtin_memcpy(k.mac, mac, ETH_ALEN_);
+	return bpf_map_lookup_elem(&our_macs, &k) != 0;
 }
 
 /*
@@ -224,9 +226,9 @@ static __always_inline int mac_is_ours(const __u8 *mac, const struct iface_info 
  * report it while we are live. The sender IP is looked up first: for almost
  * every frame (other hosts asking about other hosts, or about us) it is not one
  * of ours, and the answer costs one hash lookup. Only a frame whose sender IP
- * we announce pays mac_is_ours(), whose walk of the interfaces map visits every
- * bucket (1,024, ~15-30 µs with cold caches): done on every request, it made an
- * answer on a quiet wire 3.4x slower than the kernel's (issue 16, bench/arp idle).
+ * we announce pays mac_is_ours() too (when it walked the interfaces map, doing
+ * it on every request made an answer on a quiet wire 3.4x slower than the
+ * kernel's: issue 16, bench/arp idle).
  */
 static __always_inline void note_conflict(__u32 spa, __u32 ifindex, const struct arp_ipv4 *arp,
 					  const struct iface_info *iface)

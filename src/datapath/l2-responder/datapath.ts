@@ -69,14 +69,26 @@ export class L2Datapath implements InterfacePreparer, Disposable {
     liveness.start();
     // A restarted agent replaces the previous program on every interface it
     // served at once (atomically), so the new code and maps are in force before
-    // the first reconciliation.
+    // the first reconciliation. Its MACs first: the new program's our_macs starts empty.
+    this.syncOurMacs();
+    let gone = false;
     for (const ifindex of program.maps.interfaces.keys()) {
       try {
         program.attach(ifindex);
       } catch {
         program.maps.interfaces.delete(ifindex); // the interface is gone
+        gone = true;
       }
     }
+    if (gone) this.syncOurMacs();
+  }
+
+  /** our_macs := the MACs in the interfaces map (the program's one-lookup "is this MAC one of ours"). */
+  private syncOurMacs(): void {
+    const { interfaces, ourMacs } = this.requireProgram().maps;
+    const want = new Set(interfaces.entries().map(([, info]) => info.mac));
+    for (const mac of want) ourMacs.update(mac, 1);
+    for (const mac of ourMacs.keys()) if (!want.has(mac)) ourMacs.delete(mac);
   }
 
   /** How the tc programs are attached on this node (tcx links or cls_bpf filters). */
@@ -102,6 +114,7 @@ export class L2Datapath implements InterfacePreparer, Disposable {
     const program = this.requireProgram();
     // The MAC first: the program answers only on interfaces it knows the MAC of.
     program.maps.interfaces.update(link.ifindex, { mac: link.mac });
+    this.syncOurMacs();
     const { progId, mode } = program.attach(link.ifindex);
     this.deps.log.info({ iface: link.name, ifindex: link.ifindex, mac: link.mac, progId, attach: mode }, 'L2 responder serving interface');
   }
@@ -113,6 +126,7 @@ export class L2Datapath implements InterfacePreparer, Disposable {
       interfaces.delete(ifindex);
       this.requireProgram().detach(ifindex);
     }
+    this.syncOurMacs();
   }
 
   private requireProgram(): L2ResponderProgram {

@@ -12,6 +12,8 @@ export const MAP_RESPONDER_V4 = 'responder_v4';
 /** IPv6 addresses answered with Neighbor Advertisements (struct responder_key6). */
 export const MAP_RESPONDER_V6 = 'responder_v6';
 export const MAP_INTERFACES = 'interfaces';
+/** The MACs of the interfaces in `interfaces`, as keys (not pinned: filled by the loading agent). */
+export const MAP_OUR_MACS = 'our_macs';
 export const MAP_RUNTIME_CONFIG = 'runtime_config';
 export const PROGRAM_NAME = 'herald_l2_ingress';
 /** Ring buffer of conflict events (not pinned: events are transient). */
@@ -87,6 +89,28 @@ export const interfacesCodec: MapCodec<number, InterfaceInfo> = {
   },
   decodeValue(b) {
     return { mac: formatMac(b.subarray(0, 6)) };
+  },
+};
+
+/** struct mac_key: the MAC, two zero bytes; the value (__u32) is unused. */
+export const ourMacsCodec: MapCodec<string, number> = {
+  keySize: 8,
+  valueSize: 4,
+  encodeKey(mac) {
+    const b = Buffer.alloc(8);
+    parseMac(mac).copy(b, 0);
+    return b;
+  },
+  decodeKey(b) {
+    return formatMac(b.subarray(0, 6));
+  },
+  encodeValue(v) {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(v, 0);
+    return b;
+  },
+  decodeValue(b) {
+    return b.readUInt32LE(0);
   },
 };
 

@@ -16,11 +16,13 @@ import { tcProgram } from '../tc-programs.js';
 import {
   MAP_CONFLICT_EVENTS,
   MAP_INTERFACES,
+  MAP_OUR_MACS,
   MAP_RESPONDER_V4,
   MAP_RESPONDER_V6,
   MAP_RUNTIME_CONFIG,
   PROGRAM_NAME,
   interfacesCodec,
+  ourMacsCodec,
   responderKey6Codec,
   responderKeyCodec,
   runtimeConfigCodec,
@@ -46,13 +48,19 @@ export interface L2ResponderMaps {
   config: BpfMap<number, bigint>;
 }
 
+/** The loaded program's own maps (not pinned: they live with the program). */
+export interface L2ResponderProgramMaps extends L2ResponderMaps {
+  /** The MACs of `interfaces` as keys, for the program's "is this MAC ours" (kept in step by the datapath). */
+  ourMacs: BpfMap<string, number>;
+}
+
 export class L2ResponderProgram implements Disposable {
   private closed = false;
 
   private constructor(
     private readonly obj: unknown,
     readonly progFd: number,
-    readonly maps: L2ResponderMaps,
+    readonly maps: L2ResponderProgramMaps,
     /** The conflict_events ring buffer (valid while this object is open). */
     readonly conflictEventsFd: number,
     private readonly pinDir: string,
@@ -79,13 +87,14 @@ export class L2ResponderProgram implements Disposable {
       const progFd = check('HERALD_BPF_LOAD', 'program fd', lib.programFd(prog));
       const fd = (name: string) =>
         check('HERALD_BPF_LOAD', `map fd ${name}`, lib.mapFd(checkPtr('HERALD_BPF_LOAD', name, lib.objectFindMapByName(obj, name))));
-      const maps: L2ResponderMaps = {
+      const maps: L2ResponderProgramMaps = {
         responders: new ResponderMaps(
           BpfMap.fromObjectFd(MAP_RESPONDER_V4, fd(MAP_RESPONDER_V4), responderKeyCodec),
           BpfMap.fromObjectFd(MAP_RESPONDER_V6, fd(MAP_RESPONDER_V6), responderKey6Codec),
         ),
         interfaces: BpfMap.fromObjectFd(MAP_INTERFACES, fd(MAP_INTERFACES), interfacesCodec),
         config: BpfMap.fromObjectFd(MAP_RUNTIME_CONFIG, fd(MAP_RUNTIME_CONFIG), runtimeConfigCodec),
+        ourMacs: BpfMap.fromObjectFd(MAP_OUR_MACS, fd(MAP_OUR_MACS), ourMacsCodec),
       };
       return new L2ResponderProgram(obj, progFd, maps, fd(MAP_CONFLICT_EVENTS), opts.pinDir);
     } catch (e) {
