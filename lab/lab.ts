@@ -302,6 +302,11 @@ export class Lab {
 
   private build(): void {
     this.addNetns(this.switchNs);
+    // A switch forwards frames; it does not run them through ip(6)tables and a
+    // route lookup, as a Linux bridge does by default (bridge netfilter):
+    // that doubled the cost of every frame sent on the segment (a send of 500
+    // NAs: 20 → 11 µs per frame), charged to the sender.
+    must('ip', ['netns', 'exec', this.switchNs, 'sysctl', '-q', '-w', 'net.bridge.bridge-nf-call-iptables=0', 'net.bridge.bridge-nf-call-ip6tables=0', 'net.bridge.bridge-nf-call-arptables=0']);
     const bridges = this.opts.secondSegment ? ['br0', 'br1'] : ['br0'];
     for (const br of bridges) {
       must('ip', ['-n', this.switchNs, 'link', 'add', br, 'type', 'bridge', 'stp_state', '0', 'forward_delay', '0', 'mcast_snooping', '0']);
