@@ -11,7 +11,7 @@ import type { OwnerWatch, WatchTarget } from '../../src/controlplane/ownership/e
 import type { EventBody } from '../../src/core/events.js';
 import { EtcdOwnership, type EtcdOwnershipOptions } from '../../src/store/etcd/ownership.js';
 import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
-import { encodeHandoverRecord } from '../../src/store/etcd/handover-record.js';
+import { encodeHandoverRecord, parseHandoverRecord } from '../../src/store/etcd/handover-record.js';
 import { EtcdSession } from '../../src/store/etcd/session.js';
 import { ManualClock } from './manual-clock.js';
 import type { RealEtcdSuite } from './real-etcd-suite.js';
@@ -177,7 +177,7 @@ export function harness(real: RealEtcdSuite) {
     await until(clock, () => ips.every((ip) => p.owned().has(ip)), `${hi} owns every IP`, p);
     const s = await member(lo, prefix, clock);
     s.cands(ips);
-    await until(clock, () => ips.every((ip) => p.own.crashHandoverPlan()?.record.includes(`"${ip}","${lo}"`) === true), `${hi} sees ${lo} as the successor`, p);
+    await until(clock, () => ips.every((ip) => parseHandoverRecord(p.own.crashHandoverPlan()?.record ?? '')?.moves.get(ip)?.node === lo), `${hi} sees ${lo} as the successor`, p);
     return { p, s, clock };
   }
 

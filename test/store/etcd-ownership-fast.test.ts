@@ -16,7 +16,7 @@ import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { etcdOwnershipDefaults } from '../../src/store/etcd/ownership.js';
 import { rendezvousScore } from '../../src/controlplane/ownership/rendezvous.js';
-import { encodeHandoverRecord } from '../../src/store/etcd/handover-record.js';
+import { encodeHandoverRecord, parseHandoverRecord } from '../../src/store/etcd/handover-record.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { IP, IP2, OPTS, START, byPref, harness } from '../helpers/etcd-ownership-harness.js';
 import { useRealEtcd } from '../helpers/real-etcd-suite.js';
@@ -232,7 +232,7 @@ describe('etcd ownership on a manual clock', () => {
     // Answered at the record, the key still node-x's: IP2 has no candidate, so no successor.
     await until(clock, () => b.owned().has(IP), 'node-b answers IP at the record', b);
     const record = await key(`${prefix}handover/node-x`);
-    assert.deepEqual(record && { ...record, value: JSON.parse(record.value) }, { value: { v: 1, node: 'node-x', cause: 'wire-silence', moves: [[IP, 'node-b', b.session.leaseId]] }, lease: x.id });
+    assert.deepEqual(record && { ...record, value: JSON.parse(record.value) }, { value: { v: 2, node: 'node-x', cause: 'wire-silence', to: [['node-b', b.session.leaseId, IP]] }, lease: x.id });
     assert.deepEqual(await ownerKey(prefix), { value: 'node-x', lease: x.id });
     assert.deepEqual(lines(b, 'warn', 'fencing a silent owner: its IPs handed to their successors first').map((l) => l.obj), [{ node: 'node-x', lease: x.id, ips: 1, of: 2 }]);
     assert.equal(b.own.status().fencesIssued, 0, 'not revoked before the moves');
@@ -275,7 +275,7 @@ describe('etcd ownership on a manual clock', () => {
       return tx;
     }) as typeof client.if;
     b.watch.silence('node-x');
-    await until(clock, async () => JSON.parse((await key(`${prefix}handover/node-x`))?.value ?? '{}').moves?.[0]?.[1] === 'node-c', "node-c's record stands", b);
+    await until(clock, async () => parseHandoverRecord((await key(`${prefix}handover/node-x`))?.value ?? '')?.moves.get(IP)?.node === 'node-c', "node-c's record stands", b);
     await barrier(b, clock);
     clock.advance(100);
     await barrier(b, clock);
