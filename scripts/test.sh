@@ -158,6 +158,7 @@ unit_tests=(
   test/datapath/l2-layout-survivors.test.ts
   test/datapath/l2-datapath-unstarted.test.ts
   test/datapath/l2-program.test.ts
+  test/datapath/l2-claim-conflict.test.ts
   test/datapath/maglev.test.ts
   test/datapath/ct-gc-interval.test.ts
   test/datapath/ct-gc.test.ts
