@@ -85,7 +85,17 @@ export class LabProcess {
     };
     child.stdout?.on('data', collect);
     child.stderr?.on('data', collect);
-    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    // At 'exit' the output may not have been read yet (Node's docs): resolve once both pipes
+    // have closed too — bounded, since a daemon the process started may hold them open.
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        const drained = [child.stdout, child.stderr].map(
+          (s) => new Promise<void>((r) => (!s || s.closed || s.readableEnded ? r() : (s.once('close', () => r()), s.once('end', () => r())))),
+        );
+        const bound = new Promise<void>((r) => setTimeout(r, 1000).unref());
+        void Promise.race([Promise.all(drained), bound]).then(() => resolve({ code, signal }));
+      }),
+    );
   }
 
   get pid(): number {
