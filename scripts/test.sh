@@ -213,13 +213,7 @@ lab_tests=(
 # --test-timeout to each file (and each test in it). Generous bounds, since
 # the machine may be shared; override with UNIT_TIMEOUT_MS / LAB_TIMEOUT_MS.
 # Lab tests share the host's bpffs and CPU: one file at a time.
-# --test-force-exit: a file whose tests and hooks have all finished is ended
-# then. Without it, node 20 with tsx's loader thread sometimes leaves the
-# file's process alive with nothing to run (seen: test/store/etcd-ipam.test.ts
-# in 2 of 14 runs alone, every case passed in ~15 s, then only its stdio
-# pipes and the loader thread's port alive until the 120 s file timeout; 0 of
-# 30 with the flag). Its 'exit' hooks still run (the test helpers' cleanup).
 status=0
-node --import tsx --test --test-force-exit --test-concurrency=1 --test-timeout="${UNIT_TIMEOUT_MS:-120000}" "${unit_tests[@]}" || status=$?
-node --import tsx --test --test-force-exit --test-concurrency=1 --test-timeout="${LAB_TIMEOUT_MS:-600000}" "${lab_tests[@]}" || status=$?
+node --import tsx --test --test-concurrency=1 --test-timeout="${UNIT_TIMEOUT_MS:-120000}" "${unit_tests[@]}" || status=$?
+node --import tsx --test --test-concurrency=1 --test-timeout="${LAB_TIMEOUT_MS:-600000}" "${lab_tests[@]}" || status=$?
 exit "$status"
