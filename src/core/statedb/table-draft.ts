@@ -101,7 +101,13 @@ export class TableDraft<Row> implements TableView<Row> {
       let updated = index;
       for (const value of oldValues) {
         if (newValues.includes(value)) continue;
-        const keys = this.ownedKeys(name, value, updated).remove(key);
+        const held = updated.get(value);
+        if (held === undefined) continue;
+        if (typeof held === 'string') {
+          if (held === key) updated = updated.remove(value);
+          continue;
+        }
+        const keys = this.ownedKeys(name, value, held, updated).remove(key);
         if (keys.size === 0) {
           updated = updated.remove(value);
           this.ownedSets.get(name)?.delete(value);
@@ -109,12 +115,26 @@ export class TableDraft<Row> implements TableView<Row> {
       }
       for (const value of newValues) {
         if (oldValues.includes(value)) continue;
-        const keys = this.ownedKeys(name, value, updated);
-        if (keys.size === 0) updated = updated.set(value, keys);
-        keys.add(key);
+        const held = updated.get(value);
+        if (held === undefined) {
+          updated = updated.set(value, key); // the value's only key: no set
+        } else if (typeof held === 'string') {
+          if (held === key) continue;
+          const keys = emptyKeys.asMutable().add(held).add(key);
+          this.owned(name).set(value, keys);
+          updated = updated.set(value, keys);
+        } else {
+          this.ownedKeys(name, value, held, updated).add(key);
+        }
       }
       this.indexes.set(name, updated);
     }
+  }
+
+  private owned(index: string): Map<string, ImmutableSet<string>> {
+    let owned = this.ownedSets.get(index);
+    if (!owned) this.ownedSets.set(index, (owned = new Map()));
+    return owned;
   }
 
   /**
@@ -122,14 +142,13 @@ export class TableDraft<Row> implements TableView<Row> {
    * value shared by many rows (an interface, a namespace) is then edited in
    * place instead of being copied on every insert.
    */
-  private ownedKeys(index: string, value: string, byValue: SecondaryIndex): ImmutableSet<string> {
-    let owned = this.ownedSets.get(index);
-    if (!owned) this.ownedSets.set(index, (owned = new Map()));
+  private ownedKeys(index: string, value: string, held: ImmutableSet<string>, byValue: SecondaryIndex): ImmutableSet<string> {
+    const owned = this.owned(index);
     let keys = owned.get(value);
     if (!keys) {
-      keys = (byValue.get(value) ?? emptyKeys).asMutable();
+      keys = held.asMutable();
       owned.set(value, keys);
-      if (keys.size > 0) byValue.set(value, keys); // byValue is itself a mutable draft copy
+      byValue.set(value, keys); // byValue is itself a mutable draft copy
     }
     return keys;
   }

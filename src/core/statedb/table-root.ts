@@ -18,7 +18,12 @@ export interface StoredRow<Row> {
 }
 
 export type RowMap<Row> = OrderedMap<string, StoredRow<Row>>;
-export type SecondaryIndex = ImmutableMap<string, ImmutableSet<string>>;
+/**
+ * Index value → the primary keys holding it: the key itself while one row
+ * holds the value (most values of a unique-ish index such as an IP: no set per
+ * row, which was most of a 1,000-row write), a set once several do.
+ */
+export type SecondaryIndex = ImmutableMap<string, string | ImmutableSet<string>>;
 
 /** What reads need from a table, whether committed (TableRoot) or a write draft. */
 export interface TableView<Row> {
@@ -59,9 +64,9 @@ export function listRowsBy<Row>(view: TableView<Row>, index: string, value: stri
   const byValue = view.indexes.get(index);
   if (!byValue) throw new HeraldError('HERALD_BAD_ARGUMENT', `table ${view.table.name} has no index ${JSON.stringify(index)}`);
   const keys = byValue.get(value);
-  if (!keys) return [];
+  if (keys === undefined) return [];
   const rows: Row[] = [];
-  for (const key of [...keys].sort(compareStrings)) {
+  for (const key of typeof keys === 'string' ? [keys] : [...keys].sort(compareStrings)) {
     const stored = view.rows.get(key);
     if (stored) rows.push(stored.row);
   }
