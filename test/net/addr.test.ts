@@ -19,6 +19,19 @@ test('IPv4 and IPv6 to bytes and back; the wrong family is a coded error', () =>
   assert.throws(() => ipToBytes('not-an-ip'), /not an IPv6 address/);
 });
 
+test('address bytes are a fresh copy every time: a caller writing into them changes no later answer (they are cached by text)', () => {
+  for (const [ip, toBytes] of [['2001:db8::42', ipv6ToBytes], ['192.0.2.42', ipv4ToBytes]] as const) {
+    const first = toBytes(ip);
+    const expected = [...first];
+    first.fill(0xff);
+    assert.deepEqual([...toBytes(ip)], expected);
+    assert.notEqual(toBytes(ip), toBytes(ip));
+  }
+  // A text that does not parse is refused every time (nothing is cached for it).
+  assert.throws(() => ipv6ToBytes('2001:db8::g'), /not an IPv6 address/);
+  assert.throws(() => ipv6ToBytes('2001:db8::g'), /not an IPv6 address/);
+});
+
 test('MACs: parsed and formatted, case-insensitive, malformed ones refused', () => {
   assert.deepEqual([...parseMac('02:00:5E:10:00:01')], [2, 0, 0x5e, 0x10, 0, 1]);
   assert.equal(formatMac(Buffer.from([2, 0, 0x5e, 0x10, 0, 1, 0xff])), '02:00:5e:10:00:01');
