@@ -55,6 +55,7 @@ import { CONFIG_LIVENESS_NS, MAP_RUNTIME_CONFIG, runtimeConfigCodec } from '../d
 import type { KubeClient } from '../intent/sources/kube-client.js';
 import { HANDOVER_CHUNK, HANDOVER_MOVES_AFTER_MS, parseHandoverRecord, type CrashHandoverPlan } from '../store/etcd/handover-record.js';
 import { INCARNATION_ANNOTATION, SUPERVISED_ENV, parseReport, type KubeLeaseReport } from './protocol.js';
+import { performance } from 'node:perf_hooks';
 
 export interface SupervisorOptions {
   /** The agent's command line (node, its flags, the script and its arguments); run with SUPERVISED_ENV set. */

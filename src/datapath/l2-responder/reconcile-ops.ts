@@ -18,6 +18,7 @@ import type { L2AnnounceRow } from '../tables/l2-announce.js';
 import type { ResponderKey } from './layout.js';
 import type { ResponderMap } from './responder-map.js';
 import { CandidateStandby } from './standby.js';
+import { performance } from 'node:perf_hooks';
 
 /** The edge that makes the program serve an interface (attach + its MAC in the interfaces map). */
 export interface InterfacePreparer {

@@ -11,6 +11,7 @@ import type { BpfMap } from '../../os/bpf-map.js';
 import type { FlushRequest } from './services.js';
 import { bytesToIpv4, bytesToIpv6, ipv4ToBytes, ipv6ToBytes } from '../../net/addr.js';
 import { CT_EGRESS, CT_SERVICE, CT_ENTRY_BACKEND_OFF, CT_ENTRY_EXPIRES_OFF, CT_ENTRY_SNAT_PORT_OFF, CT_KEY4_SIZE, CT_SNAT, type CtEntry, type CtKey } from './layout.js';
+import { performance } from 'node:perf_hooks';
 
 export interface GcPassResult {
   scanned: number;

@@ -36,6 +36,7 @@ import { SilenceVerdicts, watchTargets, type HeldElsewhere } from '../../control
 import { rendezvousScore } from '../../controlplane/ownership/rendezvous.js';
 import { HANDOVER_CHUNK, HANDOVER_MOVES_AFTER_MS, encodeHandoverRecord, parseHandoverRecord, type CrashHandoverPlan, type HandoverCause, type HandoverMove, type HandoverRecord } from './handover-record.js';
 import type { EtcdSession } from './session.js';
+import { performance } from 'node:perf_hooks';
 
 export interface EtcdOwnershipOptions {
   /**
