@@ -317,6 +317,10 @@ export class Lab {
     // that doubled the cost of every frame sent on the segment (a send of 500
     // NAs: 20 → 11 µs per frame), charged to the sender.
     must('ip', ['netns', 'exec', this.switchNs, 'sysctl', '-q', '-w', 'net.bridge.bridge-nf-call-iptables=0', 'net.bridge.bridge-nf-call-ip6tables=0', 'net.bridge.bridge-nf-call-arptables=0']);
+    // Nor does it run an IPv6 stack of its own on the segment: a bridge with
+    // IPv6 up joins all-nodes, so every NA to ff02::1 went up through its
+    // input path too (ip6_route_input, icmpv6_rcv), again on the sender's CPU.
+    must('ip', ['netns', 'exec', this.switchNs, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.disable_ipv6=1', 'net.ipv6.conf.default.disable_ipv6=1']);
     const bridges = this.opts.secondSegment ? ['br0', 'br1'] : ['br0'];
     for (const br of bridges) {
       must('ip', ['-n', this.switchNs, 'link', 'add', br, 'type', 'bridge', 'stp_state', '0', 'forward_delay', '0', 'mcast_snooping', '0']);
