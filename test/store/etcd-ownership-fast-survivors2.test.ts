@@ -120,6 +120,10 @@ describe('etcd ownership on a manual clock: survivors, continued', () => {
     b.watch.silence('node-x');
     // Fenced at START: IP handed to us by our own record, moved 100 ms later, then the lease revoked and re-read.
     await until(clock, () => b.owned().has(IP), 'answers at its record', b);
+    // The record's put has returned too (the watch can bring the record, and
+    // with it the IP, before the put's reply): only then is the 100 ms until
+    // the move on the clock.
+    await until(clock, () => lines(b, 'warn', /^fencing a silent owner/).length === 1, 'the record written', b);
     clock.advance(100);
     await until(clock, () => b.own.status().fencesIssued === 1, 'revoked', b);
     await inner(b).refreshes.idle();
