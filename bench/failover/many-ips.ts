@@ -13,6 +13,7 @@
  * Times are from the trigger (not from the old owner's last answer, as in
  * bench/failover's ARP gap): a few ms longer for the same hand-over.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -103,7 +104,11 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
     const softnet = () => readFileSync('/proc/net/softnet_stat', 'utf8').split('\n').filter(Boolean).map((l) => l.split(' ').slice(0, 3).map((x) => parseInt(x, 16)).join('/')).join(' ');
     const before = process.env.HERALD_FAILOVER_TRACE ? `${drops()}\nsoftnet ${softnet()}` : '';
     await sleep(300 + Math.random() * 500);
+    // A whole-machine profile of the first second after the trigger (perf record -a -g), to see where a hand-over's time goes.
+    const perf = process.env.HERALD_FAILOVER_PERF ? spawn('perf', ['record', '-a', '-g', '-q', '-k', 'CLOCK_REALTIME', '-o', `${process.env.HERALD_FAILOVER_PERF}.${failure}-${idx}`, '--', 'sleep', '3'], { stdio: 'ignore' }) : undefined;
+    if (perf) await sleep(1500); // perf -a takes a while to start
     const trigWall = Date.now();
+    if (perf) log(`    profile ${process.env.HERALD_FAILOVER_PERF}.${failure}-${idx}: trigger at ${trigWall} (CLOCK_REALTIME ms)`);
     if (failure === 'node-loss') lab.setPort(n1, 'eth0', false);
     else if (failure === 'clean-stop') agents.get(n1)!.signal('SIGTERM');
     else process.kill(supervisedAgentPid(agents.get(n1)!)!, 'SIGKILL');
