@@ -8,12 +8,17 @@
  * them in the kernel). Reports the distribution over IPs per trial and
  * pooled: median, p90, p99 and the last IP (max), and IPs that never moved.
  *
- *   node --import tsx bench/failover/many-ips.ts [--ips 1000] [--trials 3] [--only node-loss,clean-stop,crash]
+ *   node --import tsx bench/failover/many-ips.ts [--ips 1000] [--trials 3] [--only wire-floor,node-loss,clean-stop,crash]
+ *
+ * `wire-floor` sends the same NAs from the two other nodes with no agent at
+ * all (lab/na-burst.ts, prebuilt frames, one signal): the lab's own time to
+ * carry N announcements to the client, the floor each hand-over stands on.
  *
  * Times are from the trigger (not from the old owner's last answer, as in
  * bench/failover's ARP gap): a few ms longer for the same hand-over.
  */
 import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,7 +34,8 @@ const value = (name: string) => {
 };
 const N = Number(value('ips') ?? 1000);
 const TRIALS = Number(value('trials') ?? 3);
-const ONLY = (value('only') ?? 'node-loss,clean-stop,crash').split(',');
+const ONLY = (value('only') ?? 'wire-floor,node-loss,clean-stop,crash').split(',');
+const NA_BURST = fileURLToPath(new URL('../../lab/na-burst.ts', import.meta.url));
 const log = (s: string) => process.stderr.write(s + '\n');
 const tmp = mkdtempSync(join(tmpdir(), 'herald-many-'));
 
@@ -71,7 +77,62 @@ interface TrialOut {
   captureDrops: number;
 }
 
+/**
+ * The floor: the same N unsolicited NAs, already built, sent by the two
+ * would-be successors (every other address each) the moment the trigger
+ * comes, with no agent, no store and no control plane: what the lab's wire
+ * and receive paths alone take to carry a 1,000-IP hand-over to the client.
+ */
+async function floorTrial(lab: Lab, n: number): Promise<TrialOut> {
+  const [, ...rest] = lab.nodes as [Host, ...Host[]];
+  const senders = rest.map((h, k) =>
+    h.spawn('na-burst', process.execPath, ['--import', 'tsx', NA_BURST, '--iface', 'eth0', '--mac', h.mac(), '--prefix', '2001:db8:100::', '--from', String(1 + k), '--to', String(n), '--step', String(rest.length)]),
+  );
+  const collector = lab.client.spawn('tcpdump', 'tcpdump', [...CAPTURE, 'icmp6 and ip6[40] == 136']);
+  try {
+    for (const s of senders) await s.waitForOutput('ready', 20_000);
+    await collector.waitForOutput('listening on', 10_000);
+    await sleep(1000 + Math.random() * 500);
+    const trigWall = Date.now();
+    for (const s of senders) s.signal('SIGUSR1');
+    for (const s of senders) await s.waitForOutput('sent', 10_000);
+    await sleep(1000);
+    await collector.stop('SIGINT', 5000);
+    log(`    senders: ${senders.map((s) => /sent .*/.exec(s.text())?.[0]).join('; ')}`);
+    const seen = firstAnnouncements(collector.text(), undefined, trigWall);
+    return collect(seen, n, collector.text());
+  } finally {
+    if (collector.running) await collector.stop('SIGKILL', 2000);
+    for (const s of senders) if (s.running) await s.stop('SIGKILL', 2000);
+  }
+}
+
+/** Per target, the first NA (ms after the trigger) from a MAC other than `oldMac`. */
+function firstAnnouncements(capture: string, oldMac: string | undefined, trigWall: number): Map<string, number> {
+  // "1700000000.123456 02:00:..:12 > 33:33:00:00:00:01, ethertype IPv6 (0x86dd), length 86: … neighbor advertisement, tgt is 2001:db8:100::5, …"
+  const seen = new Map<string, number>();
+  for (const line of capture.split('\n')) {
+    const m = /^(\d+\.\d+) ([0-9a-f:]{17}) > .*tgt is ([0-9a-f:]+)/.exec(line);
+    if (!m || m[2] === oldMac) continue;
+    const t = Number(m[1]) * 1000 - trigWall;
+    if (t >= 0 && !(seen.get(m[3]!)! <= t)) seen.set(m[3]!, t);
+  }
+  return seen;
+}
+
+function collect(seen: Map<string, number>, n: number, capture: string): TrialOut {
+  const gaps: number[] = [];
+  let missing = 0;
+  for (let i = 1; i <= n; i++) {
+    const t = seen.get(`2001:db8:100::${hex(i)}`);
+    if (t === undefined) missing++;
+    else gaps.push(t);
+  }
+  return { gaps, missing, captureDrops: captureDrops(capture) };
+}
+
 async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: number): Promise<TrialOut> {
+  if (failure === 'wire-floor') return floorTrial(lab, n);
   const prefix = `/herald-many-${failure}-${idx}/`;
   const [n1, ...rest] = lab.nodes as [Host, ...Host[]];
   for (const [k, text] of manifests(n).entries()) {
@@ -130,15 +191,7 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
       log(`    client got ${rx.length} NAs; per 100 ms: ${[...hist].sort((a, b) => a[0] - b[0]).map(([t, c]) => `${t}:${c}`).join(' ')}`);
       writeFileSync(join(tmpdir(), `herald-many-${failure}-${idx}.client.txt`), `${trigWall}\n${collector.text()}`);
     }
-    // "1700000000.123456 02:00:..:12 > 33:33:00:00:00:01, ethertype IPv6 (0x86dd), length 86: … neighbor advertisement, tgt is 2001:db8:100::5, …"
-    const seen = new Map<string, number>();
-    const oldMac = n1.mac();
-    for (const line of collector.text().split('\n')) {
-      const m = /^(\d+\.\d+) ([0-9a-f:]{17}) > .*tgt is ([0-9a-f:]+)/.exec(line);
-      if (!m || m[2] === oldMac) continue;
-      const t = Number(m[1]) * 1000 - trigWall;
-      if (t >= 0 && !(seen.get(m[3]!)! <= t)) seen.set(m[3]!, t);
-    }
+    const seen = firstAnnouncements(collector.text(), n1.mac(), trigWall);
     if (process.env.HERALD_FAILOVER_TRACE) {
       // The hand-over path, from the agents' logs (first occurrence of each message per node).
       const seen = new Set<string>();
@@ -175,14 +228,7 @@ async function trial(lab: Lab, etcd: LabEtcd, failure: string, n: number, idx: n
       writeFileSync(join(tmpdir(), `herald-many-${failure}-${idx}.n1.txt`), `${trigWall}\n${agents.get(n1)!.text()}`);
       for (const line of agents.get(n1)!.text().split('\n')) if (line.startsWith('herald supervisor:')) log(`      n1 ${line}`);
     }
-    const gaps: number[] = [];
-    let missing = 0;
-    for (let i = 1; i <= n; i++) {
-      const t = seen.get(`2001:db8:100::${hex(i)}`);
-      if (t === undefined) missing++;
-      else gaps.push(t);
-    }
-    return { gaps, missing, captureDrops: captureDrops(collector.text()) };
+    return collect(seen, n, collector.text());
   } finally {
     if (collector?.running) await collector.stop('SIGKILL', 2000);
     for (const s of senders) if (s.running) await s.stop('SIGKILL', 2000);

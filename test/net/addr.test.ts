@@ -19,7 +19,7 @@ test('IPv4 and IPv6 to bytes and back; the wrong family is a coded error', () =>
   assert.throws(() => ipToBytes('not-an-ip'), /not an IPv6 address/);
 });
 
-test('address bytes are a fresh copy every time: a caller writing into them changes no later answer (they are cached by text)', () => {
+test('address bytes are a fresh copy every time: a caller writing into them changes no later answer (the bytes are cached by text, so a shared buffer would leak a write)', () => {
   for (const [ip, toBytes] of [['2001:db8::42', ipv6ToBytes], ['192.0.2.42', ipv4ToBytes]] as const) {
     const first = toBytes(ip);
     const expected = [...first];

@@ -48,7 +48,7 @@ export interface L2ResponderMaps {
   config: BpfMap<number, bigint>;
 }
 
-/** The loaded program's own maps (not pinned: they live with the program). */
+/** The loaded program's maps: the pinned ones it shares with every agent run, and ourMacs, which is not pinned (it lives with the program and is filled by the loading agent). */
 export interface L2ResponderProgramMaps extends L2ResponderMaps {
   /** The MACs of `interfaces` as keys, for the program's "is this MAC ours" (kept in step by the datapath). */
   ourMacs: BpfMap<string, number>;
