@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
+import { rendezvousMemoHas } from '../../src/controlplane/ownership/rendezvous.js';
 import { encodeHandoverRecord } from '../../src/store/etcd/handover-record.js';
 import type { EtcdSession } from '../../src/store/etcd/session.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
@@ -369,5 +370,28 @@ describe('etcd ownership on a manual clock: edges', () => {
     const a = await owning('node-a', prefix, clock, { events: false });
     await barrier(a, clock);
     assert.deepEqual(lines(a, 'debug', /sync failed/), []);
+  });
+
+  test('the successors of a silent node are ranked before it falls silent: the fence hashes nothing on its path', async () => {
+    // Names and IPs no other case scores: the rendezvous memo is shared by the process.
+    const tag = Math.random().toString(36).slice(2, 8);
+    const [nx, ny, nb] = [`rank-x-${tag}`, `rank-y-${tag}`, `rank-b-${tag}`];
+    const ips = ['203.0.113.231', '203.0.113.232', '203.0.113.233'];
+    const prefix = real.freshPrefix();
+    const clock = clockAt();
+    const x = await lease();
+    const y = await lease();
+    for (const ip of ips) {
+      await ownerPut(prefix, ip, nx, x.id);
+      await candidacy(prefix, ip, ny, y.id);
+    }
+    const b = await member(nb, prefix, clock);
+    b.cands(ips);
+    await until(clock, () => ips.every((ip) => b.own.view().owners.get(ip) === nx), 'b sees x own every IP', b);
+    // In the background, a few turns of the event loop later: every candidate of every IP, b and y.
+    await waitFor(() => ips.every((ip) => rendezvousMemoHas(nb, ip) && rendezvousMemoHas(ny, ip)), { timeoutMs: 5000, intervalMs: 5, what: 'the candidates ranked ahead' });
+    b.watch.silence(nx, ips[0]);
+    await until(clock, () => lines(b, 'debug', 'trace: fence: record built').length === 1, 'the record', b);
+    assert.deepEqual(lines(b, 'debug', 'trace: fence: record built').map((l) => ({ ips: l.obj.ips, hashed: l.obj.hashed })), [{ ips: 3, hashed: 0 }]);
   });
 });

@@ -43,3 +43,8 @@ export function rendezvousScore(node: string, key: string): string {
 export function rendezvousMemoSize(): number {
   return memoSize;
 }
+
+/** Whether the pair's score is memoized (for tests: what was hashed ahead). */
+export function rendezvousMemoHas(node: string, key: string): boolean {
+  return memo.get(node)?.has(key) ?? false;
+}
