@@ -248,6 +248,8 @@ async function main(): Promise<void> {
     });
     await etcd.start();
     const lines: string[] = [];
+    /** Median over trials of the last IP, per case (for the ratios to the wire floor). */
+    const lastMedian = new Map<string, number>();
     for (const failure of ONLY) {
       const pooled: number[] = [];
       const lasts: number[] = [];
@@ -260,9 +262,14 @@ async function main(): Promise<void> {
         missing += r.missing;
         log(`  herald/${failure} ${N} IPs #${i + 1}: first ${ms(Math.min(...r.gaps))}, median ${ms(pct(r.gaps, 50))}, p99 ${ms(pct(r.gaps, 99))}, last IP ${ms(Math.max(...r.gaps))}${r.missing ? `, ${r.missing} never moved` : ''}, capture dropped ${r.captureDrops} (load ${loadavg()[0]!.toFixed(1)})`);
       }
+      lastMedian.set(failure, pct(lasts, 50));
       lines.push(
         `herald/${failure.padEnd(10)} ${N} IPs × ${TRIALS}: per IP median ${ms(pct(pooled, 50))}, p90 ${ms(pct(pooled, 90))}, p99 ${ms(pct(pooled, 99))}; last IP per trial ${lasts.map(ms).join(', ')}${missing ? `; ${missing} IP-trials never moved` : ''} (load ${load} → ${loadavg()[0]!.toFixed(1)})`,
       );
+    }
+    const floor = lastMedian.get('wire-floor');
+    if (floor !== undefined) {
+      for (const [failure, last] of lastMedian) if (failure !== 'wire-floor') lines.push(`herald/${failure}: last IP (median of trials) ${(last / floor).toFixed(1)}× the wire floor's (${ms(last)} vs ${ms(floor)})`);
     }
     console.log(lines.join('\n'));
     console.log('Gap per IP: trigger → first announcement of the IP by another MAC (its first unsolicited NA goes out as its entry answers).');
