@@ -12,6 +12,7 @@ import { describe, test } from 'node:test';
 import { waitFor } from '../../lab/lab.js';
 import { rendezvousMemoHas } from '../../src/controlplane/ownership/rendezvous.js';
 import { encodeHandoverRecord } from '../../src/store/etcd/handover-record.js';
+import { RANK_AHEAD_AFTER_MS } from '../../src/store/etcd/ownership.js';
 import type { EtcdSession } from '../../src/store/etcd/session.js';
 import { beforeNextTxn } from '../helpers/etcd-txn-hook.js';
 import { IP, IP2, OPTS, START, byPref, harness, type Member } from '../helpers/etcd-ownership-harness.js';
@@ -388,7 +389,9 @@ describe('etcd ownership on a manual clock: edges', () => {
     const b = await member(nb, prefix, clock);
     b.cands(ips);
     await until(clock, () => ips.every((ip) => b.own.view().owners.get(ip) === nx), 'b sees x own every IP', b);
-    // In the background, a few turns of the event loop later: every candidate of every IP, b and y.
+    assert.equal(ips.some((ip) => rendezvousMemoHas(ny, ip)), false, 'not while the candidacies are still changing');
+    clock.advance(RANK_AHEAD_AFTER_MS);
+    // Then in the background, a few turns of the event loop later: every candidate of every IP, b and y.
     await waitFor(() => ips.every((ip) => rendezvousMemoHas(nb, ip) && rendezvousMemoHas(ny, ip)), { timeoutMs: 5000, intervalMs: 5, what: 'the candidates ranked ahead' });
     b.watch.silence(nx, ips[0]);
     await until(clock, () => lines(b, 'debug', 'trace: fence: record built').length === 1, 'the record', b);
