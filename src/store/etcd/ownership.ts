@@ -167,9 +167,8 @@ export class EtcdOwnership implements OwnershipBackend {
   /** "ip/node" → the lease another node's candidacy key sits on (a hand-over on stop writes the owner key onto it). */
   private candidateLeases = new Map<string, string>();
   private emitQueued = false;
-  /** A rankAhead() pass is under way / another is wanted after it. */
-  private ranking = false;
-  private rankAgain = false;
+  /** rankAhead()'s passes: one at a time, a request during one runs one more after it. */
+  private readonly rankings: Trigger;
   private rankTimer: TimerHandle | undefined;
   private rankWantedAt = 0;
   /**
@@ -259,6 +258,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.verdicts = new SilenceVerdicts({ clock: deps.clock, log: deps.log, ...(deps.watch ? { watch: deps.watch } : {}), again: (node, ip) => void this.fence(node, ip) }, opts.releaseGraceMs ?? etcdOwnershipDefaults.releaseGraceMs!);
     // A zero delay still coalesces everything already queued (a watch delivers a batch at once).
     this.passes = new Trigger({ name: 'etcd ownership', run: () => this.pass(), clock: deps.clock, log: deps.log, delayMs: 0 });
+    this.rankings = new Trigger({ name: 'etcd ownership rank-ahead', run: (signal) => this.rankPass(signal), clock: deps.clock, log: deps.log });
     this.refreshes = new Trigger({
       name: 'etcd ownership refresh',
       run: () => this.readAll(),
@@ -358,7 +358,7 @@ export class EtcdOwnership implements OwnershipBackend {
    * of every IP we are a candidate for (rendezvous.ts keeps them): a fencer
    * names a silent node's successors from them, on the fence's critical path
    * (measured: 2,000 fresh hashes were 26–39 ms of a 1,000-IP node loss, on
-   * 2 loaded cores; memoized, ~0.5 ms). Coalesced, one pass at a time,
+   * 2 loaded cores; memoized, ~0.5 ms). One pass at a time (a Trigger),
    * RANK_AHEAD_PER_TURN IPs per turn of the event loop, once the candidacies
    * have been quiet for RANK_AHEAD_AFTER_MS; skipped when the pairs would not
    * fit the memo (hashing them ahead would only evict each other).
@@ -371,35 +371,19 @@ export class EtcdOwnership implements OwnershipBackend {
         const quiet = monotonicMs(this.deps.clock) - this.rankWantedAt;
         if (quiet < RANK_AHEAD_AFTER_MS) return arm(RANK_AHEAD_AFTER_MS - quiet);
         this.rankTimer = undefined;
-        this.startRanking();
+        void this.rankings.triggerNow();
       }, ms);
     };
     arm(RANK_AHEAD_AFTER_MS);
   }
 
-  private startRanking(): void {
-    if (this.disposed) return;
-    if (this.ranking) {
-      this.rankAgain = true;
-      return;
-    }
-    this.ranking = true;
-    setImmediate(() => void this.rankPass().finally(() => {
-      this.ranking = false;
-      if (this.rankAgain && !this.disposed) {
-        this.rankAgain = false;
-        this.startRanking();
-      }
-    }));
-  }
-
-  private async rankPass(): Promise<void> {
+  private async rankPass(signal: AbortSignal): Promise<void> {
     let pairs = 0;
     for (const ip of this.candidates.keys()) pairs += 1 + (this.others.get(ip)?.size ?? 0);
     if (pairs > MEMO_LIMIT / 2) return;
     let n = 0;
     for (const ip of [...this.candidates.keys()]) {
-      if (this.disposed) return;
+      if (signal.aborted) return;
       this.score(this.nodeName, ip);
       for (const node of this.others.get(ip)?.keys() ?? []) this.score(node, ip);
       if (++n % RANK_AHEAD_PER_TURN === 0) await new Promise<void>((r) => setImmediate(r));
@@ -1521,6 +1505,7 @@ export class EtcdOwnership implements OwnershipBackend {
     this.refreshes.dispose();
     this.watchRetry?.cancel();
     this.rankTimer?.cancel();
+    this.rankings.dispose();
     for (const t of this.timers.values()) t.cancel();
     this.verdicts.dispose();
     void this.watcher?.cancel();
